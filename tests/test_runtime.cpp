@@ -1,0 +1,224 @@
+// The Vulkan runtime itself: reflection, the checks dispatch() makes, barriers, timestamps,
+// memory and device selection.
+#include <doctest/doctest.h>
+
+#include <cstring>
+
+#include "model/gpu_ops.h"
+#include "shaders/common/push.h"
+#include "tests/compare.h"
+#include "tests/gpu.h"
+#include "vk/check.h"
+#include "vk/reflect.h"
+#include "vk/spirv_registry.h"
+
+namespace {
+
+vkr::Groups one_group() { return {1, 1, 1}; }
+
+}  // namespace
+
+TEST_CASE("reflection reads bindings, access and push-constant size from SPIR-V") {
+  vkr::ShaderInterface add = vkr::reflect(vkr::find_spirv("add"));
+  REQUIRE(add.bindings.size() == 3);
+  CHECK(add.bindings[0].binding == 0);
+  CHECK(add.bindings[0].type == VK_DESCRIPTOR_TYPE_STORAGE_BUFFER);
+  CHECK(add.bindings[0].writes);
+  CHECK_FALSE(add.bindings[0].reads);  // writeonly
+  CHECK(add.bindings[1].reads);
+  CHECK_FALSE(add.bindings[1].writes);  // readonly
+  CHECK(add.push_constant_bytes == sizeof(push::AddPush));
+
+  std::vector<uint32_t> garbage = {1, 2, 3};
+  CHECK_THROWS_AS(vkr::reflect(garbage), vkr::Error);
+  std::span<const uint32_t> m = vkr::find_spirv("add");
+  std::vector<uint32_t> truncated(m.begin(), m.begin() + static_cast<long>(m.size() / 2));
+  truncated.push_back(0xffff0001u);  // an instruction claiming 65535 words
+  CHECK_THROWS_AS(vkr::reflect(truncated), vkr::Error);
+}
+
+TEST_CASE("every shader has an embedded module") {
+  CHECK(!vkr::embedded_spirv().empty());
+  CHECK(vkr::find_spirv("no_such_shader").empty());
+}
+
+TEST_CASE("dispatch rejects wrong push constants, bindings and group counts") {
+  GPU_TEST(g);
+  vkr::Arena arena(g.device, 4096, vkr::MemoryKind::Device, "test checks");
+  vkr::BufferSpan s = arena.alloc(256);
+  const vkr::Pipeline& add = g.kernels.get("add");
+  vkr::Recorder rec(g.device);
+  rec.begin();
+  struct TooBig {
+    uint32_t a, b;
+  };
+  CHECK_THROWS_WITH_AS(rec.dispatch(add, {s, s, s}, TooBig{1, 2}, one_group()),
+                       doctest::Contains("push constants"), vkr::Error);
+  CHECK_THROWS_WITH_AS(rec.dispatch(add, {s, s}, push::AddPush{1}, one_group()),
+                       doctest::Contains("3 bindings"), vkr::Error);
+  CHECK_THROWS_AS(rec.dispatch(add, {s, s, s}, push::AddPush{1}, vkr::Groups{0, 1, 1}), vkr::Error);
+  CHECK_THROWS_AS(g.kernels.get("no_such_shader"), vkr::Error);
+  vkr::Specialization huge;
+  huge.local_size = {g.device.caps().max_workgroup_invocations + 1, 1, 1};
+  CHECK_THROWS_AS(g.kernels.get("add", huge), vkr::Error);
+  CHECK_THROWS_AS(gpu::add(g.kernels, rec, s, s, s, 1000), vkr::Error);  // span too small
+  rec.end();
+}
+
+TEST_CASE("a binding larger than maxStorageBufferRange is refused, not truncated") {
+  GPU_TEST(g);
+  vkr::DeviceOptions options;
+  options.select = std::to_string(g.device.index());
+  options.overrides.max_storage_buffer_range = 1024;  // lowered so the test stays small
+  vkr::Device small(g.instance, options);
+  CHECK(small.caps().max_storage_buffer_range == 1024);
+  vkr::Kernels kernels(small);
+  vkr::Arena arena(small, 3 * 4096, vkr::MemoryKind::Device, "test range");
+  vkr::BufferSpan a = arena.alloc(2048), b = arena.alloc(2048), out = arena.alloc(2048);
+  vkr::Recorder rec(small);
+  rec.begin();
+  CHECK_THROWS_WITH_AS(gpu::add(kernels, rec, out, a, b, 512), doctest::Contains("maxStorageBufferRange"),
+                       vkr::Error);
+  gpu::add(kernels, rec, out.sub(0, 1024), a.sub(0, 1024), b.sub(0, 1024), 256);  // within range
+  rec.run();
+}
+
+TEST_CASE("synchronization validation catches a missing barrier") {
+  // Proves the validation layer and sync validation are really on: without this, a suite that
+  // silently ran without them would pass every other test.
+  GPU_TEST(g);
+  g.instance.log().print = false;
+  vkr::Arena arena(g.device, 4096, vkr::MemoryKind::Device, "test hazard");
+  vkr::BufferSpan x = arena.alloc(1024), y = arena.alloc(1024), z = arena.alloc(1024);
+  vkr::Recorder rec(g.device);
+  rec.set_auto_barriers(false);
+  rec.begin();
+  gpu::add(g.kernels, rec, y, x, x, 256);
+  gpu::add(g.kernels, rec, z, y, x, 256);  // reads y with no barrier after its write
+  uint32_t hazards = g_validation_.seen();
+  g.instance.log().print = true;
+  CHECK(hazards >= 1);
+  std::lock_guard<std::mutex> lock(g.instance.log().mutex);
+  CHECK(g.instance.log().last.find("READ_AFTER_WRITE") != std::string::npos);
+  g_validation_.expect(hazards);
+  rec.end();
+}
+
+TEST_CASE("barriers only where a dispatch depends on an earlier one") {
+  GPU_TEST(g);
+  vkr::Arena arena(g.device, 8192, vkr::MemoryKind::Device, "test barriers");
+  vkr::BufferSpan a = arena.alloc(1024), b = arena.alloc(1024), c = arena.alloc(1024),
+                  d = arena.alloc(1024);
+  vkr::Recorder rec(g.device);
+  rec.begin();
+  gpu::add(g.kernels, rec, c, a, b, 256);  // writes c
+  gpu::add(g.kernels, rec, d, a, b, 256);  // independent: no barrier
+  CHECK(rec.stats().barriers == 0);
+  gpu::add(g.kernels, rec, a, c, d, 256);  // reads c and d: barrier (also write-after-read of a)
+  CHECK(rec.stats().barriers == 1);
+  gpu::add(g.kernels, rec, b, b, b, 256);  // b was read before the last barrier only: no barrier
+  CHECK(rec.stats().barriers == 1);
+  rec.run();
+  CHECK(rec.stats().dispatches == 4);
+  CHECK(rec.stats().submits == 1);
+  CHECK(rec.stats().waits == 1);
+  CHECK(rec.stats().pipeline_binds == 1);
+}
+
+TEST_CASE("a recording replays without re-recording") {
+  GPU_TEST(g);
+  const uint32_t n = 100;
+  std::vector<float> one(n, 1.0f), zero(n, 0.0f);
+  vkr::Arena arena(g.device, 4096, vkr::MemoryKind::Device, "test replay");
+  vkr::BufferSpan acc = test::to_gpu(g, arena, zero), inc = test::to_gpu(g, arena, one);
+  vkr::Recorder rec(g.device);
+  rec.begin();
+  gpu::add(g.kernels, rec, acc, acc, inc, n);
+  rec.end();
+  for (int i = 0; i < 5; i++) {
+    rec.submit();
+    rec.wait();
+  }
+  std::vector<float> got = test::from_gpu(g, acc, n);
+  CHECK(got[0] == 5.0f);
+  CHECK(got[n - 1] == 5.0f);
+}
+
+TEST_CASE("timestamps give a time for every dispatch") {
+  GPU_TEST(g);
+  if (!g.device.caps().timestamps) {
+    MESSAGE("SKIPPED: device has no compute timestamps");
+    return;
+  }
+  const uint32_t n = 1 << 16;
+  vkr::Arena arena(g.device, 3 * n * sizeof(float) + 1024, vkr::MemoryKind::Device, "test time");
+  vkr::BufferSpan a = arena.alloc(n * 4), b = arena.alloc(n * 4), c = arena.alloc(n * 4);
+  vkr::Recorder rec(g.device, true);
+  rec.begin();
+  gpu::add(g.kernels, rec, c, a, b, n);
+  gpu::add(g.kernels, rec, a, c, b, n);
+  rec.run();
+  std::vector<vkr::DispatchTime> t = rec.timings();
+  REQUIRE(t.size() == 2);
+  CHECK(t[0].shader == "add");
+  CHECK(t[0].ms >= 0.0);
+  CHECK(t[0].ms + t[1].ms > 0.0);
+}
+
+TEST_CASE("arenas refuse what does not fit and keep sub-allocations aligned") {
+  GPU_TEST(g);
+  vkr::Arena arena(g.device, 1000, vkr::MemoryKind::Device, "small");
+  vkr::BufferSpan a = arena.alloc(3);
+  vkr::BufferSpan b = arena.alloc(5);
+  CHECK(b.offset % g.device.caps().storage_buffer_alignment == 0);
+  CHECK(b.offset >= a.offset + 3);
+  CHECK_THROWS_WITH_AS(arena.alloc(2000), doctest::Contains("'small'"), vkr::Error);
+  CHECK_THROWS_AS(arena.alloc(0), vkr::Error);
+  CHECK_THROWS_AS(b.sub(4, 2), vkr::Error);
+  float big[8] = {};
+  CHECK_THROWS_AS(vkr::upload(g.device, a, big, sizeof(big)), vkr::Error);
+}
+
+TEST_CASE("staging uploads and downloads round-trip") {
+  GPU_TEST(g);
+  vkr::Arena staging(g.device, 1 << 16, vkr::MemoryKind::Staging, "staging");
+  vkr::Arena device(g.device, 1 << 16, vkr::MemoryKind::Device, "device");
+  std::vector<float> data = test::random_floats(1000, 5);
+  for (vkr::Arena* arena : {&staging, &device}) {
+    vkr::BufferSpan s = test::to_gpu(g, *arena, data);
+    CHECK(test::close("round trip", test::from_gpu(g, s, data.size()), data, {0, 0}));
+  }
+}
+
+TEST_CASE("device selection explains itself") {
+  GPU_TEST(g);
+  vkr::DeviceOptions by_name;
+  by_name.select = "no-such-gpu-anywhere";
+  CHECK_THROWS_WITH_AS(vkr::Device(g.instance, by_name), doctest::Contains("no Vulkan device matches"),
+                       vkr::Error);
+  vkr::DeviceOptions by_index;
+  by_index.select = "999";
+  CHECK_THROWS_AS(vkr::Device(g.instance, by_index), vkr::Error);
+  bool any_usable = false;
+  for (const vkr::PhysicalDevice& d : g.instance.devices()) {
+    CAPTURE(d.caps.name);
+    if (!d.unusable.empty()) continue;
+    any_usable = true;
+    CHECK(d.caps.max_storage_buffer_range > 0);
+    CHECK(d.caps.max_push_constants >= 128);  // the Vulkan minimum
+    CHECK(d.caps.subgroup_size >= 1);
+    CHECK(d.caps.max_workgroup_invocations >= 128);
+  }
+  CHECK(any_usable);
+}
+
+TEST_CASE("groups_for folds large counts into y and never under-covers") {
+  GPU_TEST(g);
+  const vkr::Pipeline& p = g.kernels.get("add");
+  const uint32_t local = p.local_size()[0];
+  for (uint64_t threads : {1ull, 63ull, 64ull, 65ull, 1ull << 20, 1ull << 26}) {
+    vkr::Groups gr = vkr::groups_for(g.device, p, threads);
+    CHECK(uint64_t(gr.x) * gr.y * local >= threads);
+    CHECK(gr.x <= g.device.caps().max_workgroup_count[0]);
+  }
+}

@@ -1,0 +1,48 @@
+# Dependency glue only: find each library on the system (Debian packages, the LunarG SDK,
+# Homebrew, vcpkg) and, where a header-only or single-file one is missing, fetch a pinned
+# release. No sources are copied into this repository.
+include(FetchContent)
+
+find_package(Vulkan REQUIRED COMPONENTS glslangValidator)
+get_target_property(_vk_inc Vulkan::Headers INTERFACE_INCLUDE_DIRECTORIES)
+find_program(GLSLANG_VALIDATOR NAMES glslangValidator HINTS ${Vulkan_GLSLANG_VALIDATOR_EXECUTABLE} REQUIRED)
+# Used by the test that checks every embedded module; not needed to build.
+find_program(SPIRV_VAL spirv-val)
+find_program(SPIRV_CROSS spirv-cross)
+
+# volk: the loader's entry points fetched at run time. Debian's libvulkan-volk-dev ships only
+# volk.c/volk.h, so we compile volk.c ourselves.
+find_path(VOLK_SOURCE_DIR volk.c PATHS /usr/include /usr/local/include $ENV{VULKAN_SDK}/include/Volk
+          PATH_SUFFIXES volk Volk NO_CACHE)
+if(NOT VOLK_SOURCE_DIR)
+  message(STATUS "volk not found on the system: fetching pinned release")
+  FetchContent_Declare(volk_src GIT_REPOSITORY https://github.com/zeux/volk.git GIT_TAG 1.3.250)
+  FetchContent_Populate(volk_src)
+  set(VOLK_SOURCE_DIR ${volk_src_SOURCE_DIR})
+endif()
+add_library(volk STATIC ${VOLK_SOURCE_DIR}/volk.c)
+target_include_directories(volk SYSTEM PUBLIC ${VOLK_SOURCE_DIR} ${_vk_inc})
+target_compile_definitions(volk PUBLIC VK_NO_PROTOTYPES)
+if(APPLE)
+  target_compile_definitions(volk PUBLIC VK_ENABLE_BETA_EXTENSIONS)
+endif()
+set_target_properties(volk PROPERTIES POSITION_INDEPENDENT_CODE ON)
+target_link_libraries(volk PUBLIC ${CMAKE_DL_LIBS})
+
+find_package(doctest QUIET)
+if(NOT doctest_FOUND)
+  FetchContent_Declare(doctest GIT_REPOSITORY https://github.com/doctest/doctest.git GIT_TAG v2.4.9)
+  FetchContent_MakeAvailable(doctest)
+endif()
+
+find_package(CLI11 QUIET)
+if(NOT CLI11_FOUND)
+  FetchContent_Declare(cli11 GIT_REPOSITORY https://github.com/CLIUtils/CLI11.git GIT_TAG v2.3.2)
+  FetchContent_MakeAvailable(cli11)
+endif()
+
+find_package(nlohmann_json 3.9 QUIET)
+if(NOT nlohmann_json_FOUND)
+  FetchContent_Declare(json URL https://github.com/nlohmann/json/releases/download/v3.11.2/json.tar.xz)
+  FetchContent_MakeAvailable(json)
+endif()

@@ -1,0 +1,145 @@
+// Instance, physical-device discovery and the logical device: the part of Vulkan that is set up
+// once per process. Everything the engine needs to know about a device is read once into
+// DeviceCaps, so kernels and tests never query Vulkan for limits themselves.
+#pragma once
+#include <volk.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "vk/handle.h"
+
+namespace vkr {
+
+struct InstanceOptions {
+  bool validation = false;          // Khronos validation layer with synchronization validation
+  bool require_validation = false;  // fail (instead of warn) when the layer is not installed
+  // GPT2VK_VALIDATION=1 in the environment turns validation on for users.
+  static InstanceOptions from_env();
+};
+
+// Counts every warning and error the validation layer reports, so a test can assert zero.
+struct ValidationLog {
+  std::atomic<uint32_t> messages{0};
+  std::atomic<bool> print{true};  // also write each message to stderr
+  std::mutex mutex;
+  std::string last;  // the latest message, guarded by mutex
+};
+
+// The features and limits the engine relies on, read once per physical device.
+struct DeviceCaps {
+  std::string name;
+  std::string driver;  // driver name and info ("llvmpipe, Mesa 22.3.6 (LLVM 15.0.6)")
+  VkPhysicalDeviceType type = VK_PHYSICAL_DEVICE_TYPE_OTHER;
+  uint32_t vendor_id = 0;
+  uint32_t api_version = 0;
+
+  uint32_t subgroup_size = 1;
+  bool subgroup_arithmetic = false;  // in compute shaders
+  bool subgroup_shuffle = false;
+
+  uint32_t max_shared_memory = 0;  // bytes per workgroup
+  uint32_t max_workgroup_invocations = 0;
+  uint32_t max_workgroup_size[3] = {};
+  uint32_t max_workgroup_count[3] = {};
+
+  uint64_t max_storage_buffer_range = 0;  // largest range one descriptor may bind
+  uint32_t max_push_constants = 0;
+  uint64_t storage_buffer_alignment = 0;  // minStorageBufferOffsetAlignment
+  uint32_t max_texel_buffer_elements = 0;
+  uint64_t max_allocation = 0;  // maxMemoryAllocationSize
+
+  bool fp16_arithmetic = false;  // shaderFloat16
+  bool storage_16bit = false;    // storageBuffer16BitAccess
+  bool timestamps = false;       // the compute queue can write timestamps
+  float timestamp_period_ns = 0;
+
+  bool uma = false;  // device-local memory is also host-visible: no staging copies needed
+  uint64_t device_local_bytes = 0;
+  bool portability_subset = false;  // MoltenVK and other non-conformant layered drivers
+};
+
+// Limits a test can lower to exercise fallback paths on a device that does not need them.
+// Zero keeps the device's own value; a value above the device's is ignored.
+struct LimitOverrides {
+  uint64_t max_storage_buffer_range = 0;
+  uint32_t max_shared_memory = 0;
+  uint32_t max_workgroup_invocations = 0;
+};
+
+struct PhysicalDevice {
+  VkPhysicalDevice handle = VK_NULL_HANDLE;
+  uint32_t index = 0;
+  DeviceCaps caps;
+  uint32_t queue_family = 0;
+  std::string unusable;  // empty when usable; otherwise why not
+};
+
+class Instance {
+ public:
+  // Throws vkr::Error when there is no Vulkan loader or no instance can be made.
+  explicit Instance(const InstanceOptions& options = InstanceOptions::from_env());
+  // Not movable: Device and the debug messenger keep pointers into it.
+  Instance(Instance&&) = delete;
+  Instance& operator=(Instance&&) = delete;
+  Instance(const Instance&) = delete;
+  ~Instance();
+
+  VkInstance get() const { return instance_; }
+  bool validation() const { return validation_; }
+  ValidationLog& log() const { return *log_; }
+  std::vector<PhysicalDevice> devices() const;
+
+ private:
+  VkInstance instance_ = VK_NULL_HANDLE;
+  VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
+  bool validation_ = false;
+  std::unique_ptr<ValidationLog> log_;
+};
+
+struct DeviceOptions {
+  // "" picks the first usable device, discrete before integrated before CPU; digits pick by
+  // index; anything else is matched case-insensitively against the device name.
+  std::string select;
+  LimitOverrides overrides;
+};
+
+class Device {
+ public:
+  // Throws vkr::Error naming each device and why it was not taken.
+  Device(const Instance& instance, const DeviceOptions& options = {});
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+  ~Device();
+
+  VkDevice get() const { return device_; }
+  VkPhysicalDevice physical() const { return physical_.handle; }
+  uint32_t index() const { return physical_.index; }
+  VkQueue queue() const { return queue_; }
+  uint32_t queue_family() const { return physical_.queue_family; }
+  const DeviceCaps& caps() const { return caps_; }
+  const Instance& instance() const { return instance_; }
+
+  // Memory type for a buffer with these requirements; host_visible asks for mappable memory.
+  uint32_t memory_type(uint32_t type_bits, bool device_local, bool host_visible) const;
+
+  template <typename T>
+  Handle<T> own(T h, typename Handle<T>::Destroy destroy) const {
+    return Handle<T>(device_, h, destroy);
+  }
+
+ private:
+  const Instance& instance_;
+  PhysicalDevice physical_;
+  DeviceCaps caps_;  // physical_.caps with the overrides applied
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+};
+
+const char* device_type_name(VkPhysicalDeviceType t);
+
+}  // namespace vkr

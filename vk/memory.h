@@ -1,0 +1,61 @@
+// Device memory: a few large allocations (Arena) carved into sub-buffers (BufferSpan), and the
+// copies between host and device. On UMA devices (lavapipe, integrated GPUs, Apple) arenas are
+// host-visible and mapped, so uploads and downloads are plain memcpy with no staging buffer.
+#pragma once
+#include <volk.h>
+
+#include <cstdint>
+#include <string>
+
+#include "vk/handle.h"
+
+namespace vkr {
+
+class Device;
+
+// A byte range of one VkBuffer: what a descriptor binds and what ops take as tensors.
+struct BufferSpan {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceSize offset = 0;
+  VkDeviceSize size = 0;
+  uint8_t* mapped = nullptr;  // host pointer to offset 0 of this span, when the arena is mapped
+
+  // The sub-range [offset, offset + size) of this span, in bytes.
+  BufferSpan sub(VkDeviceSize off, VkDeviceSize bytes) const;
+};
+
+enum class MemoryKind {
+  Device,   // for kernels: device-local, mapped too when the device is UMA
+  Staging,  // host-visible, for copies to and from a discrete GPU
+};
+
+// One VkDeviceMemory bound to one VkBuffer; alloc() hands out aligned sub-ranges in order.
+class Arena {
+ public:
+  Arena(const Device& device, VkDeviceSize capacity, MemoryKind kind, std::string name);
+  Arena(Arena&&) = default;
+  ~Arena();
+
+  // Throws vkr::Error naming the arena when the request does not fit.
+  BufferSpan alloc(VkDeviceSize bytes);
+  void reset() { used_ = 0; }  // forget all sub-allocations
+  bool mapped() const { return mapped_ != nullptr; }
+  VkDeviceSize capacity() const { return capacity_; }
+  VkDeviceSize used() const { return used_; }
+
+ private:
+  std::string name_;
+  VkDeviceSize capacity_ = 0;
+  VkDeviceSize used_ = 0;
+  VkDeviceSize alignment_ = 16;
+  Handle<VkDeviceMemory> memory_;  // declared before buffer_: destroyed after it
+  Handle<VkBuffer> buffer_;
+  uint8_t* mapped_ = nullptr;
+};
+
+// Blocking copies for set-up time and tests. Mapped spans are memcpy; others go through a
+// staging buffer and one submission with the barriers that make the data visible to shaders.
+void upload(const Device& device, const BufferSpan& dst, const void* src, VkDeviceSize bytes);
+void download(const Device& device, void* dst, const BufferSpan& src, VkDeviceSize bytes);
+
+}  // namespace vkr

@@ -1,0 +1,258 @@
+#include "vk/recorder.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "vk/check.h"
+#include "vk/context.h"
+
+namespace vkr {
+namespace {
+constexpr uint32_t kSetsPerPool = 256;
+constexpr uint32_t kMaxTimestamps = 4096;
+}  // namespace
+
+Groups groups_for(const Device& device, const Pipeline& p, uint64_t threads) {
+  const DeviceCaps& caps = device.caps();
+  uint64_t groups = (threads + p.local_size()[0] - 1) / p.local_size()[0];
+  if (groups == 0) groups = 1;
+  uint64_t x = std::min<uint64_t>(groups, caps.max_workgroup_count[0]);
+  uint64_t y = (groups + x - 1) / x;
+  if (y > caps.max_workgroup_count[1])
+    throw Error("shader '" + p.name() + "': " + std::to_string(threads) +
+                " invocations exceed this device's workgroup-count limits");
+  return {static_cast<uint32_t>(x), static_cast<uint32_t>(y), 1};
+}
+
+Recorder::Recorder(const Device& device, bool timestamps) : device_(device) {
+  VkDevice dev = device.get();
+  VkCommandPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pool_info.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  pool_info.queueFamilyIndex = device.queue_family();
+  VkCommandPool pool = VK_NULL_HANDLE;
+  VK_CHECK(vkCreateCommandPool(dev, &pool_info, nullptr, &pool));
+  pool_ = device.own(pool, vkDestroyCommandPool);
+
+  VkCommandBufferAllocateInfo alloc{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  alloc.commandPool = pool;
+  alloc.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  alloc.commandBufferCount = 1;
+  VK_CHECK(vkAllocateCommandBuffers(dev, &alloc, &cmd_));
+
+  VkFenceCreateInfo fence_info{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  VkFence fence = VK_NULL_HANDLE;
+  VK_CHECK(vkCreateFence(dev, &fence_info, nullptr, &fence));
+  fence_ = device.own(fence, vkDestroyFence);
+
+  if (timestamps && device.caps().timestamps) {
+    VkQueryPoolCreateInfo q{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+    q.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    q.queryCount = kMaxTimestamps;
+    VkQueryPool qp = VK_NULL_HANDLE;
+    VK_CHECK(vkCreateQueryPool(dev, &q, nullptr, &qp));
+    queries_ = device.own(qp, vkDestroyQueryPool);
+    max_timestamps_ = kMaxTimestamps;
+  }
+  add_pool();
+}
+
+Recorder::~Recorder() {
+  // Resources a submission uses must outlive it.
+  if (pending_) vkWaitForFences(device_.get(), 1, fence_.ptr(), VK_TRUE, UINT64_MAX);
+}
+
+void Recorder::add_pool() {
+  VkDescriptorPoolSize sizes[] = {
+      {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * 8},
+      {VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, kSetsPerPool},
+  };
+  VkDescriptorPoolCreateInfo info{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  info.maxSets = kSetsPerPool;
+  info.poolSizeCount = 2;
+  info.pPoolSizes = sizes;
+  VkDescriptorPool pool = VK_NULL_HANDLE;
+  VK_CHECK(vkCreateDescriptorPool(device_.get(), &info, nullptr, &pool));
+  descriptor_pools_.push_back(device_.own(pool, vkDestroyDescriptorPool));
+}
+
+VkDescriptorSet Recorder::allocate_set(VkDescriptorSetLayout layout) {
+  for (;;) {
+    VkDescriptorSetAllocateInfo info{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+    info.descriptorPool = descriptor_pools_[current_pool_];
+    info.descriptorSetCount = 1;
+    info.pSetLayouts = &layout;
+    VkDescriptorSet set = VK_NULL_HANDLE;
+    VkResult r = vkAllocateDescriptorSets(device_.get(), &info, &set);
+    if (r == VK_SUCCESS) return set;
+    if (r != VK_ERROR_OUT_OF_POOL_MEMORY && r != VK_ERROR_FRAGMENTED_POOL) VK_CHECK(r);
+    if (++current_pool_ == descriptor_pools_.size()) add_pool();
+  }
+}
+
+void Recorder::begin() {
+  if (pending_) wait();
+  VK_CHECK(vkResetCommandBuffer(cmd_, 0));
+  for (auto& p : descriptor_pools_) VK_CHECK(vkResetDescriptorPool(device_.get(), p, 0));
+  current_pool_ = 0;
+  VkCommandBufferBeginInfo info{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  VK_CHECK(vkBeginCommandBuffer(cmd_, &info));
+  recording_ = true;
+  bound_ = VK_NULL_HANDLE;
+  reads_.clear();
+  writes_.clear();
+  timed_.clear();
+  stats_ = {};
+  if (queries_) {
+    vkCmdResetQueryPool(cmd_, queries_, 0, max_timestamps_);
+    vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_, 0);
+  }
+}
+
+bool Recorder::hazard(const Pipeline& p, std::initializer_list<BufferSpan> buffers) const {
+  auto overlaps = [](const std::vector<Range>& list, const BufferSpan& s) {
+    for (const Range& r : list)
+      if (r.buffer == s.buffer && s.offset < r.hi && r.lo < s.offset + s.size) return true;
+    return false;
+  };
+  size_t i = 0;
+  for (const BufferSpan& s : buffers) {
+    const BindingInfo& b = p.interface().bindings[i++];
+    if (overlaps(writes_, s)) return true;  // read-after-write or write-after-write
+    if (b.writes && overlaps(reads_, s)) return true;  // write-after-read
+  }
+  return false;
+}
+
+void Recorder::record(const Pipeline& p, std::initializer_list<BufferSpan> buffers,
+                      const void* push, uint32_t push_bytes, Groups groups) {
+  if (!recording_) throw Error("Recorder::dispatch of '" + p.name() + "' outside begin()/end()");
+  const ShaderInterface& iface = p.interface();
+  const DeviceCaps& caps = device_.caps();
+  if (push_bytes != iface.push_constant_bytes)
+    throw Error("shader '" + p.name() + "' takes " + std::to_string(iface.push_constant_bytes) +
+                " bytes of push constants; the host passed " + std::to_string(push_bytes));
+  if (buffers.size() != iface.bindings.size())
+    throw Error("shader '" + p.name() + "' has " + std::to_string(iface.bindings.size()) +
+                " bindings; the host passed " + std::to_string(buffers.size()) + " buffers");
+  const uint32_t counts[3] = {groups.x, groups.y, groups.z};
+  for (int d = 0; d < 3; d++)
+    if (counts[d] == 0 || counts[d] > caps.max_workgroup_count[d])
+      throw Error("shader '" + p.name() + "': workgroup count " + std::to_string(counts[d]) +
+                  " in dimension " + std::to_string(d) + " is outside this device's limit");
+
+  std::vector<VkDescriptorBufferInfo> infos;
+  infos.reserve(buffers.size());
+  size_t i = 0;
+  for (const BufferSpan& s : buffers) {
+    const BindingInfo& b = iface.bindings[i++];
+    if (b.type != VK_DESCRIPTOR_TYPE_STORAGE_BUFFER)
+      throw Error("shader '" + p.name() + "': only storage-buffer bindings are supported");
+    if (s.size == 0 || s.buffer == VK_NULL_HANDLE)
+      throw Error("shader '" + p.name() + "': binding " + std::to_string(b.binding) + " is empty");
+    if (s.size > caps.max_storage_buffer_range)
+      throw Error("shader '" + p.name() + "': binding " + std::to_string(b.binding) + " spans " +
+                  std::to_string(s.size) + " bytes, over this device's maxStorageBufferRange " +
+                  std::to_string(caps.max_storage_buffer_range) + "; the op must split it");
+    if (s.offset % caps.storage_buffer_alignment != 0)
+      throw Error("shader '" + p.name() + "': binding " + std::to_string(b.binding) +
+                  " starts at an offset not aligned to minStorageBufferOffsetAlignment");
+    infos.push_back({s.buffer, s.offset, s.size});
+  }
+
+  if (auto_barriers_ && hazard(p, buffers)) {
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+    reads_.clear();
+    writes_.clear();
+    stats_.barriers++;
+  }
+  i = 0;
+  for (const BufferSpan& s : buffers) {
+    const BindingInfo& b = iface.bindings[i++];
+    Range r{s.buffer, s.offset, s.offset + s.size};
+    if (b.reads) reads_.push_back(r);
+    if (b.writes) writes_.push_back(r);
+  }
+
+  VkDescriptorSet set = allocate_set(p.set_layout());
+  std::vector<VkWriteDescriptorSet> writes(infos.size());
+  for (uint32_t k = 0; k < infos.size(); k++) {
+    writes[k] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    writes[k].dstSet = set;
+    writes[k].dstBinding = k;
+    writes[k].descriptorCount = 1;
+    writes[k].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[k].pBufferInfo = &infos[k];
+  }
+  vkUpdateDescriptorSets(device_.get(), static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
+  stats_.descriptor_writes += static_cast<uint32_t>(writes.size());
+
+  if (bound_ != p.get()) {
+    vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.get());
+    bound_ = p.get();
+    stats_.pipeline_binds++;
+  }
+  vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout(), 0, 1, &set, 0, nullptr);
+  if (push_bytes) vkCmdPushConstants(cmd_, p.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
+  vkCmdDispatch(cmd_, groups.x, groups.y, groups.z);
+  stats_.dispatches++;
+  if (queries_ && timed_.size() + 1 < max_timestamps_) {
+    timed_.push_back(p.name());
+    vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_,
+                        static_cast<uint32_t>(timed_.size()));
+  }
+}
+
+void Recorder::end() {
+  if (!recording_) throw Error("Recorder::end() without begin()");
+  // Make every shader write visible to the host, so mapped memory can be read after wait().
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+  vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0,
+                       1, &mb, 0, nullptr, 0, nullptr);
+  VK_CHECK(vkEndCommandBuffer(cmd_));
+  recording_ = false;
+}
+
+void Recorder::submit() {
+  if (recording_) throw Error("Recorder::submit() before end()");
+  if (pending_) wait();
+  VK_CHECK(vkResetFences(device_.get(), 1, fence_.ptr()));
+  VkSubmitInfo info{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  info.commandBufferCount = 1;
+  info.pCommandBuffers = &cmd_;
+  VK_CHECK(vkQueueSubmit(device_.queue(), 1, &info, fence_));
+  pending_ = true;
+  stats_.submits++;
+}
+
+void Recorder::wait(double timeout_s) {
+  if (!pending_) return;
+  auto ns = static_cast<uint64_t>(timeout_s * 1e9);
+  VkResult r = vkWaitForFences(device_.get(), 1, fence_.ptr(), VK_TRUE, ns);
+  if (r == VK_TIMEOUT)
+    throw Error("the GPU did not finish a submission within " + std::to_string(timeout_s) +
+                " s (hung or very slow device)");
+  VK_CHECK(r);
+  pending_ = false;
+  stats_.waits++;
+}
+
+std::vector<DispatchTime> Recorder::timings() const {
+  std::vector<DispatchTime> out;
+  if (!queries_ || timed_.empty() || pending_) return out;
+  std::vector<uint64_t> ticks(timed_.size() + 1);
+  VK_CHECK(vkGetQueryPoolResults(device_.get(), queries_, 0, static_cast<uint32_t>(ticks.size()),
+                                 ticks.size() * sizeof(uint64_t), ticks.data(), sizeof(uint64_t),
+                                 VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
+  const double ns = device_.caps().timestamp_period_ns;
+  for (size_t k = 0; k < timed_.size(); k++)
+    out.push_back({timed_[k], static_cast<double>(ticks[k + 1] - ticks[k]) * ns * 1e-6});
+  return out;
+}
+
+}  // namespace vkr

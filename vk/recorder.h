@@ -1,0 +1,109 @@
+// Records many dispatches into one command buffer, with the barriers between them, and submits
+// it once against one fence. Barriers are derived from each shader's reflected bindings: a
+// dispatch that reads or writes a range an earlier dispatch wrote (or writes a range one read)
+// since the last barrier gets a compute-to-compute barrier first, and no other dispatch does.
+#pragma once
+#include <volk.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "vk/handle.h"
+#include "vk/memory.h"
+#include "vk/pipeline.h"
+
+namespace vkr {
+
+class Device;
+
+struct Groups {
+  uint32_t x = 1, y = 1, z = 1;
+};
+
+// Workgroups to cover `threads` invocations along x with `p`'s workgroup size (ceil-div). Counts
+// beyond the device's maxComputeWorkGroupCount[0] fold into y; shaders index with
+// gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * gl_WorkGroupSize.x
+// and bound-check against the thread count.
+Groups groups_for(const Device& device, const Pipeline& p, uint64_t threads);
+
+// What one recording did; the counters that prove "one submission per forward pass".
+struct RecorderStats {
+  uint32_t dispatches = 0;
+  uint32_t barriers = 0;
+  uint32_t descriptor_writes = 0;  // descriptors written (one per binding)
+  uint32_t pipeline_binds = 0;
+  uint32_t submits = 0;
+  uint32_t waits = 0;
+};
+
+struct DispatchTime {
+  std::string shader;
+  double ms = 0;
+};
+
+class Recorder {
+ public:
+  // timestamps: write a GPU timestamp after every dispatch (when the queue supports them).
+  explicit Recorder(const Device& device, bool timestamps = false);
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+  ~Recorder();
+
+  void begin();  // start a new recording; releases the previous one's descriptor sets
+
+  // Binds `buffers` to bindings 0, 1, ... of `p` and dispatches. P is the shader's push-constant
+  // struct; its size must equal the shader's block.
+  template <typename P>
+  void dispatch(const Pipeline& p, std::initializer_list<BufferSpan> buffers, const P& push,
+                Groups groups) {
+    record(p, buffers, &push, sizeof(P), groups);
+  }
+  void dispatch(const Pipeline& p, std::initializer_list<BufferSpan> buffers, Groups groups) {
+    record(p, buffers, nullptr, 0, groups);
+  }
+
+  void end();     // closes the recording; it may then be submitted any number of times
+  void submit();  // one vkQueueSubmit with the fence
+  // Waits on the fence; a submission that does not finish in time becomes a vkr::Error.
+  void wait(double timeout_s = 60.0);
+  void run() { end(); submit(); wait(); }
+
+  // Tests use this to prove synchronization validation catches a missing barrier.
+  void set_auto_barriers(bool on) { auto_barriers_ = on; }
+
+  const RecorderStats& stats() const { return stats_; }
+  // GPU time of each dispatch of the last finished submission (empty without timestamps).
+  std::vector<DispatchTime> timings() const;
+
+ private:
+  struct Range {
+    VkBuffer buffer;
+    VkDeviceSize lo, hi;
+  };
+  void record(const Pipeline& p, std::initializer_list<BufferSpan> buffers, const void* push,
+              uint32_t push_bytes, Groups groups);
+  VkDescriptorSet allocate_set(VkDescriptorSetLayout layout);
+  void add_pool();
+  bool hazard(const Pipeline& p, std::initializer_list<BufferSpan> buffers) const;
+
+  const Device& device_;
+  Handle<VkCommandPool> pool_;
+  Handle<VkFence> fence_;
+  Handle<VkQueryPool> queries_;
+  std::vector<Handle<VkDescriptorPool>> descriptor_pools_;
+  size_t current_pool_ = 0;
+  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
+
+  bool recording_ = false;
+  bool pending_ = false;  // submitted, not yet waited on
+  bool auto_barriers_ = true;
+  VkPipeline bound_ = VK_NULL_HANDLE;
+  std::vector<Range> reads_, writes_;  // since the last barrier
+  std::vector<std::string> timed_;     // shader name per timestamp interval
+  uint32_t max_timestamps_ = 0;
+  RecorderStats stats_;
+};
+
+}  // namespace vkr
