@@ -1,7 +1,7 @@
 #version 450
 // Residual add: out[n] = a[n] + b[n]. Element-wise, one invocation per element.
 #extension GL_GOOGLE_include_directive : require
-#include "common/push.h"
+#include "add.h"
 #include "common/index.glsl"
 
 layout(local_size_x_id = 0) in;

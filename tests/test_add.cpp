@@ -2,8 +2,8 @@
 // sides (the reference adds in double, which holds the exact sum of two floats, then rounds).
 #include <doctest/doctest.h>
 
-#include "model/cpu_ops.h"
-#include "model/gpu_ops.h"
+#include "model/cpu/add.h"
+#include "model/gpu/add.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"
 

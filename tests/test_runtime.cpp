@@ -4,8 +4,8 @@
 
 #include <cstring>
 
-#include "model/gpu_ops.h"
-#include "shaders/common/push.h"
+#include "model/gpu/add.h"
+#include "shaders/add.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"
 #include "vk/check.h"

@@ -1,5 +1,4 @@
-// CPU reference for every GPU op: same names and argument order as model/gpu_ops.h (outputs,
-// inputs, weights, sizes). Accumulates in double and rounds once, favouring exactness over speed.
+// CPU reference of shaders/add.comp.
 #pragma once
 #include <cstddef>
 

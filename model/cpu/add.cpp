@@ -1,4 +1,4 @@
-#include "model/cpu_ops.h"
+#include "model/cpu/add.h"
 
 namespace cpu {
 

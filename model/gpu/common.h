@@ -1,0 +1,41 @@
+// What every GPU op wrapper shares. Each op lives in model/gpu/<op>.{h,cpp} beside its CPU
+// reference model/cpu/<op>.{h,cpp}, its shader shaders/<op>.comp and its test tests/test_<op>.cpp,
+// with the same argument order everywhere: outputs, inputs, weights, then sizes.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "shaders/common/types.h"
+#include "vk/context.h"
+#include "vk/memory.h"
+#include "vk/pipeline.h"
+#include "vk/recorder.h"
+
+namespace gpu {
+
+enum class DType : uint32_t { F32 = push::DTYPE_F32, F16 = push::DTYPE_F16 };
+
+enum class Activation : uint32_t {
+  None = push::ACT_NONE,
+  GeluTanh = push::ACT_GELU_TANH,
+  GeluErf = push::ACT_GELU_ERF,
+  Relu = push::ACT_RELU,
+};
+
+// A weight tensor on the device: fp32, or fp16 stored as packed pairs (element i is half i % 2
+// of 32-bit word i / 2, little-endian).
+struct Weight {
+  vkr::BufferSpan span;
+  DType dtype = DType::F32;
+};
+
+size_t dtype_bytes(DType t);
+
+// The workgroup size for element-wise and row-wise ops on this device.
+uint32_t default_workgroup(const vkr::DeviceCaps& caps);
+
+// Throws vkr::Error unless `s` holds at least `count` elements of `bytes_each` bytes.
+void require_elements(const char* op, const char* what, const vkr::BufferSpan& s, uint64_t count,
+                      size_t bytes_each = sizeof(float));
+
+}  // namespace gpu
