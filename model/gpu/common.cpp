@@ -1,12 +1,35 @@
 #include "model/gpu/common.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 
 #include "vk/check.h"
 
 namespace gpu {
 
 size_t dtype_bytes(DType t) { return t == DType::F16 ? 2 : 4; }
+
+uint16_t to_half(float x) {
+  uint32_t f;
+  std::memcpy(&f, &x, 4);
+  const uint32_t sign = (f >> 16) & 0x8000u, abs = f & 0x7fffffffu;
+  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // nan
+  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // inf, or rounds past 65504
+  if (abs < 0x38800000u) {  // subnormal half: multiples of 2^-24
+    auto m = static_cast<uint32_t>(std::nearbyint(std::fabs(x) * 16777216.0f));
+    return static_cast<uint16_t>(sign | m);  // m == 1024 is the smallest normal, correctly encoded
+  }
+  uint32_t rem = abs & 0x1fffu, keep = abs >> 13;
+  if (rem > 0x1000u || (rem == 0x1000u && (keep & 1u))) keep++;
+  return static_cast<uint16_t>(sign | (keep - ((127u - 15u) << 10)));
+}
+
+std::vector<uint16_t> to_half(const float* x, size_t n) {
+  std::vector<uint16_t> out(n + (n & 1), 0);
+  for (size_t i = 0; i < n; i++) out[i] = to_half(x[i]);
+  return out;
+}
 
 uint32_t default_workgroup(const vkr::DeviceCaps& caps) {
   return std::min({256u, caps.max_workgroup_invocations, caps.max_workgroup_size[0]});

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "shaders/common/types.h"
 #include "vk/context.h"
@@ -30,6 +31,11 @@ struct Weight {
 };
 
 size_t dtype_bytes(DType t);
+
+// fp32 -> binary16 bits, round to nearest even (what the GPU reads back as cpu::round_to_half).
+uint16_t to_half(float x);
+// Packs n floats as fp16 pairs for a DType::F16 weight (2 bytes each, n rounded up to even).
+std::vector<uint16_t> to_half(const float* x, size_t n);
 
 // The workgroup size for element-wise and row-wise ops on this device.
 uint32_t default_workgroup(const vkr::DeviceCaps& caps);

@@ -1,0 +1,44 @@
+// The MLP activations, shared by activation.comp and the matmul epilogue. `kind` is one of the
+// ACT_* constants of common/types.h (a specialization constant where it is used, so the branch
+// folds away).
+#include "common/types.h"
+
+float gelu_tanh(float x) {
+  // GPT-2's gelu_new: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). tanh through exp of a
+  // non-positive argument, so large |x| cannot overflow to inf/inf.
+  float u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
+  float e = exp(-2.0 * abs(u));
+  float t = sign(u) * (1.0 - e) / (1.0 + e);
+  return 0.5 * x * (1.0 + t);
+}
+
+// GLSL has no erf. A Taylor series below |x| = 0.5 keeps the relative error small near zero;
+// above it, Numerical Recipes' erfc approximation (fractional error < 1.2e-7).
+float erf_approx(float x) {
+  float a = abs(x);
+  float r;
+  if (a < 0.5) {
+    float x2 = a * a;
+    // Taylor series of erf to x^11: relative error < 1e-8 for |x| < 0.5.
+    r = a * (1.1283791670955126 + x2 * (-0.37612638903183754 + x2 * (0.11283791670955126 +
+        x2 * (-0.026866170645131252 + x2 * (0.005223977625442188 + x2 * -0.0008548327023450852)))));
+  } else {
+    // erfc(a) = t exp(-a^2 - 1.26551223 + t P(t)), t = 1 / (1 + a/2) (Numerical Recipes erfcc,
+    // fractional error < 1.2e-7 everywhere).
+    float t = 1.0 / (1.0 + 0.5 * a);
+    float p = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 +
+              t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 +
+              t * (-0.82215223 + t * 0.17087277))))))));
+    r = 1.0 - t * exp(-a * a + p);
+  }
+  return sign(x) * r;
+}
+
+float gelu_erf(float x) { return 0.5 * x * (1.0 + erf_approx(x * 0.7071067811865476)); }
+
+float activate(float x, uint kind) {
+  if (kind == ACT_GELU_TANH) return gelu_tanh(x);
+  if (kind == ACT_GELU_ERF) return gelu_erf(x);
+  if (kind == ACT_RELU) return max(x, 0.0);
+  return x;
+}
