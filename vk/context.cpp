@@ -207,7 +207,7 @@ Instance::Instance(const InstanceOptions& options) : log_(std::make_unique<Valid
   if (volkInitialize() != VK_SUCCESS)
     throw Error(
         "no Vulkan loader found (libvulkan.so.1 / vulkan-1.dll / libvulkan.dylib): install the "
-        "Vulkan loader and a driver, or run with --device cpu");
+        "Vulkan loader and a driver");
 
   std::vector<VkExtensionProperties> exts = instance_extensions();
   std::vector<const char*> enabled;
@@ -265,7 +265,12 @@ Instance::Instance(const InstanceOptions& options) : log_(std::make_unique<Valid
   info.ppEnabledLayerNames = layers.data();
   info.enabledExtensionCount = static_cast<uint32_t>(enabled.size());
   info.ppEnabledExtensionNames = enabled.data();
-  VK_CHECK(vkCreateInstance(&info, nullptr, &instance_));
+  VkResult r = vkCreateInstance(&info, nullptr, &instance_);
+  if (r == VK_ERROR_INCOMPATIBLE_DRIVER)
+    throw Error(
+        "no Vulkan driver found (the loader has no ICD supporting Vulkan 1.2): install a driver "
+        "(Debian: mesa-vulkan-drivers provides lavapipe)");
+  VK_CHECK(r);
   volkLoadInstance(instance_);  // device calls go through loader trampolines: any number of devices
   if (validation_) VK_CHECK(vkCreateDebugUtilsMessengerEXT(instance_, &messenger, nullptr, &messenger_));
 }
