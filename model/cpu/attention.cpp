@@ -10,7 +10,8 @@ void attention(float* out, const float* q, size_t q_stride, const float* k_cache
                const float* v_cache, size_t T, size_t L, size_t C, size_t H,
                const gpu::AttentionOptions& options) {
   const size_t D = C / H;
-  const double scale = options.scale != 0 ? double{options.scale} : 1.0 / std::sqrt(static_cast<double>(D));
+  const double scale =
+      options.scale != 0 ? double{options.scale} : 1.0 / std::sqrt(static_cast<double>(D));
   std::vector<double> w(L), acc(D);
   for (size_t t = 0; t < T; t++) {
     const size_t n = options.causal ? L - T + t + 1 : L;  // visible keys
