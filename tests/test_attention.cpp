@@ -1,0 +1,264 @@
+// attention: GPU against the CPU reference (double accumulation, exact exp, rounded once).
+//
+// Tolerance: atol 1e-6 + rtol 1e-5. Every output is a convex combination of V values in [-1, 1]
+// that often nearly cancel, so the error is absolute on that scale and a pure relative bound would
+// fail near zero. The GPU sums the D-term dot products and the L-term weighted sums in fp32, in
+// another order (parts, chunks), and its exp may be off by (3 + 2|x|) ulp (Vulkan's bound): a
+// score's absolute error becomes the same relative error of its weight. Lavapipe stays within
+// 1.5e-7 absolute on every case here; the bound leaves room for a GPU's coarser exp.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "model/cpu/attention.h"
+#include "model/cpu/kv_store.h"
+#include "model/gpu/attention.h"
+#include "model/gpu/kv_store.h"
+#include "tests/compare.h"
+#include "tests/gpu.h"
+#include "vk/check.h"
+
+namespace {
+
+constexpr test::Tolerance kTol{1e-6, 1e-5};
+
+struct Case {
+  uint32_t T, L, C, H;
+  gpu::AttentionOptions options = {};
+};
+
+// The queries in the fused layout the model passes: qkv [T, 3C], q in columns [0, C). The caches
+// hold L rows ([n_ctx = L, C]); the values are uniform in [lo, hi), V in [-1, 1).
+struct Inputs {
+  std::vector<float> qkv, k_cache, v_cache;
+};
+
+Inputs make_inputs(const Case& c, unsigned seed, float lo = -1, float hi = 1) {
+  return {test::random_floats(size_t{c.T} * 3 * c.C, seed, lo, hi),
+          test::random_floats(size_t{c.L} * c.C, seed + 1, lo, hi),
+          test::random_floats(size_t{c.L} * c.C, seed + 2)};
+}
+
+vkr::BufferSpan upload(const vkr::Device& device, vkr::Arena& arena, const std::vector<float>& v) {
+  vkr::BufferSpan s = arena.alloc(v.size() * sizeof(float));
+  vkr::upload(device, s, v.data(), v.size() * sizeof(float));
+  return s;
+}
+
+// Runs gpu::attention on `device` (the shared one or one with lowered limits) and reads out back.
+std::vector<float> run_gpu(const vkr::Device& device, vkr::Kernels& kernels, const Case& c,
+                           const Inputs& in) {
+  const size_t bytes = (in.qkv.size() + in.k_cache.size() * 2 + size_t{c.T} * c.C) * sizeof(float);
+  vkr::Arena arena(device, bytes + 4096, vkr::MemoryKind::Device, "test attention");
+  vkr::BufferSpan qkv = upload(device, arena, in.qkv), k = upload(device, arena, in.k_cache),
+                  v = upload(device, arena, in.v_cache);
+  vkr::BufferSpan out = arena.alloc(size_t{c.T} * c.C * sizeof(float));
+  vkr::Recorder rec(device);
+  rec.begin();
+  gpu::attention(kernels, rec, out, qkv, 3 * c.C, k, v, c.T, c.L, c.C, c.H, c.options);
+  rec.run();
+  std::vector<float> got(size_t{c.T} * c.C);
+  vkr::download(device, got.data(), out, got.size() * sizeof(float));
+  return got;
+}
+
+std::vector<float> run_cpu(const Case& c, const Inputs& in) {
+  std::vector<float> ref(size_t{c.T} * c.C);
+  cpu::attention(ref.data(), in.qkv.data(), 3 * size_t{c.C}, in.k_cache.data(), in.v_cache.data(),
+                 c.T, c.L, c.C, c.H, c.options);
+  return ref;
+}
+
+std::string name(const char* what, const Case& c) {
+  return std::string(what) + " T=" + std::to_string(c.T) + " L=" + std::to_string(c.L) +
+         " C=" + std::to_string(c.C) + " H=" + std::to_string(c.H) +
+         (c.options.causal ? " causal" : " bidirectional");
+}
+
+void check_case(const vkr::Device& device, vkr::Kernels& kernels, const Case& c, unsigned seed,
+                const char* what) {
+  Inputs in = make_inputs(c, seed);
+  CHECK(test::close(name(what, c), run_gpu(device, kernels, c, in), run_cpu(c, in), kTol));
+}
+
+// A second device on the same GPU with lowered limits, to take the paths big devices never do.
+vkr::DeviceOptions lowered(test::Gpu& g, uint32_t shared_bytes, uint32_t invocations) {
+  vkr::DeviceOptions o;
+  o.select = std::to_string(g.device.index());
+  o.overrides.max_shared_memory = shared_bytes;
+  o.overrides.max_workgroup_invocations = invocations;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("attention prefill matches the CPU reference") {
+  GPU_TEST(g);
+  // T = L. Head dims D = 1, 8, 16, 32, 64, 80 (does not divide the workgroup: idle invocations),
+  // 128; one head, GPT-2 small's 12 and XL's 25 heads, and T = L = 1024 with a small C.
+  const Case cases[] = {{1, 1, 8, 1},     {7, 7, 4, 4},    {7, 7, 24, 3},
+                        {64, 64, 64, 4},  {33, 33, 80, 1}, {20, 20, 256, 2},
+                        {7, 7, 1600, 25}, {5, 5, 768, 12}, {1024, 1024, 64, 2}};
+  unsigned seed = 100;
+  for (const Case& c : cases) check_case(g.device, g.kernels, c, seed += 10, "prefill");
+}
+
+TEST_CASE("attention decode (T = 1) matches the CPU reference") {
+  GPU_TEST(g);
+  unsigned seed = 200;
+  for (uint32_t L : {1u, 5u, 1000u})
+    check_case(g.device, g.kernels, {1, L, 1600, 25}, seed += 10, "decode");
+  check_case(g.device, g.kernels, {1, 77, 64, 1}, seed += 10, "decode");
+}
+
+TEST_CASE("attention bidirectional and a caller's scale") {
+  GPU_TEST(g);
+  gpu::AttentionOptions bidir{false, 0};
+  check_case(g.device, g.kernels, {50, 50, 96, 3, bidir}, 300, "encoder");
+  check_case(g.device, g.kernels, {5, 20, 40, 5, bidir}, 310, "encoder, T < L");
+  check_case(g.device, g.kernels, {1, 9, 8, 2, bidir}, 320, "encoder, T = 1");
+  // An attention-only textbook model scales by something other than 1/sqrt(D).
+  check_case(g.device, g.kernels, {17, 17, 48, 2, {true, 0.37f}}, 330, "scale 0.37");
+  check_case(g.device, g.kernels, {6, 11, 48, 2, {false, 2.5f}}, 340, "scale 2.5");
+}
+
+TEST_CASE("attention with more keys than one chunk takes the online-softmax path") {
+  GPU_TEST(g);
+  // The default chunk is at most 2048 keys, so L = 3000 needs two, with rescaling between them.
+  check_case(g.device, g.kernels, {1, 3000, 64, 2}, 400, "decode, 2 chunks");
+  check_case(g.device, g.kernels, {4, 2500, 32, 1}, 410, "chunked prefill, 2 chunks");
+  check_case(g.device, g.kernels, {3, 2100, 16, 1, {false, 0}}, 420, "encoder, 2 chunks");
+}
+
+TEST_CASE("attention on a device with little shared memory and small workgroups") {
+  GPU_TEST(g);
+  {
+    // 2 KiB: 512 floats - 256 reduction slots - D leaves chunks of 224 (D=32) or 192 (D=64) keys,
+    // so L = 1000 takes 5 or 6 chunks.
+    vkr::Device small(g.instance, lowered(g, 2048, 0));
+    vkr::Kernels kernels(small);
+    check_case(small, kernels, {3, 1000, 64, 2}, 500, "2 KiB shared");
+    check_case(small, kernels, {1, 1000, 128, 2}, 510, "2 KiB shared, decode");
+    check_case(small, kernels, {40, 450, 8, 8, {false, 0}}, 520, "2 KiB shared, encoder");
+    // D = 256 with 256 reduction slots does not fit 512 floats: a clear error, not a bad kernel.
+    const Case too_big{1, 4, 256, 1};
+    CHECK_THROWS_WITH_AS(run_gpu(small, kernels, too_big, make_inputs(too_big, 530)),
+                         doctest::Contains("shared memory"), vkr::Error);
+  }
+  {
+    // 32-invocation workgroups: D = 80 and 128 exceed the workgroup (several dims per
+    // invocation); D = 1 and 8 split it into many parts. 1 KiB of shared memory: small chunks.
+    vkr::Device tiny(g.instance, lowered(g, 1024, 32));
+    vkr::Kernels kernels(tiny);
+    check_case(tiny, kernels, {9, 300, 160, 2}, 540, "32 invocations, D=80");
+    check_case(tiny, kernels, {1, 200, 128, 1}, 550, "32 invocations, D=128");
+    check_case(tiny, kernels, {12, 12, 5, 5}, 560, "32 invocations, D=1");
+    check_case(tiny, kernels, {30, 130, 24, 3, {false, 0}}, 570, "32 invocations, D=8");
+  }
+}
+
+TEST_CASE("attention: the last row of a prefill equals a decode step at that position") {
+  GPU_TEST(g);
+  const Case prefill{40, 40, 96, 3}, decode{1, 40, 96, 3};
+  Inputs in = make_inputs(prefill, 600);
+  std::vector<float> rows = run_gpu(g.device, g.kernels, prefill, in);
+  Inputs last = in;  // the same cache; the decode query is the prefill's last query row
+  last.qkv.assign(in.qkv.end() - 3 * 96, in.qkv.end());
+  std::vector<float> step = run_gpu(g.device, g.kernels, decode, last);
+  std::vector<float> last_row(rows.end() - 96, rows.end());
+  CHECK(test::close("prefill", rows, run_cpu(prefill, in), kTol));
+  CHECK(test::close("decode", step, run_cpu(decode, last), kTol));
+  // Exact: the same workgroup does the same arithmetic for the same query position.
+  CHECK(test::close("prefill's last row vs decode", last_row, step, {0, 0}));
+}
+
+TEST_CASE("attention of a chunked prefill through the KV cache") {
+  GPU_TEST(g);
+  // 10 tokens prefilled, then 3 more appended: kv_store writes their K and V at rows 10..12 and
+  // the 3 queries (positions 10..12, read from qkv with stride 3C) attend 11, 12 and 13 keys.
+  const uint32_t C = 48, H = 4, n_ctx = 16, T0 = 10, T1 = 3;
+  std::vector<float> qkv0 = test::random_floats(T0 * 3 * C, 700),
+                     qkv1 = test::random_floats(T1 * 3 * C, 701);
+  std::vector<float> k_ref(n_ctx * C, 0.0f), v_ref(n_ctx * C, 0.0f);
+  vkr::Arena arena(g.device, 64 * 1024, vkr::MemoryKind::Device, "test chunked prefill");
+  vkr::BufferSpan g0 = test::to_gpu(g, arena, qkv0), g1 = test::to_gpu(g, arena, qkv1);
+  vkr::BufferSpan k = test::to_gpu(g, arena, k_ref), v = test::to_gpu(g, arena, v_ref);
+  vkr::BufferSpan out = arena.alloc(T1 * C * sizeof(float));
+  vkr::Recorder rec(g.device);
+  rec.begin();
+  gpu::kv_store(g.kernels, rec, k, v, g0, T0, C, 0);
+  gpu::kv_store(g.kernels, rec, k, v, g1, T1, C, T0);
+  gpu::attention(g.kernels, rec, out, g1, 3 * C, k, v, T1, T0 + T1, C, H);
+  rec.run();
+
+  cpu::kv_store(k_ref.data(), v_ref.data(), qkv0.data(), T0, C, 0);
+  cpu::kv_store(k_ref.data(), v_ref.data(), qkv1.data(), T1, C, T0);
+  std::vector<float> ref(T1 * C);
+  cpu::attention(ref.data(), qkv1.data(), 3 * C, k_ref.data(), v_ref.data(), T1, T0 + T1, C, H);
+  CHECK(test::close("chunked prefill", test::from_gpu(g, out, T1 * C), ref, kTol));
+}
+
+TEST_CASE("attention: large scores do not overflow, masked keys are never read") {
+  GPU_TEST(g);
+  // q, k uniform in [-30, 30), scale 1: |q.k| reaches thousands. Without the max subtraction
+  // exp() overflows to inf and the output is NaN.
+  const Case big{20, 20, 64, 1, {true, 1.0f}};
+  Inputs in = make_inputs(big, 800, -30, 30);
+  CHECK(test::close("large scores", run_gpu(g.device, g.kernels, big, in), run_cpu(big, in), kTol));
+
+  // A NaN in the last key and value row: only the last query may see it; exp(-1e9)-style
+  // masking would turn it into NaN * 0 = NaN for every row.
+  const Case c{8, 8, 32, 2};
+  Inputs poisoned = make_inputs(c, 810);
+  for (uint32_t d = 0; d < c.C; d++)
+    poisoned.k_cache[7 * c.C + d] = poisoned.v_cache[7 * c.C + d] =
+        std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> got = run_gpu(g.device, g.kernels, c, poisoned), ref = run_cpu(c, poisoned);
+  const size_t seen = 7 * c.C;  // rows 0..6
+  CHECK(test::close("rows before the NaN key", std::span(got).first(seen),
+                    std::span(ref).first(seen), kTol));
+  CHECK(std::isnan(got.back()));
+}
+
+TEST_CASE("attention with more queries than maxComputeWorkGroupCount[0]") {
+  GPU_TEST(g);
+  // Queries fold into z past the limit. Bidirectional with L = 2 keeps it cheap.
+  const uint32_t limit = g.device.caps().max_workgroup_count[0];
+  if (limit > (1u << 20)) {
+    MESSAGE("SKIPPED: maxComputeWorkGroupCount[0] = " << limit << " is too many queries to test");
+    return;
+  }
+  const uint32_t T = limit + 100;
+  // 32-invocation workgroups: lavapipe takes ~5 s for 65k workgroups of 256, ~0.4 s for these.
+  vkr::Device small(g.instance, lowered(g, 0, 32));
+  vkr::Kernels kernels(small);
+  check_case(small, kernels, {T, 2, 2, 1, {false, 0}}, 900, "folded");
+}
+
+TEST_CASE("attention rejects bad arguments") {
+  GPU_TEST(g);
+  vkr::Arena arena(g.device, 64 * 1024, vkr::MemoryKind::Device, "test attention errors");
+  vkr::BufferSpan out = arena.alloc(4 * 64 * 4), q = arena.alloc(4 * 192 * 4),
+                  k = arena.alloc(8 * 64 * 4), v = arena.alloc(8 * 64 * 4);
+  vkr::Recorder rec(g.device);
+  rec.begin();
+  CHECK_THROWS_WITH_AS(gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 8, 64, 5),
+                       doctest::Contains("not a multiple of H"), vkr::Error);
+  CHECK_THROWS_WITH_AS(gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 9, 64, 4),
+                       doctest::Contains("k_cache holds only 8 rows"), vkr::Error);
+  CHECK_THROWS_WITH_AS(
+      gpu::attention(g.kernels, rec, out, q, 192, k, v.sub(0, 4 * 64 * 4), 1, 5, 64, 4),
+      doctest::Contains("v_cache holds only 4 rows"), vkr::Error);
+  CHECK_THROWS_WITH_AS(gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 3, 64, 4),
+                       doctest::Contains("T=4 > L=3"), vkr::Error);
+  CHECK_THROWS_WITH_AS(gpu::attention(g.kernels, rec, out, q, 32, k, v, 4, 8, 64, 4),
+                       doctest::Contains("q_stride"), vkr::Error);
+  CHECK_THROWS_AS(gpu::attention(g.kernels, rec, out, q, 256, k, v, 4, 8, 64, 4), vkr::Error);
+  CHECK_THROWS_AS(gpu::attention(g.kernels, rec, out, q, 192, k, v, 0, 8, 64, 4), vkr::Error);
+  CHECK_THROWS_AS(gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 8, 64, 0), vkr::Error);
+  gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 8, 64, 4);  // the same buffers are fine
+  rec.end();
+}
