@@ -1,0 +1,66 @@
+#version 450
+// LayerNorm over the last dimension: one workgroup per row, looping over C, so any C works.
+//   Standard:   out = gamma (x - mean) / sqrt(var + eps) + beta   (population variance)
+//   StdPlusEps: out = gamma (x - mean) / (std + eps) + beta       (unbiased std, / (C - 1))
+// Residual-stream rows have means in the thousands and a small spread, where E[x^2] - E[x]^2
+// cancels catastrophically. So this is the corrected two-pass algorithm (Bjorck; Chan, Golub
+// and LeVeque): pass 1 gives a provisional mean m1; pass 2 sums d = x - m1 and d^2. Near the
+// mean x - m1 is exact (Sterbenz), sum(d) / C corrects m1's own rounding error, and
+// sum(d^2) - sum(d)^2 / C is the sum of squared deviations without cancellation.
+#extension GL_GOOGLE_include_directive : require
+#include "layernorm.h"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 3) const uint KIND = LAYERNORM_STANDARD;
+
+layout(binding = 0) writeonly buffer Out { float out_[]; };  // [T, C]
+layout(binding = 1) readonly buffer X { float x[]; };        // [T, C]
+layout(binding = 2) readonly buffer Gamma { float gamma[]; };  // [C]
+layout(binding = 3) readonly buffer Beta { float beta[]; };    // [C]
+layout(push_constant) uniform Push { LayerNormPush p; };
+
+const uint WG = gl_WorkGroupSize.x;
+shared vec2 red[WG];
+
+// Sum of `v` over the workgroup. Halving with a rounded-up half works for any workgroup size,
+// not only powers of two. Every invocation gets the result; red[] is free again on return.
+vec2 workgroup_sum(vec2 v) {
+  uint tid = gl_LocalInvocationID.x;
+  red[tid] = v;
+  barrier();
+  for (uint s = WG; s > 1;) {
+    uint h = (s + 1) / 2;
+    if (tid < s - h) red[tid] += red[tid + h];
+    barrier();
+    s = h;
+  }
+  vec2 r = red[0];
+  barrier();
+  return r;
+}
+
+void main() {
+  // Rows beyond maxComputeWorkGroupCount[0] fold into y (vkr::groups_for).
+  uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+  if (row >= p.T) return;  // the whole workgroup leaves together: barriers stay uniform
+  uint tid = gl_LocalInvocationID.x, base = row * p.C;
+  float n = float(p.C);
+
+  float s = 0.0;
+  for (uint i = tid; i < p.C; i += WG) s += x[base + i];
+  float m1 = workgroup_sum(vec2(s, 0.0)).x / n;
+
+  vec2 acc = vec2(0.0);
+  for (uint i = tid; i < p.C; i += WG) {
+    float d = x[base + i] - m1;
+    acc += vec2(d, d * d);
+  }
+  acc = workgroup_sum(acc);
+  float shift = acc.x / n;                     // mean - m1
+  float m2 = max(acc.y - acc.x * shift, 0.0);  // sum of (x - mean)^2
+  float scale = KIND == LAYERNORM_STANDARD ? inversesqrt(m2 / n + p.eps)
+                                           : 1.0 / (sqrt(m2 / (n - 1.0)) + p.eps);
+
+  for (uint i = tid; i < p.C; i += WG)
+    out_[base + i] = ((x[base + i] - m1) - shift) * scale * gamma[i] + beta[i];
+}

@@ -1,0 +1,20 @@
+// Push constants and kinds of shaders/layernorm.comp, shared by GLSL and C++ (see
+// shaders/common/types.h).
+#ifndef GPT2VK_LAYERNORM_H
+#define GPT2VK_LAYERNORM_H
+#include "common/types.h"
+
+PUSH_NAMESPACE_BEGIN
+// The normalisation, a specialization constant (gpu::LayerNormKind mirrors these).
+CONST LAYERNORM_STANDARD = 0;      // gamma (x - mean) / sqrt(var + eps) + beta, population var
+CONST LAYERNORM_STD_PLUS_EPS = 1;  // gamma (x - mean) / (std + eps) + beta, unbiased std
+
+// out[t, :] = layernorm(x[t, :]) * gamma + beta             [T, C] -> [T, C]
+struct LayerNormPush {
+  uint T;
+  uint C;
+  float eps;
+};
+PUSH_NAMESPACE_END
+
+#endif

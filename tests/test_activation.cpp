@@ -1,0 +1,114 @@
+// activation: GPU (shaders/common/activation.glsl in fp32) against cpu::activate in double.
+// Tolerance for both gelus: |d| <= 1e-6 + 1e-6 |ref|. Measured on lavapipe over -20..20 (steps
+// of 1/4096) and 200k random points: max |d| 5.2e-7 (gelu) and 4.5e-7 (gelu_erf), about one ulp
+// of outputs near 5, where gelu(x) ~ x. A pure relative bound is impossible in the negative
+// tail: 0.5 x (1 + t) with t -> -1 cancels, so the fp32 1 + t is off by up to ~1 ulp of 1
+// (6e-8), scaled by 0.5 |x| (<= 2e-7 measured); the absolute term covers that. The erf of
+// activation.glsl (Taylor / Numerical Recipes erfc) is good to ~3e-7 absolute as measured
+// through gelu_erf, so 1e-6 holds with about 2x margin. relu and identity are exact.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "model/cpu/activation.h"
+#include "model/gpu/activation.h"
+#include "tests/compare.h"
+#include "tests/gpu.h"
+#include "vk/check.h"
+
+namespace {
+
+using Act = gpu::Activation;
+
+// -20..20 in steps of 1/1024 (exact in fp32), random values in [-8, 8], and special points:
+// zeros, tiny and large magnitudes up to +-1e4 (x^3 ~ 1e12: must stay finite).
+std::vector<float> inputs() {
+  std::vector<float> x;
+  for (int i = -20 * 1024; i <= 20 * 1024; i++) x.push_back(static_cast<float>(i) / 1024.0f);
+  for (float v : test::random_floats(20000, 3, -8, 8)) x.push_back(v);
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-6f, -1e-6f, 0.5f, -0.5f, 0.49999997f, 30.0f,
+                  -30.0f, 100.0f, -100.0f, 1e3f, -1e3f, 1e4f, -1e4f, 12345.678f, -9876.5f})
+    x.push_back(v);
+  return x;
+}
+
+std::vector<float> run_gpu(const vkr::Device& dev, vkr::Kernels& kernels,
+                           const std::vector<float>& x, Act kind, bool in_place = false) {
+  const size_t bytes = x.size() * sizeof(float);
+  vkr::Arena arena(dev, 2 * bytes + 1024, vkr::MemoryKind::Device, "test activation");
+  vkr::BufferSpan gx = arena.alloc(bytes);
+  vkr::upload(dev, gx, x.data(), bytes);
+  vkr::BufferSpan out = in_place ? gx : arena.alloc(bytes);
+  vkr::Recorder rec(dev);
+  rec.begin();
+  gpu::activation(kernels, rec, out, gx, static_cast<uint32_t>(x.size()), kind);
+  rec.run();
+  std::vector<float> got(x.size());
+  vkr::download(dev, got.data(), out, bytes);
+  return got;
+}
+
+std::vector<float> run_cpu(const std::vector<float>& x, Act kind) {
+  std::vector<float> ref(x.size());
+  cpu::activation(ref.data(), x.data(), x.size(), kind);
+  return ref;
+}
+
+void check_kind(test::Gpu& g, Act kind, test::Tolerance tol) {
+  std::vector<float> x = inputs();
+  std::vector<float> got = run_gpu(g.device, g.kernels, x, kind);
+  CHECK(test::close("activation", got, run_cpu(x, kind), tol));
+  size_t non_finite = 0;
+  for (float v : got)
+    if (!std::isfinite(v)) non_finite++;
+  CHECK(non_finite == 0);
+}
+
+}  // namespace
+
+TEST_CASE("activation matches the CPU reference") {
+  GPU_TEST(g);
+  SUBCASE("gelu") {
+    check_kind(g, Act::GeluTanh, {1e-6, 1e-6});
+  }
+  SUBCASE("gelu_erf") {
+    check_kind(g, Act::GeluErf, {1e-6, 1e-6});
+  }
+  SUBCASE("relu") {
+    check_kind(g, Act::Relu, {0, 0});
+  }  // exact: max(x, 0)
+  SUBCASE("none") {
+    check_kind(g, Act::None, {0, 0});
+  }  // exact: a copy
+}
+
+TEST_CASE("activation in place and split over maxStorageBufferRange") {
+  GPU_TEST(g);
+  // 1 KiB bindings: 1000 floats go in chunks of 256.
+  vkr::DeviceOptions options;
+  options.overrides.max_storage_buffer_range = 1024;
+  vkr::Device small(g.instance, options);
+  vkr::Kernels kernels(small);
+  std::vector<float> x = test::random_floats(1000, 8, -6, 6);
+  std::vector<float> ref = run_cpu(x, Act::GeluTanh);
+  CHECK(test::close("activation split", run_gpu(small, kernels, x, Act::GeluTanh), ref,
+                    {1e-6, 1e-6}));
+  CHECK(test::close("activation split in place", run_gpu(small, kernels, x, Act::GeluTanh, true),
+                    ref, {1e-6, 1e-6}));
+}
+
+TEST_CASE("activation rejects bad arguments") {
+  GPU_TEST(g);
+  vkr::Arena arena(g.device, 2 * 4096, vkr::MemoryKind::Device, "test activation errors");
+  vkr::BufferSpan out = arena.alloc(4096), x = arena.alloc(2048);
+  vkr::Recorder rec(g.device);
+  rec.begin();
+  CHECK_THROWS_WITH_AS(gpu::activation(g.kernels, rec, out, x, 1000, Act::Relu),
+                       doctest::Contains("activation: x"), vkr::Error);
+  CHECK_THROWS_WITH_AS(gpu::activation(g.kernels, rec, out, x, 16, static_cast<Act>(9)),
+                       doctest::Contains("unknown kind"), vkr::Error);
+  gpu::activation(g.kernels, rec, out, x, 0, Act::Relu);  // nothing to do
+  rec.run();
+  CHECK(rec.stats().dispatches == 0);
+}

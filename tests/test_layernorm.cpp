@@ -1,0 +1,179 @@
+// layernorm: GPU against the CPU reference (two passes in double).
+// Tolerance: |d| <= 1e-5 * max|ref| + 1e-5 |ref|, atol scaled to the output's magnitude. The GPU
+// normalises in fp32: x - m1 is exact near the mean, the corrected mean and the sum of squared
+// deviations carry a few fp32 roundings (relative ~1e-7 each, growing with log2 of the tree
+// reduction), and gamma * z + beta rounds once more; 1e-5 leaves room for that on any device
+// (inversesqrt may be 2 ulp) while a one-pass E[x^2] - E[x]^2 variance fails it (checked below).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "model/cpu/layernorm.h"
+#include "model/gpu/layernorm.h"
+#include "tests/compare.h"
+#include "tests/gpu.h"
+#include "vk/check.h"
+
+namespace {
+
+using Kind = gpu::LayerNormKind;
+
+struct Inputs {
+  uint32_t T, C;
+  std::vector<float> x, gamma, beta;
+};
+
+Inputs make_inputs(uint32_t T, uint32_t C, unsigned seed, float lo = -4.0f, float hi = 4.0f) {
+  return {T, C, test::random_floats(size_t{T} * C, seed, lo, hi),
+          test::random_floats(C, seed + 1, -1.5f, 1.5f),
+          test::random_floats(C, seed + 2, -0.5f, 0.5f)};
+}
+
+std::vector<float> run_gpu(const vkr::Device& dev, vkr::Kernels& kernels, const Inputs& in,
+                           float eps, Kind kind) {
+  const size_t n = in.x.size();
+  vkr::Arena arena(dev, (2 * n + 2 * in.C) * sizeof(float) + 4096, vkr::MemoryKind::Device,
+                   "test layernorm");
+  auto put = [&](const std::vector<float>& v) {
+    vkr::BufferSpan s = arena.alloc(v.size() * sizeof(float));
+    vkr::upload(dev, s, v.data(), v.size() * sizeof(float));
+    return s;
+  };
+  vkr::BufferSpan x = put(in.x), gamma = put(in.gamma), beta = put(in.beta);
+  vkr::BufferSpan out = arena.alloc(n * sizeof(float));
+  vkr::Recorder rec(dev);
+  rec.begin();
+  gpu::layernorm(kernels, rec, out, x, gamma, beta, in.T, in.C, eps, kind);
+  rec.run();
+  std::vector<float> got(n);
+  vkr::download(dev, got.data(), out, n * sizeof(float));
+  return got;
+}
+
+std::vector<float> run_cpu(const Inputs& in, float eps, Kind kind) {
+  std::vector<float> ref(in.x.size());
+  cpu::layernorm(ref.data(), in.x.data(), in.gamma.data(), in.beta.data(), in.T, in.C, eps, kind);
+  return ref;
+}
+
+test::Tolerance tolerance(const std::vector<float>& ref) {
+  float peak = 0;
+  for (float v : ref) peak = std::max(peak, std::fabs(v));
+  return {1e-5 * static_cast<double>(peak), 1e-5};
+}
+
+bool check(const vkr::Device& dev, vkr::Kernels& kernels, const Inputs& in, float eps, Kind kind) {
+  std::vector<float> ref = run_cpu(in, eps, kind);
+  return test::close("layernorm", run_gpu(dev, kernels, in, eps, kind), ref, tolerance(ref));
+}
+
+}  // namespace
+
+TEST_CASE("layernorm matches the CPU reference") {
+  GPU_TEST(g);
+  // One column, rows narrower and wider than the workgroup and not multiples of it, GPT-2
+  // small and XL widths, T = 1024, and a row many times the workgroup.
+  const uint32_t shapes[][2] = {{1, 1},    {3, 8},   {1, 1600},  {3, 768},
+                                {5, 1600}, {7, 257}, {1024, 24}, {2, 5003}};
+  for (Kind kind : {Kind::Standard, Kind::StdPlusEps}) {
+    for (const auto& s : shapes) {
+      if (kind == Kind::StdPlusEps && s[1] < 2) continue;
+      CAPTURE(static_cast<int>(kind));
+      CAPTURE(s[0]);
+      CAPTURE(s[1]);
+      CHECK(check(g.device, g.kernels, make_inputs(s[0], s[1], s[0] * 31 + s[1]), 1e-5f, kind));
+    }
+  }
+}
+
+TEST_CASE("layernorm is stable for rows with a large mean and a small spread") {
+  GPU_TEST(g);
+  // Residual-stream rows of real GPT-2 reach the thousands. Row 0: 1000 +- 1; row 1: -3000 +-
+  // 0.05; row 2: a constant row (variance 0, so out = beta); row 3: 1e4 +- 3.
+  const uint32_t C = 1600;
+  Inputs in = make_inputs(4, C, 77, -1.0f, 1.0f);
+  for (uint32_t c = 0; c < C; c++) {
+    in.x[c] += 1000.0f;
+    in.x[C + c] = -3000.0f + 0.05f * in.x[C + c];
+    in.x[2 * C + c] = 1000.5f;
+    in.x[3 * C + c] = 1e4f + 3.0f * in.x[3 * C + c];
+  }
+  for (Kind kind : {Kind::Standard, Kind::StdPlusEps}) {
+    CAPTURE(static_cast<int>(kind));
+    CHECK(check(g.device, g.kernels, in, 1e-5f, kind));
+  }
+
+  // The test can fail: the one-pass fp32 variance E[x^2] - E[x]^2 of row 0 is off by far more
+  // than the tolerance allows.
+  float sum = 0, sum_sq = 0;
+  for (uint32_t c = 0; c < C; c++) sum += in.x[c], sum_sq += in.x[c] * in.x[c];
+  const float naive_var = sum_sq / C - (sum / C) * (sum / C);
+  double mean = 0, var = 0;
+  for (uint32_t c = 0; c < C; c++) mean += static_cast<double>(in.x[c]) / C;
+  for (uint32_t c = 0; c < C; c++) var += std::pow(static_cast<double>(in.x[c]) - mean, 2) / C;
+  CHECK(std::fabs(static_cast<double>(naive_var) - var) > 1e-3 * var);
+}
+
+TEST_CASE("layernorm CPU reference: hand-computed values of both kinds") {
+  // x = [1, 2, 3, 4]: mean 2.5, sum of squared deviations 5. Standard divides by C (var 1.25),
+  // StdPlusEps uses torch.std's unbiased std sqrt(5 / 3), as the Annotated Transformer does.
+  const float x[4] = {1, 2, 3, 4}, gamma[4] = {1, 1, 1, 2}, beta[4] = {0, 0, 0, 1};
+  float out[4];
+  cpu::layernorm(out, x, gamma, beta, 1, 4, 0.0f, Kind::Standard);
+  CHECK(out[0] == doctest::Approx(-1.5 / std::sqrt(1.25)).epsilon(1e-6));
+  CHECK(out[3] == doctest::Approx(2 * 1.5 / std::sqrt(1.25) + 1).epsilon(1e-6));
+  cpu::layernorm(out, x, gamma, beta, 1, 4, 0.5f, Kind::StdPlusEps);
+  CHECK(out[0] == doctest::Approx(-1.5 / (std::sqrt(5.0 / 3.0) + 0.5)).epsilon(1e-6));
+  CHECK(out[3] == doctest::Approx(2 * 1.5 / (std::sqrt(5.0 / 3.0) + 0.5) + 1).epsilon(1e-6));
+}
+
+TEST_CASE("layernorm folds rows beyond maxComputeWorkGroupCount[0] into y") {
+  GPU_TEST(g);
+  const uint32_t max_x = g.device.caps().max_workgroup_count[0];
+  if (max_x > (1u << 17)) {
+    MESSAGE("SKIPPED: maxComputeWorkGroupCount[0] = " << max_x
+                                                      << " is too large to exceed cheaply");
+    return;
+  }
+  CHECK(check(g.device, g.kernels, make_inputs(max_x + 3, 4, 5), 1e-5f, Kind::Standard));
+}
+
+TEST_CASE("layernorm with a workgroup that is not a power of two") {
+  GPU_TEST(g);
+  // 100 invocations: the reduction halves 100, 50, 25, 13, 7, 4, 2; C = 37 gets 50 invocations.
+  vkr::DeviceOptions options;
+  options.overrides.max_workgroup_invocations = 100;
+  vkr::Device small(g.instance, options);
+  vkr::Kernels kernels(small);
+  for (uint32_t C : {37u, 100u, 1001u}) {
+    CAPTURE(C);
+    CHECK(check(small, kernels, make_inputs(3, C, C), 1e-5f, Kind::Standard));
+    CHECK(check(small, kernels, make_inputs(3, C, C + 1), 1e-5f, Kind::StdPlusEps));
+  }
+}
+
+TEST_CASE("layernorm rejects bad arguments") {
+  GPU_TEST(g);
+  vkr::Arena arena(g.device, 4 * 4096, vkr::MemoryKind::Device, "test layernorm errors");
+  vkr::BufferSpan out = arena.alloc(4096), x = arena.alloc(4096), gamma = arena.alloc(64),
+                  beta = arena.alloc(64);
+  vkr::Recorder rec(g.device);
+  rec.begin();
+  auto ln = [&](uint32_t T, uint32_t C, float eps, Kind kind) {
+    gpu::layernorm(g.kernels, rec, out, x, gamma, beta, T, C, eps, kind);
+  };
+  CHECK_THROWS_WITH_AS(ln(1, 0, 1e-5f, Kind::Standard), doctest::Contains("C must be"), vkr::Error);
+  CHECK_THROWS_WITH_AS(ln(1, 1, 1e-5f, Kind::StdPlusEps), doctest::Contains("C >= 2"), vkr::Error);
+  CHECK_THROWS_WITH_AS(ln(1, 8, -1.0f, Kind::Standard), doctest::Contains("eps"), vkr::Error);
+  CHECK_THROWS_WITH_AS(ln(1, 8, NAN, Kind::Standard), doctest::Contains("eps"), vkr::Error);
+  CHECK_THROWS_WITH_AS(ln(1, 17, 1e-5f, Kind::Standard), doctest::Contains("gamma"), vkr::Error);
+  CHECK_THROWS_WITH_AS(ln(2, 16, 1e-5f, static_cast<Kind>(5)), doctest::Contains("kind"),
+                       vkr::Error);
+  CHECK_THROWS_WITH_AS(ln(65, 16, 1e-5f, Kind::Standard), doctest::Contains("layernorm: out"),
+                       vkr::Error);
+  ln(0, 16, 1e-5f, Kind::Standard);  // no rows: nothing to do
+  rec.run();
+  CHECK(rec.stats().dispatches == 0);
+}
