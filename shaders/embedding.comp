@@ -28,20 +28,35 @@ float load_wpe(uint i) {
   return uintBitsToFloat(wpe[i]);
 }
 
+// 2^x to about 1 ulp on any device (Vulkan lets exp2 be off by 3 + 2|x| ulp, 29 ulp at x = -13):
+// 2^n times a degree-7 Taylor polynomial of 2^f for f = x - n in [-0.5, 0.5] (truncation < 6e-9),
+// in fp32 adds and multiplies, which Vulkan requires to be correctly rounded.
+float exp2_accurate(float x) {
+  float n = round(x);
+  precise float f = x - n;
+  precise float q = 1.0 + f * (0.6931471805599453 + f * (0.2402265069591007 +
+                    f * (0.0555041086648216 + f * (0.0096181291076285 + f * (0.0013333558146428 +
+                    f * (0.0001540353039338 + f * 0.0000152527338040))))));
+  return ldexp(q, int(n));
+}
+
 // "Attention Is All You Need": pe[pos, 2i] = sin(pos / 10000^(2i/C)), pe[pos, 2i+1] = cos(same).
-// The angle is reduced to [-pi, pi] here (Cody-Waite, 2pi split into an 8-bit head and a tail,
-// so k * TWO_PI_HI is exact for k < 2^16) because Vulkan bounds sin/cos error only inside
-// [-pi, pi]. What remains is the fp32 rounding of the frequency, about pos * 2^-23 radians.
+// The angle pos * freq is never rounded as a whole: freq splits into a 10-bit head (pos * head is
+// exact for pos < 2^14) and a tail, and the head's product is reduced by k * 2pi (Cody-Waite, 2pi
+// as an 8-bit head plus a tail, so k * TWO_PI_HI is exact) before the tail's product is added.
+// sin and cos then see an argument in [-pi, pi], the only range where Vulkan bounds their error.
+// What remains is freq's own fp32 rounding, a few 2^-24 relative, times pos.
 float sinusoid(uint pos, uint c) {
   const float LOG2_10000 = 13.287712379549449;
   const float TWO_PI_HI = 6.28125;
   const float TWO_PI_LO = 0.0019353071795864769;  // 2pi - 6.28125
   const float INV_TWO_PI = 0.15915494309189535;
-  float freq = exp2(-float(c & ~1u) * (LOG2_10000 / float(p.C)));
-  precise float angle = float(pos) * freq;
-  precise float residual = fma(float(pos), freq, -angle);  // exact rounding error of the product
-  precise float k = round(angle * INV_TWO_PI);
-  precise float r = ((angle - k * TWO_PI_HI) - k * TWO_PI_LO) + residual;
+  float freq = exp2_accurate(-float(c & ~1u) * (LOG2_10000 / float(p.C)));
+  float head = uintBitsToFloat(floatBitsToUint(freq) & 0xffffc000u);
+  precise float tail = float(pos) * (freq - head);
+  precise float angle = float(pos) * head;
+  precise float k = round((angle + tail) * INV_TWO_PI);
+  precise float r = ((angle - k * TWO_PI_HI) - k * TWO_PI_LO) + tail;
   return (c & 1u) == 0u ? sin(r) : cos(r);
 }
 

@@ -7,10 +7,14 @@
 namespace gpu {
 namespace {
 
-[[noreturn]] void fail(const std::string& what) { throw vkr::Error("embedding: " + what); }
+[[noreturn]] void fail(const std::string& what) {
+  throw vkr::Error("embedding: " + what);
+}
 
 // Bytes a weight of n elements occupies: fp16 pairs round up to a whole word.
-uint64_t weight_bytes(DType t, uint64_t n) { return t == DType::F16 ? (n + 1) / 2 * 4 : n * 4; }
+uint64_t weight_bytes(DType t, uint64_t n) {
+  return t == DType::F16 ? (n + 1) / 2 * 4 : n * 4;
+}
 
 // A binding of elements [first, first + count) of w that starts on an aligned offset, and how many
 // elements precede `first` in it.
@@ -66,14 +70,15 @@ void embedding(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
                             ? V
                             : (range > align + 4 ? (range - align - 4) / row_bytes : 0);
   if (rows == 0)
-    fail("one wte row of " + std::to_string(row_bytes) + " bytes does not fit in maxStorageBufferRange " +
-         std::to_string(range));
+    fail("one wte row of " + std::to_string(row_bytes) +
+         " bytes does not fit in maxStorageBufferRange " + std::to_string(range));
 
   const uint32_t dtype_pos =
       position == PositionKind::Learned ? static_cast<uint32_t>(wpe->dtype) : push::DTYPE_F32;
   const vkr::Pipeline& p =
-      k.get("embedding", {{default_workgroup(caps), 1, 1},
-                          {static_cast<uint32_t>(wte.dtype), dtype_pos, static_cast<uint32_t>(position)}});
+      k.get("embedding",
+            {{default_workgroup(caps), 1, 1},
+             {static_cast<uint32_t>(wte.dtype), dtype_pos, static_cast<uint32_t>(position)}});
   const vkr::Groups groups = vkr::groups_for(k.device(), p, uint64_t{T} * C);
   for (uint64_t v0 = 0; v0 < V; v0 += rows) {
     const uint64_t v1 = std::min<uint64_t>(V, v0 + rows);
@@ -85,13 +90,14 @@ void embedding(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
   }
 }
 
-void upload_ids(const vkr::Device& device, const vkr::BufferSpan& dst,
-                std::span<const int32_t> ids, uint32_t V) {
+void upload_ids(const vkr::Device& device, const vkr::BufferSpan& dst, std::span<const int32_t> ids,
+                uint32_t V) {
   require_elements("upload_ids", "dst", dst, ids.size(), sizeof(int32_t));
   for (size_t t = 0; t < ids.size(); t++) {
     if (ids[t] < 0 || static_cast<uint32_t>(ids[t]) >= V)
       throw vkr::Error("upload_ids: token id " + std::to_string(ids[t]) + " at position " +
-                       std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(V) + ")");
+                       std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(V) +
+                       ")");
   }
   if (!ids.empty()) vkr::upload(device, dst, ids.data(), ids.size_bytes());
 }

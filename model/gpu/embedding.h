@@ -25,7 +25,7 @@ void embedding(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
 
 // Checks every id against the vocabulary [0, V) and uploads them as int32 [T] into dst. Throws
 // vkr::Error naming the first bad position and id, before anything is copied.
-void upload_ids(const vkr::Device& device, const vkr::BufferSpan& dst,
-                std::span<const int32_t> ids, uint32_t V);
+void upload_ids(const vkr::Device& device, const vkr::BufferSpan& dst, std::span<const int32_t> ids,
+                uint32_t V);
 
 }  // namespace gpu
