@@ -1,0 +1,105 @@
+#include "model/gpu/embedding.h"
+
+#include <algorithm>
+
+#include "vk/check.h"
+
+namespace gpu {
+namespace {
+
+[[noreturn]] void fail(const std::string& what) {
+  throw vkr::Error("embedding: " + what);
+}
+
+// Bytes a weight of n elements occupies: fp16 pairs round up to a whole word.
+uint64_t weight_bytes(DType t, uint64_t n) {
+  return t == DType::F16 ? (n + 1) / 2 * 4 : n * 4;
+}
+
+// A binding of elements [first, first + count) of w that starts on an aligned offset, and how many
+// elements precede `first` in it.
+struct Window {
+  vkr::BufferSpan span;
+  uint32_t skip = 0;
+};
+
+Window window(const Weight& w, uint64_t first, uint64_t count, uint64_t align) {
+  const uint64_t each = dtype_bytes(w.dtype);
+  const uint64_t begin = first * each, base = begin / align * align;
+  const uint64_t end = std::min<uint64_t>((begin + count * each + 3) / 4 * 4, w.span.size);
+  return {w.span.sub(base, end - base), static_cast<uint32_t>((begin - base) / each)};
+}
+
+void check_weight(const char* what, const Weight& w, uint64_t rows, uint32_t C, uint64_t align) {
+  require_elements("embedding", what, w.span, weight_bytes(w.dtype, rows * C), 1);
+  if (w.span.offset % align != 0)
+    fail(std::string(what) + " starts at offset " + std::to_string(w.span.offset) +
+         ", not a multiple of minStorageBufferOffsetAlignment " + std::to_string(align));
+}
+
+}  // namespace
+
+void embedding(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
+               const vkr::BufferSpan& ids, const Weight& wte, const Weight* wpe, uint32_t T,
+               uint32_t C, uint32_t V, uint32_t n_pos, uint32_t pos_offset, PositionKind position) {
+  const vkr::DeviceCaps& caps = k.device().caps();
+  const uint64_t align = std::max<uint64_t>(4, caps.storage_buffer_alignment);
+  if (T == 0 || C == 0 || V == 0) fail("T, C and V must be positive");
+  if (uint64_t{T} * C > UINT32_MAX) fail("T * C exceeds 2^32 elements");
+  require_elements("embedding", "out", out, uint64_t{T} * C);
+  require_elements("embedding", "ids", ids, T, sizeof(int32_t));
+  check_weight("wte", wte, V, C, align);
+
+  push::EmbeddingPush push{T, C, V, pos_offset, 0, V, 0, 0};
+  Window pos{ids, 0};  // an unused binding still needs a buffer: the ids are always in range
+  if (position == PositionKind::Learned) {
+    if (!wpe) fail("learned positions need a wpe table");
+    if (uint64_t{pos_offset} + T > n_pos)
+      fail("positions " + std::to_string(pos_offset) + ".." + std::to_string(pos_offset + T - 1) +
+           " exceed the " + std::to_string(n_pos) + " rows of wpe");
+    check_weight("wpe", *wpe, n_pos, C, align);
+    pos = window(*wpe, uint64_t{pos_offset} * C, uint64_t{T} * C, align);
+    push.wpe_skip = pos.skip;
+  }
+
+  // Vocabulary rows per dispatch: as many as one binding may hold, leaving room for the aligned
+  // start (up to align bytes before row v_begin) and the round-up to a whole word.
+  const uint64_t row_bytes = uint64_t{C} * dtype_bytes(wte.dtype);
+  const uint64_t range = caps.max_storage_buffer_range;
+  const uint64_t rows = weight_bytes(wte.dtype, uint64_t{V} * C) <= range
+                            ? V
+                            : (range > align + 4 ? (range - align - 4) / row_bytes : 0);
+  if (rows == 0)
+    fail("one wte row of " + std::to_string(row_bytes) +
+         " bytes does not fit in maxStorageBufferRange " + std::to_string(range));
+
+  const uint32_t dtype_pos =
+      position == PositionKind::Learned ? static_cast<uint32_t>(wpe->dtype) : push::DTYPE_F32;
+  const vkr::Pipeline& p =
+      k.get("embedding",
+            {{default_workgroup(caps), 1, 1},
+             {static_cast<uint32_t>(wte.dtype), dtype_pos, static_cast<uint32_t>(position)}});
+  const vkr::Groups groups = vkr::groups_for(k.device(), p, uint64_t{T} * C);
+  for (uint64_t v0 = 0; v0 < V; v0 += rows) {
+    const uint64_t v1 = std::min<uint64_t>(V, v0 + rows);
+    Window block = window(wte, v0 * C, (v1 - v0) * C, align);
+    push.v_begin = static_cast<uint32_t>(v0);
+    push.v_end = static_cast<uint32_t>(v1);
+    push.wte_skip = block.skip;
+    rec.dispatch(p, {out, ids, block.span, pos.span}, push, groups);
+  }
+}
+
+void upload_ids(const vkr::Device& device, const vkr::BufferSpan& dst, std::span<const int32_t> ids,
+                uint32_t V) {
+  require_elements("upload_ids", "dst", dst, ids.size(), sizeof(int32_t));
+  for (size_t t = 0; t < ids.size(); t++) {
+    if (ids[t] < 0 || static_cast<uint32_t>(ids[t]) >= V)
+      throw vkr::Error("upload_ids: token id " + std::to_string(ids[t]) + " at position " +
+                       std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(V) +
+                       ")");
+  }
+  if (!ids.empty()) vkr::upload(device, dst, ids.data(), ids.size_bytes());
+}
+
+}  // namespace gpu

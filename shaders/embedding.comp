@@ -1,0 +1,74 @@
+#version 450
+// Token plus position embedding: out[t, c] = wte[ids[t], c] + position(pos_offset + t, c).
+// One invocation per output element. Each dispatch binds one block of vocabulary rows and writes
+// only the tokens whose id falls in it, so every element is written by exactly one dispatch.
+#extension GL_GOOGLE_include_directive : require
+#include "embedding.h"
+#include "common/index.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 3) const uint WTE_DTYPE = DTYPE_F32;
+layout(constant_id = 4) const uint WPE_DTYPE = DTYPE_F32;
+layout(constant_id = 5) const uint POSITION = POS_LEARNED;
+
+layout(binding = 0) writeonly buffer Out { float out_[]; };  // [T, C]
+layout(binding = 1) readonly buffer Ids { int ids[]; };      // [T]
+// Weights as 32-bit words: fp32 bits, or fp16 pairs (element i is half i & 1 of word i >> 1).
+layout(binding = 2) readonly buffer Wte { uint wte[]; };  // rows [v_begin, v_end) of [V, C]
+layout(binding = 3) readonly buffer Wpe { uint wpe[]; };  // rows [pos_offset, +T) of [n_pos, C]
+layout(push_constant) uniform Push { EmbeddingPush p; };
+
+float load_wte(uint i) {
+  if (WTE_DTYPE == DTYPE_F16) return unpackHalf2x16(wte[i >> 1])[i & 1u];
+  return uintBitsToFloat(wte[i]);
+}
+
+float load_wpe(uint i) {
+  if (WPE_DTYPE == DTYPE_F16) return unpackHalf2x16(wpe[i >> 1])[i & 1u];
+  return uintBitsToFloat(wpe[i]);
+}
+
+// 2^x to about 1 ulp on any device (Vulkan lets exp2 be off by 3 + 2|x| ulp, 29 ulp at x = -13):
+// 2^n times a degree-7 Taylor polynomial of 2^f for f = x - n in [-0.5, 0.5] (truncation < 6e-9),
+// in fp32 adds and multiplies, which Vulkan requires to be correctly rounded.
+float exp2_accurate(float x) {
+  float n = round(x);
+  precise float f = x - n;
+  precise float q = 1.0 + f * (0.6931471805599453 + f * (0.2402265069591007 +
+                    f * (0.0555041086648216 + f * (0.0096181291076285 + f * (0.0013333558146428 +
+                    f * (0.0001540353039338 + f * 0.0000152527338040))))));
+  return ldexp(q, int(n));
+}
+
+// "Attention Is All You Need": pe[pos, 2i] = sin(pos / 10000^(2i/C)), pe[pos, 2i+1] = cos(same).
+// The angle pos * freq is never rounded as a whole: freq splits into a 10-bit head (pos * head is
+// exact for pos < 2^14) and a tail, and the head's product is reduced by k * 2pi (Cody-Waite, 2pi
+// as an 8-bit head plus a tail, so k * TWO_PI_HI is exact) before the tail's product is added.
+// sin and cos then see an argument in [-pi, pi], the only range where Vulkan bounds their error.
+// What remains is freq's own fp32 rounding, a few 2^-24 relative, times pos.
+float sinusoid(uint pos, uint c) {
+  const float LOG2_10000 = 13.287712379549449;
+  const float TWO_PI_HI = 6.28125;
+  const float TWO_PI_LO = 0.0019353071795864769;  // 2pi - 6.28125
+  const float INV_TWO_PI = 0.15915494309189535;
+  float freq = exp2_accurate(-float(c & ~1u) * (LOG2_10000 / float(p.C)));
+  float head = uintBitsToFloat(floatBitsToUint(freq) & 0xffffc000u);
+  precise float tail = float(pos) * (freq - head);
+  precise float angle = float(pos) * head;
+  precise float k = round((angle + tail) * INV_TWO_PI);
+  precise float r = ((angle - k * TWO_PI_HI) - k * TWO_PI_LO) + tail;
+  return (c & 1u) == 0u ? sin(r) : cos(r);
+}
+
+void main() {
+  uint i = flat_index();
+  if (i >= p.T * p.C) return;
+  uint t = i / p.C, c = i % p.C;
+  // Ids are validated on the host (gpu::upload_ids); the clamp only keeps a bad buffer in bounds.
+  uint id = uint(clamp(ids[t], 0, int(p.V) - 1));
+  if (id < p.v_begin || id >= p.v_end) return;
+  float x = load_wte(p.wte_skip + (id - p.v_begin) * p.C + c);
+  if (POSITION == POS_LEARNED) x += load_wpe(p.wpe_skip + t * p.C + c);
+  if (POSITION == POS_SINUSOIDAL) x += sinusoid(p.pos_offset + t, c);
+  out_[i] = x;
+}

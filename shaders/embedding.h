@@ -1,0 +1,27 @@
+// Push constants of shaders/embedding.comp, shared by GLSL and C++ (see shaders/common/types.h).
+#ifndef GPT2VK_EMBEDDING_H
+#define GPT2VK_EMBEDDING_H
+#include "common/types.h"
+
+PUSH_NAMESPACE_BEGIN
+// Where the position term comes from (specialization constant 5 of embedding.comp).
+CONST POS_LEARNED = 0;     // a table row wpe[pos_offset + t] (GPT-2)
+CONST POS_SINUSOIDAL = 1;  // sin/cos of the position, computed in the shader
+CONST POS_NONE = 2;        // token embedding only
+
+// out[t, c] = wte[ids[t], c] + position(pos_offset + t, c)              [T] ids -> [T, C]
+// One dispatch covers the rows of wte whose id lies in [v_begin, v_end): a vocabulary larger
+// than maxStorageBufferRange is bound block by block.
+struct EmbeddingPush {
+  uint T;           // tokens
+  uint C;           // channels
+  uint V;           // vocabulary size; the shader clamps ids into [0, V)
+  uint pos_offset;  // position of token 0 (the cache length when decoding)
+  uint v_begin;     // first vocabulary row of this dispatch's wte binding
+  uint v_end;       // one past its last row
+  uint wte_skip;    // elements from the start of the wte binding to row v_begin
+  uint wpe_skip;    // elements from the start of the wpe binding to row pos_offset
+};
+PUSH_NAMESPACE_END
+
+#endif

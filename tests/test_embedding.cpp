@@ -1,0 +1,227 @@
+// embedding: GPU against the CPU reference.
+// Learned and no positions: exact (tolerance 0). Each output is one fp32 add of two stored values
+// (fp16 weights widen to fp32 exactly, and the reference is given those same rounded values); the
+// reference adds in double and rounds once, and a double sum of two floats rounded to float is
+// the correctly rounded fp32 sum (53 >= 2 * 24 + 2 bits, so the double rounding is innocuous),
+// which is what Vulkan requires of an fp32 add.
+// Sinusoidal: see sinusoid_tolerance below.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+
+#include "model/cpu/common.h"
+#include "model/cpu/embedding.h"
+#include "model/gpu/embedding.h"
+#include "tests/compare.h"
+#include "tests/gpu.h"
+#include "vk/check.h"
+
+namespace {
+
+using gpu::DType;
+using gpu::PositionKind;
+
+// A weight on the device, and the values the GPU sees (fp16-rounded for DType::F16).
+struct HostWeight {
+  gpu::Weight gpu;
+  std::vector<float> seen;
+};
+
+HostWeight make_weight(const vkr::Device& device, vkr::Arena& arena, size_t n, DType dtype,
+                       unsigned seed) {
+  HostWeight w{{}, test::random_floats(n, seed)};
+  w.gpu.dtype = dtype;
+  if (dtype == DType::F16) {
+    std::vector<uint16_t> half = gpu::to_half(w.seen.data(), n);
+    for (float& x : w.seen) x = cpu::round_to_half(x);
+    w.gpu.span = arena.alloc(half.size() * sizeof(uint16_t));
+    vkr::upload(device, w.gpu.span, half.data(), half.size() * sizeof(uint16_t));
+  } else {
+    w.gpu.span = arena.alloc(n * sizeof(float));
+    vkr::upload(device, w.gpu.span, w.seen.data(), n * sizeof(float));
+  }
+  return w;
+}
+
+// T ids in [0, V) that include both ends of the vocabulary.
+std::vector<int32_t> make_ids(size_t T, uint32_t V, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> dist(0, static_cast<int32_t>(V) - 1);
+  std::vector<int32_t> ids(T);
+  for (int32_t& id : ids) id = dist(rng);
+  ids[0] = static_cast<int32_t>(V) - 1;
+  if (T > 1) ids[T - 1] = 0;
+  return ids;
+}
+
+struct Case {
+  uint32_t T, C, V, n_pos, pos_offset;
+  DType wte_dtype, wpe_dtype;
+  PositionKind position;
+};
+
+// Runs one case on `device` and returns the GPU output and the CPU reference.
+std::pair<std::vector<float>, std::vector<float>> run_case(const vkr::Device& device,
+                                                           vkr::Kernels& kernels, const Case& c,
+                                                           uint32_t* dispatches = nullptr) {
+  const size_t TC = size_t{c.T} * c.C;
+  vkr::Arena arena(device, (size_t{c.V} + c.n_pos + c.T) * c.C * 4 + c.T * 4 + 4096,
+                   vkr::MemoryKind::Device, "test embedding");
+  HostWeight wte = make_weight(device, arena, size_t{c.V} * c.C, c.wte_dtype, c.V + c.C);
+  HostWeight wpe = make_weight(device, arena, size_t{c.n_pos} * c.C, c.wpe_dtype, c.n_pos + 7);
+  std::vector<int32_t> ids = make_ids(c.T, c.V, c.T + c.C);
+  vkr::BufferSpan gids = arena.alloc(c.T * sizeof(int32_t)), out = arena.alloc(TC * 4);
+  gpu::upload_ids(device, gids, ids, c.V);
+
+  vkr::Recorder rec(device);
+  rec.begin();
+  gpu::embedding(kernels, rec, out, gids, wte.gpu, &wpe.gpu, c.T, c.C, c.V, c.n_pos, c.pos_offset,
+                 c.position);
+  rec.run();
+  if (dispatches) *dispatches = rec.stats().dispatches;
+
+  std::vector<float> got(TC), ref(TC);
+  vkr::download(device, got.data(), out, TC * 4);
+  cpu::embedding(ref.data(), ids.data(), wte.seen.data(), wpe.seen.data(), c.T, c.C, c.V, c.n_pos,
+                 c.pos_offset, c.position);
+  return {got, ref};
+}
+
+}  // namespace
+
+TEST_CASE("embedding with learned or no positions is exact") {
+  GPU_TEST(g);
+  // One token, a long prompt with small C, GPT-2 XL's width, odd C (fp16 rows straddle words).
+  const Case shapes[] = {
+      {1, 8, 7, 4, 3, DType::F32, DType::F32, PositionKind::Learned},
+      {1024, 12, 50, 1024, 0, DType::F32, DType::F32, PositionKind::Learned},
+      {3, 1600, 100, 16, 5, DType::F32, DType::F32, PositionKind::Learned},
+      {37, 33, 61, 40, 3, DType::F32, DType::F32, PositionKind::Learned},
+  };
+  for (const Case& shape : shapes) {
+    for (DType wte_dtype : {DType::F32, DType::F16}) {
+      for (DType wpe_dtype : {DType::F32, DType::F16}) {
+        for (PositionKind position : {PositionKind::Learned, PositionKind::None}) {
+          Case c = shape;
+          c.wte_dtype = wte_dtype;
+          c.wpe_dtype = wpe_dtype;
+          c.position = position;
+          CAPTURE(c.T);
+          CAPTURE(c.C);
+          CAPTURE(c.pos_offset);
+          CAPTURE(static_cast<int>(wte_dtype));
+          CAPTURE(static_cast<int>(wpe_dtype));
+          CAPTURE(static_cast<int>(position));
+          auto [got, ref] = run_case(g.device, g.kernels, c);
+          CHECK(test::close("embedding", got, ref, {0, 0}));
+        }
+      }
+    }
+  }
+}
+
+// Sinusoidal tolerance: 1e-6 + pos * 2^-22 absolute (2.4e-4 at pos 1023). The shader forms and
+// reduces the angle without rounding it (see embedding.comp), so the error is the frequency's:
+// its exp2 argument -2i * (log2(10000) / C) is rounded twice (relative 2^-23), which moves freq by
+// ln2 * |x| * 2^-23 relative, and freq itself rounds (2^-24, plus ~1 ulp of the polynomial); times
+// the angle pos * freq, and with |x| 2^-|x| <= 0.53, that is under 2 * 2^-24 * pos radians. We
+// allow twice that; the 1e-6 covers sin/cos on [-pi, pi] (Vulkan promises only 2^-11 there; real
+// drivers do ~1e-7) and the final fp32 rounding. Measured on lavapipe: 1.4e-5 (pos < 1024, C = 64),
+// 4.1e-5 (pos 1023, C = 1600), 2.2e-4 (pos 8191), matching a host emulation with a correctly
+// rounded exp2; the driver's own exp2 (3 to 4 ulp on lavapipe) gave 1.4e-4 at pos 1023.
+TEST_CASE("embedding with sinusoidal positions") {
+  GPU_TEST(g);
+  const Case shapes[] = {
+      {1, 8, 7, 1, 0, DType::F32, DType::F32, PositionKind::Sinusoidal},
+      {1024, 64, 50, 1, 0, DType::F32, DType::F32, PositionKind::Sinusoidal},
+      {3, 1600, 100, 1, 1021, DType::F16, DType::F32, PositionKind::Sinusoidal},
+      {16, 30, 20, 1, 8176, DType::F32, DType::F32, PositionKind::Sinusoidal},
+  };
+  for (const Case& c : shapes) {
+    CAPTURE(c.T);
+    CAPTURE(c.C);
+    CAPTURE(c.pos_offset);
+    auto [got, ref] = run_case(g.device, g.kernels, c);
+    const double last = c.pos_offset + c.T - 1;
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); i++)
+      worst = std::max(worst, std::fabs(double{got[i]} - double{ref[i]}));
+    MESSAGE("sinusoid up to pos " << last << ": max |error| " << worst);
+    CHECK(test::close("embedding sinusoid", got, ref, {1e-6 + last * std::ldexp(1.0, -22), 0}));
+  }
+}
+
+TEST_CASE("embedding splits a vocabulary larger than maxStorageBufferRange") {
+  GPU_TEST(g);
+  vkr::DeviceOptions options;
+  options.select = std::to_string(g.device.index());
+  options.overrides.max_storage_buffer_range = 4096;  // wte below is 9.6 KB (fp32) or 5 KB (fp16)
+  vkr::Device small(g.instance, options);
+  vkr::Kernels kernels(small);
+  // C = 24: fp32 rows of 96 bytes; C = 25 with fp16: 50-byte rows, so blocks start mid-word and
+  // mid-alignment and the shader must skip into the aligned binding.
+  for (auto [C, dtype] : {std::pair{24u, DType::F32}, std::pair{25u, DType::F16}}) {
+    CAPTURE(C);
+    const Case c{40, C, 100, 64, 20, dtype, DType::F32, PositionKind::Learned};
+    uint32_t dispatches = 0;
+    auto [got, ref] = run_case(small, kernels, c, &dispatches);
+    CHECK(dispatches >= 2);                                   // really split
+    CHECK(test::close("embedding split", got, ref, {0, 0}));  // exact, as above
+  }
+}
+
+TEST_CASE("upload_ids rejects ids outside the vocabulary; the shader clamps a bad buffer") {
+  GPU_TEST(g);
+  const uint32_t C = 8, V = 10;
+  vkr::Arena arena(g.device, 4096, vkr::MemoryKind::Device, "test embedding ids");
+  vkr::BufferSpan ids = arena.alloc(16), out = arena.alloc(4 * C * 4);
+  std::vector<int32_t> bad_high = {0, 9, 10, 3}, bad_low = {-1, 2};
+  CHECK_THROWS_WITH_AS(gpu::upload_ids(g.device, ids, bad_high, V),
+                       doctest::Contains("token id 10 at position 2"), vkr::Error);
+  CHECK_THROWS_WITH_AS(gpu::upload_ids(g.device, ids, bad_low, V),
+                       doctest::Contains("token id -1 at position 0"), vkr::Error);
+  std::vector<int32_t> five(5, 0);
+  CHECK_THROWS_AS(gpu::upload_ids(g.device, ids, five, V), vkr::Error);  // dst too small
+
+  // Bypassing upload_ids: the shader reads the nearest valid row instead of out of bounds.
+  HostWeight wte = make_weight(g.device, arena, V * C, DType::F32, 3);
+  std::vector<int32_t> raw = {-5, 10, 1 << 30, 4};
+  vkr::upload(g.device, ids, raw.data(), 16);
+  vkr::Recorder rec(g.device);
+  rec.begin();
+  gpu::embedding(g.kernels, rec, out, ids, wte.gpu, nullptr, 4, C, V, 0, 0, PositionKind::None);
+  rec.run();
+  std::vector<int32_t> clamped = {0, 9, 9, 4};
+  std::vector<float> ref(4 * C);
+  cpu::embedding(ref.data(), clamped.data(), wte.seen.data(), nullptr, 4, C, V, 0, 0,
+                 PositionKind::None);
+  CHECK(test::close("embedding clamped", test::from_gpu(g, out, 4 * C), ref, {0, 0}));
+}
+
+TEST_CASE("embedding rejects bad arguments") {
+  GPU_TEST(g);
+  const uint32_t C = 8, V = 10, n_pos = 6;
+  vkr::Arena arena(g.device, 8192, vkr::MemoryKind::Device, "test embedding errors");
+  HostWeight wte = make_weight(g.device, arena, V * C, DType::F32, 1);
+  HostWeight wpe = make_weight(g.device, arena, n_pos * C, DType::F16, 2);
+  vkr::BufferSpan ids = arena.alloc(16), out = arena.alloc(4 * C * 4);
+  vkr::Recorder rec(g.device);
+  rec.begin();
+  auto run = [&](uint32_t T, uint32_t pos_offset, const gpu::Weight* p, PositionKind kind,
+                 uint32_t vocab = 10) {
+    gpu::embedding(g.kernels, rec, out, ids, wte.gpu, p, T, C, vocab, n_pos, pos_offset, kind);
+  };
+  CHECK_THROWS_WITH_AS(run(3, 4, &wpe.gpu, PositionKind::Learned),
+                       doctest::Contains("exceed the 6 rows"), vkr::Error);
+  CHECK_THROWS_WITH_AS(run(3, 0, nullptr, PositionKind::Learned), doctest::Contains("wpe"),
+                       vkr::Error);
+  CHECK_THROWS_AS(run(5, 0, nullptr, PositionKind::None), vkr::Error);  // ids and out hold 4 tokens
+  CHECK_THROWS_AS(run(0, 0, nullptr, PositionKind::None), vkr::Error);
+  CHECK_THROWS_WITH_AS(run(1, 0, nullptr, PositionKind::None, 2 * V), doctest::Contains("wte"),
+                       vkr::Error);  // wte holds V rows only
+  gpu::Weight short_wpe{wpe.gpu.span.sub(0, 16), DType::F16};
+  CHECK_THROWS_AS(run(1, 0, &short_wpe, PositionKind::Learned), vkr::Error);
+  run(3, 3, &wpe.gpu, PositionKind::Learned);  // the last rows of wpe are fine
+  rec.end();
+}
