@@ -31,7 +31,7 @@ float x_at(uint t, uint k) { return x[p.x_off + t * p.K + p.k_base + k]; }
 void store(uint t, uint n, float v) {
   uint o = p.out_off + t * p.N + p.n_base + n;
   if ((p.flags & MATMUL_ACCUMULATE) != 0) v += out_[o];
-  if ((p.flags & MATMUL_BIAS) != 0) v += bias[p.bias_off + p.n_base + n];
+  if ((p.flags & MATMUL_BIAS) != 0) v += bias[p.n_base + n];
   v = activate(v, ACT);
   if ((p.flags & MATMUL_RESIDUAL) != 0) v += residual[p.res_off + t * p.N + p.n_base + n];
   out_[o] = v;

@@ -16,8 +16,9 @@ CONST MATMUL_RESIDUAL = 2;    // v = act(v) + residual[t, n]
 CONST MATMUL_ACCUMULATE = 4;  // v += out[t, n]: add to an earlier chunk's partial sums
 
 // One dispatch: out[t, n_base + n] = act(sum_k x[t, k_base + k] w(k, n) + ...) + ... for
-// t < rows, n < n_count, k < k_count, where w is the chunk of W the weight binding holds. Every
-// binding is a window that starts at an aligned offset; *_off is where its first element is.
+// t < rows, n < n_count, k < k_count, where w is the chunk of W the weight binding holds. x, W,
+// out and residual are bound as windows that start at an aligned offset at or before their
+// first element; *_off is where that element is. bias is bound whole.
 struct MatmulPush {
   uint rows;     // rows of x and out this dispatch computes
   uint K;        // row stride of x
@@ -29,7 +30,6 @@ struct MatmulPush {
   uint x_off;    // element offsets of the windows
   uint w_off;
   uint out_off;
-  uint bias_off;
   uint res_off;
   uint flags;  // MATMUL_BIAS | MATMUL_RESIDUAL | MATMUL_ACCUMULATE
 };

@@ -101,8 +101,8 @@ std::vector<float> run_gpu(const vkr::Device& dev, vkr::Kernels& kernels, const 
   }
   vkr::BufferSpan bias = c.bias ? upload(dev, arena, p.bias.data(), p.bias.size() * 4) : x;
   // In place, out starts as the residual; otherwise with NaNs, so unwritten outputs show.
-  std::vector<float> init = c.residual == Residual::InPlace ? p.residual
-                                                            : std::vector<float>(TN, NAN);
+  std::vector<float> init =
+      c.residual == Residual::InPlace ? p.residual : std::vector<float>(TN, NAN);
   vkr::BufferSpan out = upload(dev, arena, init.data(), TN * 4);
   vkr::BufferSpan residual =
       c.residual == Residual::Separate ? upload(dev, arena, p.residual.data(), TN * 4) : out;
@@ -151,8 +151,8 @@ TEST_CASE("matmul matches the CPU reference on GPT-2 shapes, both kernels, layou
       {1, 3072, 768, true, Activation::None, Residual::InPlace},      // mlp c_proj, decode
       {2, 64, 5003},                                                  // a vocabulary-like N
       {3, 1600, 40, true, Activation::GeluTanh},                      // GPT-2 XL's C as K
-      {4, 8, 24, true, Activation::GeluTanh, Residual::Separate},    // C = 8
-      {1024, 16, 24, true, Activation::None, Residual::InPlace},     // n_ctx rows
+      {4, 8, 24, true, Activation::GeluTanh, Residual::Separate},     // C = 8
+      {1024, 16, 24, true, Activation::None, Residual::InPlace},      // n_ctx rows
       {33, 100, 67, true, Activation::GeluTanh, Residual::Separate},  // nothing a multiple
   };
   unsigned seed = 100;
@@ -171,8 +171,8 @@ TEST_CASE("matmul epilogues: bias, every activation, residual separate and in pl
   // epilogue does not depend on the weight, so each activation takes one layout and dtype (all
   // four pairs appear), which keeps the number of pipelines to compile down.
   unsigned seed = 500, a = 0;
-  for (Activation act : {Activation::None, Activation::GeluTanh, Activation::GeluErf,
-                         Activation::Relu}) {
+  for (Activation act :
+       {Activation::None, Activation::GeluTanh, Activation::GeluErf, Activation::Relu}) {
     const WeightLayout layout = a % 2 ? WeightLayout::NK : WeightLayout::KN;
     const DType dtype = a / 2 ? DType::F16 : DType::F32;
     a++;
@@ -185,9 +185,10 @@ TEST_CASE("matmul epilogues: bias, every activation, residual separate and in pl
 
 TEST_CASE("matmul splits tensors larger than maxStorageBufferRange") {
   GPU_TEST(g);
-  // A range of 3 KiB holds 10 rows of out [T, 72] and 10 to 38 rows of W: every case splits W
-  // into 2 to 4 chunks (of K for [K, N], of N for [N, K]), and T = 37 splits x, out and the
-  // residual into passes too.
+  // A range of 3 KiB holds 10 rows of out [T, 71] and 10 to 37 rows of W: every case splits W
+  // into 2 to 5 chunks (of K for [K, N], of N for [N, K]), and T = 37 splits x, out and the
+  // residual into passes too. Rows of 41 and 71 floats make the chunks and passes start off the
+  // 16-byte (or coarser) binding alignment, and fp16 chunks start at odd elements.
   vkr::DeviceOptions options;
   options.select = std::to_string(g.device.index());
   options.overrides.max_storage_buffer_range = 3072;
@@ -198,8 +199,8 @@ TEST_CASE("matmul splits tensors larger than maxStorageBufferRange") {
     for (WeightLayout layout : {WeightLayout::KN, WeightLayout::NK})
       for (DType dtype : {DType::F32, DType::F16}) {
         // All epilogue steps at once, and the in-place residual that K-chunks must read first.
-        Case full{T, 40, 72, true, Activation::GeluTanh, Residual::Separate, layout, dtype};
-        Case in_place{T, 40, 72, true, Activation::None, Residual::InPlace, layout, dtype};
+        Case full{T, 41, 71, true, Activation::GeluTanh, Residual::Separate, layout, dtype};
+        Case in_place{T, 41, 71, true, Activation::None, Residual::InPlace, layout, dtype};
         for (const Case& c : {full, in_place}) {
           Problem p = make_problem(c, seed += 10);
           for (MatmulKernel kernel : {MatmulKernel::Vector, MatmulKernel::Tiled}) {
@@ -214,7 +215,7 @@ TEST_CASE("matmul splits tensors larger than maxStorageBufferRange") {
 
   // An activation over an in-place residual cannot survive a split over K; a row of x wider
   // than the range cannot be split at all.
-  Problem act_in_place = make_problem({5, 40, 72, false, Activation::Relu, Residual::InPlace}, 1);
+  Problem act_in_place = make_problem({5, 41, 71, false, Activation::Relu, Residual::InPlace}, 1);
   CHECK_THROWS_WITH_AS(run_gpu(small, kernels, act_in_place, MatmulKernel::Auto),
                        doctest::Contains("in-place residual"), vkr::Error);
   Problem wide = make_problem({1, 1000, 8}, 2);
@@ -235,9 +236,9 @@ TEST_CASE("matmul falls back to small tiles and workgroups on small device limit
   unsigned seed = 1300;
   for (WeightLayout layout : {WeightLayout::KN, WeightLayout::NK})
     for (DType dtype : {DType::F32, DType::F16})
-      check_both_kernels(small, kernels,
-                         {37, 75, 130, true, Activation::GeluErf, Residual::Separate, layout, dtype},
-                         seed += 10);
+      check_both_kernels(
+          small, kernels,
+          {37, 75, 130, true, Activation::GeluErf, Residual::Separate, layout, dtype}, seed += 10);
 }
 
 TEST_CASE("matmul picks the matrix-vector kernel for T <= kMatmulVecRows") {

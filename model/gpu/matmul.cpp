@@ -8,7 +8,9 @@
 namespace gpu {
 namespace {
 
-[[noreturn]] void fail(const std::string& what) { throw vkr::Error("matmul: " + what); }
+[[noreturn]] void fail(const std::string& what) {
+  throw vkr::Error("matmul: " + what);
+}
 
 uint32_t floor_pow2(uint32_t v) {
   uint32_t p = 1;
@@ -16,7 +18,9 @@ uint32_t floor_pow2(uint32_t v) {
   return p;
 }
 
-uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+uint64_t ceil_div(uint64_t a, uint64_t b) {
+  return (a + b - 1) / b;
+}
 
 // Elements [first, first + count) of a span whose elements are `bytes` wide, bound as a
 // sub-range that starts at the `align`ed offset at or before them and ends on a whole 32-bit
@@ -106,15 +110,13 @@ void plan_tiled(vkr::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype
   else if (N > max_outputs)
     fail("N = " + std::to_string(N) + " exceeds this device's workgroup count");
   const auto spec = [&](Activation a) {
-    return vkr::Specialization{
-        {t.bn / t.tn, t.bm / t.tm, 1},
-        {static_cast<uint32_t>(o.layout), static_cast<uint32_t>(dtype), static_cast<uint32_t>(a),
-         t.bm, t.bn, t.bk, t.tm, t.tn}};
+    return vkr::Specialization{{t.bn / t.tn, t.bm / t.tm, 1},
+                               {static_cast<uint32_t>(o.layout), static_cast<uint32_t>(dtype),
+                                static_cast<uint32_t>(a), t.bm, t.bn, t.bk, t.tm, t.tn}};
   };
   plan.last = &k.get("matmul", spec(o.act));
-  plan.plain = plan.split_k && o.act != Activation::None
-                   ? &k.get("matmul", spec(Activation::None))
-                   : plan.last;
+  plan.plain = plan.split_k && o.act != Activation::None ? &k.get("matmul", spec(Activation::None))
+                                                         : plan.last;
 }
 
 bool overlaps(const vkr::BufferSpan& a, uint64_t a_bytes, const vkr::BufferSpan& b,
@@ -126,8 +128,8 @@ void check_arguments(const vkr::BufferSpan& out, const vkr::BufferSpan& x, const
                      const vkr::BufferSpan* bias, const vkr::BufferSpan* residual, uint64_t T,
                      uint64_t K, uint64_t N) {
   if (T == 0 || K == 0 || N == 0)
-    fail("T, K and N must be positive (got T = " + std::to_string(T) + ", K = " +
-         std::to_string(K) + ", N = " + std::to_string(N) + ")");
+    fail("T, K and N must be positive (got T = " + std::to_string(T) +
+         ", K = " + std::to_string(K) + ", N = " + std::to_string(N) + ")");
   const uint64_t w_bytes = ceil_div(K * N * dtype_bytes(w.dtype), 4) * 4;  // whole fp16 pairs
   require_elements("matmul", "out", out, T * N);
   require_elements("matmul", "x", x, T * K);
@@ -138,15 +140,13 @@ void check_arguments(const vkr::BufferSpan& out, const vkr::BufferSpan& x, const
   if (overlaps(out, out_bytes, x, T * K * 4)) fail("out overlaps x");
   if (overlaps(out, out_bytes, w.span, w_bytes)) fail("out overlaps the weight");
   if (bias && overlaps(out, out_bytes, *bias, N * 4)) fail("out overlaps bias");
-  if (residual && overlaps(out, out_bytes, *residual, out_bytes) &&
-      residual->offset != out.offset)
+  if (residual && overlaps(out, out_bytes, *residual, out_bytes) && residual->offset != out.offset)
     fail("residual overlaps out without being out itself");
 }
 
 // Workgroups for one dispatch: the vector kernel's groups fold into y past the x limit; the
 // tiled kernel's grid is (outputs / BN, rows / BM), kept within the limits by plan_tiled().
-vkr::Groups groups(const vkr::DeviceCaps& caps, const Plan& plan, uint32_t n_count,
-                   uint32_t rows) {
+vkr::Groups groups(const vkr::DeviceCaps& caps, const Plan& plan, uint32_t n_count, uint32_t rows) {
   if (plan.tile_bn)
     return {static_cast<uint32_t>(ceil_div(n_count, plan.tile_bn)),
             static_cast<uint32_t>(ceil_div(rows, plan.tile_bm)), 1};
@@ -154,6 +154,31 @@ vkr::Groups groups(const vkr::DeviceCaps& caps, const Plan& plan, uint32_t n_cou
   const uint64_t gx = std::min<uint64_t>(g, caps.max_workgroup_count[0]), gy = ceil_div(g, gx);
   if (gy > caps.max_workgroup_count[1]) fail("too many outputs for this device's group counts");
   return {static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), 1};
+}
+
+// Splits a call to fit the device's maxStorageBufferRange and picks the kernel. A window may
+// hold `room` bytes besides its alignment slack and word rounding.
+Plan make_plan(vkr::Kernels& k, const MatmulOptions& o, DType dtype, uint32_t T, uint32_t K,
+               uint32_t N, uint64_t align) {
+  const uint64_t range = k.device().caps().max_storage_buffer_range;
+  const uint64_t room = range - std::min(range, align + 4);
+  const bool nk = o.layout == WeightLayout::NK;
+  const uint32_t w_row = nk ? K : N, w_rows = nk ? N : K;  // W as rows, split into chunks
+  Plan plan;
+  plan.rows = static_cast<uint32_t>(std::min<uint64_t>(T, room / (4 * std::max(K, N))));
+  plan.chunk =
+      static_cast<uint32_t>(std::min<uint64_t>(w_rows, room / (w_row * dtype_bytes(dtype))));
+  if (plan.rows == 0 || plan.chunk == 0)
+    fail("a row of x, out or W does not fit in this device's maxStorageBufferRange (" +
+         std::to_string(range) + " bytes)");
+  plan.split_k = !nk && plan.chunk < w_rows;
+  const bool vector =
+      o.kernel == MatmulKernel::Vector || (o.kernel == MatmulKernel::Auto && T <= kMatmulVecRows);
+  if (vector)
+    plan_vector(k, plan, o, dtype, T);
+  else
+    plan_tiled(k, plan, o, dtype, N);
+  return plan;
 }
 
 }  // namespace
@@ -164,45 +189,30 @@ void matmul(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
             const MatmulOptions& o) {
   check_arguments(out, x, w, bias, residual, T, K, N);
   const vkr::DeviceCaps& caps = k.device().caps();
-  const bool nk = o.layout == WeightLayout::NK;
-  const uint64_t wb = dtype_bytes(w.dtype);
   const uint64_t align = std::max<uint64_t>(caps.storage_buffer_alignment, 4);
-  // What a window may hold besides its alignment slack and word rounding.
-  const uint64_t range = caps.max_storage_buffer_range;
-  const uint64_t room = range - std::min(range, align + 4);
-  const uint32_t w_row = nk ? K : N, w_rows = nk ? N : K;  // W as rows, split into chunks
-
-  Plan plan;
-  plan.rows = static_cast<uint32_t>(std::min<uint64_t>(T, room / (4 * std::max(K, N))));
-  plan.chunk = static_cast<uint32_t>(std::min<uint64_t>(w_rows, room / (w_row * wb)));
-  if (plan.rows == 0 || plan.chunk == 0)
-    fail("a row of x, out or W does not fit in this device's maxStorageBufferRange (" +
-         std::to_string(range) + " bytes)");
-  plan.split_k = !nk && plan.chunk < w_rows;
-  const bool vector = o.kernel == MatmulKernel::Vector ||
-                      (o.kernel == MatmulKernel::Auto && T <= kMatmulVecRows);
-  if (vector)
-    plan_vector(k, plan, o, w.dtype, T);
-  else
-    plan_tiled(k, plan, o, w.dtype, N);
-
+  const Plan plan = make_plan(k, o, w.dtype, T, K, N, align);
+  const bool nk = o.layout == WeightLayout::NK;
+  const uint32_t w_row = nk ? K : N, w_rows = nk ? N : K;
   const uint32_t chunks = static_cast<uint32_t>(ceil_div(w_rows, plan.chunk));
   const bool in_place =
       residual && residual->buffer == out.buffer && residual->offset == out.offset;
-  if (!nk && chunks > 1 && in_place && o.act != Activation::None)
-    fail("W [K, N] is split over K on this device, which cannot keep an in-place residual "
-         "under an activation; pass a residual that is not out");
+  if (plan.split_k && in_place && o.act != Activation::None)
+    fail(
+        "W [K, N] is split over K on this device, which cannot keep an in-place residual "
+        "under an activation; pass a residual that is not out");
 
+  // Absent bias and residual bindings are filled with x, which the shader then does not read.
+  const vkr::BufferSpan bs = bias ? bias->sub(0, uint64_t(N) * 4) : x.sub(0, uint64_t(K) * 4);
   for (uint32_t t0 = 0; t0 < T; t0 += plan.rows) {
     const uint32_t rows = std::min(plan.rows, T - t0);
     const uint64_t xs = uint64_t(t0) * K, os = uint64_t(t0) * N;  // first elements
     const Window xw = window(x, xs, uint64_t(rows) * K, 4, align);
     const Window ow = window(out, os, uint64_t(rows) * N, 4, align);
-    const Window bw = bias ? window(*bias, 0, N, 4, align) : xw;  // unread when absent
     const Window rw = residual ? window(*residual, os, uint64_t(rows) * N, 4, align) : xw;
     for (uint32_t c = 0; c < chunks; c++) {
       const uint32_t r0 = c * plan.chunk, count = std::min(plan.chunk, w_rows - r0);
-      const Window ww = window(w.span, uint64_t(r0) * w_row, uint64_t(count) * w_row, wb, align);
+      const Window ww = window(w.span, uint64_t(r0) * w_row, uint64_t(count) * w_row,
+                               dtype_bytes(w.dtype), align);
       // A chunk of W [N, K] is a whole block of outputs. Chunks of W [K, N] sum into out: the
       // bias goes on the first, the activation on the last, and the residual on the first when
       // there is no activation (so an in-place residual is read before out is overwritten).
@@ -210,11 +220,11 @@ void matmul(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
       uint32_t flags = first ? 0 : push::MATMUL_ACCUMULATE;
       if (bias && first) flags |= push::MATMUL_BIAS;
       if (residual && (o.act == Activation::None ? first : last)) flags |= push::MATMUL_RESIDUAL;
-      const push::MatmulPush p{rows,   K,      N,      nk ? 0 : r0, nk ? K : count,
-                               nk ? r0 : 0,    nk ? count : N,      xw.off, ww.off,
-                               ow.off, bw.off, rw.off, flags};
-      rec.dispatch(last ? *plan.last : *plan.plain, {ow.span, xw.span, ww.span, bw.span, rw.span},
-                   p, groups(caps, plan, p.n_count, rows));
+      const push::MatmulPush p{
+          rows,           K,      N,      nk ? 0 : r0, nk ? K : count, nk ? r0 : 0,
+          nk ? count : N, xw.off, ww.off, ow.off,      rw.off,         flags};
+      rec.dispatch(last ? *plan.last : *plan.plain, {ow.span, xw.span, ww.span, bs, rw.span}, p,
+                   groups(caps, plan, p.n_count, rows));
     }
   }
 }
