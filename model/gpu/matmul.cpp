@@ -165,7 +165,7 @@ Plan make_plan(vkr::Kernels& k, const MatmulOptions& o, DType dtype, uint32_t T,
   const bool nk = o.layout == WeightLayout::NK;
   const uint32_t w_row = nk ? K : N, w_rows = nk ? N : K;  // W as rows, split into chunks
   Plan plan;
-  plan.rows = static_cast<uint32_t>(std::min<uint64_t>(T, room / (4 * std::max(K, N))));
+  plan.rows = static_cast<uint32_t>(std::min<uint64_t>(T, room / (uint64_t(4) * std::max(K, N))));
   plan.chunk =
       static_cast<uint32_t>(std::min<uint64_t>(w_rows, room / (w_row * dtype_bytes(dtype))));
   if (plan.rows == 0 || plan.chunk == 0)
