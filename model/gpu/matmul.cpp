@@ -1,0 +1,232 @@
+#include "model/gpu/matmul.h"
+
+#include <algorithm>
+#include <string>
+
+#include "vk/check.h"
+
+namespace gpu {
+namespace {
+
+[[noreturn]] void fail(const std::string& what) {
+  throw vkr::Error("matmul: " + what);
+}
+
+uint32_t floor_pow2(uint32_t v) {
+  uint32_t p = 1;
+  while (p <= v / 2) p *= 2;
+  return p;
+}
+
+uint64_t ceil_div(uint64_t a, uint64_t b) {
+  return (a + b - 1) / b;
+}
+
+// Elements [first, first + count) of a span whose elements are `bytes` wide, bound as a
+// sub-range that starts at the `align`ed offset at or before them and ends on a whole 32-bit
+// word (fp16 weights are read in pairs); `off` is the index of `first` inside the window. Any
+// split point can be bound this way, whatever the device's offset alignment.
+struct Window {
+  vkr::BufferSpan span;
+  uint32_t off;
+};
+
+Window window(const vkr::BufferSpan& s, uint64_t first, uint64_t count, uint64_t bytes,
+              uint64_t align) {
+  const uint64_t begin = first * bytes / align * align;
+  const uint64_t end = ceil_div((first + count) * bytes, 4) * 4;
+  return {s.sub(begin, end - begin), static_cast<uint32_t>(first - begin / bytes)};
+}
+
+// Shared-memory tiles of the tiled kernel, largest first: BM x BN outputs per workgroup of
+// (BN / TN) x (BM / TM) invocations, K staged BK at a time.
+struct Tile {
+  uint32_t bm, bn, bk, tm, tn;
+  uint32_t shared_bytes() const { return (bm + bn) * bk * 4; }
+};
+constexpr Tile kTiles[] = {
+    {64, 64, 16, 4, 4}, {32, 32, 16, 4, 4}, {16, 16, 8, 2, 2}, {8, 8, 4, 1, 1}, {4, 4, 4, 1, 1}};
+
+uint32_t shared_budget(const vkr::DeviceCaps& caps) {
+  return std::min<uint32_t>(16384, caps.max_shared_memory);
+}
+
+const Tile& tile_for(const vkr::DeviceCaps& caps) {
+  for (const Tile& t : kTiles) {
+    const uint32_t nx = t.bn / t.tn, ny = t.bm / t.tm;
+    if (nx * ny <= caps.max_workgroup_invocations && nx <= caps.max_workgroup_size[0] &&
+        ny <= caps.max_workgroup_size[1] && t.shared_bytes() <= shared_budget(caps))
+      return t;
+  }
+  fail("device '" + caps.name + "' has too little shared memory or too small workgroups");
+}
+
+// How one call is carried out: the pipeline(s), and the blocks x, out and W are split into.
+struct Plan {
+  const vkr::Pipeline* last = nullptr;   // with the activation
+  const vkr::Pipeline* plain = nullptr;  // without: K-chunks before the last
+  uint32_t rows = 0;                     // rows of x and out per pass
+  uint32_t chunk = 0;                    // rows of W per chunk (of N for [N, K], of K for [K, N])
+  uint32_t out_per_group = 0;            // outputs one workgroup covers (vector kernel)
+  uint32_t tile_bn = 0, tile_bm = 0;     // (tiled kernel)
+  bool split_k = false;                  // W [K, N] in several chunks: plain is needed
+};
+
+// The matrix-vector kernel: a power-of-two workgroup whose reduction buffer (ROWS floats per
+// invocation) fits in shared memory, lanes along the weight's contiguous axis.
+void plan_vector(vkr::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype, uint32_t T) {
+  const vkr::DeviceCaps& caps = k.device().caps();
+  uint32_t rows = 1;
+  while (rows < std::min(T, kMatmulVecRows)) rows *= 2;  // few pipeline variants
+  const uint32_t wg = floor_pow2(
+      std::min({256u, caps.max_workgroup_invocations, shared_budget(caps) / (4 * rows)}));
+  const bool nk = o.layout == WeightLayout::NK;
+  const uint32_t x = std::min({wg, nk ? 64u : 32u, floor_pow2(caps.max_workgroup_size[0])});
+  const uint32_t y = std::min(wg / x, floor_pow2(caps.max_workgroup_size[1]));
+  plan.out_per_group = nk ? y : x;
+  plan.rows = std::min(plan.rows, rows);
+  const auto spec = [&](Activation a) {
+    return vkr::Specialization{{x, y, 1},
+                               {static_cast<uint32_t>(o.layout), static_cast<uint32_t>(dtype),
+                                static_cast<uint32_t>(a), rows}};
+  };
+  plan.last = &k.get("matmul_vec", spec(o.act));
+  plan.plain = plan.split_k && o.act != Activation::None
+                   ? &k.get("matmul_vec", spec(Activation::None))
+                   : plan.last;
+}
+
+void plan_tiled(vkr::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype, uint32_t N) {
+  const vkr::DeviceCaps& caps = k.device().caps();
+  const Tile& t = tile_for(caps);
+  plan.tile_bm = t.bm;
+  plan.tile_bn = t.bn;
+  // Group counts: x over the chunk's outputs, y over the pass's rows.
+  plan.rows = static_cast<uint32_t>(
+      std::min<uint64_t>(plan.rows, uint64_t(caps.max_workgroup_count[1]) * t.bm));
+  const uint64_t max_outputs = uint64_t(caps.max_workgroup_count[0]) * t.bn;
+  if (o.layout == WeightLayout::NK)
+    plan.chunk = static_cast<uint32_t>(std::min<uint64_t>(plan.chunk, max_outputs));
+  else if (N > max_outputs)
+    fail("N = " + std::to_string(N) + " exceeds this device's workgroup count");
+  const auto spec = [&](Activation a) {
+    return vkr::Specialization{{t.bn / t.tn, t.bm / t.tm, 1},
+                               {static_cast<uint32_t>(o.layout), static_cast<uint32_t>(dtype),
+                                static_cast<uint32_t>(a), t.bm, t.bn, t.bk, t.tm, t.tn}};
+  };
+  plan.last = &k.get("matmul", spec(o.act));
+  plan.plain = plan.split_k && o.act != Activation::None ? &k.get("matmul", spec(Activation::None))
+                                                         : plan.last;
+}
+
+bool overlaps(const vkr::BufferSpan& a, uint64_t a_bytes, const vkr::BufferSpan& b,
+              uint64_t b_bytes) {
+  return a.buffer == b.buffer && a.offset < b.offset + b_bytes && b.offset < a.offset + a_bytes;
+}
+
+void check_arguments(const vkr::BufferSpan& out, const vkr::BufferSpan& x, const Weight& w,
+                     const vkr::BufferSpan* bias, const vkr::BufferSpan* residual, uint64_t T,
+                     uint64_t K, uint64_t N) {
+  if (T == 0 || K == 0 || N == 0)
+    fail("T, K and N must be positive (got T = " + std::to_string(T) +
+         ", K = " + std::to_string(K) + ", N = " + std::to_string(N) + ")");
+  const uint64_t w_bytes = ceil_div(K * N * dtype_bytes(w.dtype), 4) * 4;  // whole fp16 pairs
+  require_elements("matmul", "out", out, T * N);
+  require_elements("matmul", "x", x, T * K);
+  require_elements("matmul", "w", w.span, w_bytes, 1);
+  if (bias) require_elements("matmul", "bias", *bias, N);
+  if (residual) require_elements("matmul", "residual", *residual, T * N);
+  const uint64_t out_bytes = T * N * 4;
+  if (overlaps(out, out_bytes, x, T * K * 4)) fail("out overlaps x");
+  if (overlaps(out, out_bytes, w.span, w_bytes)) fail("out overlaps the weight");
+  if (bias && overlaps(out, out_bytes, *bias, N * 4)) fail("out overlaps bias");
+  if (residual && overlaps(out, out_bytes, *residual, out_bytes) && residual->offset != out.offset)
+    fail("residual overlaps out without being out itself");
+}
+
+// Workgroups for one dispatch: the vector kernel's groups fold into y past the x limit; the
+// tiled kernel's grid is (outputs / BN, rows / BM), kept within the limits by plan_tiled().
+vkr::Groups groups(const vkr::DeviceCaps& caps, const Plan& plan, uint32_t n_count, uint32_t rows) {
+  if (plan.tile_bn)
+    return {static_cast<uint32_t>(ceil_div(n_count, plan.tile_bn)),
+            static_cast<uint32_t>(ceil_div(rows, plan.tile_bm)), 1};
+  const uint64_t g = ceil_div(n_count, plan.out_per_group);
+  const uint64_t gx = std::min<uint64_t>(g, caps.max_workgroup_count[0]), gy = ceil_div(g, gx);
+  if (gy > caps.max_workgroup_count[1]) fail("too many outputs for this device's group counts");
+  return {static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), 1};
+}
+
+// Splits a call to fit the device's maxStorageBufferRange and picks the kernel. A window may
+// hold `room` bytes besides its alignment slack and word rounding.
+Plan make_plan(vkr::Kernels& k, const MatmulOptions& o, DType dtype, uint32_t T, uint32_t K,
+               uint32_t N, uint64_t align) {
+  const uint64_t range = k.device().caps().max_storage_buffer_range;
+  const uint64_t room = range - std::min(range, align + 4);
+  const bool nk = o.layout == WeightLayout::NK;
+  const uint32_t w_row = nk ? K : N, w_rows = nk ? N : K;  // W as rows, split into chunks
+  Plan plan;
+  plan.rows = static_cast<uint32_t>(std::min<uint64_t>(T, room / (uint64_t(4) * std::max(K, N))));
+  plan.chunk =
+      static_cast<uint32_t>(std::min<uint64_t>(w_rows, room / (w_row * dtype_bytes(dtype))));
+  if (plan.rows == 0 || plan.chunk == 0)
+    fail("a row of x, out or W does not fit in this device's maxStorageBufferRange (" +
+         std::to_string(range) + " bytes)");
+  plan.split_k = !nk && plan.chunk < w_rows;
+  const bool vector =
+      o.kernel == MatmulKernel::Vector || (o.kernel == MatmulKernel::Auto && T <= kMatmulVecRows);
+  if (vector)
+    plan_vector(k, plan, o, dtype, T);
+  else
+    plan_tiled(k, plan, o, dtype, N);
+  return plan;
+}
+
+}  // namespace
+
+void matmul(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
+            const vkr::BufferSpan& x, const Weight& w, const vkr::BufferSpan* bias,
+            const vkr::BufferSpan* residual, uint32_t T, uint32_t K, uint32_t N,
+            const MatmulOptions& o) {
+  check_arguments(out, x, w, bias, residual, T, K, N);
+  const vkr::DeviceCaps& caps = k.device().caps();
+  const uint64_t align = std::max<uint64_t>(caps.storage_buffer_alignment, 4);
+  const Plan plan = make_plan(k, o, w.dtype, T, K, N, align);
+  const bool nk = o.layout == WeightLayout::NK;
+  const uint32_t w_row = nk ? K : N, w_rows = nk ? N : K;
+  const uint32_t chunks = static_cast<uint32_t>(ceil_div(w_rows, plan.chunk));
+  const bool in_place =
+      residual && residual->buffer == out.buffer && residual->offset == out.offset;
+  if (plan.split_k && in_place && o.act != Activation::None)
+    fail(
+        "W [K, N] is split over K on this device, which cannot keep an in-place residual "
+        "under an activation; pass a residual that is not out");
+
+  // Absent bias and residual bindings are filled with x, which the shader then does not read.
+  const vkr::BufferSpan bs = bias ? bias->sub(0, uint64_t(N) * 4) : x.sub(0, uint64_t(K) * 4);
+  for (uint32_t t0 = 0; t0 < T; t0 += plan.rows) {
+    const uint32_t rows = std::min(plan.rows, T - t0);
+    const uint64_t xs = uint64_t(t0) * K, os = uint64_t(t0) * N;  // first elements
+    const Window xw = window(x, xs, uint64_t(rows) * K, 4, align);
+    const Window ow = window(out, os, uint64_t(rows) * N, 4, align);
+    const Window rw = residual ? window(*residual, os, uint64_t(rows) * N, 4, align) : xw;
+    for (uint32_t c = 0; c < chunks; c++) {
+      const uint32_t r0 = c * plan.chunk, count = std::min(plan.chunk, w_rows - r0);
+      const Window ww = window(w.span, uint64_t(r0) * w_row, uint64_t(count) * w_row,
+                               dtype_bytes(w.dtype), align);
+      // A chunk of W [N, K] is a whole block of outputs. Chunks of W [K, N] sum into out: the
+      // bias goes on the first, the activation on the last, and the residual on the first when
+      // there is no activation (so an in-place residual is read before out is overwritten).
+      const bool first = nk || c == 0, last = nk || c + 1 == chunks;
+      uint32_t flags = first ? 0 : push::MATMUL_ACCUMULATE;
+      if (bias && first) flags |= push::MATMUL_BIAS;
+      if (residual && (o.act == Activation::None ? first : last)) flags |= push::MATMUL_RESIDUAL;
+      const push::MatmulPush p{
+          rows,           K,      N,      nk ? 0 : r0, nk ? K : count, nk ? r0 : 0,
+          nk ? count : N, xw.off, ww.off, ow.off,      rw.off,         flags};
+      rec.dispatch(last ? *plan.last : *plan.plain, {ow.span, xw.span, ww.span, bs, rw.span}, p,
+                   groups(caps, plan, p.n_count, rows));
+    }
+  }
+}
+
+}  // namespace gpu

@@ -1,0 +1,38 @@
+// Push constants of shaders/matmul.comp (tiled) and shaders/matmul_vec.comp (matrix-vector),
+// shared by GLSL and C++ (see shaders/common/types.h). Both kernels have the same interface.
+#ifndef GPT2VK_MATMUL_H
+#define GPT2VK_MATMUL_H
+#include "common/types.h"
+
+PUSH_NAMESPACE_BEGIN
+// Weight layout, a specialization constant.
+CONST MATMUL_KN = 0;  // W [K, N]: Hugging Face GPT-2 Conv1D, y = x W
+CONST MATMUL_NK = 1;  // W [N, K]: rows are outputs, y = x W^T (the tied head reading wte)
+
+// Epilogue steps of one dispatch (bits of MatmulPush::flags). A call whose weight is split into
+// chunks spreads them over its dispatches: bias on the first, accumulation on the later ones.
+CONST MATMUL_BIAS = 1;        // v += bias[n]
+CONST MATMUL_RESIDUAL = 2;    // v = act(v) + residual[t, n]
+CONST MATMUL_ACCUMULATE = 4;  // v += out[t, n]: add to an earlier chunk's partial sums
+
+// One dispatch: out[t, n_base + n] = act(sum_k x[t, k_base + k] w(k, n) + ...) + ... for
+// t < rows, n < n_count, k < k_count, where w is the chunk of W the weight binding holds. x, W,
+// out and residual are bound as windows that start at an aligned offset at or before their
+// first element; *_off is where that element is. bias is bound whole.
+struct MatmulPush {
+  uint rows;     // rows of x and out this dispatch computes
+  uint K;        // row stride of x
+  uint N;        // row stride of out and residual
+  uint k_base;   // first k summed (chunks of W [K, N] split K)
+  uint k_count;  // k summed; the row length of a chunk of W [N, K]
+  uint n_base;   // first output (chunks of W [N, K] split N)
+  uint n_count;  // outputs; the row length of a chunk of W [K, N]
+  uint x_off;    // element offsets of the windows
+  uint w_off;
+  uint out_off;
+  uint res_off;
+  uint flags;  // MATMUL_BIAS | MATMUL_RESIDUAL | MATMUL_ACCUMULATE
+};
+PUSH_NAMESPACE_END
+
+#endif

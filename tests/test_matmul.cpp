@@ -1,0 +1,295 @@
+// matmul: both kernels (shaders/matmul.comp tiled, shaders/matmul_vec.comp matrix-vector) against
+// the CPU reference, on the same shapes, for both weight layouts and both weight dtypes.
+//
+// Tolerance: |gpu - ref| <= 1e-5 * mag[t, n], mag = sum_k |x[t, k] W(k, n)| + |b[n]| + |r[t, n]|,
+// the magnitude of the row's terms: fp32 accumulation in a different order (sequential over K in
+// the tiled kernel, strided lanes and a tree in the matrix-vector one) errs by a few ulps of that
+// sum, never of the result, which may cancel to near zero. The activations' fp32 formulas add a
+// few ulps of the value. The same bound holds for fp16 weights because the reference uses the
+// fp16-rounded weights: what remains is only fp32 accumulation order.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+
+#include "model/cpu/matmul.h"
+#include "model/gpu/matmul.h"
+#include "tests/compare.h"
+#include "tests/gpu.h"
+#include "vk/check.h"
+
+namespace {
+
+using gpu::Activation;
+using gpu::DType;
+using gpu::MatmulKernel;
+using gpu::WeightLayout;
+
+constexpr double kTol = 1e-5;  // relative to mag (see the top of the file)
+
+enum class Residual { None, Separate, InPlace };
+
+struct Case {
+  uint32_t T, K, N;
+  bool bias = false;
+  Activation act = Activation::None;
+  Residual residual = Residual::None;
+  WeightLayout layout = WeightLayout::KN;
+  DType dtype = DType::F32;
+};
+
+std::string describe(const Case& c, MatmulKernel kernel) {
+  const char* res[] = {"", " +residual", " +residual in place"};
+  return "matmul T=" + std::to_string(c.T) + " K=" + std::to_string(c.K) +
+         " N=" + std::to_string(c.N) + (c.layout == WeightLayout::KN ? " [K,N]" : " [N,K]") +
+         (c.dtype == DType::F16 ? " fp16" : " fp32") + (c.bias ? " +bias" : "") + " act " +
+         std::to_string(static_cast<int>(c.act)) + res[static_cast<int>(c.residual)] +
+         (kernel == MatmulKernel::Vector  ? " (vector)"
+          : kernel == MatmulKernel::Tiled ? " (tiled)"
+                                          : " (auto)");
+}
+
+// One case's host data and its CPU reference.
+struct Problem {
+  Case c;
+  std::vector<float> x, w, w_used, bias, residual, ref, mag;
+};
+
+Problem make_problem(const Case& c, unsigned seed) {
+  Problem p{c, {}, {}, {}, {}, {}, {}, {}};
+  const size_t T = c.T, K = c.K, N = c.N;
+  p.x = test::random_floats(T * K, seed);
+  p.w = test::random_floats(K * N, seed + 1);
+  p.w_used = p.w;
+  if (c.dtype == DType::F16)
+    for (float& v : p.w_used) v = cpu::round_to_half(v);
+  if (c.bias) p.bias = test::random_floats(N, seed + 2);
+  if (c.residual != Residual::None) p.residual = test::random_floats(T * N, seed + 3);
+  p.ref.resize(T * N);
+  cpu::matmul(p.ref.data(), p.x.data(), p.w_used.data(), c.bias ? p.bias.data() : nullptr,
+              c.residual != Residual::None ? p.residual.data() : nullptr, T, K, N, c.layout, c.act);
+  // The magnitudes, with |x| and |W| through the same reference.
+  std::vector<float> ax(p.x), aw(p.w_used), ab(p.bias), ar(p.residual);
+  for (auto* v : {&ax, &aw, &ab, &ar})
+    for (float& e : *v) e = std::fabs(e);
+  p.mag.resize(T * N);
+  cpu::matmul(p.mag.data(), ax.data(), aw.data(), c.bias ? ab.data() : nullptr,
+              c.residual != Residual::None ? ar.data() : nullptr, T, K, N, c.layout);
+  return p;
+}
+
+vkr::BufferSpan upload(const vkr::Device& dev, vkr::Arena& arena, const void* data, size_t bytes) {
+  vkr::BufferSpan s = arena.alloc(bytes);
+  vkr::upload(dev, s, data, bytes);
+  return s;
+}
+
+// Runs the GPU op for `p` with `kernel` and returns out; `stats` gets the recorder's counters.
+std::vector<float> run_gpu(const vkr::Device& dev, vkr::Kernels& kernels, const Problem& p,
+                           MatmulKernel kernel, vkr::RecorderStats* stats = nullptr) {
+  const Case& c = p.c;
+  const size_t TN = size_t(c.T) * c.N;
+  vkr::Arena arena(dev, (p.x.size() + p.w.size() + p.bias.size() + 2 * TN) * 4 + 8 * 1024,
+                   vkr::MemoryKind::Device, "test matmul");
+  vkr::BufferSpan x = upload(dev, arena, p.x.data(), p.x.size() * 4);
+  gpu::Weight w{{}, c.dtype};
+  if (c.dtype == DType::F16) {
+    std::vector<uint16_t> h = gpu::to_half(p.w.data(), p.w.size());
+    w.span = upload(dev, arena, h.data(), h.size() * 2);
+  } else {
+    w.span = upload(dev, arena, p.w.data(), p.w.size() * 4);
+  }
+  vkr::BufferSpan bias = c.bias ? upload(dev, arena, p.bias.data(), p.bias.size() * 4) : x;
+  // In place, out starts as the residual; otherwise with NaNs, so unwritten outputs show.
+  std::vector<float> init =
+      c.residual == Residual::InPlace ? p.residual : std::vector<float>(TN, NAN);
+  vkr::BufferSpan out = upload(dev, arena, init.data(), TN * 4);
+  vkr::BufferSpan residual =
+      c.residual == Residual::Separate ? upload(dev, arena, p.residual.data(), TN * 4) : out;
+
+  vkr::Recorder rec(dev);
+  rec.begin();
+  gpu::matmul(kernels, rec, out, x, w, c.bias ? &bias : nullptr,
+              c.residual != Residual::None ? &residual : nullptr, c.T, c.K, c.N,
+              {c.layout, c.act, kernel});
+  rec.run();
+  if (stats) *stats = rec.stats();
+  std::vector<float> got(TN);
+  vkr::download(dev, got.data(), out, TN * 4);
+  return got;
+}
+
+// GPU against the reference, both divided by mag so one absolute tolerance is "relative to the
+// row's magnitude".
+bool matches(const Problem& p, const std::vector<float>& got, const std::string& what) {
+  std::vector<float> g(got.size()), r(got.size());
+  for (size_t i = 0; i < got.size(); i++) {
+    g[i] = static_cast<float>(got[i] / p.mag[i]);
+    r[i] = static_cast<float>(p.ref[i] / p.mag[i]);
+  }
+  return test::close(what + ", values / mag", g, r, {kTol, 0});
+}
+
+// Both kernels on the same problem.
+void check_both_kernels(const vkr::Device& dev, vkr::Kernels& kernels, const Case& c,
+                        unsigned seed) {
+  Problem p = make_problem(c, seed);
+  for (MatmulKernel kernel : {MatmulKernel::Vector, MatmulKernel::Tiled}) {
+    std::string what = describe(c, kernel);
+    CAPTURE(what);
+    CHECK(matches(p, run_gpu(dev, kernels, p, kernel), what));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("matmul matches the CPU reference on GPT-2 shapes, both kernels, layouts and dtypes") {
+  GPU_TEST(g);
+  const Case shapes[] = {
+      {1, 768, 2304, true},                                           // c_attn, decode
+      {7, 768, 2304, true},                                           // c_attn, short prompt
+      {1, 3072, 768, true, Activation::None, Residual::InPlace},      // mlp c_proj, decode
+      {2, 64, 5003},                                                  // a vocabulary-like N
+      {3, 1600, 40, true, Activation::GeluTanh},                      // GPT-2 XL's C as K
+      {4, 8, 24, true, Activation::GeluTanh, Residual::Separate},     // C = 8
+      {1024, 16, 24, true, Activation::None, Residual::InPlace},      // n_ctx rows
+      {33, 100, 67, true, Activation::GeluTanh, Residual::Separate},  // nothing a multiple
+  };
+  unsigned seed = 100;
+  for (Case c : shapes)
+    for (WeightLayout layout : {WeightLayout::KN, WeightLayout::NK})
+      for (DType dtype : {DType::F32, DType::F16}) {
+        c.layout = layout;
+        c.dtype = dtype;
+        check_both_kernels(g.device, g.kernels, c, seed += 10);
+      }
+}
+
+TEST_CASE("matmul epilogues: bias, every activation, residual separate and in place") {
+  GPU_TEST(g);
+  // 70 rows: two row tiles in the tiled kernel, nine passes in the matrix-vector one. The
+  // epilogue does not depend on the weight, so each activation takes one layout and dtype (all
+  // four pairs appear), which keeps the number of pipelines to compile down.
+  unsigned seed = 500, a = 0;
+  for (Activation act :
+       {Activation::None, Activation::GeluTanh, Activation::GeluErf, Activation::Relu}) {
+    const WeightLayout layout = a % 2 ? WeightLayout::NK : WeightLayout::KN;
+    const DType dtype = a / 2 ? DType::F16 : DType::F32;
+    a++;
+    for (bool bias : {false, true})
+      for (Residual residual : {Residual::None, Residual::Separate, Residual::InPlace})
+        check_both_kernels(g.device, g.kernels, {70, 40, 50, bias, act, residual, layout, dtype},
+                           seed += 10);
+  }
+}
+
+TEST_CASE("matmul splits tensors larger than maxStorageBufferRange") {
+  GPU_TEST(g);
+  // A range of 3 KiB holds 10 rows of out [T, 71] and 10 to 37 rows of W: every case splits W
+  // into 2 to 5 chunks (of K for [K, N], of N for [N, K]), and T = 37 splits x, out and the
+  // residual into passes too. Rows of 41 and 71 floats make the chunks and passes start off the
+  // 16-byte (or coarser) binding alignment, and fp16 chunks start at odd elements.
+  vkr::DeviceOptions options;
+  options.select = std::to_string(g.device.index());
+  options.overrides.max_storage_buffer_range = 3072;
+  vkr::Device small(g.instance, options);
+  vkr::Kernels kernels(small);
+  unsigned seed = 900;
+  for (uint32_t T : {5u, 37u})
+    for (WeightLayout layout : {WeightLayout::KN, WeightLayout::NK})
+      for (DType dtype : {DType::F32, DType::F16}) {
+        // All epilogue steps at once, and the in-place residual that K-chunks must read first.
+        Case full{T, 41, 71, true, Activation::GeluTanh, Residual::Separate, layout, dtype};
+        Case in_place{T, 41, 71, true, Activation::None, Residual::InPlace, layout, dtype};
+        for (const Case& c : {full, in_place}) {
+          Problem p = make_problem(c, seed += 10);
+          for (MatmulKernel kernel : {MatmulKernel::Vector, MatmulKernel::Tiled}) {
+            std::string what = describe(c, kernel);
+            CAPTURE(what);
+            vkr::RecorderStats stats;
+            CHECK(matches(p, run_gpu(small, kernels, p, kernel, &stats), what));
+            CHECK(stats.dispatches >= 2);
+          }
+        }
+      }
+
+  // An activation over an in-place residual cannot survive a split over K; a row of x wider
+  // than the range cannot be split at all.
+  Problem act_in_place = make_problem({5, 41, 71, false, Activation::Relu, Residual::InPlace}, 1);
+  CHECK_THROWS_WITH_AS(run_gpu(small, kernels, act_in_place, MatmulKernel::Auto),
+                       doctest::Contains("in-place residual"), vkr::Error);
+  Problem wide = make_problem({1, 1000, 8}, 2);
+  CHECK_THROWS_WITH_AS(run_gpu(small, kernels, wide, MatmulKernel::Auto),
+                       doctest::Contains("maxStorageBufferRange"), vkr::Error);
+}
+
+TEST_CASE("matmul falls back to small tiles and workgroups on small device limits") {
+  GPU_TEST(g);
+  // 1 KiB of shared memory and 64 invocations: the tiled kernel takes 16 x 16 tiles, the
+  // vector kernel 32-invocation workgroups (with one lane per output for W [K, N]).
+  vkr::DeviceOptions options;
+  options.select = std::to_string(g.device.index());
+  options.overrides.max_shared_memory = 1024;
+  options.overrides.max_workgroup_invocations = 64;
+  vkr::Device small(g.instance, options);
+  vkr::Kernels kernels(small);
+  unsigned seed = 1300;
+  for (WeightLayout layout : {WeightLayout::KN, WeightLayout::NK})
+    for (DType dtype : {DType::F32, DType::F16})
+      check_both_kernels(
+          small, kernels,
+          {37, 75, 130, true, Activation::GeluErf, Residual::Separate, layout, dtype}, seed += 10);
+}
+
+TEST_CASE("matmul picks the matrix-vector kernel for T <= kMatmulVecRows") {
+  GPU_TEST(g);
+  if (!g.device.caps().timestamps) {
+    MESSAGE("SKIPPED: no timestamps to name the dispatched shaders");
+    return;
+  }
+  vkr::Arena arena(g.device, 1 << 16, vkr::MemoryKind::Device, "test matmul auto");
+  vkr::BufferSpan x = arena.alloc(16 * 64 * 4), out = arena.alloc(16 * 32 * 4);
+  gpu::Weight w{arena.alloc(64 * 32 * 4), DType::F32};
+  vkr::Recorder rec(g.device, true);
+  rec.begin();
+  gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, 1, 64, 32);
+  gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, gpu::kMatmulVecRows, 64, 32);
+  gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, gpu::kMatmulVecRows + 1, 64, 32);
+  rec.run();
+  std::vector<vkr::DispatchTime> t = rec.timings();
+  REQUIRE(t.size() == 3);
+  CHECK(t[0].shader == "matmul_vec");
+  CHECK(t[1].shader == "matmul_vec");
+  CHECK(t[2].shader == "matmul");
+}
+
+TEST_CASE("matmul rejects bad arguments") {
+  GPU_TEST(g);
+  vkr::Arena arena(g.device, 1 << 16, vkr::MemoryKind::Device, "test matmul errors");
+  vkr::BufferSpan x = arena.alloc(4 * 64 * 4), out = arena.alloc(4 * 32 * 4);
+  vkr::BufferSpan bias = arena.alloc(32 * 4);
+  gpu::Weight w{arena.alloc(64 * 32 * 4), DType::F32};
+  gpu::Weight w16{arena.alloc(64 * 32 * 2), DType::F16};
+  vkr::Recorder rec(g.device);
+  rec.begin();
+  auto throws = [&](auto call, const char* message) {
+    CHECK_THROWS_WITH_AS(call(), doctest::Contains(message), vkr::Error);
+  };
+  throws([&] { gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, 0, 64, 32); },
+         "must be positive");
+  throws([&] { gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, 5, 64, 32); }, "out holds");
+  throws([&] { gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, 1, 65, 32); }, "w holds");
+  throws([&] { gpu::matmul(g.kernels, rec, out, x, w16, nullptr, nullptr, 1, 64, 33); }, "w holds");
+  vkr::BufferSpan short_bias = bias.sub(0, 16 * 4);
+  throws([&] { gpu::matmul(g.kernels, rec, out, x, w, &short_bias, nullptr, 4, 64, 32); },
+         "bias holds");
+  vkr::BufferSpan inside = out.sub(16, 16 * 4);
+  throws([&] { gpu::matmul(g.kernels, rec, inside, out, w, nullptr, nullptr, 1, 16, 16); },
+         "out overlaps x");
+  vkr::BufferSpan shifted = out.sub(64, 3 * 32 * 4);
+  throws([&] { gpu::matmul(g.kernels, rec, out, x, w, &bias, &shifted, 3, 64, 32); },
+         "residual overlaps out");
+  throws([&] { gpu::matmul(g.kernels, rec, bias, x, w, &bias, nullptr, 1, 64, 32); },
+         "out overlaps bias");
+  rec.end();
+}
