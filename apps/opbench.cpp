@@ -1,0 +1,151 @@
+// `gpt2vk opbench`: GPU time of every op at GPT-2 small shapes, from timestamp queries. The
+// baseline later performance work is measured against; it is not a model benchmark.
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "apps/commands.h"
+#include "model/gpu/activation.h"
+#include "model/gpu/add.h"
+#include "model/gpu/attention.h"
+#include "model/gpu/embedding.h"
+#include "model/gpu/kv_store.h"
+#include "model/gpu/layernorm.h"
+#include "model/gpu/matmul.h"
+#include "model/gpu/softmax.h"
+#include "model/gpu/topk.h"
+#include "vk/check.h"
+
+namespace app {
+namespace {
+
+// GPT-2 small.
+constexpr uint32_t C = 768, H = 12, V = 50257, N_CTX = 1024;
+
+struct Bench {
+  vkr::Device& device;
+  vkr::Kernels& kernels;
+  vkr::Arena& arena;
+  int repeats;
+
+  vkr::BufferSpan floats(size_t n) {
+    vkr::BufferSpan s = arena.alloc(n * sizeof(float));
+    std::vector<float> v(n);
+    std::mt19937 rng(static_cast<unsigned>(n));
+    std::uniform_real_distribution<float> dist(-0.5f, 0.5f);
+    for (float& x : v) x = dist(rng);
+    vkr::upload(device, s, v.data(), s.size);
+    return s;
+  }
+
+  gpu::Weight weight(size_t n, gpu::DType dtype) {
+    if (dtype == gpu::DType::F32) return {floats(n), dtype};
+    std::vector<float> v(n, 0.01f);
+    std::vector<uint16_t> h = gpu::to_half(v.data(), n);
+    vkr::BufferSpan s = arena.alloc(h.size() * sizeof(uint16_t));
+    vkr::upload(device, s, h.data(), s.size);
+    return {s, dtype};
+  }
+
+  // Records `op` `repeats` times in one command buffer and prints its mean GPU time per call.
+  void time(const std::string& name, const std::string& shape, const std::function<void(vkr::Recorder&)>& op) {
+    vkr::Recorder rec(device, true);
+    rec.begin();
+    op(rec);  // warm-up call, not counted
+    rec.run();
+    rec.begin();
+    for (int r = 0; r < repeats; r++) op(rec);
+    rec.run();
+    double total = 0;
+    for (const vkr::DispatchTime& t : rec.timings()) total += t.ms;
+    std::printf("%-22s %-34s %4u %10.3f\n", name.c_str(), shape.c_str(),
+                rec.stats().dispatches / static_cast<uint32_t>(repeats), total / repeats);
+  }
+};
+
+void run_shapes(Bench& b, uint32_t T, uint32_t L, gpu::DType dtype) {
+  const std::string t = "T=" + std::to_string(T);
+  vkr::BufferSpan x = b.floats(size_t(T) * C), y = b.floats(size_t(T) * C);
+  vkr::BufferSpan qkv = b.floats(size_t(T) * 3 * C), h4 = b.floats(size_t(T) * 4 * C);
+  vkr::BufferSpan kc = b.floats(size_t(N_CTX) * C), vc = b.floats(size_t(N_CTX) * C);
+  vkr::BufferSpan gamma = b.floats(C), beta = b.floats(C), b3 = b.floats(3 * C),
+                  b4 = b.floats(4 * C), b1 = b.floats(C);
+  gpu::Weight w_qkv = b.weight(size_t(C) * 3 * C, dtype), w_proj = b.weight(size_t(C) * C, dtype);
+  gpu::Weight w_fc = b.weight(size_t(C) * 4 * C, dtype), w_fc2 = b.weight(size_t(4) * C * C, dtype);
+  gpu::Weight wte = b.weight(size_t(V) * C, dtype), wpe = b.weight(size_t(N_CTX) * C, dtype);
+  vkr::BufferSpan ids = b.arena.alloc(T * sizeof(int32_t));
+  gpu::upload_ids(b.device, ids, std::vector<int32_t>(T, 42), V);
+  vkr::BufferSpan logits = b.floats(size_t(T) * V), probs = b.floats(V);
+  vkr::BufferSpan top_ids = b.arena.alloc(64 * 4), top_vals = b.arena.alloc(64 * 4);
+  vkr::BufferSpan scratch =
+      b.arena.alloc(std::max<size_t>(16, gpu::topk_scratch_bytes(b.device.caps(), V, 40)));
+  vkr::Kernels& k = b.kernels;
+  gpu::MatmulOptions kn, nk, gelu;
+  nk.layout = gpu::WeightLayout::NK;
+  gelu.act = gpu::Activation::GeluTanh;
+
+  b.time("embedding", t + " C=768", [&](vkr::Recorder& r) {
+    gpu::embedding(k, r, x, ids, wte, &wpe, T, C, V, N_CTX, L - T, gpu::PositionKind::Learned);
+  });
+  b.time("layernorm", t + " C=768", [&](vkr::Recorder& r) {
+    gpu::layernorm(k, r, y, x, gamma, beta, T, C, 1e-5f);
+  });
+  b.time("matmul qkv +bias", t + " 768->2304", [&](vkr::Recorder& r) {
+    gpu::matmul(k, r, qkv, y, w_qkv, &b3, nullptr, T, C, 3 * C, kn);
+  });
+  b.time("kv_store", t + " pos=" + std::to_string(L - T), [&](vkr::Recorder& r) {
+    gpu::kv_store(k, r, kc, vc, qkv, T, C, L - T);
+  });
+  b.time("attention", t + " L=" + std::to_string(L) + " H=12", [&](vkr::Recorder& r) {
+    gpu::attention(k, r, y, qkv, 3 * C, kc, vc, T, L, C, H);
+  });
+  b.time("matmul proj +res", t + " 768->768", [&](vkr::Recorder& r) {
+    gpu::matmul(k, r, x, y, w_proj, &b1, &x, T, C, C, kn);
+  });
+  b.time("matmul fc +gelu", t + " 768->3072", [&](vkr::Recorder& r) {
+    gpu::matmul(k, r, h4, y, w_fc, &b4, nullptr, T, C, 4 * C, gelu);
+  });
+  b.time("matmul fc2 +res", t + " 3072->768", [&](vkr::Recorder& r) {
+    gpu::matmul(k, r, x, h4, w_fc2, &b1, &x, T, 4 * C, C, kn);
+  });
+  b.time("activation gelu", t + " n=" + std::to_string(T * 4 * C), [&](vkr::Recorder& r) {
+    gpu::activation(k, r, h4, h4, T * 4 * C, gpu::Activation::GeluTanh);
+  });
+  b.time("add", t + " n=" + std::to_string(T * C), [&](vkr::Recorder& r) {
+    gpu::add(k, r, x, x, y, T * C);
+  });
+  b.time("matmul lm_head (wte^T)", t + " 768->50257", [&](vkr::Recorder& r) {
+    gpu::matmul(k, r, logits, y, wte, nullptr, nullptr, T, C, V, nk);
+  });
+  b.time("softmax", "R=1 N=50257", [&](vkr::Recorder& r) { gpu::softmax(k, r, probs, logits, 1, V); });
+  b.time("topk k=40", "V=50257", [&](vkr::Recorder& r) {
+    gpu::topk(k, r, top_ids, top_vals, logits, scratch, V, 40);
+  });
+}
+
+}  // namespace
+
+int opbench(const OpbenchArgs& args) {
+  vkr::Instance instance;
+  vkr::DeviceOptions options;
+  options.select = args.device;
+  vkr::Device device(instance, options);
+  if (!device.caps().timestamps) throw vkr::Error("device '" + device.caps().name + "' has no compute timestamps");
+  const gpu::DType dtype = args.precision == "f32" ? gpu::DType::F32 : gpu::DType::F16;
+  vkr::Kernels kernels(device);
+  std::printf("device: %s, weights %s, mean of %d calls after a warm-up\n", device.caps().name.c_str(),
+              args.precision.c_str(), args.repeats);
+  std::printf("%-22s %-34s %4s %10s\n", "op", "shape", "disp", "ms/call");
+  for (uint32_t T : {1u, args.prefill}) {
+    // Weights and activations for one shape set; GPT-2 small in fp32 needs ~700 MB at T=128.
+    vkr::Arena arena(device, 760ull << 20, vkr::MemoryKind::Device, "opbench");
+    Bench b{device, kernels, arena, args.repeats};
+    run_shapes(b, T, T == 1 ? args.prefill : T, dtype);
+  }
+  return 0;
+}
+
+}  // namespace app
