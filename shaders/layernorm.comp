@@ -20,24 +20,10 @@ layout(binding = 3) readonly buffer Beta { float beta[]; };    // [C]
 layout(push_constant) uniform Push { LayerNormPush p; };
 
 const uint WG = gl_WorkGroupSize.x;
-shared vec2 red[WG];
-
-// Sum of `v` over the workgroup. Halving with a rounded-up half works for any workgroup size,
-// not only powers of two. Every invocation gets the result; red[] is free again on return.
-vec2 workgroup_sum(vec2 v) {
-  uint tid = gl_LocalInvocationID.x;
-  red[tid] = v;
-  barrier();
-  for (uint s = WG; s > 1;) {
-    uint h = (s + 1) / 2;
-    if (tid < s - h) red[tid] += red[tid + h];
-    barrier();
-    s = h;
-  }
-  vec2 r = red[0];
-  barrier();
-  return r;
-}
+// One reduction carries both sums of pass 2 (d and d^2) at once.
+#define REDUCE_T vec2
+shared REDUCE_T red[WG];
+#include "common/reduce.glsl"
 
 void main() {
   // Rows beyond maxComputeWorkGroupCount[0] fold into y (vkr::groups_for).
