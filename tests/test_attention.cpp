@@ -133,7 +133,7 @@ TEST_CASE("attention with more keys than one chunk takes the online-softmax path
   check_case(g.device, g.kernels, {3, 2100, 16, 1, {false, 0}}, 420, "encoder, 2 chunks");
 }
 
-TEST_CASE("attention on a device with little shared memory and small workgroups") {
+TEST_CASE("attention on a device with little shared memory and small or odd workgroups") {
   GPU_TEST(g);
   {
     // 2 KiB: 512 floats - 256 reduction slots - D leaves chunks of 224 (D=32) or 192 (D=64) keys,
@@ -157,6 +157,18 @@ TEST_CASE("attention on a device with little shared memory and small workgroups"
     check_case(tiny, kernels, {1, 200, 128, 1}, 550, "32 invocations, D=128");
     check_case(tiny, kernels, {12, 12, 5, 5}, 560, "32 invocations, D=1");
     check_case(tiny, kernels, {30, 130, 24, 3, {false, 0}}, 570, "32 invocations, D=8");
+  }
+  {
+    // 100 invocations, not a power of two. D = 64 leaves 36 invocations idle in the weighted
+    // sum, D = 8 makes 12 parts (4 idle), D = 160 takes two dims per invocation; chunks are 2000
+    // keys, so L = 2100 takes two. (The softmax is exact for any m, so a wrong maximum would only
+    // show as overflow; the odd-size tree itself is checked by the layernorm and softmax tests.)
+    vkr::Device odd(g.instance, lowered(g, 0, 100));
+    vkr::Kernels kernels(odd);
+    check_case(odd, kernels, {5, 300, 128, 2}, 580, "100 invocations, D=64");
+    check_case(odd, kernels, {9, 9, 24, 3}, 590, "100 invocations, D=8");
+    check_case(odd, kernels, {3, 40, 320, 2}, 600, "100 invocations, D=160");
+    check_case(odd, kernels, {1, 2100, 64, 1}, 610, "100 invocations, 2 chunks");
   }
 }
 
