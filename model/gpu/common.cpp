@@ -35,6 +35,13 @@ uint32_t default_workgroup(const vkr::DeviceCaps& caps) {
   return std::min({256u, caps.max_workgroup_invocations, caps.max_workgroup_size[0]});
 }
 
+uint32_t row_workgroup(const vkr::DeviceCaps& caps, uint32_t n, uint32_t shared_bytes_each) {
+  uint32_t wg = default_workgroup(caps);
+  while (wg > 32 && wg / 2 >= n) wg /= 2;
+  while (wg > 1 && wg * shared_bytes_each > caps.max_shared_memory) wg /= 2;
+  return wg;
+}
+
 void require_elements(const char* op, const char* what, const vkr::BufferSpan& s, uint64_t count,
                       size_t bytes_each) {
   if (s.size < count * bytes_each)

@@ -40,6 +40,12 @@ std::vector<uint16_t> to_half(const float* x, size_t n);
 // The workgroup size for element-wise and row-wise ops on this device.
 uint32_t default_workgroup(const vkr::DeviceCaps& caps);
 
+// The workgroup size for a row-wise op with one workgroup per row of n elements: the default,
+// halved (down to 32) while half of it still covers the row, so that most invocations of a
+// narrow row have work, then while the shared memory it takes (shared_bytes_each per
+// invocation) exceeds the device's.
+uint32_t row_workgroup(const vkr::DeviceCaps& caps, uint32_t n, uint32_t shared_bytes_each);
+
 // Throws vkr::Error unless `s` holds at least `count` elements of `bytes_each` bytes.
 void require_elements(const char* op, const char* what, const vkr::BufferSpan& s, uint64_t count,
                       size_t bytes_each = sizeof(float));

@@ -51,11 +51,9 @@ void softmax(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
   const uint64_t per_chunk =
       std::min<uint64_t>(R, (caps.max_storage_buffer_range - slack) / row_bytes);
 
-  // Narrow rows (attention scores at small T) get a smaller workgroup, at least 32, so that
-  // most invocations have work. Each invocation holds 4 bytes of shared memory.
-  uint32_t wg = default_workgroup(caps);
-  while (wg > 32 && wg / 2 >= N) wg /= 2;
-  while (wg > 1 && wg * sizeof(float) > caps.max_shared_memory) wg /= 2;
+  // Narrow rows (attention scores at small T) get a smaller workgroup. Each invocation holds
+  // one float of shared memory.
+  const uint32_t wg = row_workgroup(caps, N, sizeof(float));
   const vkr::Pipeline& p = k.get("softmax", {{wg, 1, 1}, {}});
   for (uint64_t r0 = 0; r0 < R; r0 += per_chunk) {
     const uint64_t rows = std::min<uint64_t>(per_chunk, R - r0);
