@@ -42,6 +42,17 @@ uint32_t row_workgroup(const vkr::DeviceCaps& caps, uint32_t n, uint32_t shared_
   return wg;
 }
 
+uint64_t binding_alignment(const vkr::DeviceCaps& caps) {
+  return std::max<uint64_t>(4, caps.storage_buffer_alignment);
+}
+
+Window window(const vkr::BufferSpan& s, uint64_t first, uint64_t count, size_t bytes_each,
+              uint64_t align) {
+  const uint64_t begin = first * bytes_each, lo = begin / align * align;
+  const uint64_t end = std::min<uint64_t>((begin + count * bytes_each + 3) / 4 * 4, s.size);
+  return {s.sub(lo, end - lo), static_cast<uint32_t>((begin - lo) / bytes_each)};
+}
+
 void require_elements(const char* op, const char* what, const vkr::BufferSpan& s, uint64_t count,
                       size_t bytes_each) {
   if (s.size < count * bytes_each)
