@@ -42,19 +42,14 @@ Inputs make_inputs(const Case& c, unsigned seed, float lo = -1, float hi = 1) {
           test::random_floats(size_t{c.L} * c.C, seed + 2)};
 }
 
-vkr::BufferSpan upload(const vkr::Device& device, vkr::Arena& arena, const std::vector<float>& v) {
-  vkr::BufferSpan s = arena.alloc(v.size() * sizeof(float));
-  vkr::upload(device, s, v.data(), v.size() * sizeof(float));
-  return s;
-}
-
 // Runs gpu::attention on `device` (the shared one or one with lowered limits) and reads out back.
 std::vector<float> run_gpu(const vkr::Device& device, vkr::Kernels& kernels, const Case& c,
                            const Inputs& in) {
   const size_t bytes = (in.qkv.size() + in.k_cache.size() * 2 + size_t{c.T} * c.C) * sizeof(float);
   vkr::Arena arena(device, bytes + 4096, vkr::MemoryKind::Device, "test attention");
-  vkr::BufferSpan qkv = upload(device, arena, in.qkv), k = upload(device, arena, in.k_cache),
-                  v = upload(device, arena, in.v_cache);
+  vkr::BufferSpan qkv = test::to_gpu(device, arena, in.qkv),
+                  k = test::to_gpu(device, arena, in.k_cache),
+                  v = test::to_gpu(device, arena, in.v_cache);
   vkr::BufferSpan out = arena.alloc(size_t{c.T} * c.C * sizeof(float));
   vkr::Recorder rec(device);
   rec.begin();
@@ -82,15 +77,6 @@ void check_case(const vkr::Device& device, vkr::Kernels& kernels, const Case& c,
                 const char* what) {
   Inputs in = make_inputs(c, seed);
   CHECK(test::close(name(what, c), run_gpu(device, kernels, c, in), run_cpu(c, in), kTol));
-}
-
-// A second device on the same GPU with lowered limits, to take the paths big devices never do.
-vkr::DeviceOptions lowered(test::Gpu& g, uint32_t shared_bytes, uint32_t invocations) {
-  vkr::DeviceOptions o;
-  o.select = std::to_string(g.device.index());
-  o.overrides.max_shared_memory = shared_bytes;
-  o.overrides.max_workgroup_invocations = invocations;
-  return o;
 }
 
 }  // namespace
@@ -138,37 +124,35 @@ TEST_CASE("attention on a device with little shared memory and small or odd work
   {
     // 2 KiB: 512 floats - 256 reduction slots - D leaves chunks of 224 (D=32) or 192 (D=64) keys,
     // so L = 1000 takes 5 or 6 chunks.
-    vkr::Device small(g.instance, lowered(g, 2048, 0));
-    vkr::Kernels kernels(small);
-    check_case(small, kernels, {3, 1000, 64, 2}, 500, "2 KiB shared");
-    check_case(small, kernels, {1, 1000, 128, 2}, 510, "2 KiB shared, decode");
-    check_case(small, kernels, {40, 450, 8, 8, {false, 0}}, 520, "2 KiB shared, encoder");
+    test::LoweredGpu small(g, {.max_shared_memory = 2048});
+    check_case(small.device, small.kernels, {3, 1000, 64, 2}, 500, "2 KiB shared");
+    check_case(small.device, small.kernels, {1, 1000, 128, 2}, 510, "2 KiB shared, decode");
+    check_case(small.device, small.kernels, {40, 450, 8, 8, {false, 0}}, 520,
+               "2 KiB shared, encoder");
     // D = 256 with 256 reduction slots does not fit 512 floats: a clear error, not a bad kernel.
     const Case too_big{1, 4, 256, 1};
-    CHECK_THROWS_WITH_AS(run_gpu(small, kernels, too_big, make_inputs(too_big, 530)),
+    CHECK_THROWS_WITH_AS(run_gpu(small.device, small.kernels, too_big, make_inputs(too_big, 530)),
                          doctest::Contains("shared memory"), vkr::Error);
   }
   {
     // 32-invocation workgroups: D = 80 and 128 exceed the workgroup (several dims per
     // invocation); D = 1 and 8 split it into many parts. 1 KiB of shared memory: small chunks.
-    vkr::Device tiny(g.instance, lowered(g, 1024, 32));
-    vkr::Kernels kernels(tiny);
-    check_case(tiny, kernels, {9, 300, 160, 2}, 540, "32 invocations, D=80");
-    check_case(tiny, kernels, {1, 200, 128, 1}, 550, "32 invocations, D=128");
-    check_case(tiny, kernels, {12, 12, 5, 5}, 560, "32 invocations, D=1");
-    check_case(tiny, kernels, {30, 130, 24, 3, {false, 0}}, 570, "32 invocations, D=8");
+    test::LoweredGpu tiny(g, {.max_shared_memory = 1024, .max_workgroup_invocations = 32});
+    check_case(tiny.device, tiny.kernels, {9, 300, 160, 2}, 540, "32 invocations, D=80");
+    check_case(tiny.device, tiny.kernels, {1, 200, 128, 1}, 550, "32 invocations, D=128");
+    check_case(tiny.device, tiny.kernels, {12, 12, 5, 5}, 560, "32 invocations, D=1");
+    check_case(tiny.device, tiny.kernels, {30, 130, 24, 3, {false, 0}}, 570, "32 invocations, D=8");
   }
   {
     // 100 invocations, not a power of two. D = 64 leaves 36 invocations idle in the weighted
     // sum, D = 8 makes 12 parts (4 idle), D = 160 takes two dims per invocation; chunks are 2000
     // keys, so L = 2100 takes two. (The softmax is exact for any m, so a wrong maximum would only
     // show as overflow; the odd-size tree itself is checked by the layernorm and softmax tests.)
-    vkr::Device odd(g.instance, lowered(g, 0, 100));
-    vkr::Kernels kernels(odd);
-    check_case(odd, kernels, {5, 300, 128, 2}, 580, "100 invocations, D=64");
-    check_case(odd, kernels, {9, 9, 24, 3}, 590, "100 invocations, D=8");
-    check_case(odd, kernels, {3, 40, 320, 2}, 600, "100 invocations, D=160");
-    check_case(odd, kernels, {1, 2100, 64, 1}, 610, "100 invocations, 2 chunks");
+    test::LoweredGpu odd(g, {.max_workgroup_invocations = 100});
+    check_case(odd.device, odd.kernels, {5, 300, 128, 2}, 580, "100 invocations, D=64");
+    check_case(odd.device, odd.kernels, {9, 9, 24, 3}, 590, "100 invocations, D=8");
+    check_case(odd.device, odd.kernels, {3, 40, 320, 2}, 600, "100 invocations, D=160");
+    check_case(odd.device, odd.kernels, {1, 2100, 64, 1}, 610, "100 invocations, 2 chunks");
   }
 }
 
@@ -238,16 +222,12 @@ TEST_CASE("attention: large scores do not overflow, masked keys are never read")
 TEST_CASE("attention with more queries than maxComputeWorkGroupCount[0]") {
   GPU_TEST(g);
   // Queries fold into z past the limit. Bidirectional with L = 2 keeps it cheap.
-  const uint32_t limit = g.device.caps().max_workgroup_count[0];
-  if (limit > (1u << 20)) {
-    MESSAGE("SKIPPED: maxComputeWorkGroupCount[0] = " << limit << " is too many queries to test");
-    return;
-  }
+  const uint32_t limit = test::group_count_limit_x(g, 1u << 20);
+  if (limit == 0) return;
   const uint32_t T = limit + 100;
   // 32-invocation workgroups: lavapipe takes ~5 s for 65k workgroups of 256, ~0.4 s for these.
-  vkr::Device small(g.instance, lowered(g, 0, 32));
-  vkr::Kernels kernels(small);
-  check_case(small, kernels, {T, 2, 2, 1, {false, 0}}, 900, "folded");
+  test::LoweredGpu small(g, {.max_workgroup_invocations = 32});
+  check_case(small.device, small.kernels, {T, 2, 2, 1, {false, 0}}, 900, "folded");
 }
 
 TEST_CASE("attention rejects bad arguments") {

@@ -36,20 +36,14 @@ std::vector<float> run_gpu(const vkr::Device& dev, vkr::Kernels& kernels, const 
   const size_t n = in.x.size();
   vkr::Arena arena(dev, (2 * n + 2 * in.C) * sizeof(float) + 4096, vkr::MemoryKind::Device,
                    "test layernorm");
-  auto put = [&](const std::vector<float>& v) {
-    vkr::BufferSpan s = arena.alloc(v.size() * sizeof(float));
-    vkr::upload(dev, s, v.data(), v.size() * sizeof(float));
-    return s;
-  };
-  vkr::BufferSpan x = put(in.x), gamma = put(in.gamma), beta = put(in.beta);
+  vkr::BufferSpan x = test::to_gpu(dev, arena, in.x), gamma = test::to_gpu(dev, arena, in.gamma),
+                  beta = test::to_gpu(dev, arena, in.beta);
   vkr::BufferSpan out = arena.alloc(n * sizeof(float));
   vkr::Recorder rec(dev);
   rec.begin();
   gpu::layernorm(kernels, rec, out, x, gamma, beta, in.T, in.C, eps, kind);
   rec.run();
-  std::vector<float> got(n);
-  vkr::download(dev, got.data(), out, n * sizeof(float));
-  return got;
+  return test::from_gpu(dev, out, n);
 }
 
 std::vector<float> run_cpu(const Inputs& in, float eps, Kind kind) {
@@ -131,26 +125,19 @@ TEST_CASE("layernorm CPU reference: hand-computed values of both kinds") {
 
 TEST_CASE("layernorm folds rows beyond maxComputeWorkGroupCount[0] into y") {
   GPU_TEST(g);
-  const uint32_t max_x = g.device.caps().max_workgroup_count[0];
-  if (max_x > (1u << 17)) {
-    MESSAGE("SKIPPED: maxComputeWorkGroupCount[0] = " << max_x
-                                                      << " is too large to exceed cheaply");
-    return;
-  }
+  const uint32_t max_x = test::group_count_limit_x(g, 1u << 17);
+  if (max_x == 0) return;
   CHECK(check(g.device, g.kernels, make_inputs(max_x + 3, 4, 5), 1e-5f, Kind::Standard));
 }
 
 TEST_CASE("layernorm with a workgroup that is not a power of two") {
   GPU_TEST(g);
   // 100 invocations: the reduction halves 100, 50, 25, 13, 7, 4, 2; C = 37 gets 50 invocations.
-  vkr::DeviceOptions options;
-  options.overrides.max_workgroup_invocations = 100;
-  vkr::Device small(g.instance, options);
-  vkr::Kernels kernels(small);
+  test::LoweredGpu small(g, {.max_workgroup_invocations = 100});
   for (uint32_t C : {37u, 100u, 1001u}) {
     CAPTURE(C);
-    CHECK(check(small, kernels, make_inputs(3, C, C), 1e-5f, Kind::Standard));
-    CHECK(check(small, kernels, make_inputs(3, C, C + 1), 1e-5f, Kind::StdPlusEps));
+    CHECK(check(small.device, small.kernels, make_inputs(3, C, C), 1e-5f, Kind::Standard));
+    CHECK(check(small.device, small.kernels, make_inputs(3, C, C + 1), 1e-5f, Kind::StdPlusEps));
   }
 }
 

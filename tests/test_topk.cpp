@@ -31,9 +31,9 @@ Result gpu_topk(const vkr::Device& device, vkr::Kernels& kernels, const std::vec
   const size_t scratch_bytes = gpu::topk_scratch_bytes(device.caps(), V, k);
   vkr::Arena arena(device, V * 4 + scratch_bytes + 2 * k * 4 + 4096, vkr::MemoryKind::Device,
                    "test topk");
-  vkr::BufferSpan in = arena.alloc(V * 4), ids = arena.alloc(k * 4), values = arena.alloc(k * 4);
+  vkr::BufferSpan in = test::to_gpu(device, arena, logits), ids = arena.alloc(k * 4),
+                  values = arena.alloc(k * 4);
   vkr::BufferSpan scratch = scratch_bytes ? arena.alloc(scratch_bytes) : vkr::BufferSpan{};
-  vkr::upload(device, in, logits.data(), V * 4);
   vkr::Recorder rec(device);
   rec.begin();
   gpu::topk(kernels, rec, ids, values, in, scratch, V, k);
@@ -117,15 +117,12 @@ TEST_CASE("topk semantics: ties to the lower id, NaN as -inf, +0 above -0") {
 
 TEST_CASE("topk with small workgroups runs a deeper tree") {
   GPU_TEST(g);
-  vkr::DeviceOptions options;
-  options.select = std::to_string(g.device.index());
-  options.overrides.max_workgroup_invocations = 32;  // slices of 256 for k = 64: five levels
-  vkr::Device small(g.instance, options);
-  vkr::Kernels kernels(small);
-  Result deep = gpu_topk(small, kernels, tricky_logits(50257, 5), 64);
+  // Slices of 256 for k = 64: five levels.
+  test::LoweredGpu small(g, {.max_workgroup_invocations = 32});
+  Result deep = gpu_topk(small.device, small.kernels, tricky_logits(50257, 5), 64);
   CHECK(deep.dispatches >= 4);
-  check_topk(small, kernels, tricky_logits(50257, 5), 64, "workgroup 32");
-  check_topk(small, kernels, test::random_floats(50257, 6), 1, "workgroup 32, argmax");
+  check_topk(small.device, small.kernels, tricky_logits(50257, 5), 64, "workgroup 32");
+  check_topk(small.device, small.kernels, test::random_floats(50257, 6), 1, "workgroup 32, argmax");
 }
 
 TEST_CASE("argmax is topk with k = 1") {
