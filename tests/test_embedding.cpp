@@ -60,10 +60,10 @@ struct Case {
   PositionKind position;
 };
 
-// Runs one case on `device` and returns the GPU output and the CPU reference.
-std::pair<std::vector<float>, std::vector<float>> run_case(const vkr::Device& device,
-                                                           vkr::Kernels& kernels, const Case& c,
+// Runs one case on the kernels' device and returns the GPU output and the CPU reference.
+std::pair<std::vector<float>, std::vector<float>> run_case(vkr::Kernels& kernels, const Case& c,
                                                            uint32_t* dispatches = nullptr) {
+  const vkr::Device& device = kernels.device();
   const size_t TC = size_t{c.T} * c.C;
   vkr::Arena arena(device, (size_t{c.V} + c.n_pos + c.T) * c.C * 4 + c.T * 4 + 4096,
                    vkr::MemoryKind::Device, "test embedding");
@@ -111,7 +111,7 @@ TEST_CASE("embedding with learned or no positions is exact") {
           CAPTURE(static_cast<int>(wte_dtype));
           CAPTURE(static_cast<int>(wpe_dtype));
           CAPTURE(static_cast<int>(position));
-          auto [got, ref] = run_case(g.device, g.kernels, c);
+          auto [got, ref] = run_case(g.kernels, c);
           CHECK(test::close("embedding", got, ref, {0, 0}));
         }
       }
@@ -140,7 +140,7 @@ TEST_CASE("embedding with sinusoidal positions") {
     CAPTURE(c.T);
     CAPTURE(c.C);
     CAPTURE(c.pos_offset);
-    auto [got, ref] = run_case(g.device, g.kernels, c);
+    auto [got, ref] = run_case(g.kernels, c);
     const double last = c.pos_offset + c.T - 1;
     double worst = 0;
     for (size_t i = 0; i < got.size(); i++)
@@ -160,7 +160,7 @@ TEST_CASE("embedding splits a vocabulary larger than maxStorageBufferRange") {
     CAPTURE(C);
     const Case c{40, C, 100, 64, 20, dtype, DType::F32, PositionKind::Learned};
     uint32_t dispatches = 0;
-    auto [got, ref] = run_case(small.device, small.kernels, c, &dispatches);
+    auto [got, ref] = run_case(small.kernels, c, &dispatches);
     CHECK(dispatches >= 2);                                   // really split
     CHECK(test::close("embedding split", got, ref, {0, 0}));  // exact, as above
   }

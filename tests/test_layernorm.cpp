@@ -31,8 +31,8 @@ Inputs make_inputs(uint32_t T, uint32_t C, unsigned seed, float lo = -4.0f, floa
           test::random_floats(C, seed + 2, -0.5f, 0.5f)};
 }
 
-std::vector<float> run_gpu(const vkr::Device& dev, vkr::Kernels& kernels, const Inputs& in,
-                           float eps, Kind kind) {
+std::vector<float> run_gpu(vkr::Kernels& kernels, const Inputs& in, float eps, Kind kind) {
+  const vkr::Device& dev = kernels.device();
   const size_t n = in.x.size();
   vkr::Arena arena(dev, (2 * n + 2 * in.C) * sizeof(float) + 4096, vkr::MemoryKind::Device,
                    "test layernorm");
@@ -58,9 +58,9 @@ test::Tolerance tolerance(const std::vector<float>& ref) {
   return {1e-5 * static_cast<double>(peak), 1e-5};
 }
 
-bool check(const vkr::Device& dev, vkr::Kernels& kernels, const Inputs& in, float eps, Kind kind) {
+bool check(vkr::Kernels& kernels, const Inputs& in, float eps, Kind kind) {
   std::vector<float> ref = run_cpu(in, eps, kind);
-  return test::close("layernorm", run_gpu(dev, kernels, in, eps, kind), ref, tolerance(ref));
+  return test::close("layernorm", run_gpu(kernels, in, eps, kind), ref, tolerance(ref));
 }
 
 }  // namespace
@@ -77,7 +77,7 @@ TEST_CASE("layernorm matches the CPU reference") {
       CAPTURE(static_cast<int>(kind));
       CAPTURE(s[0]);
       CAPTURE(s[1]);
-      CHECK(check(g.device, g.kernels, make_inputs(s[0], s[1], s[0] * 31 + s[1]), 1e-5f, kind));
+      CHECK(check(g.kernels, make_inputs(s[0], s[1], s[0] * 31 + s[1]), 1e-5f, kind));
     }
   }
 }
@@ -96,7 +96,7 @@ TEST_CASE("layernorm is stable for rows with a large mean and a small spread") {
   }
   for (Kind kind : {Kind::Standard, Kind::StdPlusEps}) {
     CAPTURE(static_cast<int>(kind));
-    CHECK(check(g.device, g.kernels, in, 1e-5f, kind));
+    CHECK(check(g.kernels, in, 1e-5f, kind));
   }
 
   // The test can fail: the one-pass fp32 variance E[x^2] - E[x]^2 of row 0 is off by far more
@@ -127,7 +127,7 @@ TEST_CASE("layernorm folds rows beyond maxComputeWorkGroupCount[0] into y") {
   GPU_TEST(g);
   const uint32_t max_x = test::group_count_limit_x(g, 1u << 17);
   if (max_x == 0) return;
-  CHECK(check(g.device, g.kernels, make_inputs(max_x + 3, 4, 5), 1e-5f, Kind::Standard));
+  CHECK(check(g.kernels, make_inputs(max_x + 3, 4, 5), 1e-5f, Kind::Standard));
 }
 
 TEST_CASE("layernorm with a workgroup that is not a power of two") {
@@ -136,8 +136,8 @@ TEST_CASE("layernorm with a workgroup that is not a power of two") {
   test::LoweredGpu small(g, {.max_workgroup_invocations = 100});
   for (uint32_t C : {37u, 100u, 1001u}) {
     CAPTURE(C);
-    CHECK(check(small.device, small.kernels, make_inputs(3, C, C), 1e-5f, Kind::Standard));
-    CHECK(check(small.device, small.kernels, make_inputs(3, C, C + 1), 1e-5f, Kind::StdPlusEps));
+    CHECK(check(small.kernels, make_inputs(3, C, C), 1e-5f, Kind::Standard));
+    CHECK(check(small.kernels, make_inputs(3, C, C + 1), 1e-5f, Kind::StdPlusEps));
   }
 }
 
