@@ -9,6 +9,7 @@
 // sum(d^2) - sum(d)^2 / C is the sum of squared deviations without cancellation.
 #extension GL_GOOGLE_include_directive : require
 #include "layernorm.h"
+#include "common/index.glsl"
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 3) const uint KIND = LAYERNORM_STANDARD;
@@ -26,8 +27,7 @@ shared REDUCE_T red[WG];
 #include "common/reduce.glsl"
 
 void main() {
-  // Rows beyond maxComputeWorkGroupCount[0] fold into y (vkr::groups_for).
-  uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+  uint row = flat_group();
   if (row >= p.T) return;  // the whole workgroup leaves together: barriers stay uniform
   uint tid = gl_LocalInvocationID.x, base = row * p.C;
   float n = float(p.C);

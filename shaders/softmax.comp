@@ -7,6 +7,7 @@
 // invocation, and its last read comes before its only write.
 #extension GL_GOOGLE_include_directive : require
 #include "softmax.h"
+#include "common/index.glsl"
 
 layout(local_size_x_id = 0) in;
 
@@ -20,8 +21,7 @@ shared REDUCE_T red[WG];
 #include "common/reduce.glsl"
 
 void main() {
-  // Rows beyond maxComputeWorkGroupCount[0] fold into y (vkr::groups_for).
-  uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+  uint row = flat_group();
   if (row >= p.R) return;  // the whole workgroup leaves together: barriers stay uniform
   uint tid = gl_LocalInvocationID.x;
   uint xb = p.x_first + row * p.N, ob = p.out_first + row * p.N;
