@@ -11,7 +11,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "attention.h"
 
-layout(local_size_x_id = 0) in;  // a power of two (the max reduction halves it)
+layout(local_size_x_id = 0) in;
 layout(constant_id = 3) const uint D = 64;       // head dim, C / H
 layout(constant_id = 4) const uint CHUNK = 256;  // keys per chunk: score slots in shared memory
 layout(constant_id = 5) const uint DPT = 1;      // output dims per invocation when D > workgroup
@@ -25,8 +25,10 @@ layout(push_constant) uniform Push { AttentionPush p; };
 const uint WG = gl_WorkGroupSize.x;
 // The host keeps 4 * (CHUNK + WG + D) bytes within min(16 KiB, maxComputeSharedMemorySize).
 shared float scores[CHUNK];  // this chunk's scores, then their exp(s - m)
-shared float red[WG];        // the max reduction; at the end, the parts' partial results
 shared float q_sh[D];        // this query's head slice, read by every key's dot product
+#define REDUCE_T float
+shared REDUCE_T red[WG];     // the max reduction; at the end, the parts' partial results
+#include "common/reduce.glsl"
 
 void main() {
   const uint query = gl_WorkGroupID.x + gl_WorkGroupID.z * gl_NumWorkGroups.x;
@@ -61,13 +63,8 @@ void main() {
       scores[j] = s;
       local_max = max(local_max, s);
     }
-    red[tid] = local_max;
-    barrier();
-    for (uint s = WG / 2; s > 0; s >>= 1) {
-      if (tid < s) red[tid] = max(red[tid], red[tid + s]);
-      barrier();
-    }
-    const float m_new = k0 == 0 ? red[0] : max(m, red[0]);
+    const float chunk_max = workgroup_max(local_max);
+    const float m_new = k0 == 0 ? chunk_max : max(m, chunk_max);
     const float alpha = k0 == 0 ? 0.0 : exp(m - m_new);  // rescales the earlier chunks' sums
     m = m_new;
     for (uint j = tid; j < n; j += WG) scores[j] = exp(scores[j] - m_new);
@@ -86,7 +83,7 @@ void main() {
         }
       }
     }
-    barrier();  // scores and red are rewritten by the next chunk
+    barrier();  // scores are rewritten by the next chunk
   }
 
   // Add up the parts: first their weight sums, then their partial outputs.

@@ -9,6 +9,7 @@
 // sum(d^2) - sum(d)^2 / C is the sum of squared deviations without cancellation.
 #extension GL_GOOGLE_include_directive : require
 #include "layernorm.h"
+#include "common/index.glsl"
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 3) const uint KIND = LAYERNORM_STANDARD;
@@ -20,28 +21,13 @@ layout(binding = 3) readonly buffer Beta { float beta[]; };    // [C]
 layout(push_constant) uniform Push { LayerNormPush p; };
 
 const uint WG = gl_WorkGroupSize.x;
-shared vec2 red[WG];
-
-// Sum of `v` over the workgroup. Halving with a rounded-up half works for any workgroup size,
-// not only powers of two. Every invocation gets the result; red[] is free again on return.
-vec2 workgroup_sum(vec2 v) {
-  uint tid = gl_LocalInvocationID.x;
-  red[tid] = v;
-  barrier();
-  for (uint s = WG; s > 1;) {
-    uint h = (s + 1) / 2;
-    if (tid < s - h) red[tid] += red[tid + h];
-    barrier();
-    s = h;
-  }
-  vec2 r = red[0];
-  barrier();
-  return r;
-}
+// One reduction carries both sums of pass 2 (d and d^2) at once.
+#define REDUCE_T vec2
+shared REDUCE_T red[WG];
+#include "common/reduce.glsl"
 
 void main() {
-  // Rows beyond maxComputeWorkGroupCount[0] fold into y (vkr::groups_for).
-  uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+  uint row = flat_group();
   if (row >= p.T) return;  // the whole workgroup leaves together: barriers stay uniform
   uint tid = gl_LocalInvocationID.x, base = row * p.C;
   float n = float(p.C);

@@ -7,6 +7,7 @@
 // invocation, and its last read comes before its only write.
 #extension GL_GOOGLE_include_directive : require
 #include "softmax.h"
+#include "common/index.glsl"
 
 layout(local_size_x_id = 0) in;
 
@@ -15,40 +16,24 @@ layout(binding = 1) readonly buffer X { float x[]; };  // [R, N]
 layout(push_constant) uniform Push { SoftmaxPush p; };
 
 const uint WG = gl_WorkGroupSize.x;
-shared float red[WG];
-
-// Max (is_max) or sum of `v` over the workgroup; works for any workgroup size. Every
-// invocation gets the result; red[] is free again on return.
-float workgroup_reduce(float v, bool is_max) {
-  uint tid = gl_LocalInvocationID.x;
-  red[tid] = v;
-  barrier();
-  for (uint s = WG; s > 1;) {
-    uint h = (s + 1) / 2;
-    if (tid < s - h) red[tid] = is_max ? max(red[tid], red[tid + h]) : red[tid] + red[tid + h];
-    barrier();
-    s = h;
-  }
-  float r = red[0];
-  barrier();
-  return r;
-}
+#define REDUCE_T float
+shared REDUCE_T red[WG];
+#include "common/reduce.glsl"
 
 void main() {
-  // Rows beyond maxComputeWorkGroupCount[0] fold into y (vkr::groups_for).
-  uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+  uint row = flat_group();
   if (row >= p.R) return;  // the whole workgroup leaves together: barriers stay uniform
   uint tid = gl_LocalInvocationID.x;
   uint xb = p.x_first + row * p.N, ob = p.out_first + row * p.N;
 
   float m = uintBitsToFloat(0xff800000u);  // -inf
   for (uint i = tid; i < p.N; i += WG) m = max(m, x[xb + i]);
-  m = workgroup_reduce(m, true);
+  m = workgroup_max(m);
 
   // x == -inf (a masked logit) gives exp(-inf) = 0.
   float s = 0.0;
   for (uint i = tid; i < p.N; i += WG) s += exp((x[xb + i] - m) * p.inv_temperature);
-  float inv_sum = 1.0 / workgroup_reduce(s, false);
+  float inv_sum = 1.0 / workgroup_sum(s);
 
   for (uint i = tid; i < p.N; i += WG)
     out_[ob + i] = exp((x[xb + i] - m) * p.inv_temperature) * inv_sum;

@@ -10,6 +10,7 @@
 // NaN bit pattern, never produced) with id 0xffffffff is the "nothing" sentinel, below all.
 #extension GL_GOOGLE_include_directive : require
 #include "topk.h"
+#include "common/index.glsl"
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 3) const bool FIRST = true;  // input is the logits: fp32 bits, ids implicit
@@ -37,7 +38,7 @@ bool better(uint key_a, uint id_a, uint key_b, uint id_b) {
 }
 
 void main() {
-  const uint g = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+  const uint g = flat_group();
   if (g >= p.groups) return;  // the whole workgroup leaves: no barrier is left half-reached
   const uint lid = gl_LocalInvocationID.x, size = gl_WorkGroupSize.x;
   const uint parts = (size + TOPK_CHUNK - 1u) / TOPK_CHUNK;

@@ -57,16 +57,34 @@ ValidationScope::~ValidationScope() {
                                                                            << " message(s) (see stderr)");
 }
 
-vkr::BufferSpan to_gpu(Gpu& g, vkr::Arena& arena, std::span<const float> data) {
+LoweredGpu::LoweredGpu(Gpu& g, const vkr::LimitOverrides& limits)
+    : device(g.instance, {std::to_string(g.device.index()), limits}), kernels(device) {}
+
+uint32_t group_count_limit_x(Gpu& g, uint32_t cheap) {
+  const uint32_t limit = g.device.caps().max_workgroup_count[0];
+  if (limit <= cheap) return limit;
+  MESSAGE("SKIPPED: maxComputeWorkGroupCount[0] = " << limit << " is too large to exceed cheaply");
+  return 0;
+}
+
+vkr::BufferSpan to_gpu(const vkr::Device& device, vkr::Arena& arena, std::span<const float> data) {
   vkr::BufferSpan s = arena.alloc(data.size_bytes());
-  vkr::upload(g.device, s, data.data(), data.size_bytes());
+  vkr::upload(device, s, data.data(), data.size_bytes());
   return s;
 }
 
-std::vector<float> from_gpu(Gpu& g, const vkr::BufferSpan& span, size_t count) {
+std::vector<float> from_gpu(const vkr::Device& device, const vkr::BufferSpan& span, size_t count) {
   std::vector<float> v(count);
-  vkr::download(g.device, v.data(), span, count * sizeof(float));
+  vkr::download(device, v.data(), span, count * sizeof(float));
   return v;
+}
+
+vkr::BufferSpan to_gpu(Gpu& g, vkr::Arena& arena, std::span<const float> data) {
+  return to_gpu(g.device, arena, data);
+}
+
+std::vector<float> from_gpu(Gpu& g, const vkr::BufferSpan& span, size_t count) {
+  return from_gpu(g.device, span, count);
 }
 
 }  // namespace test

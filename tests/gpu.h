@@ -41,7 +41,23 @@ class ValidationScope {
   uint32_t expected_ = 0;
 };
 
-// Copies host floats into a new span of `arena`, and device floats back.
+// A second device on the shared GPU's physical device with some limits lowered (zero keeps the
+// device's own), so that small tests take the paths of huge tensors and small GPUs. It shares
+// the instance, so GPU_TEST's validation scope covers it too.
+struct LoweredGpu {
+  vkr::Device device;
+  vkr::Kernels kernels;
+  LoweredGpu(Gpu& g, const vkr::LimitOverrides& limits);
+};
+
+// maxComputeWorkGroupCount[0] when at most `cheap` (a test can exceed it in reasonable time);
+// otherwise 0, after a SKIPPED message.
+uint32_t group_count_limit_x(Gpu& g, uint32_t cheap);
+
+// Copies host floats into a new span of `arena`, and device floats back; on the shared device
+// or on another one (a LoweredGpu's).
+vkr::BufferSpan to_gpu(const vkr::Device& device, vkr::Arena& arena, std::span<const float> data);
+std::vector<float> from_gpu(const vkr::Device& device, const vkr::BufferSpan& span, size_t count);
 vkr::BufferSpan to_gpu(Gpu& g, vkr::Arena& arena, std::span<const float> data);
 std::vector<float> from_gpu(Gpu& g, const vkr::BufferSpan& span, size_t count);
 

@@ -33,20 +33,18 @@ std::vector<float> inputs() {
   return x;
 }
 
-std::vector<float> run_gpu(const vkr::Device& dev, vkr::Kernels& kernels,
-                           const std::vector<float>& x, Act kind, bool in_place = false) {
+std::vector<float> run_gpu(vkr::Kernels& kernels, const std::vector<float>& x, Act kind,
+                           bool in_place = false) {
+  const vkr::Device& dev = kernels.device();
   const size_t bytes = x.size() * sizeof(float);
   vkr::Arena arena(dev, 2 * bytes + 1024, vkr::MemoryKind::Device, "test activation");
-  vkr::BufferSpan gx = arena.alloc(bytes);
-  vkr::upload(dev, gx, x.data(), bytes);
+  vkr::BufferSpan gx = test::to_gpu(dev, arena, x);
   vkr::BufferSpan out = in_place ? gx : arena.alloc(bytes);
   vkr::Recorder rec(dev);
   rec.begin();
   gpu::activation(kernels, rec, out, gx, static_cast<uint32_t>(x.size()), kind);
   rec.run();
-  std::vector<float> got(x.size());
-  vkr::download(dev, got.data(), out, bytes);
-  return got;
+  return test::from_gpu(dev, out, x.size());
 }
 
 std::vector<float> run_cpu(const std::vector<float>& x, Act kind) {
@@ -57,7 +55,7 @@ std::vector<float> run_cpu(const std::vector<float>& x, Act kind) {
 
 void check_kind(test::Gpu& g, Act kind, test::Tolerance tol) {
   std::vector<float> x = inputs();
-  std::vector<float> got = run_gpu(g.device, g.kernels, x, kind);
+  std::vector<float> got = run_gpu(g.kernels, x, kind);
   CHECK(test::close("activation", got, run_cpu(x, kind), tol));
   size_t non_finite = 0;
   for (float v : got)
@@ -86,15 +84,12 @@ TEST_CASE("activation matches the CPU reference") {
 TEST_CASE("activation in place and split over maxStorageBufferRange") {
   GPU_TEST(g);
   // 1 KiB bindings: 1000 floats go in chunks of 256.
-  vkr::DeviceOptions options;
-  options.overrides.max_storage_buffer_range = 1024;
-  vkr::Device small(g.instance, options);
-  vkr::Kernels kernels(small);
+  test::LoweredGpu small(g, {.max_storage_buffer_range = 1024});
   std::vector<float> x = test::random_floats(1000, 8, -6, 6);
   std::vector<float> ref = run_cpu(x, Act::GeluTanh);
-  CHECK(test::close("activation split", run_gpu(small, kernels, x, Act::GeluTanh), ref,
-                    {1e-6, 1e-6}));
-  CHECK(test::close("activation split in place", run_gpu(small, kernels, x, Act::GeluTanh, true),
+  CHECK(
+      test::close("activation split", run_gpu(small.kernels, x, Act::GeluTanh), ref, {1e-6, 1e-6}));
+  CHECK(test::close("activation split in place", run_gpu(small.kernels, x, Act::GeluTanh, true),
                     ref, {1e-6, 1e-6}));
 }
 

@@ -1,4 +1,4 @@
-// Helpers every op test relies on: fp16 conversion and the CPU activations.
+// Helpers every op test relies on: fp16 conversion, the CPU activations, binding windows.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -45,4 +45,24 @@ TEST_CASE("CPU activations") {
   CHECK(cpu::activate(2.0, gpu::Activation::None) == 2.0);
   CHECK(cpu::activate(1.0, gpu::Activation::GeluErf) == doctest::Approx(0.8413447460685429));
   CHECK(cpu::activate(1.0, gpu::Activation::GeluTanh) == doctest::Approx(0.8411919906082768));
+}
+
+TEST_CASE("gpu::window starts aligned, skips to the first element, ends on a whole word") {
+  const vkr::BufferSpan s{VK_NULL_HANDLE, 256, 8192, nullptr};
+  // fp32 rows of 301 floats, alignment 64: rows 3 and 4 are bytes [3612, 6020); the binding
+  // starts at 3584, 7 floats early.
+  gpu::Window w = gpu::window(s, 3 * 301, 2 * 301, sizeof(float), 64);
+  CHECK(w.span.offset == 256 + 3584);
+  CHECK(w.span.size == 6020 - 3584);
+  CHECK(w.skip == 7);
+  // fp16, alignment 16: elements [75, 101) are bytes [150, 202), rounded up to the word at 204.
+  w = gpu::window(s, 75, 26, 2, 16);
+  CHECK(w.span.offset == 256 + 144);
+  CHECK(w.span.size == 204 - 144);
+  CHECK(w.skip == 3);
+  // ...but never past the end of the span: 101 halves end at byte 202.
+  w = gpu::window(s.sub(0, 202), 100, 1, 2, 16);
+  CHECK(w.span.offset == 256 + 192);
+  CHECK(w.span.size == 202 - 192);
+  CHECK(w.skip == 4);
 }

@@ -38,8 +38,7 @@ HostWeight make_weight(const vkr::Device& device, vkr::Arena& arena, size_t n, D
     w.gpu.span = arena.alloc(half.size() * sizeof(uint16_t));
     vkr::upload(device, w.gpu.span, half.data(), half.size() * sizeof(uint16_t));
   } else {
-    w.gpu.span = arena.alloc(n * sizeof(float));
-    vkr::upload(device, w.gpu.span, w.seen.data(), n * sizeof(float));
+    w.gpu.span = test::to_gpu(device, arena, w.seen);
   }
   return w;
 }
@@ -61,10 +60,10 @@ struct Case {
   PositionKind position;
 };
 
-// Runs one case on `device` and returns the GPU output and the CPU reference.
-std::pair<std::vector<float>, std::vector<float>> run_case(const vkr::Device& device,
-                                                           vkr::Kernels& kernels, const Case& c,
+// Runs one case on the kernels' device and returns the GPU output and the CPU reference.
+std::pair<std::vector<float>, std::vector<float>> run_case(vkr::Kernels& kernels, const Case& c,
                                                            uint32_t* dispatches = nullptr) {
+  const vkr::Device& device = kernels.device();
   const size_t TC = size_t{c.T} * c.C;
   vkr::Arena arena(device, (size_t{c.V} + c.n_pos + c.T) * c.C * 4 + c.T * 4 + 4096,
                    vkr::MemoryKind::Device, "test embedding");
@@ -81,8 +80,7 @@ std::pair<std::vector<float>, std::vector<float>> run_case(const vkr::Device& de
   rec.run();
   if (dispatches) *dispatches = rec.stats().dispatches;
 
-  std::vector<float> got(TC), ref(TC);
-  vkr::download(device, got.data(), out, TC * 4);
+  std::vector<float> got = test::from_gpu(device, out, TC), ref(TC);
   cpu::embedding(ref.data(), ids.data(), wte.seen.data(), wpe.seen.data(), c.T, c.C, c.V, c.n_pos,
                  c.pos_offset, c.position);
   return {got, ref};
@@ -113,7 +111,7 @@ TEST_CASE("embedding with learned or no positions is exact") {
           CAPTURE(static_cast<int>(wte_dtype));
           CAPTURE(static_cast<int>(wpe_dtype));
           CAPTURE(static_cast<int>(position));
-          auto [got, ref] = run_case(g.device, g.kernels, c);
+          auto [got, ref] = run_case(g.kernels, c);
           CHECK(test::close("embedding", got, ref, {0, 0}));
         }
       }
@@ -142,7 +140,7 @@ TEST_CASE("embedding with sinusoidal positions") {
     CAPTURE(c.T);
     CAPTURE(c.C);
     CAPTURE(c.pos_offset);
-    auto [got, ref] = run_case(g.device, g.kernels, c);
+    auto [got, ref] = run_case(g.kernels, c);
     const double last = c.pos_offset + c.T - 1;
     double worst = 0;
     for (size_t i = 0; i < got.size(); i++)
@@ -154,18 +152,15 @@ TEST_CASE("embedding with sinusoidal positions") {
 
 TEST_CASE("embedding splits a vocabulary larger than maxStorageBufferRange") {
   GPU_TEST(g);
-  vkr::DeviceOptions options;
-  options.select = std::to_string(g.device.index());
-  options.overrides.max_storage_buffer_range = 4096;  // wte below is 9.6 KB (fp32) or 5 KB (fp16)
-  vkr::Device small(g.instance, options);
-  vkr::Kernels kernels(small);
+  // wte below is 9.6 KB (fp32) or 5 KB (fp16).
+  test::LoweredGpu small(g, {.max_storage_buffer_range = 4096});
   // C = 24: fp32 rows of 96 bytes; C = 25 with fp16: 50-byte rows, so blocks start mid-word and
   // mid-alignment and the shader must skip into the aligned binding.
   for (auto [C, dtype] : {std::pair{24u, DType::F32}, std::pair{25u, DType::F16}}) {
     CAPTURE(C);
     const Case c{40, C, 100, 64, 20, dtype, DType::F32, PositionKind::Learned};
     uint32_t dispatches = 0;
-    auto [got, ref] = run_case(small, kernels, c, &dispatches);
+    auto [got, ref] = run_case(small.kernels, c, &dispatches);
     CHECK(dispatches >= 2);                                   // really split
     CHECK(test::close("embedding split", got, ref, {0, 0}));  // exact, as above
   }

@@ -31,25 +31,19 @@ Inputs make_inputs(uint32_t T, uint32_t C, unsigned seed, float lo = -4.0f, floa
           test::random_floats(C, seed + 2, -0.5f, 0.5f)};
 }
 
-std::vector<float> run_gpu(const vkr::Device& dev, vkr::Kernels& kernels, const Inputs& in,
-                           float eps, Kind kind) {
+std::vector<float> run_gpu(vkr::Kernels& kernels, const Inputs& in, float eps, Kind kind) {
+  const vkr::Device& dev = kernels.device();
   const size_t n = in.x.size();
   vkr::Arena arena(dev, (2 * n + 2 * in.C) * sizeof(float) + 4096, vkr::MemoryKind::Device,
                    "test layernorm");
-  auto put = [&](const std::vector<float>& v) {
-    vkr::BufferSpan s = arena.alloc(v.size() * sizeof(float));
-    vkr::upload(dev, s, v.data(), v.size() * sizeof(float));
-    return s;
-  };
-  vkr::BufferSpan x = put(in.x), gamma = put(in.gamma), beta = put(in.beta);
+  vkr::BufferSpan x = test::to_gpu(dev, arena, in.x), gamma = test::to_gpu(dev, arena, in.gamma),
+                  beta = test::to_gpu(dev, arena, in.beta);
   vkr::BufferSpan out = arena.alloc(n * sizeof(float));
   vkr::Recorder rec(dev);
   rec.begin();
   gpu::layernorm(kernels, rec, out, x, gamma, beta, in.T, in.C, eps, kind);
   rec.run();
-  std::vector<float> got(n);
-  vkr::download(dev, got.data(), out, n * sizeof(float));
-  return got;
+  return test::from_gpu(dev, out, n);
 }
 
 std::vector<float> run_cpu(const Inputs& in, float eps, Kind kind) {
@@ -64,9 +58,9 @@ test::Tolerance tolerance(const std::vector<float>& ref) {
   return {1e-5 * static_cast<double>(peak), 1e-5};
 }
 
-bool check(const vkr::Device& dev, vkr::Kernels& kernels, const Inputs& in, float eps, Kind kind) {
+bool check(vkr::Kernels& kernels, const Inputs& in, float eps, Kind kind) {
   std::vector<float> ref = run_cpu(in, eps, kind);
-  return test::close("layernorm", run_gpu(dev, kernels, in, eps, kind), ref, tolerance(ref));
+  return test::close("layernorm", run_gpu(kernels, in, eps, kind), ref, tolerance(ref));
 }
 
 }  // namespace
@@ -83,7 +77,7 @@ TEST_CASE("layernorm matches the CPU reference") {
       CAPTURE(static_cast<int>(kind));
       CAPTURE(s[0]);
       CAPTURE(s[1]);
-      CHECK(check(g.device, g.kernels, make_inputs(s[0], s[1], s[0] * 31 + s[1]), 1e-5f, kind));
+      CHECK(check(g.kernels, make_inputs(s[0], s[1], s[0] * 31 + s[1]), 1e-5f, kind));
     }
   }
 }
@@ -102,7 +96,7 @@ TEST_CASE("layernorm is stable for rows with a large mean and a small spread") {
   }
   for (Kind kind : {Kind::Standard, Kind::StdPlusEps}) {
     CAPTURE(static_cast<int>(kind));
-    CHECK(check(g.device, g.kernels, in, 1e-5f, kind));
+    CHECK(check(g.kernels, in, 1e-5f, kind));
   }
 
   // The test can fail: the one-pass fp32 variance E[x^2] - E[x]^2 of row 0 is off by far more
@@ -131,26 +125,19 @@ TEST_CASE("layernorm CPU reference: hand-computed values of both kinds") {
 
 TEST_CASE("layernorm folds rows beyond maxComputeWorkGroupCount[0] into y") {
   GPU_TEST(g);
-  const uint32_t max_x = g.device.caps().max_workgroup_count[0];
-  if (max_x > (1u << 17)) {
-    MESSAGE("SKIPPED: maxComputeWorkGroupCount[0] = " << max_x
-                                                      << " is too large to exceed cheaply");
-    return;
-  }
-  CHECK(check(g.device, g.kernels, make_inputs(max_x + 3, 4, 5), 1e-5f, Kind::Standard));
+  const uint32_t max_x = test::group_count_limit_x(g, 1u << 17);
+  if (max_x == 0) return;
+  CHECK(check(g.kernels, make_inputs(max_x + 3, 4, 5), 1e-5f, Kind::Standard));
 }
 
 TEST_CASE("layernorm with a workgroup that is not a power of two") {
   GPU_TEST(g);
   // 100 invocations: the reduction halves 100, 50, 25, 13, 7, 4, 2; C = 37 gets 50 invocations.
-  vkr::DeviceOptions options;
-  options.overrides.max_workgroup_invocations = 100;
-  vkr::Device small(g.instance, options);
-  vkr::Kernels kernels(small);
+  test::LoweredGpu small(g, {.max_workgroup_invocations = 100});
   for (uint32_t C : {37u, 100u, 1001u}) {
     CAPTURE(C);
-    CHECK(check(small, kernels, make_inputs(3, C, C), 1e-5f, Kind::Standard));
-    CHECK(check(small, kernels, make_inputs(3, C, C + 1), 1e-5f, Kind::StdPlusEps));
+    CHECK(check(small.kernels, make_inputs(3, C, C), 1e-5f, Kind::Standard));
+    CHECK(check(small.kernels, make_inputs(3, C, C + 1), 1e-5f, Kind::StdPlusEps));
   }
 }
 

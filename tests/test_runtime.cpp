@@ -67,19 +67,16 @@ TEST_CASE("dispatch rejects wrong push constants, bindings and group counts") {
 
 TEST_CASE("a binding larger than maxStorageBufferRange is refused, not truncated") {
   GPU_TEST(g);
-  vkr::DeviceOptions options;
-  options.select = std::to_string(g.device.index());
-  options.overrides.max_storage_buffer_range = 1024;  // lowered so the test stays small
-  vkr::Device small(g.instance, options);
-  CHECK(small.caps().max_storage_buffer_range == 1024);
-  vkr::Kernels kernels(small);
-  vkr::Arena arena(small, 3 * 4096, vkr::MemoryKind::Device, "test range");
+  test::LoweredGpu small(g, {.max_storage_buffer_range = 1024});  // so the test stays small
+  CHECK(small.device.caps().max_storage_buffer_range == 1024);
+  vkr::Arena arena(small.device, 3 * 4096, vkr::MemoryKind::Device, "test range");
   vkr::BufferSpan a = arena.alloc(2048), b = arena.alloc(2048), out = arena.alloc(2048);
-  vkr::Recorder rec(small);
+  vkr::Recorder rec(small.device);
   rec.begin();
-  CHECK_THROWS_WITH_AS(gpu::add(kernels, rec, out, a, b, 512), doctest::Contains("maxStorageBufferRange"),
-                       vkr::Error);
-  gpu::add(kernels, rec, out.sub(0, 1024), a.sub(0, 1024), b.sub(0, 1024), 256);  // within range
+  CHECK_THROWS_WITH_AS(gpu::add(small.kernels, rec, out, a, b, 512),
+                       doctest::Contains("maxStorageBufferRange"), vkr::Error);
+  // Within range:
+  gpu::add(small.kernels, rec, out.sub(0, 1024), a.sub(0, 1024), b.sub(0, 1024), 256);
   rec.run();
 }
 

@@ -20,22 +20,19 @@ namespace {
 
 constexpr test::Tolerance kTol{1e-6, 1e-5};
 
-// softmax of x on `dev`; in place (out = x) when in_place.
-std::vector<float> run_gpu(const vkr::Device& dev, vkr::Kernels& kernels,
-                           const std::vector<float>& x, uint32_t R, uint32_t N,
-                           float inv_temperature, bool in_place = false) {
+// softmax of x on the kernels' device; in place (out = x) when in_place.
+std::vector<float> run_gpu(vkr::Kernels& kernels, const std::vector<float>& x, uint32_t R,
+                           uint32_t N, float inv_temperature, bool in_place = false) {
+  const vkr::Device& dev = kernels.device();
   const size_t bytes = x.size() * sizeof(float);
   vkr::Arena arena(dev, 2 * bytes + 1024, vkr::MemoryKind::Device, "test softmax");
-  vkr::BufferSpan gx = arena.alloc(bytes);
-  vkr::upload(dev, gx, x.data(), bytes);
+  vkr::BufferSpan gx = test::to_gpu(dev, arena, x);
   vkr::BufferSpan out = in_place ? gx : arena.alloc(bytes);
   vkr::Recorder rec(dev);
   rec.begin();
   gpu::softmax(kernels, rec, out, gx, R, N, inv_temperature);
   rec.run();
-  std::vector<float> got(x.size());
-  vkr::download(dev, got.data(), out, bytes);
-  return got;
+  return test::from_gpu(dev, out, x.size());
 }
 
 std::vector<float> run_cpu(const std::vector<float>& x, uint32_t R, uint32_t N,
@@ -64,7 +61,7 @@ TEST_CASE("softmax matches the CPU reference") {
     CAPTURE(c.N);
     CAPTURE(c.inv_temperature);
     std::vector<float> x = test::random_floats(size_t{c.R} * c.N, c.R * 7 + c.N, c.lo, c.hi);
-    CHECK(test::close("softmax", run_gpu(g.device, g.kernels, x, c.R, c.N, c.inv_temperature),
+    CHECK(test::close("softmax", run_gpu(g.kernels, x, c.R, c.N, c.inv_temperature),
                       run_cpu(x, c.R, c.N, c.inv_temperature), kTol));
   }
 }
@@ -78,7 +75,7 @@ TEST_CASE("softmax in place, with -inf masks and huge logits") {
     x[N + i] *= 2000.0f;                // row 1: +-1e4, where exp without the max would overflow
   }
   std::vector<float> ref = run_cpu(x, R, N, 1.0f);
-  std::vector<float> got = run_gpu(g.device, g.kernels, x, R, N, 1.0f, true);
+  std::vector<float> got = run_gpu(g.kernels, x, R, N, 1.0f, true);
   CHECK(test::close("softmax in place", got, ref, kTol));
   size_t masked_nonzero = 0;
   for (uint32_t i = 0; i < N; i++)
@@ -91,38 +88,30 @@ TEST_CASE("softmax splits tensors larger than maxStorageBufferRange") {
   // 4096 bytes per binding: rows of 301 floats (1204 bytes, not a multiple of the alignment)
   // go 3 to a chunk, each chunk bound from an aligned offset below its first row. 100
   // invocations per workgroup: the reduction also works for sizes that are not powers of two.
-  vkr::DeviceOptions options;
-  options.overrides.max_storage_buffer_range = 4096;
-  options.overrides.max_workgroup_invocations = 100;
-  vkr::Device small(g.instance, options);
-  vkr::Kernels kernels(small);
+  test::LoweredGpu small(g, {.max_storage_buffer_range = 4096, .max_workgroup_invocations = 100});
   const uint32_t R = 10, N = 301;
   std::vector<float> x = test::random_floats(R * N, 21, -6, 6);
   std::vector<float> ref = run_cpu(x, R, N, 1.5f);
-  CHECK(test::close("softmax split", run_gpu(small, kernels, x, R, N, 1.5f), ref, kTol));
-  CHECK(test::close("softmax split in place", run_gpu(small, kernels, x, R, N, 1.5f, true), ref,
+  CHECK(test::close("softmax split", run_gpu(small.kernels, x, R, N, 1.5f), ref, kTol));
+  CHECK(test::close("softmax split in place", run_gpu(small.kernels, x, R, N, 1.5f, true), ref,
                     kTol));
 
-  vkr::Arena arena(small, 2 * 8192, vkr::MemoryKind::Device, "test softmax wide");
+  vkr::Arena arena(small.device, 2 * 8192, vkr::MemoryKind::Device, "test softmax wide");
   vkr::BufferSpan a = arena.alloc(8192), b = arena.alloc(8192);
-  vkr::Recorder rec(small);
+  vkr::Recorder rec(small.device);
   rec.begin();
-  CHECK_THROWS_WITH_AS(gpu::softmax(kernels, rec, a, b, 1, 2000), doctest::Contains("does not fit"),
-                       vkr::Error);
+  CHECK_THROWS_WITH_AS(gpu::softmax(small.kernels, rec, a, b, 1, 2000),
+                       doctest::Contains("does not fit"), vkr::Error);
 }
 
 TEST_CASE("softmax folds rows beyond maxComputeWorkGroupCount[0] into y") {
   GPU_TEST(g);
-  const uint32_t max_x = g.device.caps().max_workgroup_count[0];
-  if (max_x > (1u << 17)) {
-    MESSAGE("SKIPPED: maxComputeWorkGroupCount[0] = " << max_x
-                                                      << " is too large to exceed cheaply");
-    return;
-  }
+  const uint32_t max_x = test::group_count_limit_x(g, 1u << 17);
+  if (max_x == 0) return;
   const uint32_t R = max_x + 3, N = 3;
   std::vector<float> x = test::random_floats(size_t{R} * N, 4, -3, 3);
-  CHECK(test::close("softmax fold", run_gpu(g.device, g.kernels, x, R, N, 1.0f),
-                    run_cpu(x, R, N, 1.0f), kTol));
+  CHECK(
+      test::close("softmax fold", run_gpu(g.kernels, x, R, N, 1.0f), run_cpu(x, R, N, 1.0f), kTol));
 }
 
 TEST_CASE("softmax rejects bad arguments") {

@@ -25,15 +25,15 @@ struct Result {
   uint32_t dispatches = 0;
 };
 
-Result gpu_topk(const vkr::Device& device, vkr::Kernels& kernels, const std::vector<float>& logits,
-                uint32_t k) {
+Result gpu_topk(vkr::Kernels& kernels, const std::vector<float>& logits, uint32_t k) {
+  const vkr::Device& device = kernels.device();
   const auto V = static_cast<uint32_t>(logits.size());
   const size_t scratch_bytes = gpu::topk_scratch_bytes(device.caps(), V, k);
   vkr::Arena arena(device, V * 4 + scratch_bytes + 2 * k * 4 + 4096, vkr::MemoryKind::Device,
                    "test topk");
-  vkr::BufferSpan in = arena.alloc(V * 4), ids = arena.alloc(k * 4), values = arena.alloc(k * 4);
+  vkr::BufferSpan in = test::to_gpu(device, arena, logits), ids = arena.alloc(k * 4),
+                  values = arena.alloc(k * 4);
   vkr::BufferSpan scratch = scratch_bytes ? arena.alloc(scratch_bytes) : vkr::BufferSpan{};
-  vkr::upload(device, in, logits.data(), V * 4);
   vkr::Recorder rec(device);
   rec.begin();
   gpu::topk(kernels, rec, ids, values, in, scratch, V, k);
@@ -45,12 +45,12 @@ Result gpu_topk(const vkr::Device& device, vkr::Kernels& kernels, const std::vec
 }
 
 // Exact agreement with the CPU reference: ids equal, values bit for bit.
-void check_topk(const vkr::Device& device, vkr::Kernels& kernels, const std::vector<float>& logits,
-                uint32_t k, const char* what) {
+void check_topk(vkr::Kernels& kernels, const std::vector<float>& logits, uint32_t k,
+                const char* what) {
   CAPTURE(what);
   CAPTURE(logits.size());
   CAPTURE(k);
-  Result got = gpu_topk(device, kernels, logits, k);
+  Result got = gpu_topk(kernels, logits, k);
   std::vector<int32_t> ids(k);
   std::vector<float> values(k);
   cpu::topk(ids.data(), values.data(), logits.data(), logits.size(), k);
@@ -84,48 +84,45 @@ TEST_CASE("topk matches the CPU reference exactly") {
   for (uint32_t V : {1u, 7u, 1000u, 50257u}) {
     for (uint32_t k : {1u, 2u, 40u, 64u}) {
       if (k > V) continue;
-      check_topk(g.device, g.kernels, test::random_floats(V, V + k, -10, 10), k, "random");
-      check_topk(g.device, g.kernels, tricky_logits(V, V * 3 + k), k, "ties, -inf, NaN");
+      check_topk(g.kernels, test::random_floats(V, V + k, -10, 10), k, "random");
+      check_topk(g.kernels, tricky_logits(V, V * 3 + k), k, "ties, -inf, NaN");
     }
   }
-  check_topk(g.device, g.kernels, tricky_logits(50257, 9), gpu::kTopkMax, "k = kTopkMax");
+  check_topk(g.kernels, tricky_logits(50257, 9), gpu::kTopkMax, "k = kTopkMax");
 }
 
 TEST_CASE("topk semantics: ties to the lower id, NaN as -inf, +0 above -0") {
   GPU_TEST(g);
   // Hand-written expectations, so the reference is checked too.
-  Result equal = gpu_topk(g.device, g.kernels, std::vector<float>(1000, 1.5f), 40);
+  Result equal = gpu_topk(g.kernels, std::vector<float>(1000, 1.5f), 40);
   for (int32_t r = 0; r < 40; r++) {
     CHECK(equal.ids[size_t(r)] == r);
     CHECK(equal.values[size_t(r)] == 1.5f);
   }
   std::vector<float> x = {kNaN, -kInf, 2.0f, -0.0f, kNaN, 0.0f, 2.0f, -kInf, -1.0f};
-  Result r = gpu_topk(g.device, g.kernels, x, 9);
+  Result r = gpu_topk(g.kernels, x, 9);
   CHECK(r.ids == std::vector<int32_t>{2, 6, 5, 3, 8, 0, 1, 4, 7});
   CHECK(r.values[0] == 2.0f);
   CHECK(!std::signbit(r.values[2]));
   CHECK(std::signbit(r.values[3]));
   for (size_t i = 5; i < 9; i++) CHECK(r.values[i] == -kInf);  // NaN reported as -inf
-  check_topk(g.device, g.kernels, std::vector<float>(50257, kNaN), 64, "all NaN");
-  check_topk(g.device, g.kernels, std::vector<float>(50257, -kInf), 40, "all -inf");
+  check_topk(g.kernels, std::vector<float>(50257, kNaN), 64, "all NaN");
+  check_topk(g.kernels, std::vector<float>(50257, -kInf), 40, "all -inf");
   std::vector<float> one_peak(50257, -kInf);
   one_peak[50256] = -1e30f;
-  Result peak = gpu_topk(g.device, g.kernels, one_peak, 1);
+  Result peak = gpu_topk(g.kernels, one_peak, 1);
   CHECK(peak.ids[0] == 50256);
   CHECK(peak.values[0] == -1e30f);
 }
 
 TEST_CASE("topk with small workgroups runs a deeper tree") {
   GPU_TEST(g);
-  vkr::DeviceOptions options;
-  options.select = std::to_string(g.device.index());
-  options.overrides.max_workgroup_invocations = 32;  // slices of 256 for k = 64: five levels
-  vkr::Device small(g.instance, options);
-  vkr::Kernels kernels(small);
-  Result deep = gpu_topk(small, kernels, tricky_logits(50257, 5), 64);
+  // Slices of 256 for k = 64: five levels.
+  test::LoweredGpu small(g, {.max_workgroup_invocations = 32});
+  Result deep = gpu_topk(small.kernels, tricky_logits(50257, 5), 64);
   CHECK(deep.dispatches >= 4);
-  check_topk(small, kernels, tricky_logits(50257, 5), 64, "workgroup 32");
-  check_topk(small, kernels, test::random_floats(50257, 6), 1, "workgroup 32, argmax");
+  check_topk(small.kernels, tricky_logits(50257, 5), 64, "workgroup 32");
+  check_topk(small.kernels, test::random_floats(50257, 6), 1, "workgroup 32, argmax");
 }
 
 TEST_CASE("argmax is topk with k = 1") {

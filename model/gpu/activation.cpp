@@ -18,7 +18,7 @@ void activation(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
 
   // Chunks of whole aligned blocks, so every chunk's binding starts aligned too.
   const vkr::DeviceCaps& caps = k.device().caps();
-  const uint64_t block = std::max<uint64_t>(caps.storage_buffer_alignment, sizeof(float));
+  const uint64_t block = binding_alignment(caps);
   const uint64_t chunk = caps.max_storage_buffer_range / block * block / sizeof(float);
   const vkr::Pipeline& p = k.get("activation", {{default_workgroup(caps), 1, 1}, {kind_id}});
   for (uint64_t i = 0; i < n; i += chunk) {

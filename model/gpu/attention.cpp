@@ -1,7 +1,6 @@
 #include "model/gpu/attention.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 
 #include "shaders/attention.h"
@@ -50,8 +49,7 @@ void attention(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
   check_shapes(out, q, q_stride, k_cache, v_cache, T, L, C, H, options.causal);
   const vkr::DeviceCaps& caps = k.device().caps();
   const uint32_t D = C / H;
-  // A power of two for the shader's max-reduction tree.
-  const uint32_t wg = std::bit_floor(default_workgroup(caps));
+  const uint32_t wg = default_workgroup(caps);
   // Shared memory holds CHUNK scores, WG reduction slots and the D-float query slice.
   const uint32_t budget = std::min(16384u, caps.max_shared_memory) / uint32_t{sizeof(float)};
   if (budget < wg + D + 1)

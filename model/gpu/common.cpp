@@ -35,6 +35,24 @@ uint32_t default_workgroup(const vkr::DeviceCaps& caps) {
   return std::min({256u, caps.max_workgroup_invocations, caps.max_workgroup_size[0]});
 }
 
+uint32_t row_workgroup(const vkr::DeviceCaps& caps, uint32_t n, uint32_t shared_bytes_each) {
+  uint32_t wg = default_workgroup(caps);
+  while (wg > 32 && wg / 2 >= n) wg /= 2;
+  while (wg > 1 && wg * shared_bytes_each > caps.max_shared_memory) wg /= 2;
+  return wg;
+}
+
+uint64_t binding_alignment(const vkr::DeviceCaps& caps) {
+  return std::max<uint64_t>(4, caps.storage_buffer_alignment);
+}
+
+Window window(const vkr::BufferSpan& s, uint64_t first, uint64_t count, size_t bytes_each,
+              uint64_t align) {
+  const uint64_t begin = first * bytes_each, lo = begin / align * align;
+  const uint64_t end = std::min<uint64_t>((begin + count * bytes_each + 3) / 4 * 4, s.size);
+  return {s.sub(lo, end - lo), static_cast<uint32_t>((begin - lo) / bytes_each)};
+}
+
 void require_elements(const char* op, const char* what, const vkr::BufferSpan& s, uint64_t count,
                       size_t bytes_each) {
   if (s.size < count * bytes_each)

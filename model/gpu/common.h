@@ -40,6 +40,28 @@ std::vector<uint16_t> to_half(const float* x, size_t n);
 // The workgroup size for element-wise and row-wise ops on this device.
 uint32_t default_workgroup(const vkr::DeviceCaps& caps);
 
+// The workgroup size for a row-wise op with one workgroup per row of n elements: the default,
+// halved (down to 32) while half of it still covers the row, so that most invocations of a
+// narrow row have work, then while the shared memory it takes (shared_bytes_each per
+// invocation) exceeds the device's.
+uint32_t row_workgroup(const vkr::DeviceCaps& caps, uint32_t n, uint32_t shared_bytes_each);
+
+// What a binding's offset must be a multiple of: minStorageBufferOffsetAlignment, and at least
+// a 32-bit word (shaders index 32-bit elements).
+uint64_t binding_alignment(const vkr::DeviceCaps& caps);
+
+// Elements [first, first + count) of `s` as a binding. Bindings must start at a multiple of
+// `align` (binding_alignment) and element `first` need not, so the binding starts at the aligned
+// offset at or below it and `skip` is how many elements precede element `first` in it. It ends
+// at a whole 32-bit word (fp16 elements come in pairs), but never past the end of `s`. `s`
+// itself must start aligned, as arena allocations do.
+struct Window {
+  vkr::BufferSpan span;
+  uint32_t skip = 0;
+};
+Window window(const vkr::BufferSpan& s, uint64_t first, uint64_t count, size_t bytes_each,
+              uint64_t align);
+
 // Throws vkr::Error unless `s` holds at least `count` elements of `bytes_each` bytes.
 void require_elements(const char* op, const char* what, const vkr::BufferSpan& s, uint64_t count,
                       size_t bytes_each = sizeof(float));

@@ -16,20 +16,6 @@ uint64_t weight_bytes(DType t, uint64_t n) {
   return t == DType::F16 ? (n + 1) / 2 * 4 : n * 4;
 }
 
-// A binding of elements [first, first + count) of w that starts on an aligned offset, and how many
-// elements precede `first` in it.
-struct Window {
-  vkr::BufferSpan span;
-  uint32_t skip = 0;
-};
-
-Window window(const Weight& w, uint64_t first, uint64_t count, uint64_t align) {
-  const uint64_t each = dtype_bytes(w.dtype);
-  const uint64_t begin = first * each, base = begin / align * align;
-  const uint64_t end = std::min<uint64_t>((begin + count * each + 3) / 4 * 4, w.span.size);
-  return {w.span.sub(base, end - base), static_cast<uint32_t>((begin - base) / each)};
-}
-
 void check_weight(const char* what, const Weight& w, uint64_t rows, uint32_t C, uint64_t align) {
   require_elements("embedding", what, w.span, weight_bytes(w.dtype, rows * C), 1);
   if (w.span.offset % align != 0)
@@ -43,7 +29,7 @@ void embedding(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
                const vkr::BufferSpan& ids, const Weight& wte, const Weight* wpe, uint32_t T,
                uint32_t C, uint32_t V, uint32_t n_pos, uint32_t pos_offset, PositionKind position) {
   const vkr::DeviceCaps& caps = k.device().caps();
-  const uint64_t align = std::max<uint64_t>(4, caps.storage_buffer_alignment);
+  const uint64_t align = binding_alignment(caps);
   if (T == 0 || C == 0 || V == 0) fail("T, C and V must be positive");
   if (uint64_t{T} * C > UINT32_MAX) fail("T * C exceeds 2^32 elements");
   require_elements("embedding", "out", out, uint64_t{T} * C);
@@ -58,7 +44,8 @@ void embedding(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
       fail("positions " + std::to_string(pos_offset) + ".." + std::to_string(pos_offset + T - 1) +
            " exceed the " + std::to_string(n_pos) + " rows of wpe");
     check_weight("wpe", *wpe, n_pos, C, align);
-    pos = window(*wpe, uint64_t{pos_offset} * C, uint64_t{T} * C, align);
+    pos = window(wpe->span, uint64_t{pos_offset} * C, uint64_t{T} * C, dtype_bytes(wpe->dtype),
+                 align);
     push.wpe_skip = pos.skip;
   }
 
@@ -82,7 +69,7 @@ void embedding(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
   const vkr::Groups groups = vkr::groups_for(k.device(), p, uint64_t{T} * C);
   for (uint64_t v0 = 0; v0 < V; v0 += rows) {
     const uint64_t v1 = std::min<uint64_t>(V, v0 + rows);
-    Window block = window(wte, v0 * C, (v1 - v0) * C, align);
+    const Window block = window(wte.span, v0 * C, (v1 - v0) * C, dtype_bytes(wte.dtype), align);
     push.v_begin = static_cast<uint32_t>(v0);
     push.v_end = static_cast<uint32_t>(v1);
     push.wte_skip = block.skip;

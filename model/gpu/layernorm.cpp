@@ -7,15 +7,6 @@
 namespace gpu {
 namespace {
 
-// Rows are usually wider than the workgroup; narrow rows get a smaller one (at least 32) so
-// that most invocations have work. Each invocation holds 8 bytes of shared memory.
-uint32_t row_workgroup(const vkr::DeviceCaps& caps, uint32_t C) {
-  uint32_t wg = default_workgroup(caps);
-  while (wg > 32 && wg / 2 >= C) wg /= 2;
-  while (wg > 1 && wg * 8 > caps.max_shared_memory) wg /= 2;
-  return wg;
-}
-
 [[noreturn]] void fail(const std::string& what) {
   throw vkr::Error("layernorm: " + what);
 }
@@ -42,7 +33,7 @@ void layernorm(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
          std::to_string(bytes) + " bytes, over this device's maxStorageBufferRange " +
          std::to_string(caps.max_storage_buffer_range));
 
-  const uint32_t wg = row_workgroup(caps, C);
+  const uint32_t wg = row_workgroup(caps, C, 2 * sizeof(float));  // a vec2 of shared memory each
   const vkr::Pipeline& p = k.get("layernorm", {{wg, 1, 1}, {static_cast<uint32_t>(kind)}});
   // Exact ranges, so the recorder's barriers see only what this dispatch touches.
   const uint64_t row_bytes = uint64_t{C} * sizeof(float);

@@ -33,7 +33,7 @@ Plan plan(const vkr::DeviceCaps& caps, uint32_t V, uint32_t k) {
   // A slice of at least 4k elements shrinks each level at least fourfold; at least 4 per
   // invocation keeps the rounds' barriers from dominating.
   const uint32_t W = workgroup(caps);
-  const uint64_t align = std::max<uint64_t>(4, caps.storage_buffer_alignment);
+  const uint64_t align = binding_alignment(caps);
   auto aligned = [&](uint64_t bytes) { return (bytes + align - 1) / align * align; };
   Plan pl;
   pl.slice = W * std::max(4u, (4 * k + W - 1) / W);
@@ -84,7 +84,7 @@ void topk(vkr::Kernels& kernels, vkr::Recorder& rec, const vkr::BufferSpan& out_
   const Plan pl = plan(caps, V, k);
   if (pl.scratch_bytes > 0) {
     require_elements("topk", "scratch", scratch, pl.scratch_bytes, 1);
-    if (scratch.offset % std::max<uint64_t>(4, caps.storage_buffer_alignment) != 0)
+    if (scratch.offset % binding_alignment(caps) != 0)
       fail("scratch starts at offset " + std::to_string(scratch.offset) +
            ", not a multiple of minStorageBufferOffsetAlignment");
   }
