@@ -22,22 +22,6 @@ uint64_t ceil_div(uint64_t a, uint64_t b) {
   return (a + b - 1) / b;
 }
 
-// Elements [first, first + count) of a span whose elements are `bytes` wide, bound as a
-// sub-range that starts at the `align`ed offset at or before them and ends on a whole 32-bit
-// word (fp16 weights are read in pairs); `off` is the index of `first` inside the window. Any
-// split point can be bound this way, whatever the device's offset alignment.
-struct Window {
-  vkr::BufferSpan span;
-  uint32_t off;
-};
-
-Window window(const vkr::BufferSpan& s, uint64_t first, uint64_t count, uint64_t bytes,
-              uint64_t align) {
-  const uint64_t begin = first * bytes / align * align;
-  const uint64_t end = ceil_div((first + count) * bytes, 4) * 4;
-  return {s.sub(begin, end - begin), static_cast<uint32_t>(first - begin / bytes)};
-}
-
 // Shared-memory tiles of the tiled kernel, largest first: BM x BN outputs per workgroup of
 // (BN / TN) x (BM / TM) invocations, K staged BK at a time.
 struct Tile {
@@ -189,7 +173,7 @@ void matmul(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
             const MatmulOptions& o) {
   check_arguments(out, x, w, bias, residual, T, K, N);
   const vkr::DeviceCaps& caps = k.device().caps();
-  const uint64_t align = std::max<uint64_t>(caps.storage_buffer_alignment, 4);
+  const uint64_t align = binding_alignment(caps);
   const Plan plan = make_plan(k, o, w.dtype, T, K, N, align);
   const bool nk = o.layout == WeightLayout::NK;
   const uint32_t w_row = nk ? K : N, w_rows = nk ? N : K;
@@ -222,7 +206,7 @@ void matmul(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
       if (residual && (o.act == Activation::None ? first : last)) flags |= push::MATMUL_RESIDUAL;
       const push::MatmulPush p{
           rows,           K,      N,      nk ? 0 : r0, nk ? K : count, nk ? r0 : 0,
-          nk ? count : N, xw.off, ww.off, ow.off,      rw.off,         flags};
+          nk ? count : N, xw.skip, ww.skip, ow.skip, rw.skip,         flags};
       rec.dispatch(last ? *plan.last : *plan.plain, {ow.span, xw.span, ww.span, bs, rw.span}, p,
                    groups(caps, plan, p.n_count, rows));
     }
