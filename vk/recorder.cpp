@@ -13,14 +13,18 @@ constexpr uint32_t kMaxTimestamps = 4096;
 }  // namespace
 
 Groups groups_for(const Device& device, const Pipeline& p, uint64_t threads) {
+  const uint64_t local = p.local_size()[0];
+  return fold_groups(device, (threads + local - 1) / local, "shader '" + p.name() + "'");
+}
+
+Groups fold_groups(const Device& device, uint64_t groups, const std::string& what) {
   const DeviceCaps& caps = device.caps();
-  uint64_t groups = (threads + p.local_size()[0] - 1) / p.local_size()[0];
   if (groups == 0) groups = 1;
   uint64_t x = std::min<uint64_t>(groups, caps.max_workgroup_count[0]);
   uint64_t y = (groups + x - 1) / x;
   if (y > caps.max_workgroup_count[1])
-    throw Error("shader '" + p.name() + "': " + std::to_string(threads) +
-                " invocations exceed this device's workgroup-count limits");
+    throw Error(what + ": " + std::to_string(groups) +
+                " workgroups exceed this device's workgroup-count limits");
   return {static_cast<uint32_t>(x), static_cast<uint32_t>(y), 1};
 }
 

@@ -27,6 +27,9 @@ struct Groups {
 // gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * gl_WorkGroupSize.x
 // and bound-check against the thread count.
 Groups groups_for(const Device& device, const Pipeline& p, uint64_t threads);
+// The same fold for a count of workgroups (one per row, per output block, ...); `what` names the
+// op in the error when even x * y cannot hold them.
+Groups fold_groups(const Device& device, uint64_t groups, const std::string& what);
 
 // What one recording did; the counters that prove "one submission per forward pass".
 struct RecorderStats {

@@ -39,7 +39,7 @@ void layernorm(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
   const uint64_t row_bytes = uint64_t{C} * sizeof(float);
   rec.dispatch(
       p, {out.sub(0, bytes), x.sub(0, bytes), gamma.sub(0, row_bytes), beta.sub(0, row_bytes)},
-      push::LayerNormPush{T, C, eps}, vkr::groups_for(k.device(), p, uint64_t{T} * wg));
+      push::LayerNormPush{T, C, eps}, vkr::fold_groups(k.device(), T, "layernorm"));
 }
 
 }  // namespace gpu

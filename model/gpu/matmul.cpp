@@ -130,14 +130,11 @@ void check_arguments(const vkr::BufferSpan& out, const vkr::BufferSpan& x, const
 
 // Workgroups for one dispatch: the vector kernel's groups fold into y past the x limit; the
 // tiled kernel's grid is (outputs / BN, rows / BM), kept within the limits by plan_tiled().
-vkr::Groups groups(const vkr::DeviceCaps& caps, const Plan& plan, uint32_t n_count, uint32_t rows) {
+vkr::Groups groups(const vkr::Device& device, const Plan& plan, uint32_t n_count, uint32_t rows) {
   if (plan.tile_bn)
     return {static_cast<uint32_t>(ceil_div(n_count, plan.tile_bn)),
             static_cast<uint32_t>(ceil_div(rows, plan.tile_bm)), 1};
-  const uint64_t g = ceil_div(n_count, plan.out_per_group);
-  const uint64_t gx = std::min<uint64_t>(g, caps.max_workgroup_count[0]), gy = ceil_div(g, gx);
-  if (gy > caps.max_workgroup_count[1]) fail("too many outputs for this device's group counts");
-  return {static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), 1};
+  return vkr::fold_groups(device, ceil_div(n_count, plan.out_per_group), "matmul");
 }
 
 // Splits a call to fit the device's maxStorageBufferRange and picks the kernel. A window may
@@ -208,7 +205,7 @@ void matmul(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
           rows,           K,      N,      nk ? 0 : r0, nk ? K : count, nk ? r0 : 0,
           nk ? count : N, xw.skip, ww.skip, ow.skip, rw.skip,         flags};
       rec.dispatch(last ? *plan.last : *plan.plain, {ow.span, xw.span, ww.span, bs, rw.span}, p,
-                   groups(caps, plan, p.n_count, rows));
+                   groups(k.device(), plan, p.n_count, rows));
     }
   }
 }

@@ -47,7 +47,7 @@ void softmax(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
                  i = window(x, r0 * N, rows * N, sizeof(float), align);
     rec.dispatch(p, {o.span, i.span},
                  push::SoftmaxPush{static_cast<uint32_t>(rows), N, inv_temperature, o.skip, i.skip},
-                 vkr::groups_for(k.device(), p, rows * wg));
+                 vkr::fold_groups(k.device(), rows, "softmax"));
   }
 }
 

@@ -100,7 +100,7 @@ void topk(vkr::Kernels& kernels, vkr::Recorder& rec, const vkr::BufferSpan& out_
     const vkr::Pipeline& p = kernels.get("topk", {{W, 1, 1}, {first ? 1u : 0u, last ? 1u : 0u}});
     rec.dispatch(p, {ids_out, values_out, in_values, in_ids},
                  push::TopkPush{l.n, k, pl.slice, l.groups},
-                 vkr::groups_for(kernels.device(), p, uint64_t{l.groups} * W));
+                 vkr::fold_groups(kernels.device(), l.groups, "topk"));
     in_values = values_out;
     in_ids = ids_out;
   }
