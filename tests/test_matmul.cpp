@@ -293,3 +293,42 @@ TEST_CASE("matmul rejects bad arguments") {
          "out overlaps bias");
   rec.end();
 }
+
+TEST_CASE("matmul reads x from row x_row, wherever it falls against the alignment") {
+  GPU_TEST(g);
+  // K = 37: row 4 starts at byte 592, not a multiple of 16 (lavapipe) nor 64 or 256.
+  const uint32_t rows = 5, K = 37, N = 29, x_row = 4;
+  std::vector<float> x = test::random_floats(size_t(rows) * K, 7);
+  std::vector<float> w = test::random_floats(size_t(N) * K, 8);
+  std::vector<float> ref(N), mag(N), ax(x), aw(w);
+  cpu::matmul(ref.data(), x.data() + size_t(x_row) * K, w.data(), nullptr, nullptr, 1, K, N,
+              WeightLayout::NK);
+  for (float& v : ax) v = std::fabs(v);
+  for (float& v : aw) v = std::fabs(v);
+  cpu::matmul(mag.data(), ax.data() + size_t(x_row) * K, aw.data(), nullptr, nullptr, 1, K, N,
+              WeightLayout::NK);
+  vkr::Arena arena(g.device, 1 << 16, vkr::MemoryKind::Device, "test matmul x_row");
+  vkr::BufferSpan xs = upload(g.device, arena, x.data(), x.size() * 4);
+  gpu::Weight ws{upload(g.device, arena, w.data(), w.size() * 4), DType::F32};
+  vkr::BufferSpan out = arena.alloc(2 * N * 4);  // room for the 2 rows of the bad call below
+  for (MatmulKernel kernel : {MatmulKernel::Vector, MatmulKernel::Tiled}) {
+    vkr::Recorder rec(g.device);
+    rec.begin();
+    gpu::matmul(g.kernels, rec, out, xs, ws, nullptr, nullptr, 1, K, N,
+                {WeightLayout::NK, Activation::None, kernel, x_row});
+    rec.run();
+    std::vector<float> got(N), gn(N), rn(N);
+    vkr::download(g.device, got.data(), out, N * 4);
+    for (size_t i = 0; i < N; i++) {
+      gn[i] = got[i] / mag[i];
+      rn[i] = ref[i] / mag[i];
+    }
+    CHECK(test::close("matmul x_row, values / mag", gn, rn, {kTol, 0}));
+  }
+  vkr::Recorder rec(g.device);
+  rec.begin();
+  CHECK_THROWS_WITH_AS(gpu::matmul(g.kernels, rec, out, xs, ws, nullptr, nullptr, 2, K, N,
+                                   {WeightLayout::NK, Activation::None, MatmulKernel::Auto, x_row}),
+                       doctest::Contains("x holds"), vkr::Error);
+  rec.end();
+}

@@ -110,18 +110,18 @@ bool overlaps(const vkr::BufferSpan& a, uint64_t a_bytes, const vkr::BufferSpan&
 
 void check_arguments(const vkr::BufferSpan& out, const vkr::BufferSpan& x, const Weight& w,
                      const vkr::BufferSpan* bias, const vkr::BufferSpan* residual, uint64_t T,
-                     uint64_t K, uint64_t N) {
+                     uint64_t K, uint64_t N, uint64_t x_row) {
   if (T == 0 || K == 0 || N == 0)
     fail("T, K and N must be positive (got T = " + std::to_string(T) +
          ", K = " + std::to_string(K) + ", N = " + std::to_string(N) + ")");
   const uint64_t w_bytes = ceil_div(K * N * dtype_bytes(w.dtype), 4) * 4;  // whole fp16 pairs
   require_elements("matmul", "out", out, T * N);
-  require_elements("matmul", "x", x, T * K);
+  require_elements("matmul", "x", x, (x_row + T) * K);
   require_elements("matmul", "w", w.span, w_bytes, 1);
   if (bias) require_elements("matmul", "bias", *bias, N);
   if (residual) require_elements("matmul", "residual", *residual, T * N);
   const uint64_t out_bytes = T * N * 4;
-  if (overlaps(out, out_bytes, x, T * K * 4)) fail("out overlaps x");
+  if (overlaps(out, out_bytes, x, (x_row + T) * K * 4)) fail("out overlaps x");
   if (overlaps(out, out_bytes, w.span, w_bytes)) fail("out overlaps the weight");
   if (bias && overlaps(out, out_bytes, *bias, N * 4)) fail("out overlaps bias");
   if (residual && overlaps(out, out_bytes, *residual, out_bytes) && residual->offset != out.offset)
@@ -168,7 +168,7 @@ void matmul(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
             const vkr::BufferSpan& x, const Weight& w, const vkr::BufferSpan* bias,
             const vkr::BufferSpan* residual, uint32_t T, uint32_t K, uint32_t N,
             const MatmulOptions& o) {
-  check_arguments(out, x, w, bias, residual, T, K, N);
+  check_arguments(out, x, w, bias, residual, T, K, N, o.x_row);
   const vkr::DeviceCaps& caps = k.device().caps();
   const uint64_t align = binding_alignment(caps);
   const Plan plan = make_plan(k, o, w.dtype, T, K, N, align);
@@ -186,7 +186,7 @@ void matmul(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
   const vkr::BufferSpan bs = bias ? bias->sub(0, uint64_t(N) * 4) : x.sub(0, uint64_t(K) * 4);
   for (uint32_t t0 = 0; t0 < T; t0 += plan.rows) {
     const uint32_t rows = std::min(plan.rows, T - t0);
-    const uint64_t xs = uint64_t(t0) * K, os = uint64_t(t0) * N;  // first elements
+    const uint64_t xs = (uint64_t(o.x_row) + t0) * K, os = uint64_t(t0) * N;  // first elements
     const Window xw = window(x, xs, uint64_t(rows) * K, 4, align);
     const Window ow = window(out, os, uint64_t(rows) * N, 4, align);
     const Window rw = residual ? window(*residual, os, uint64_t(rows) * N, 4, align) : xw;

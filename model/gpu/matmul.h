@@ -24,6 +24,9 @@ struct MatmulOptions {
   WeightLayout layout = WeightLayout::KN;
   Activation act = Activation::None;  // applied after the bias, before the residual add
   MatmulKernel kernel = MatmulKernel::Auto;
+  // The first row of x read: x rows [x_row, x_row + T) feed out rows [0, T). The head reads
+  // only the last position's row this way, wherever its offset falls against the alignment.
+  uint32_t x_row = 0;
 };
 
 // out[t, n] = act(sum_k x[t, k] W(k, n) + bias[n]) + residual[t, n], accumulated in fp32.
