@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "apps/session.h"
+
 namespace app {
 
 struct DevicesArgs {
@@ -18,5 +20,46 @@ struct OpbenchArgs {
   uint32_t prefill = 128;     // tokens of the prefill shapes (decode attends to this many)
 };
 int opbench(const OpbenchArgs& args);
+
+struct TokenizeArgs {
+  ModelArgs model;
+  std::string prompt, file, out;  // --prompt or --file; --out writes int32 little-endian
+};
+int tokenize(const TokenizeArgs& args);
+
+struct GenerateArgs {
+  ModelArgs model;
+  std::string prompt, file;
+  uint32_t n = 64;
+  float temp = 0.8f;
+  uint32_t top_k = 40;
+  float top_p = 0.95f;
+  uint64_t seed = 0;
+  bool seed_given = false;
+};
+int generate(const GenerateArgs& args);
+
+struct CompareArgs {
+  ModelArgs model;
+  std::string prompt, file;
+  double tolerance = 1e-4;  // relative to the row's largest |logit| (see apps/compare.cpp)
+};
+int compare(const CompareArgs& args);
+
+struct LogitsArgs {
+  ModelArgs model;
+  std::string ids, out;
+};
+int logits(const LogitsArgs& args);
+
+struct PerplexityArgs {
+  ModelArgs model;
+  std::string file;
+  uint32_t ctx = 0;  // 0: the model's n_ctx
+};
+int perplexity(const PerplexityArgs& args);
+
+// The text of --prompt or --file (exactly one must be given), checked to be valid UTF-8.
+std::string read_text(const std::string& prompt, const std::string& file);
 
 }  // namespace app

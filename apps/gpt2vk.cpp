@@ -24,10 +24,58 @@ int main(int argc, char** argv) {
   opbench->add_option("-p,--prefill", opbench_args.prefill, "prefill tokens")
       ->check(CLI::Range(2, 1024));
 
+  app::TokenizeArgs tok_args;
+  CLI::App* tokenize = cli.add_subcommand("tokenize", "print a text's token ids, or write them as int32");
+  add_model_options(*tokenize, tok_args.model, true);
+  tokenize->add_option("-p,--prompt", tok_args.prompt, "text to tokenize");
+  tokenize->add_option("-f,--file", tok_args.file, "file to tokenize");
+  tokenize->add_option("-o,--out", tok_args.out, "write the ids as little-endian int32 here");
+
+  app::GenerateArgs gen_args;
+  CLI::App* generate = cli.add_subcommand("generate", "continue a prompt, streaming the text to stdout");
+  add_model_options(*generate, gen_args.model);
+  generate->add_option("-p,--prompt", gen_args.prompt, "the text to continue");
+  generate->add_option("-f,--file", gen_args.file, "read the prompt from a file");
+  generate->add_option("-n,--n-predict", gen_args.n, "tokens to generate (default 64)")
+      ->check(CLI::Range(0u, 1000000u));
+  generate->add_option("--temp", gen_args.temp, "temperature; 0 = greedy (default 0.8)")
+      ->check(CLI::Range(0.0f, 100.0f));
+  generate->add_option("--top-k", gen_args.top_k, "keep the k likeliest tokens; 0 = all (default 40)");
+  generate->add_option("--top-p", gen_args.top_p, "keep the likeliest tokens up to this mass (default 0.95)")
+      ->check(CLI::Range(0.0f, 1.0f));
+  generate->add_option("-s,--seed", gen_args.seed, "seed for reproducible sampling (default: random)")
+      ->each([&](const std::string&) { gen_args.seed_given = true; });
+
+  app::CompareArgs cmp_args;
+  CLI::App* compare = cli.add_subcommand("compare", "run the GPU and the CPU reference on a prompt and compare logits");
+  add_model_options(*compare, cmp_args.model);
+  compare->add_option("-p,--prompt", cmp_args.prompt, "the text to run");
+  compare->add_option("-f,--file", cmp_args.file, "read the text from a file");
+  compare->add_option("--tolerance", cmp_args.tolerance, "allowed |diff| relative to max(1, max|logit|) of a row")
+      ->check(CLI::PositiveNumber);
+
+  app::LogitsArgs logit_args;
+  CLI::App* logits = cli.add_subcommand("logits", "int32 ids in, float32 logits [T, V] out");
+  add_model_options(*logits, logit_args.model);
+  logits->add_option("--ids", logit_args.ids, "int32 little-endian token ids")->required();
+  logits->add_option("-o,--out", logit_args.out, "float32 little-endian logits [T, V]")->required();
+
+  app::PerplexityArgs ppl_args;
+  CLI::App* perplexity = cli.add_subcommand("perplexity", "mean negative log-likelihood and perplexity of a text");
+  add_model_options(*perplexity, ppl_args.model);
+  perplexity->add_option("-f,--file", ppl_args.file, "the text to score")->required();
+  perplexity->add_option("-c,--ctx", ppl_args.ctx, "window length N (default: the model's context)")
+      ->check(CLI::Range(1u, 1u << 20));
+
   CLI11_PARSE(cli, argc, argv);
   try {
     if (devices->parsed()) return app::devices(devices_args);
     if (opbench->parsed()) return app::opbench(opbench_args);
+    if (tokenize->parsed()) return app::tokenize(tok_args);
+    if (generate->parsed()) return app::generate(gen_args);
+    if (compare->parsed()) return app::compare(cmp_args);
+    if (logits->parsed()) return app::logits(logit_args);
+    if (perplexity->parsed()) return app::perplexity(ppl_args);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpt2vk: error: %s\n", e.what());
     return 1;

@@ -1,0 +1,85 @@
+// gpt2vk compare: the GPU and the CPU reference on the same tokens, position by position.
+//
+// Tolerance: |gpu - cpu| <= tol * max(1, max |cpu logit| of the row), tol = 1e-4 by default.
+// The CPU reference uses the same stored weights (rounded to fp16 for --precision f16), so what
+// differs is only fp32 accumulation order against double: a few ulps per op, growing with depth,
+// far below 1e-4 of the logits' scale for every model we ship or test. A real bug (a wrong
+// index, a missing barrier) moves logits by whole units.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "apps/commands.h"
+#include "model/gpu_model.h"
+
+namespace app {
+namespace {
+
+// The top id of a row, and by how much it leads the second.
+std::pair<size_t, double> top(const float* row, size_t V) {
+  size_t best = 0;
+  for (size_t v = 1; v < V; v++)
+    if (row[v] > row[best]) best = v;
+  double second = -INFINITY;
+  for (size_t v = 0; v < V; v++)
+    if (v != best) second = std::max(second, double{row[v]});
+  return {best, double{row[best]} - second};
+}
+
+}  // namespace
+
+int compare(const CompareArgs& args) {
+  const std::string text = read_text(args.prompt, args.file);
+  ModelArgs gpu_args = args.model;
+  if (gpu_args.device == "cpu") throw std::runtime_error("compare runs a GPU against the CPU: --device cpu makes no sense here");
+  Session s = open_checkpoint(gpu_args);
+  open_gpu(s, gpu_args);
+  const model::Precision precision = s.model->precision();
+  std::unique_ptr<model::Model> cpu = model::make_cpu_model(*s.checkpoint, precision);
+  const std::vector<int32_t> ids = s.tokenizer->encode(text);
+  const model::Config& c = s.model->config();
+  if (ids.size() > c.n_ctx)
+    throw std::runtime_error("the prompt is " + std::to_string(ids.size()) +
+                             " tokens, longer than the model's context of " + std::to_string(c.n_ctx));
+
+  s.model->set_taps(true);
+  cpu->set_taps(true);
+  const std::vector<float> g = s.model->logits(ids), r = cpu->logits(ids);
+  const size_t V = c.n_vocab;
+  std::printf("%s vs CPU reference, %s weights, %zu tokens, tolerance %.1e x max(1, max|logit|)\n",
+              s.model->device_name().c_str(), model::precision_name(precision), ids.size(), args.tolerance);
+  for (uint32_t l = 0; l < c.n_layer; l++) {
+    double d = 0, m = 0;
+    for (size_t i = 0; i < cpu->taps()[l].size(); i++) {
+      d = std::max(d, std::fabs(double{s.model->taps()[l][i]} - cpu->taps()[l][i]));
+      m = std::max(m, std::fabs(double{cpu->taps()[l][i]}));
+    }
+    std::printf("block %3u: max |diff| %.3e (max |x| %.3e)\n", l, d, m);
+  }
+  std::printf("%5s %-16s %12s %12s %5s %5s\n", "pos", "token", "max|diff|", "allowed", "gpu", "cpu");
+  bool ok = true;
+  for (size_t t = 0; t < ids.size(); t++) {
+    const float *gr = &g[t * V], *rr = &r[t * V];
+    double d = 0, m = 0;
+    for (size_t v = 0; v < V; v++) {
+      d = std::max(d, std::fabs(double{gr[v]} - rr[v]));
+      m = std::max(m, std::fabs(double{rr[v]}));
+    }
+    const double allowed = args.tolerance * std::max(1.0, m);
+    const size_t gt = top(gr, V).first;
+    const auto [rt, rmargin] = top(rr, V);
+    // The top tokens may differ only where the reference's own top two are within tolerance.
+    const bool agree = gt == rt || rmargin <= 2 * allowed;
+    const bool row_ok = std::isfinite(d) && d <= allowed && agree;
+    ok = ok && row_ok;
+    std::string tok = model::sanitize_utf8(s.tokenizer->token_bytes(ids[t]));
+    for (char& ch : tok)
+      if (ch == '\n' || ch == '\t' || ch == '\r') ch = ' ';
+    std::printf("%5zu %-16.16s %12.3e %12.3e %5zu %5zu%s\n", t, tok.c_str(), d, allowed, gt, rt,
+                row_ok ? "" : (agree ? "  <- over tolerance" : "  <- top token differs"));
+  }
+  std::printf("%s\n", ok ? "OK: the GPU matches the CPU reference" : "FAIL: the GPU differs from the CPU reference");
+  return ok ? 0 : 2;
+}
+
+}  // namespace app

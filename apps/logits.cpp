@@ -1,0 +1,34 @@
+// gpt2vk logits: int32 ids in, float32 logits [T, V] out, for comparison with other engines.
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "apps/commands.h"
+
+namespace app {
+
+int logits(const LogitsArgs& args) {
+  std::ifstream in(args.ids, std::ios::binary);
+  if (!in) throw std::runtime_error(args.ids + ": cannot open");
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  const std::string data = bytes.str();
+  if (data.empty() || data.size() % 4 != 0)
+    throw std::runtime_error(args.ids + ": " + std::to_string(data.size()) +
+                             " bytes is not a non-empty list of int32 ids");
+  std::vector<int32_t> ids(data.size() / 4);
+  std::memcpy(ids.data(), data.data(), data.size());
+
+  Session s = open_session(args.model);
+  const std::vector<float> out = s.model->logits(ids);
+  std::ofstream o(args.out, std::ios::binary | std::ios::trunc);
+  o.write(reinterpret_cast<const char*>(out.data()), static_cast<std::streamsize>(out.size() * 4));
+  if (!o) throw std::runtime_error(args.out + ": cannot write");
+  std::fprintf(stderr, "gpt2vk: logits [%zu, %u] written to %s (%s, %s)\n", ids.size(),
+               s.model->config().n_vocab, args.out.c_str(), s.model->device_name().c_str(),
+               model::precision_name(s.model->precision()));
+  return 0;
+}
+
+}  // namespace app

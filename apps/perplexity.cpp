@@ -1,0 +1,50 @@
+// gpt2vk perplexity: the mean negative log-likelihood of a text under the model.
+//
+// Windows of N + 1 tokens overlapping by one (window i = tokens[i N .. i N + N]): each scores
+// its N predictions, so every token after the first is predicted exactly once, from at most N
+// tokens of context. A last, shorter window scores what remains.
+#include <cmath>
+#include <cstdio>
+
+#include "apps/commands.h"
+
+namespace app {
+
+int perplexity(const PerplexityArgs& args) {
+  const std::string text = read_text("", args.file);
+  Session s = open_session(args.model);
+  const model::Config& c = s.model->config();
+  const uint32_t N = args.ctx ? args.ctx : c.n_ctx;
+  if (N > c.n_ctx)
+    throw std::runtime_error("--ctx " + std::to_string(N) + " is longer than the model's context of " +
+                             std::to_string(c.n_ctx));
+  const std::vector<int32_t> ids = s.tokenizer->encode(text);
+  if (ids.size() < 2) throw std::runtime_error(args.file + ": needs at least 2 tokens to score");
+
+  const size_t V = c.n_vocab;
+  double nll = 0;
+  size_t count = 0;
+  for (size_t start = 0; start + 1 < ids.size(); start += N) {
+    const size_t n = std::min<size_t>(N, ids.size() - 1 - start);  // predictions in this window
+    s.model->reset();
+    const std::vector<float> logits = s.model->logits(std::span(ids).subspan(start, n));
+    for (size_t t = 0; t < n; t++) {
+      const float* row = &logits[t * V];
+      double m = -INFINITY, sum = 0;
+      for (size_t v = 0; v < V; v++) m = std::max(m, double{row[v]});
+      for (size_t v = 0; v < V; v++) sum += std::exp(double{row[v]} - m);
+      nll += m + std::log(sum) - double{row[ids[start + t + 1]]};
+    }
+    count += n;
+    std::fprintf(stderr, "\rgpt2vk: %zu / %zu tokens scored", count, ids.size() - 1);
+  }
+  std::fprintf(stderr, "\n");
+  const double mean = nll / double(count);
+  std::printf("%s, %s weights, context %u\n", s.model->device_name().c_str(),
+              model::precision_name(s.model->precision()), N);
+  std::printf("mean nll = %.6f\n", mean);
+  std::printf("ppl = %.4f over %zu tokens\n", std::exp(mean), count);
+  return 0;
+}
+
+}  // namespace app

@@ -1,0 +1,44 @@
+// What the model commands share: the --model, --device and --precision options, and opening
+// the checkpoint, the tokenizer and the model on the chosen device (or the CPU reference).
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+
+#include "model/checkpoint.h"
+#include "model/model.h"
+#include "model/tokenizer.h"
+#include "vk/context.h"
+
+namespace app {
+
+struct ModelArgs {
+  std::string model;              // folder; "" = the demo model shipped in the repository
+  std::string device;             // index, name, or "cpu"; "" = the first GPU
+  std::string precision = "f16";  // weight storage: f16 | f32
+  bool validation = false;
+};
+
+// Adds --model, and unless `model_only`, --device, --precision and --validation.
+void add_model_options(CLI::App& cmd, ModelArgs& args, bool model_only = false);
+
+// The folder --model names, or the shipped demo model (with a clear error if it is missing).
+std::filesystem::path model_dir(const ModelArgs& args);
+
+struct Session {
+  std::unique_ptr<model::Checkpoint> checkpoint;
+  std::unique_ptr<model::Tokenizer> tokenizer;
+  std::unique_ptr<vkr::Instance> instance;
+  std::unique_ptr<vkr::Device> device;
+  std::unique_ptr<model::Model> model;
+};
+
+// Loads the checkpoint (printing its warnings to stderr) and its tokenizer.
+Session open_checkpoint(const ModelArgs& args);
+// ... and the model: on the GPU --device names, or the CPU reference for --device cpu.
+Session open_session(const ModelArgs& args);
+// A GPU model on `device_select` (never the CPU) for an open checkpoint: compare's GPU side.
+void open_gpu(Session& s, const ModelArgs& args);
+
+}  // namespace app

@@ -1,0 +1,331 @@
+// The GPU forward pass: model/graph.h recorded through the gpu:: ops into one command buffer.
+#include "model/gpu_model.h"
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <map>
+
+#include "model/checkpoint.h"
+#include "model/gpu/activation.h"
+#include "model/gpu/attention.h"
+#include "model/gpu/common.h"
+#include "model/gpu/embedding.h"
+#include "model/gpu/kv_store.h"
+#include "model/gpu/layernorm.h"
+#include "model/gpu/matmul.h"
+#include "model/gpu/topk.h"
+#include "model/graph.h"
+#include "model/progress.h"
+#include "vk/check.h"
+
+namespace model {
+namespace {
+
+uint64_t align_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+
+// Tensors packed into as few arenas as the device's allocation limit allows (1 GiB at most
+// each, which every driver accepts as one buffer). The sizes are known up front, so every
+// arena is allocated once at its exact size.
+class Packer {
+ public:
+  Packer(const vkr::Device& device, std::string name) : device_(device), name_(std::move(name)) {
+    align_ = std::max<uint64_t>(16, device.caps().storage_buffer_alignment);
+    cap_ = std::min<uint64_t>(device.caps().max_allocation, uint64_t(1) << 30);
+  }
+  // Plans a span of `bytes`; returns its handle for span().
+  size_t add(uint64_t bytes) {
+    bytes = align_up(bytes, align_);
+    if (bytes > cap_)
+      throw vkr::Error(name_ + ": a tensor of " + std::to_string(bytes) +
+                       " bytes is larger than one allocation can be on '" + device_.caps().name +
+                       "' (" + std::to_string(cap_) + " bytes)");
+    if (sizes_.empty() || sizes_.back() + bytes > cap_) sizes_.push_back(0);
+    items_.push_back({sizes_.size() - 1, sizes_.back(), bytes});
+    sizes_.back() += bytes;
+    return items_.size() - 1;
+  }
+  void allocate(vkr::MemoryKind kind) {
+    for (size_t i = 0; i < sizes_.size(); i++)
+      arenas_.emplace_back(device_, std::max<uint64_t>(sizes_[i], align_), kind,
+                           name_ + " " + std::to_string(i));
+    for (Item& it : items_) it.span = arenas_[it.arena].alloc(it.bytes);
+  }
+  const vkr::BufferSpan& span(size_t handle) const { return items_[handle].span; }
+  uint64_t total() const {
+    uint64_t t = 0;
+    for (uint64_t s : sizes_) t += s;
+    return t;
+  }
+
+ private:
+  struct Item {
+    size_t arena;
+    uint64_t offset, bytes;
+    vkr::BufferSpan span;
+  };
+  const vkr::Device& device_;
+  std::string name_;
+  uint64_t align_, cap_;
+  std::vector<uint64_t> sizes_;
+  std::vector<Item> items_;
+  std::deque<vkr::Arena> arenas_;
+};
+
+class GpuModel;
+
+struct GpuBackend {
+  GpuModel& m;
+  const vkr::BufferSpan& buf(Buf b) const;
+  void embed(uint32_t T, uint32_t pos);
+  void layernorm(Buf out, Buf in, const gpu::Weight* gamma, const gpu::Weight* beta, uint32_t T);
+  void linear(Buf out, Buf in, const gpu::Weight* w, const gpu::Weight* bias, const Buf* residual,
+              uint32_t T, uint32_t K, uint32_t N, gpu::Activation act, gpu::WeightLayout layout,
+              uint32_t in_row);
+  void attention(uint32_t layer, uint32_t T, uint32_t pos);
+  void tap(uint32_t layer, uint32_t T);
+};
+
+class GpuModel final : public Model {
+ public:
+  GpuModel(const Checkpoint& ckpt, const vkr::Device& device, const GpuModelOptions& o)
+      : config_(ckpt.config()),
+        device_(device),
+        precision_(o.precision),
+        kernels_(device),
+        rec_(device, o.timestamps),
+        weights_(device, "weights"),
+        state_(device, "activations"),
+        io_(device, "io") {
+    upload_weights(ckpt, o.progress);
+    plan_state();
+  }
+
+  const Config& config() const override { return config_; }
+  std::string device_name() const override { return device_.caps().name; }
+  Precision precision() const override { return precision_; }
+  const vkr::RecorderStats& stats() const { return stats_; }
+  std::vector<vkr::DispatchTime> timings() const { return rec_.timings(); }
+
+ protected:
+  void run(std::span<const int32_t> ids, bool all_rows, uint32_t k, std::vector<float>& logits,
+           std::vector<int32_t>& top_ids) override;
+
+ private:
+  friend struct GpuBackend;
+  void upload_weights(const Checkpoint& ckpt, bool progress);
+  void plan_state();
+  void ensure_logits(uint32_t rows);
+  void ensure_taps();
+
+  Config config_;
+  const vkr::Device& device_;
+  Precision precision_;
+  vkr::Kernels kernels_;
+  vkr::Recorder rec_;
+  vkr::RecorderStats stats_;
+
+  Packer weights_;
+  std::map<std::string, gpu::Weight> tensors_;
+  ModelWeights<const gpu::Weight*> w_;
+
+  Packer state_;  // activations and the KV cache
+  size_t x_, h_, qkv_, att_, fc_;
+  std::vector<size_t> k_cache_, v_cache_;
+  Packer io_;     // host-visible: ids in, best candidates out
+  size_t ids_, top_ids_, top_values_, scratch_;
+
+  std::unique_ptr<vkr::Arena> logits_arena_;  // [rows, V], grown when more rows are asked for
+  vkr::BufferSpan logits_;
+  uint32_t logit_rows_ = 0;
+  std::unique_ptr<vkr::Arena> taps_arena_;
+  std::vector<vkr::BufferSpan> tap_spans_;  // [layer][n_ctx, C]
+};
+
+void GpuModel::upload_weights(const Checkpoint& ckpt, bool progress) {
+  const std::vector<ExpectedTensor> expected = expected_tensors(config_);
+  std::vector<size_t> handles;
+  std::vector<gpu::DType> dtypes;
+  uint64_t total = 0;
+  for (const ExpectedTensor& e : expected) {
+    // Matrices take the chosen precision; LayerNorm parameters and biases stay fp32.
+    const gpu::DType t = e.shape.size() == 2 && precision_ == Precision::F16 ? gpu::DType::F16
+                                                                            : gpu::DType::F32;
+    const uint64_t n = ckpt.tensor(e.name).elements();
+    const uint64_t bytes = align_up(n * gpu::dtype_bytes(t), 4);  // fp16 pairs fill whole words
+    handles.push_back(weights_.add(bytes));
+    dtypes.push_back(t);
+    total += bytes;
+  }
+  weights_.allocate(vkr::MemoryKind::Device);
+
+  Progress bar("uploading weights", progress ? total : 0);
+  std::vector<uint8_t> host;
+  for (size_t i = 0; i < expected.size(); i++) {
+    const TensorView& src = ckpt.tensor(expected[i].name);
+    const vkr::BufferSpan& dst = weights_.span(handles[i]);
+    const uint64_t n = src.elements();
+    // Convert straight into mapped memory where the device has it (UMA), else via a host copy.
+    uint8_t* out = dst.mapped;
+    if (!out) {
+      host.assign(dst.size, 0);
+      out = host.data();
+    }
+    if (dtypes[i] == gpu::DType::F16)
+      to_f16(src, reinterpret_cast<uint16_t*>(out), 0, n);
+    else
+      to_f32(src, reinterpret_cast<float*>(out), 0, n);
+    if (!dst.mapped) vkr::upload(device_, dst, host.data(), dst.size);
+    bar.advance(dst.size);
+    tensors_[expected[i].name] = gpu::Weight{dst, dtypes[i]};
+  }
+  bar.finish();
+  w_ = map_weights<const gpu::Weight*>(config_, [&](const std::string& name) -> const gpu::Weight* {
+    auto it = tensors_.find(name);
+    return it == tensors_.end() ? nullptr : &it->second;
+  });
+}
+
+void GpuModel::plan_state() {
+  const Config& c = config_;
+  const uint64_t T = c.n_ctx, C = c.n_embd, f = 4;
+  x_ = state_.add(T * C * f);
+  h_ = state_.add(T * C * f);
+  att_ = state_.add(T * C * f);
+  qkv_ = state_.add(T * 3 * C * f);
+  fc_ = state_.add(T * c.n_inner * f);
+  for (uint32_t i = 0; i < c.n_layer; i++) {
+    k_cache_.push_back(state_.add(T * C * f));
+    v_cache_.push_back(state_.add(T * C * f));
+  }
+  state_.allocate(vkr::MemoryKind::Device);
+
+  const uint32_t k = std::min(Model::kMaxCandidates, c.n_vocab);
+  ids_ = io_.add(T * 4);
+  top_ids_ = io_.add(k * 4);
+  top_values_ = io_.add(k * 4);
+  scratch_ = io_.add(std::max<uint64_t>(4, gpu::topk_scratch_bytes(device_.caps(), c.n_vocab, k)));
+  io_.allocate(vkr::MemoryKind::Staging);
+  ensure_logits(1);
+}
+
+// The logits buffer holds the most rows asked for so far: one for generation, T for logits().
+void GpuModel::ensure_logits(uint32_t rows) {
+  if (rows <= logit_rows_) return;
+  const uint64_t bytes = uint64_t(rows) * config_.n_vocab * 4;
+  logits_arena_.reset();
+  logits_arena_ = std::make_unique<vkr::Arena>(device_, bytes, vkr::MemoryKind::Device, "logits");
+  logits_ = logits_arena_->alloc(bytes);
+  logit_rows_ = rows;
+}
+
+void GpuModel::ensure_taps() {
+  if (taps_arena_) return;
+  const Config& c = config_;
+  const uint64_t align = std::max<uint64_t>(16, device_.caps().storage_buffer_alignment);
+  const uint64_t each = align_up(uint64_t(c.n_ctx) * c.n_embd * 4, align);
+  taps_arena_ = std::make_unique<vkr::Arena>(device_, each * c.n_layer, vkr::MemoryKind::Device, "taps");
+  for (uint32_t i = 0; i < c.n_layer; i++) tap_spans_.push_back(taps_arena_->alloc(each));
+}
+
+void GpuModel::run(std::span<const int32_t> ids, bool all_rows, uint32_t k,
+                   std::vector<float>& logits, std::vector<int32_t>& top_ids) {
+  const Config& c = config_;
+  const auto T = static_cast<uint32_t>(ids.size());
+  const uint32_t rows = all_rows ? T : 1, V = c.n_vocab;
+  ensure_logits(rows);
+  if (taps_on_ && all_rows) ensure_taps();
+  std::memcpy(io_.span(ids_).mapped, ids.data(), ids.size_bytes());
+
+  rec_.begin();
+  GpuBackend b{*this};
+  forward(b, c, w_, T, length(), !all_rows);
+  const bool best_k = !all_rows && k > 0;
+  if (best_k)
+    gpu::topk(kernels_, rec_, io_.span(top_ids_), io_.span(top_values_), logits_,
+              io_.span(scratch_), V, k);
+  rec_.end();
+  rec_.submit();
+  rec_.wait();
+  stats_ = rec_.stats();
+
+  if (best_k) {
+    top_ids.resize(k);
+    logits.resize(k);
+    std::memcpy(top_ids.data(), io_.span(top_ids_).mapped, k * 4);
+    std::memcpy(logits.data(), io_.span(top_values_).mapped, k * 4);
+  } else {
+    logits.resize(size_t(rows) * V);
+    vkr::download(device_, logits.data(), logits_, logits.size() * 4);
+  }
+  if (taps_on_ && all_rows) {
+    taps_.assign(c.n_layer, std::vector<float>(size_t(T) * c.n_embd));
+    for (uint32_t i = 0; i < c.n_layer; i++)
+      vkr::download(device_, taps_[i].data(), tap_spans_[i], taps_[i].size() * 4);
+  }
+}
+
+const vkr::BufferSpan& GpuBackend::buf(Buf b) const {
+  switch (b) {
+    case Buf::X: return m.state_.span(m.x_);
+    case Buf::H: return m.state_.span(m.h_);
+    case Buf::QKV: return m.state_.span(m.qkv_);
+    case Buf::ATT: return m.state_.span(m.att_);
+    case Buf::FC: return m.state_.span(m.fc_);
+    case Buf::LOGITS: break;
+  }
+  return m.logits_;
+}
+
+void GpuBackend::embed(uint32_t T, uint32_t pos) {
+  const Config& c = m.config_;
+  gpu::embedding(m.kernels_, m.rec_, buf(Buf::X), m.io_.span(m.ids_), *m.w_.wte, m.w_.wpe, T,
+                 c.n_embd, c.n_vocab, c.n_ctx, pos, c.positions);
+}
+
+void GpuBackend::layernorm(Buf out, Buf in, const gpu::Weight* gamma, const gpu::Weight* beta,
+                           uint32_t T) {
+  const Config& c = m.config_;
+  gpu::layernorm(m.kernels_, m.rec_, buf(out), buf(in), gamma->span, beta->span, T, c.n_embd,
+                 c.layer_norm_epsilon, c.layer_norm);
+}
+
+void GpuBackend::linear(Buf out, Buf in, const gpu::Weight* w, const gpu::Weight* bias,
+                        const Buf* residual, uint32_t T, uint32_t K, uint32_t N,
+                        gpu::Activation act, gpu::WeightLayout layout, uint32_t in_row) {
+  gpu::matmul(m.kernels_, m.rec_, buf(out), buf(in), *w, bias ? &bias->span : nullptr,
+              residual ? &buf(*residual) : nullptr, T, K, N,
+              {layout, act, gpu::MatmulKernel::Auto, in_row});
+}
+
+void GpuBackend::attention(uint32_t layer, uint32_t T, uint32_t pos) {
+  const Config& c = m.config_;
+  const vkr::BufferSpan& kc = m.state_.span(m.k_cache_[layer]);
+  const vkr::BufferSpan& vc = m.state_.span(m.v_cache_[layer]);
+  gpu::kv_store(m.kernels_, m.rec_, kc, vc, buf(Buf::QKV), T, c.n_embd, pos);
+  gpu::attention(m.kernels_, m.rec_, buf(Buf::ATT), buf(Buf::QKV), 3 * c.n_embd, kc, vc, T,
+                 pos + T, c.n_embd, c.n_head, {c.causal, c.attention_scale});
+}
+
+void GpuBackend::tap(uint32_t layer, uint32_t T) {
+  if (!m.taps_on_ || !m.taps_arena_) return;
+  gpu::activation(m.kernels_, m.rec_, m.tap_spans_[layer], buf(Buf::X), T * m.config_.n_embd,
+                  gpu::Activation::None);
+}
+
+}  // namespace
+
+std::unique_ptr<Model> make_gpu_model(const Checkpoint& checkpoint, const vkr::Device& device,
+                                      const GpuModelOptions& options) {
+  return std::make_unique<GpuModel>(checkpoint, device, options);
+}
+
+const vkr::RecorderStats& gpu_stats(const Model& model) {
+  return dynamic_cast<const GpuModel&>(model).stats();
+}
+
+std::vector<vkr::DispatchTime> gpu_timings(const Model& model) {
+  return dynamic_cast<const GpuModel&>(model).timings();
+}
+
+}  // namespace model

@@ -1,0 +1,49 @@
+#include "tests/model_fixture.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "tests/compare.h"
+
+namespace test {
+
+model::Config tiny_config() {
+  model::Config c;
+  c.n_vocab = 256;
+  c.n_ctx = 32;
+  c.n_embd = 48;
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.n_inner = 4 * 48;
+  c.tokenizer.kind = model::TokenizerKind::Bytes;
+  return c;
+}
+
+TinyModel::TinyModel(const model::Config& config, model::TensorDType dtype, uint64_t seed) {
+  model::RandomCheckpointOptions o;
+  o.dtype = dtype;
+  o.seed = seed;
+  // Larger than GPT-2's 0.02, so that attention is not uniform and logits spread out.
+  o.scale = 0.2f;
+  model::write_random_checkpoint(dir.path(), config, model::config_json(config), o);
+  checkpoint = model::Checkpoint::load(dir.path());
+}
+
+std::vector<double> row_scale(std::span<const float> x, size_t row) {
+  std::vector<double> s(x.size() / row, 1.0);
+  for (size_t i = 0; i < x.size(); i++) s[i / row] = std::max(s[i / row], double{std::fabs(x[i])});
+  return s;
+}
+
+bool close_rows(const std::string& what, std::span<const float> got, std::span<const float> ref,
+                size_t row, double tol) {
+  const std::vector<double> s = row_scale(ref, row);
+  std::vector<float> g(got.size()), r(ref.size());
+  for (size_t i = 0; i < got.size() && i < ref.size(); i++) {
+    g[i] = static_cast<float>(got[i] / s[i / row]);
+    r[i] = static_cast<float>(ref[i] / s[i / row]);
+  }
+  return close(what + ", values / row scale", g, r, {tol, 0});
+}
+
+}  // namespace test

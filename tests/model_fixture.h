@@ -1,0 +1,32 @@
+// Small random checkpoints for the forward-pass tests, written in the published layout.
+#pragma once
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "model/checkpoint.h"
+#include "model/config.h"
+#include "model/random_checkpoint.h"
+#include "tests/files.h"
+
+namespace test {
+
+// A GPT-2 block with the bytes tokenizer: C = 48, 4 heads, 2 layers, n_ctx 32, V = 256.
+model::Config tiny_config();
+
+// A random checkpoint of `config` in a fresh folder, loaded.
+struct TinyModel {
+  TempDir dir;
+  std::unique_ptr<model::Checkpoint> checkpoint;
+  explicit TinyModel(const model::Config& config,
+                     model::TensorDType dtype = model::TensorDType::F32, uint64_t seed = 1);
+};
+
+// Every row's largest |value| (at least 1): the scale logit tolerances are relative to.
+std::vector<double> row_scale(std::span<const float> x, size_t row);
+
+// |got - ref| <= tol * row_scale(ref) for every element, reported like test::close.
+bool close_rows(const std::string& what, std::span<const float> got, std::span<const float> ref,
+                size_t row, double tol);
+
+}  // namespace test

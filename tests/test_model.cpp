@@ -1,0 +1,156 @@
+// The forward pass on the GPU against the CPU reference, for GPT-2's block and every variant,
+// and the properties the generation loop relies on: decoding with the KV cache gives the logits
+// of recomputing the sequence, one submission and one wait per token, and the context limit.
+//
+// Tolerance: |gpu - cpu| <= 2e-5 * max(1, max |logit| of the row). Both sides use the same
+// stored weights (the CPU rounds them to fp16 for an fp16 run), so what differs is fp32
+// accumulation in the GPU against double in the reference: a few ulps per op over ~10 ops per
+// block, well under 1e-5 of the row's scale at these widths; a wrong index or a missing barrier
+// moves logits by whole units.
+#include <doctest/doctest.h>
+
+#include "model/generate.h"
+#include "model/gpu_model.h"
+#include "tests/compare.h"
+#include "tests/gpu.h"
+#include "tests/model_fixture.h"
+
+namespace {
+
+constexpr double kTol = 2e-5;
+
+std::vector<int32_t> some_ids(size_t n, uint32_t V, uint32_t seed) {
+  std::vector<int32_t> ids(n);
+  for (size_t i = 0; i < n; i++) ids[i] = static_cast<int32_t>((i * 7919 + seed * 104729 + 13) % V);
+  return ids;
+}
+
+struct Variant {
+  const char* name;
+  void (*apply)(model::Config&);
+};
+
+const Variant kVariants[] = {
+    {"gpt-2", [](model::Config&) {}},
+    {"post-norm", [](model::Config& c) { c.pre_norm = false; }},
+    {"no final norm", [](model::Config& c) { c.final_norm = false; }},
+    {"sinusoidal positions", [](model::Config& c) { c.positions = gpu::PositionKind::Sinusoidal; }},
+    {"no positions", [](model::Config& c) { c.positions = gpu::PositionKind::None; }},
+    {"gelu erf", [](model::Config& c) { c.activation = gpu::Activation::GeluErf; }},
+    {"relu", [](model::Config& c) { c.activation = gpu::Activation::Relu; }},
+    {"no biases", [](model::Config& c) { c.attention_bias = c.mlp_bias = false; }},
+    {"untied head", [](model::Config& c) { c.tie_word_embeddings = false; }},
+    {"bidirectional", [](model::Config& c) { c.causal = false; }},
+    {"std + eps", [](model::Config& c) { c.layer_norm = gpu::LayerNormKind::StdPlusEps; }},
+    {"attention only", [](model::Config& c) {
+       c.attention_only = true;
+       c.attention_scale = 2.0f;
+     }},
+    {"n_inner 3C, one head, odd vocab", [](model::Config& c) {
+       c.n_inner = 3 * c.n_embd;
+       c.n_head = 1;
+       c.n_vocab = 301;
+       c.tokenizer.kind = model::TokenizerKind::Gpt2;  // any; 301 is not 256
+     }},
+};
+
+}  // namespace
+
+TEST_CASE("GPU forward matches the CPU reference for GPT-2's block and every variant") {
+  GPU_TEST(g);
+  for (const Variant& v : kVariants) {
+    model::Config c = test::tiny_config();
+    v.apply(c);
+    test::TinyModel m(c);
+    const std::vector<int32_t> ids = some_ids(11, c.n_vocab, 1);
+    for (model::Precision p : {model::Precision::F32, model::Precision::F16}) {
+      const std::string what = std::string(v.name) + ", " + model::precision_name(p);
+      CAPTURE(what);
+      auto gpu = model::make_gpu_model(*m.checkpoint, g.device, {p, false, false});
+      auto cpu = model::make_cpu_model(*m.checkpoint, p);
+      CHECK(test::close_rows(what, gpu->logits(ids), cpu->logits(ids), c.n_vocab, kTol));
+    }
+  }
+}
+
+TEST_CASE("GPU forward: the residual stream after every block matches the CPU's") {
+  GPU_TEST(g);
+  test::TinyModel m(test::tiny_config());
+  auto gpu = model::make_gpu_model(*m.checkpoint, g.device, {model::Precision::F32, false, false});
+  auto cpu = model::make_cpu_model(*m.checkpoint, model::Precision::F32);
+  gpu->set_taps(true);
+  cpu->set_taps(true);
+  const std::vector<int32_t> ids = some_ids(7, 256, 2);
+  gpu->logits(ids);
+  cpu->logits(ids);
+  REQUIRE(gpu->taps().size() == 2);
+  for (size_t l = 0; l < 2; l++)
+    CHECK(test::close_rows("block " + std::to_string(l), gpu->taps()[l], cpu->taps()[l], 48, kTol));
+}
+
+TEST_CASE("decoding with the KV cache gives the logits of recomputing the whole sequence") {
+  GPU_TEST(g);
+  test::TinyModel m(test::tiny_config());
+  const std::vector<int32_t> ids = some_ids(12, 256, 3);
+  for (model::Precision p : {model::Precision::F32, model::Precision::F16}) {
+    auto gpu = model::make_gpu_model(*m.checkpoint, g.device, {p, false, false});
+    const std::vector<float> whole = gpu->logits(ids);
+    gpu->reset();
+    std::vector<float> stepped = gpu->logits(std::span(ids).first(5));  // prefill 5
+    for (size_t t = 5; t < ids.size(); t++) {
+      model::Candidates c = gpu->next(std::span(ids).subspan(t, 1), 0);  // all V logits
+      stepped.insert(stepped.end(), c.logits.begin(), c.logits.end());
+    }
+    CHECK(gpu->length() == ids.size());
+    CHECK(test::close_rows(std::string("cached vs whole, ") + model::precision_name(p), stepped,
+                           whole, 256, kTol));
+  }
+}
+
+TEST_CASE("one submission and one fence wait per decoded token; top-k comes back, not logits") {
+  GPU_TEST(g);
+  test::TinyModel m(test::tiny_config());
+  auto gpu = model::make_gpu_model(*m.checkpoint, g.device, {model::Precision::F16, false, false});
+  auto cpu = model::make_cpu_model(*m.checkpoint, model::Precision::F16);
+  const std::vector<int32_t> prompt = some_ids(6, 256, 4);
+  gpu->next(prompt, 1);
+  cpu->next(prompt, 1);
+  for (int32_t id : {5, 77, 200}) {
+    const int32_t one[] = {id};
+    model::Candidates gc = gpu->next(one, 40), cc = cpu->next(one, 40);
+    const vkr::RecorderStats& s = model::gpu_stats(*gpu);
+    CHECK(s.submits == 1);
+    CHECK(s.waits == 1);
+    CHECK(gc.ids.size() == 40);
+    CHECK(gc.ids == cc.ids);  // the candidates' order is the reference's
+    CHECK(test::close_rows("top-40 logits", gc.logits, cc.logits, 40, kTol));
+  }
+}
+
+TEST_CASE("greedy generation on the GPU and the CPU gives the same tokens; the window slides") {
+  GPU_TEST(g);
+  test::TinyModel m(test::tiny_config());  // n_ctx 32
+  auto gpu = model::make_gpu_model(*m.checkpoint, g.device, {model::Precision::F32, false, false});
+  auto cpu = model::make_cpu_model(*m.checkpoint, model::Precision::F32);
+  model::GenerateOptions o;
+  o.max_new = 40;  // 10 + 40 passes n_ctx = 32: the window slides once, at 32 tokens
+  o.sampling.temperature = 0;
+  const std::vector<int32_t> prompt = some_ids(10, 256, 5);
+  std::vector<std::string> notes;
+  auto note = [&](const std::string& s) { notes.push_back(s); };
+  model::GenerateResult a = model::generate(*gpu, prompt, o, [](int32_t) {}, note);
+  model::GenerateResult b = model::generate(*cpu, prompt, o, [](int32_t) {});
+  CHECK(a.tokens.size() == 40);
+  CHECK(a.tokens == b.tokens);
+  CHECK(a.slides == 1);
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0].find("context full") != std::string::npos);
+
+  std::vector<int32_t> too_long = some_ids(33, 256, 6);
+  CHECK_THROWS_WITH(model::generate(*gpu, too_long, o, [](int32_t) {}),
+                    doctest::Contains("longer than the model's context of 32"));
+  CHECK_THROWS_WITH(gpu->logits(too_long), doctest::Contains("pass the model's context of 32"));
+  const int32_t bad[] = {256};
+  gpu->reset();
+  CHECK_THROWS_WITH(gpu->logits(bad), doctest::Contains("outside the vocabulary"));
+}
