@@ -23,6 +23,9 @@ struct ExpectedTensor {
   std::vector<uint64_t> shape;
 };
 std::vector<ExpectedTensor> expected_tensors(const Config& config);
+// Elements of all expected tensors. parse_config's limits keep this below 2^50, so byte counts
+// of any dtype fit in 64 bits.
+uint64_t parameter_count(const Config& config);
 
 class Checkpoint {
  public:

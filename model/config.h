@@ -24,6 +24,7 @@ enum class TokenizerKind {
 struct TokenizerSpec {
   TokenizerKind kind = TokenizerKind::Gpt2;
   std::vector<std::string> chars;  // Chars: token i is the UTF-8 character chars[i]
+  bool operator==(const TokenizerSpec&) const = default;
 };
 
 struct Config {
@@ -52,6 +53,7 @@ struct Config {
   TokenizerSpec tokenizer;  // "tokenizer": "gpt2" | "bytes" | "chars", with "chars"
 
   uint32_t head_dim() const { return n_embd / n_head; }
+  bool operator==(const Config&) const = default;
 };
 
 // Parses and validates config.json text; `file` names the source in error messages.
@@ -59,5 +61,9 @@ struct Config {
 // inconsistent or absurdly large value, or an unknown enumeration value.
 Config parse_config(std::string_view json_text, const std::string& file);
 Config load_config(const std::filesystem::path& file);
+
+// config.json text for a Config: Hugging Face's GPT-2 keys plus ours for the variants, such that
+// parse_config(config_json(c)) == c.
+std::string config_json(const Config& config);
 
 }  // namespace model

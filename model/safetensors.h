@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -33,6 +34,13 @@ void to_f32(const TensorView& t, float* dst, uint64_t first, uint64_t count);
 void to_f16(const TensorView& t, uint16_t* dst, uint64_t first, uint64_t count);
 std::vector<float> to_f32(const TensorView& t);
 
+// One value at a time: IEEE binary16 and bfloat16 bits <-> fp32. Narrowing rounds to nearest
+// even, overflows to infinity, keeps NaN a (quiet) NaN and produces subnormals where due.
+float f16_to_f32(uint16_t bits);
+float bf16_to_f32(uint16_t bits);
+uint16_t f32_to_f16(float value);
+uint16_t f32_to_bf16(float value);
+
 // One safetensors file, memory-mapped read-only, validated entirely on open: header length
 // within the file and below a sane bound, JSON well-formed, every entry with a known dtype, a
 // shape and data_offsets inside the data area, size == product(shape) * dtype size, no two
@@ -48,19 +56,58 @@ class SafeTensors {
   const std::vector<TensorView>& tensors() const { return tensors_; }
   const TensorView* find(std::string_view name) const;  // nullptr when absent
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  // Tensors of a dtype the format defines but this engine does not read (BOOL, I64, F64, ...):
+  // checked like the others (offsets, size, overlap) but not in tensors(); a model that needs
+  // one fails in Checkpoint::load, naming it. A dtype the format does not define fails open().
+  struct Unsupported {
+    std::string name, dtype;
+    std::vector<uint64_t> shape;
+  };
+  const std::vector<Unsupported>& unsupported() const { return unsupported_; }
   uint64_t file_bytes() const { return size_; }
 
  private:
   SafeTensors() = default;
+  void map_file();       // sets base_ and size_
+  void parse_header();   // fills tensors_, index_ and metadata_
   std::filesystem::path path_;
   const std::byte* base_ = nullptr;
   uint64_t size_ = 0;
-  std::vector<TensorView> tensors_;
+  bool mapped_ = false;            // base_ is an mmap; else it points into owned_
+  std::vector<std::byte> owned_;   // the file's bytes where mmap is not available
+  std::vector<TensorView> tensors_;  // in file order (ascending data offsets)
+  std::map<std::string, size_t, std::less<>> index_;  // name -> position in tensors_
   std::map<std::string, std::string> metadata_;
+  std::vector<Unsupported> unsupported_;
 };
 
-// For tests and tools: writes tensors in the format (data in the given order, 8-byte aligned
-// header as the reference writer pads it).
+// Writes a file in the format, streaming: the header (padded with spaces to a multiple of 8
+// bytes, as the reference writer does) goes out on construction, then the tensors' data in the
+// given order through write(), so a model never has to be held in memory whole.
+struct TensorSpec {
+  std::string name;
+  TensorDType dtype = TensorDType::F32;
+  std::vector<uint64_t> shape;
+};
+class SafeTensorsWriter {
+ public:
+  SafeTensorsWriter(const std::filesystem::path& file, std::vector<TensorSpec> tensors,
+                    const std::map<std::string, std::string>& metadata = {});
+  ~SafeTensorsWriter();
+  SafeTensorsWriter(const SafeTensorsWriter&) = delete;
+  SafeTensorsWriter& operator=(const SafeTensorsWriter&) = delete;
+
+  void write(std::span<const std::byte> bytes);  // the next bytes of data, in tensor order
+  void finish();  // checks that exactly every tensor's bytes came, then flushes and closes
+
+ private:
+  std::filesystem::path path_;
+  std::FILE* out_ = nullptr;
+  uint64_t data_bytes_ = 0;  // total the header promises
+  uint64_t written_ = 0;
+};
+
+// For tests and tools: whole tensors in memory, written with SafeTensorsWriter.
 struct TensorData {
   std::string name;
   TensorDType dtype = TensorDType::F32;

@@ -1,0 +1,132 @@
+// Element types of safetensors files and the conversions between them (fp32, fp16, bf16).
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "model/safetensors.h"
+
+namespace model {
+
+static_assert(std::endian::native == std::endian::little,
+              "safetensors data is little-endian; a big-endian host would need byte swaps");
+
+const char* dtype_name(TensorDType t) {
+  switch (t) {
+    case TensorDType::F32: return "F32";
+    case TensorDType::F16: return "F16";
+    case TensorDType::BF16: return "BF16";
+  }
+  return "?";
+}
+
+size_t dtype_size(TensorDType t) { return t == TensorDType::F32 ? 4 : 2; }
+
+uint64_t TensorView::elements() const {
+  uint64_t n = 1;
+  for (uint64_t d : shape) n *= d;  // SafeTensors::open has checked that this does not overflow
+  return n;
+}
+
+float f16_to_f32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  const uint32_t mant = h & 0x3ffu;
+  if (exp == 0) {  // zero or subnormal: mant * 2^-24, exact in fp32
+    const float v = std::ldexp(static_cast<float>(mant), -24);
+    return sign ? -v : v;
+  }
+  if (exp == 31) return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13));  // inf, NaN
+  return std::bit_cast<float>(sign | ((exp + 112) << 23) | (mant << 13));  // rebias 15 -> 127
+}
+
+float bf16_to_f32(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
+
+uint16_t f32_to_f16(float value) {
+  const uint32_t x = std::bit_cast<uint32_t>(value);
+  const auto sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t abs = x & 0x7fffffffu;
+  if (abs > 0x7f800000u)  // NaN: keep the top payload bits, force quiet so it stays a NaN
+    return static_cast<uint16_t>(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));
+  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520: inf
+  if (abs >= 0x38800000u) {  // normal in fp16 (>= 2^-14): rebias, round the 13 dropped bits
+    uint32_t r = abs - 0x38000000u;
+    r += 0xfffu + ((r >> 13) & 1u);
+    return static_cast<uint16_t>(sign | (r >> 13));
+  }
+  if (abs < 0x33000000u) return sign;  // below 2^-25 (half the smallest subnormal): zero
+  // Subnormal: value / 2^-24 = mant * 2^(exp - 126), rounded to nearest even. A carry into
+  // 0x400 is the smallest normal, which the bit pattern already encodes.
+  const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
+  const uint32_t shift = 126 - (abs >> 23);  // 14..24
+  uint32_t q = mant >> shift;
+  const uint32_t rem = mant & ((1u << shift) - 1);
+  const uint32_t half = 1u << (shift - 1);
+  if (rem > half || (rem == half && (q & 1u))) ++q;
+  return static_cast<uint16_t>(sign | q);
+}
+
+uint16_t f32_to_bf16(float value) {
+  const uint32_t x = std::bit_cast<uint32_t>(value);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
+  // Round to nearest even on the 16 dropped bits; a carry out of the largest finite is inf.
+  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+namespace {
+
+// Element range check that cannot overflow, against both the shape and the bytes present.
+void check_range(const TensorView& t, uint64_t first, uint64_t count) {
+  const uint64_t n = t.bytes.size() / dtype_size(t.dtype);
+  if (first > n || count > n - first || count > t.elements() || first > t.elements() - count)
+    throw std::out_of_range(t.name + ": elements [" + std::to_string(first) + ", +" +
+                            std::to_string(count) + ") out of range");
+}
+
+uint16_t load16(const std::byte* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);  // data offsets need not be aligned
+  return v;
+}
+
+}  // namespace
+
+void to_f32(const TensorView& t, float* dst, uint64_t first, uint64_t count) {
+  check_range(t, first, count);
+  const std::byte* src = t.bytes.data() + first * dtype_size(t.dtype);
+  switch (t.dtype) {
+    case TensorDType::F32: std::memcpy(dst, src, count * 4); return;
+    case TensorDType::F16:
+      for (uint64_t i = 0; i < count; ++i) dst[i] = f16_to_f32(load16(src + 2 * i));
+      return;
+    case TensorDType::BF16:
+      for (uint64_t i = 0; i < count; ++i) dst[i] = bf16_to_f32(load16(src + 2 * i));
+      return;
+  }
+}
+
+void to_f16(const TensorView& t, uint16_t* dst, uint64_t first, uint64_t count) {
+  check_range(t, first, count);
+  const std::byte* src = t.bytes.data() + first * dtype_size(t.dtype);
+  switch (t.dtype) {
+    case TensorDType::F16: std::memcpy(dst, src, count * 2); return;
+    case TensorDType::F32:
+      for (uint64_t i = 0; i < count; ++i) {
+        float v;
+        std::memcpy(&v, src + 4 * i, 4);
+        dst[i] = f32_to_f16(v);
+      }
+      return;
+    case TensorDType::BF16:  // bf16 -> fp32 is exact, so this rounds once
+      for (uint64_t i = 0; i < count; ++i) dst[i] = f32_to_f16(bf16_to_f32(load16(src + 2 * i)));
+      return;
+  }
+}
+
+std::vector<float> to_f32(const TensorView& t) {
+  std::vector<float> out(t.elements());
+  to_f32(t, out.data(), 0, out.size());
+  return out;
+}
+
+}  // namespace model
