@@ -51,7 +51,7 @@ int compare(const CompareArgs& args) {
   for (uint32_t l = 0; l < c.n_layer; l++) {
     double d = 0, m = 0;
     for (size_t i = 0; i < cpu->taps()[l].size(); i++) {
-      d = std::max(d, std::fabs(double{s.model->taps()[l][i]} - cpu->taps()[l][i]));
+      d = std::max(d, std::fabs(double{s.model->taps()[l][i]} - double{cpu->taps()[l][i]}));
       m = std::max(m, std::fabs(double{cpu->taps()[l][i]}));
     }
     std::printf("block %3u: max |diff| %.3e (max |x| %.3e)\n", l, d, m);
@@ -62,7 +62,7 @@ int compare(const CompareArgs& args) {
     const float *gr = &g[t * V], *rr = &r[t * V];
     double d = 0, m = 0;
     for (size_t v = 0; v < V; v++) {
-      d = std::max(d, std::fabs(double{gr[v]} - rr[v]));
+      d = std::max(d, std::fabs(double{gr[v]} - double{rr[v]}));
       m = std::max(m, std::fabs(double{rr[v]}));
     }
     const double allowed = args.tolerance * std::max(1.0, m);

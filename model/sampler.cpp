@@ -57,7 +57,7 @@ int32_t Sampler::pick(const Candidates& c) {
   double mass = 0;
   for (size_t i = 0; i < cand.size(); i++) {
     mass += p[i] / sum;
-    if (mass >= o_.top_p) {
+    if (mass >= double{o_.top_p}) {
       keep = i + 1;
       break;
     }
@@ -66,7 +66,7 @@ int32_t Sampler::pick(const Candidates& c) {
 
   // Temperature, then a draw from the renormalised distribution.
   std::vector<double> q(cand.size());
-  for (size_t i = 0; i < cand.size(); i++) q[i] = std::exp((cand[i].second - top) / o_.temperature);
+  for (size_t i = 0; i < cand.size(); i++) q[i] = std::exp((cand[i].second - top) / double{o_.temperature});
   const double total = std::accumulate(q.begin(), q.end(), 0.0);
   double r = uniform() * total;
   for (size_t i = 0; i < cand.size(); i++) {

@@ -40,8 +40,8 @@ bool close_rows(const std::string& what, std::span<const float> got, std::span<c
   const std::vector<double> s = row_scale(ref, row);
   std::vector<float> g(got.size()), r(ref.size());
   for (size_t i = 0; i < got.size() && i < ref.size(); i++) {
-    g[i] = static_cast<float>(got[i] / s[i / row]);
-    r[i] = static_cast<float>(ref[i] / s[i / row]);
+    g[i] = static_cast<float>(double{got[i]} / s[i / row]);
+    r[i] = static_cast<float>(double{ref[i]} / s[i / row]);
   }
   return close(what + ", values / row scale", g, r, {tol, 0});
 }

@@ -58,11 +58,11 @@ TEST_CASE("sampler: temperature draws follow softmax(logits / T)") {
     model::Sampler s({temp, 0, 1.0f, 7});
     std::map<int32_t, int> h = histogram(s, c, n);
     double z = 0;
-    for (int i = 0; i < 4; i++) z += std::pow(i + 1.0, 1.0 / temp);
+    for (int i = 0; i < 4; i++) z += std::pow(i + 1.0, 1.0 / double{temp});
     for (int i = 0; i < 4; i++) {
       CAPTURE(temp);
       CAPTURE(i);
-      CHECK(std::fabs(h[i] / double(n) - std::pow(i + 1.0, 1.0 / temp) / z) < 0.01);
+      CHECK(std::fabs(h[i] / double(n) - std::pow(i + 1.0, 1.0 / double{temp}) / z) < 0.01);
     }
   }
 }

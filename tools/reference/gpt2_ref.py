@@ -154,8 +154,10 @@ def load_checkpoint(folder):
 
 
 def round_weights(tensors, dtype=torch.float16):
-    """Every tensor rounded to `dtype` and back to float32 (what an fp16-weight engine sees)."""
-    return {k: v.to(dtype).to(torch.float32) for k, v in tensors.items()}
+    """The matrices rounded to `dtype` and back to float32; 1-D tensors (biases, LayerNorm)
+    kept as they are: what an engine that stores its weight matrices in fp16 sees."""
+    return {k: v.to(dtype).to(torch.float32) if v.dim() == 2 else v.float()
+            for k, v in tensors.items()}
 
 
 # ---------------------------------------------------------------- the model

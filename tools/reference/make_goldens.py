@@ -110,10 +110,9 @@ def compute(config, tensors):
     """Every golden of one checkpoint (tensors as stored, any dtype)."""
     text, prompt_text = text_and_prompt(config)
     ids, prompt = ref.tokenize(config, text), ref.tokenize(config, prompt_text)
-    f16 = ref.round_weights(tensors)
-    # What an engine that keeps 1-D tensors (biases, LayerNorm) in fp32 would see.
-    f16_2d = {k: v.to(torch.float16).float() if v.dim() == 2 else v.float()
-              for k, v in tensors.items()}
+    f16 = ref.round_weights(tensors)  # fp16 matrices, fp32 vectors: the engine's fp16 storage
+    # Every tensor rounded, vectors too: the greedy ids must not hang on that difference.
+    f16_2d = {k: v.to(torch.float16).float() for k, v in tensors.items()}
     logits, logits_f16 = ref.forward(config, tensors, ids), ref.forward(config, f16, ids)
     greedy, margins = ref.greedy_with_margins(config, tensors, prompt, N_GREEDY)
     greedy_f16, margins_f16 = ref.greedy_with_margins(config, f16, prompt, N_GREEDY)
