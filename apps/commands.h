@@ -59,6 +59,14 @@ struct PerplexityArgs {
 };
 int perplexity(const PerplexityArgs& args);
 
+struct MakeModelArgs {
+  std::string shape = "small";  // tiny | small | medium | large | xl
+  std::string dtype = "f16";    // f32 | f16 | bf16
+  std::string out;
+  uint64_t seed = 1;
+};
+int make_model(const MakeModelArgs& args);
+
 // The text of --prompt or --file (exactly one must be given), checked to be valid UTF-8.
 std::string read_text(const std::string& prompt, const std::string& file);
 

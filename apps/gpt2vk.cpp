@@ -67,11 +67,22 @@ int main(int argc, char** argv) {
   perplexity->add_option("-c,--ctx", ppl_args.ctx, "window length N (default: the model's context)")
       ->check(CLI::Range(1u, 1u << 20));
 
+  app::MakeModelArgs make_args;
+  CLI::App* make = cli.add_subcommand(
+      "make-model", "write a random-weight checkpoint of a GPT-2 shape, with GPT-2's tokenizer");
+  make->add_option("--shape", make_args.shape, "tiny (2 layers, width 128), small (124M), medium, large, xl (1.5B)")
+      ->check(CLI::IsMember({"tiny", "small", "medium", "large", "xl"}));
+  make->add_option("--dtype", make_args.dtype, "stored dtype (default f16)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  make->add_option("-o,--out", make_args.out, "the folder to write")->required();
+  make->add_option("-s,--seed", make_args.seed, "seed of the weights");
+
   CLI11_PARSE(cli, argc, argv);
   try {
     if (devices->parsed()) return app::devices(devices_args);
     if (opbench->parsed()) return app::opbench(opbench_args);
     if (tokenize->parsed()) return app::tokenize(tok_args);
+    if (make->parsed()) return app::make_model(make_args);
     if (generate->parsed()) return app::generate(gen_args);
     if (compare->parsed()) return app::compare(cmp_args);
     if (logits->parsed()) return app::logits(logit_args);

@@ -1,0 +1,48 @@
+// gpt2vk make-model: a checkpoint of a published GPT-2 shape with random weights, in the
+// published layout, with GPT-2's tokenizer files: benchmarks and large-model tests need no
+// download.
+#include <cstdio>
+#include <map>
+
+#include "apps/commands.h"
+#include "model/random_checkpoint.h"
+
+namespace app {
+
+int make_model(const MakeModelArgs& args) {
+  struct Shape {
+    uint32_t n_embd, n_layer, n_head;
+  };
+  // GPT-2's four published sizes, and a small one of width 128 for quick runs.
+  const std::map<std::string, Shape> shapes = {{"tiny", {128, 4, 4}},     {"small", {768, 12, 12}},
+                                               {"medium", {1024, 24, 16}}, {"large", {1280, 36, 20}},
+                                               {"xl", {1600, 48, 25}}};
+  const auto it = shapes.find(args.shape);
+  if (it == shapes.end()) throw std::runtime_error("unknown shape '" + args.shape + "'");
+  model::Config c;
+  c.n_vocab = 50257;
+  c.n_ctx = 1024;
+  c.n_embd = it->second.n_embd;
+  c.n_layer = it->second.n_layer;
+  c.n_head = it->second.n_head;
+  c.n_inner = 4 * c.n_embd;
+  c.eos_token_id = 50256;
+
+  model::RandomCheckpointOptions o;
+  o.dtype = args.dtype == "f32"    ? model::TensorDType::F32
+            : args.dtype == "bf16" ? model::TensorDType::BF16
+                                   : model::TensorDType::F16;
+  o.seed = args.seed;
+  const std::filesystem::path dir = args.out;
+  std::filesystem::create_directories(dir);
+  model::write_random_checkpoint(dir, c, model::config_json(c), o);
+  const std::filesystem::path data = GPT2VK_DATA_DIR "/gpt2";
+  for (const char* f : {"vocab.json", "merges.txt"})
+    std::filesystem::copy_file(data / f, dir / f, std::filesystem::copy_options::overwrite_existing);
+  std::fprintf(stderr, "gpt2vk: wrote %s: GPT-2 %s shape (%u layers, width %u, %u heads), %s, seed %llu\n",
+               dir.c_str(), args.shape.c_str(), c.n_layer, c.n_embd, c.n_head, args.dtype.c_str(),
+               static_cast<unsigned long long>(args.seed));
+  return 0;
+}
+
+}  // namespace app
