@@ -93,6 +93,7 @@ uint16_t load16(const std::byte* p) {
 
 void to_f32(const TensorView& t, float* dst, uint64_t first, uint64_t count) {
   check_range(t, first, count);
+  if (count == 0) return;  // an empty tensor's bytes may be null, which memcpy must not get
   const std::byte* src = t.bytes.data() + first * dtype_size(t.dtype);
   switch (t.dtype) {
     case TensorDType::F32: std::memcpy(dst, src, count * 4); return;
@@ -107,6 +108,7 @@ void to_f32(const TensorView& t, float* dst, uint64_t first, uint64_t count) {
 
 void to_f16(const TensorView& t, uint16_t* dst, uint64_t first, uint64_t count) {
   check_range(t, first, count);
+  if (count == 0) return;  // an empty tensor's bytes may be null, which memcpy must not get
   const std::byte* src = t.bytes.data() + first * dtype_size(t.dtype);
   switch (t.dtype) {
     case TensorDType::F16: std::memcpy(dst, src, count * 2); return;

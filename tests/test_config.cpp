@@ -41,14 +41,12 @@ std::string published(int n_embd, int n_layer, int n_head) {
 
 // A small valid config with one key replaced (or added) by `key: value`; value "" drops it.
 std::string with(const std::string& key, const std::string& value) {
-  std::string s = R"({"vocab_size": 16, "n_positions": 8, "n_embd": 8, "n_layer": 2, "n_head": 2)";
-  const size_t at = s.find("\"" + key + "\"");
-  if (at != std::string::npos) {
-    const size_t end = s.find_first_of(",}", at);
-    s.erase(at, end - at + (s[end] == ',' ? 2 : 0));
-    if (s.ends_with(", ")) s.resize(s.size() - 2);
-  }
-  if (!value.empty()) s += ", \"" + key + "\": " + value;
+  std::vector<std::pair<std::string, std::string>> keys = {
+      {"vocab_size", "16"}, {"n_positions", "8"}, {"n_embd", "8"}, {"n_layer", "2"}, {"n_head", "2"}};
+  std::erase_if(keys, [&](const auto& kv) { return kv.first == key; });
+  if (!value.empty()) keys.emplace_back(key, value);
+  std::string s = "{";
+  for (const auto& [k, v] : keys) s += (s.size() > 1 ? ", \"" : "\"") + k + "\": " + v;
   return s + "}";
 }
 
@@ -93,7 +91,7 @@ TEST_CASE("config: defaults and Hugging Face's spellings") {
   CHECK(c.tokenizer.kind == model::TokenizerKind::Gpt2);
   CHECK(parse(with("n_inner", "20")).n_inner == 20);
   // n_ctx is the older name: read only where n_positions is absent.
-  CHECK(parse(with("n_positions", "") .insert(1, "\"n_ctx\": 5, ")).n_ctx == 5);
+  CHECK(parse(with("n_positions", "").insert(1, "\"n_ctx\": 5, ")).n_ctx == 5);
   CHECK(parse(with("n_ctx", "5")).n_ctx == 8);
   CHECK(parse(with("activation_function", "\"gelu\"")).activation == gpu::Activation::GeluErf);
   CHECK(parse(with("activation_function", "\"gelu_pytorch_tanh\"")).activation == gpu::Activation::GeluTanh);

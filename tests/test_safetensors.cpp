@@ -153,6 +153,7 @@ TEST_CASE("safetensors files written and read back: data, metadata, scalars, emp
   CHECK(st->find("c")->elements() == 1);
   CHECK(model::to_f32(*st->find("c")) == c);
   CHECK(st->find("empty")->elements() == 0);
+  CHECK(model::to_f32(*st->find("empty")).empty());
   CHECK(st->find("missing") == nullptr);
   CHECK(st->unsupported().empty());
 }
