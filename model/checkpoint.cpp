@@ -74,12 +74,15 @@ constexpr size_t kMaxListed = 20;  // problems named in one error; the rest are 
 std::unique_ptr<Checkpoint> Checkpoint::load(const std::filesystem::path& dir) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec))
-    throw std::runtime_error(dir.string() + ": not a folder (expected a model folder with "
+    throw std::runtime_error(dir.string() +
+                             ": not a folder (expected a model folder with "
                              "config.json and model.safetensors)");
   for (const char* name : {"config.json", "model.safetensors"})
     if (!std::filesystem::exists(dir / name, ec))
-      throw std::runtime_error(dir.string() + ": no " + name + " in this folder (a model folder "
-                               "holds config.json and model.safetensors, as Hugging Face publishes)");
+      throw std::runtime_error(
+          dir.string() + ": no " + name +
+          " in this folder (a model folder "
+          "holds config.json and model.safetensors, as Hugging Face publishes)");
   std::unique_ptr<Checkpoint> ck(new Checkpoint());
   ck->dir_ = dir;
   ck->config_ = load_config(dir / "config.json");
@@ -92,7 +95,8 @@ std::unique_ptr<Checkpoint> Checkpoint::load(const std::filesystem::path& dir) {
     std::string_view name = t.name;
     if (name.starts_with("transformer.")) name.remove_prefix(12);
     if (!present.emplace(name, &t).second)
-      throw std::runtime_error(file + ": " + show(name) + ": stored twice, with and without the "
+      throw std::runtime_error(file + ": " + show(name) +
+                               ": stored twice, with and without the "
                                "\"transformer.\" prefix");
   }
 
@@ -121,8 +125,8 @@ std::unique_ptr<Checkpoint> Checkpoint::load(const std::filesystem::path& dir) {
     present.erase(it);
   }
   if (!problems.empty()) {
-    std::string msg = file + ": " + std::to_string(problems.size()) +
-                      " tensor(s) do not match config.json: ";
+    std::string msg =
+        file + ": " + std::to_string(problems.size()) + " tensor(s) do not match config.json: ";
     for (size_t i = 0; i < problems.size() && i < kMaxListed; ++i)
       msg += (i ? "; " : "") + problems[i];
     if (problems.size() > kMaxListed)
@@ -137,7 +141,8 @@ std::unique_ptr<Checkpoint> Checkpoint::load(const std::filesystem::path& dir) {
   for (const auto& [name, t] : present) {
     if (is_mask_buffer(name)) continue;
     if (name == "lm_head.weight")
-      ck->warnings_.push_back(file + ": lm_head.weight ignored: tie_word_embeddings is true, so "
+      ck->warnings_.push_back(file +
+                              ": lm_head.weight ignored: tie_word_embeddings is true, so "
                               "the head reads wte.weight");
     else
       ck->warnings_.push_back(file + ": " + show(name) + ": not used by this config, ignored");

@@ -142,8 +142,8 @@ TokenizerSpec read_tokenizer(const Reader& r, uint32_t n_vocab) {
       spec.chars.push_back(c.get<std::string>());
     }
   } else {
-    r.fail("chars", "must be a string or an array of one-character strings, got " +
-                        describe(*chars));
+    r.fail("chars",
+           "must be a string or an array of one-character strings, got " + describe(*chars));
   }
   std::set<std::string> seen;
   for (const std::string& c : spec.chars)
@@ -209,10 +209,11 @@ Config parse_config(std::string_view json_text, const std::string& file) {
                            {"relu", gpu::Activation::Relu}});
   c.tie_word_embeddings = r.flag("tie_word_embeddings", true);
   if (const json* eos = r.get("eos_token_id")) {
-    if (!eos->is_number_integer()) r.fail("eos_token_id", "must be an integer, got " + describe(*eos));
+    if (!eos->is_number_integer())
+      r.fail("eos_token_id", "must be an integer, got " + describe(*eos));
     if (!eos->is_number_unsigned() || eos->get<uint64_t>() >= c.n_vocab)
-      r.fail("eos_token_id", eos->dump() + " is not a token id (vocab_size " +
-                                 std::to_string(c.n_vocab) + ")");
+      r.fail("eos_token_id",
+             eos->dump() + " is not a token id (vocab_size " + std::to_string(c.n_vocab) + ")");
     c.eos_token_id = static_cast<int32_t>(eos->get<uint64_t>());
   }
   read_variants(r, c);
@@ -244,17 +245,22 @@ json float_json(float f) {
 
 const char* activation_name(gpu::Activation a) {
   switch (a) {
-    case gpu::Activation::GeluTanh: return "gelu_new";
-    case gpu::Activation::GeluErf: return "gelu";
-    case gpu::Activation::Relu: return "relu";
-    case gpu::Activation::None: break;
+    case gpu::Activation::GeluTanh:
+      return "gelu_new";
+    case gpu::Activation::GeluErf:
+      return "gelu";
+    case gpu::Activation::Relu:
+      return "relu";
+    case gpu::Activation::None:
+      break;
   }
   throw std::invalid_argument("config_json: the MLP needs an activation, not None");
 }
 
 const char* position_name(gpu::PositionKind p) {
-  return p == gpu::PositionKind::Learned ? "learned"
-         : p == gpu::PositionKind::Sinusoidal ? "sinusoidal" : "none";
+  return p == gpu::PositionKind::Learned      ? "learned"
+         : p == gpu::PositionKind::Sinusoidal ? "sinusoidal"
+                                              : "none";
 }
 
 const char* tokenizer_name(TokenizerKind k) {

@@ -13,14 +13,19 @@ static_assert(std::endian::native == std::endian::little,
 
 const char* dtype_name(TensorDType t) {
   switch (t) {
-    case TensorDType::F32: return "F32";
-    case TensorDType::F16: return "F16";
-    case TensorDType::BF16: return "BF16";
+    case TensorDType::F32:
+      return "F32";
+    case TensorDType::F16:
+      return "F16";
+    case TensorDType::BF16:
+      return "BF16";
   }
   return "?";
 }
 
-size_t dtype_size(TensorDType t) { return t == TensorDType::F32 ? 4 : 2; }
+size_t dtype_size(TensorDType t) {
+  return t == TensorDType::F32 ? 4 : 2;
+}
 
 uint64_t TensorView::elements() const {
   uint64_t n = 1;
@@ -40,7 +45,9 @@ float f16_to_f32(uint16_t h) {
   return std::bit_cast<float>(sign | ((exp + 112) << 23) | (mant << 13));  // rebias 15 -> 127
 }
 
-float bf16_to_f32(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
+float bf16_to_f32(uint16_t bits) {
+  return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+}
 
 uint16_t f32_to_f16(float value) {
   const uint32_t x = std::bit_cast<uint32_t>(value);
@@ -68,7 +75,8 @@ uint16_t f32_to_f16(float value) {
 
 uint16_t f32_to_bf16(float value) {
   const uint32_t x = std::bit_cast<uint32_t>(value);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
+  if ((x & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
   // Round to nearest even on the 16 dropped bits; a carry out of the largest finite is inf.
   return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
@@ -93,9 +101,12 @@ uint16_t load16(const std::byte* p) {
 
 void to_f32(const TensorView& t, float* dst, uint64_t first, uint64_t count) {
   check_range(t, first, count);
+  if (count == 0) return;  // an empty tensor's bytes may be null, which memcpy must not get
   const std::byte* src = t.bytes.data() + first * dtype_size(t.dtype);
   switch (t.dtype) {
-    case TensorDType::F32: std::memcpy(dst, src, count * 4); return;
+    case TensorDType::F32:
+      std::memcpy(dst, src, count * 4);
+      return;
     case TensorDType::F16:
       for (uint64_t i = 0; i < count; ++i) dst[i] = f16_to_f32(load16(src + 2 * i));
       return;
@@ -107,9 +118,12 @@ void to_f32(const TensorView& t, float* dst, uint64_t first, uint64_t count) {
 
 void to_f16(const TensorView& t, uint16_t* dst, uint64_t first, uint64_t count) {
   check_range(t, first, count);
+  if (count == 0) return;  // an empty tensor's bytes may be null, which memcpy must not get
   const std::byte* src = t.bytes.data() + first * dtype_size(t.dtype);
   switch (t.dtype) {
-    case TensorDType::F16: std::memcpy(dst, src, count * 2); return;
+    case TensorDType::F16:
+      std::memcpy(dst, src, count * 2);
+      return;
     case TensorDType::F32:
       for (uint64_t i = 0; i < count; ++i) {
         float v;

@@ -21,14 +21,19 @@ constexpr int kBarWidth = 30;
 }  // namespace
 
 Progress::Progress(std::string what, uint64_t total_bytes)
-    : what_(std::move(what)), total_(total_bytes), start_(Clock::now()),
+    : what_(std::move(what)),
+      total_(total_bytes),
+      start_(Clock::now()),
       tty_(GPT2VK_ISATTY_STDERR()) {}
 
-Progress::~Progress() { finish(); }
+Progress::~Progress() {
+  finish();
+}
 
 std::string Progress::line(std::string_view what, uint64_t done, uint64_t total, double seconds) {
   const double fraction =
-      total == 0 ? 1.0 : static_cast<double>(done < total ? done : total) / static_cast<double>(total);
+      total == 0 ? 1.0
+                 : static_cast<double>(done < total ? done : total) / static_cast<double>(total);
   const auto filled = static_cast<int>(fraction * kBarWidth);
   std::string bar(static_cast<size_t>(filled), '#');
   bar.append(static_cast<size_t>(kBarWidth - filled), '.');

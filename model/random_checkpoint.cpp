@@ -84,7 +84,8 @@ void random_tensor_values(std::string_view name, const Config& config,
 }
 
 void write_random_checkpoint(const std::filesystem::path& dir, const Config& config,
-                             const std::string& config_json, const RandomCheckpointOptions& options) {
+                             const std::string& config_json,
+                             const RandomCheckpointOptions& options) {
   std::filesystem::create_directories(dir);
   {
     std::ofstream out(dir / "config.json", std::ios::binary | std::ios::trunc);

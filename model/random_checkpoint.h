@@ -24,7 +24,8 @@ struct RandomCheckpointOptions {
 // Writes dir/config.json (config_json as given) and dir/model.safetensors for `config`,
 // streaming: memory use stays small even for GPT-2 XL.
 void write_random_checkpoint(const std::filesystem::path& dir, const Config& config,
-                             const std::string& config_json, const RandomCheckpointOptions& options);
+                             const std::string& config_json,
+                             const RandomCheckpointOptions& options);
 
 // The fp32 values of elements [first, first + count) of one tensor of such a checkpoint, as drawn
 // before conversion to options.dtype. `name` is canonical (no "transformer." prefix); the mask

@@ -1,21 +1,23 @@
 // Reading safetensors files: map the file, then check every byte of the header before any
 // tensor is handed out. Everything in the file is untrusted.
+#include "model/safetensors.h"
+
 #include <algorithm>
 #include <cstring>
 #include <optional>
 #include <stdexcept>
 
 #include "model/json_util.h"
-#include "model/safetensors.h"
 
 #if defined(_WIN32)
 #include <fstream>
 #else
-#include <cerrno>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
 #endif
 
 namespace model {
@@ -42,19 +44,30 @@ std::optional<TensorDType> parse_dtype(std::string_view s) {
 
 // Element size of the format's other dtypes; 0 for a name the format does not define.
 size_t other_dtype_size(std::string_view s) {
-  for (const auto& [name, size] : {std::pair{"BOOL", 1}, {"U8", 1}, {"I8", 1}, {"F8_E4M3", 1},
-                                   {"F8_E5M2", 1}, {"I16", 2}, {"U16", 2}, {"I32", 4},
-                                   {"U32", 4}, {"F64", 8}, {"I64", 8}, {"U64", 8}})
+  for (const auto& [name, size] : {std::pair{"BOOL", 1},
+                                   {"U8", 1},
+                                   {"I8", 1},
+                                   {"F8_E4M3", 1},
+                                   {"F8_E5M2", 1},
+                                   {"I16", 2},
+                                   {"U16", 2},
+                                   {"I32", 4},
+                                   {"U32", 4},
+                                   {"F64", 8},
+                                   {"I64", 8},
+                                   {"U64", 8}})
     if (s == name) return static_cast<size_t>(size);
   return 0;
 }
 
 // A non-negative JSON integer (nlohmann keeps those as unsigned; negatives and fractions are not).
-bool is_count(const json& v) { return v.is_number_unsigned(); }
+bool is_count(const json& v) {
+  return v.is_number_unsigned();
+}
 
 struct Entry {
   TensorView view;
-  std::string other_dtype;  // set for a dtype we do not read; view.dtype is then meaningless
+  std::string other_dtype;      // set for a dtype we do not read; view.dtype is then meaningless
   uint64_t begin = 0, end = 0;  // data_offsets
 };
 
@@ -96,12 +109,12 @@ Entry parse_entry(const std::filesystem::path& file, const std::string& name, co
   const std::string range = "[" + std::to_string(out.begin) + ", " + std::to_string(out.end) + ")";
   if (out.begin > out.end) bad("data_offsets " + range + " end before they begin");
   if (out.end > data_bytes)
-    bad("data_offsets " + range + " out of range: the data area is " +
-        std::to_string(data_bytes) + " bytes");
+    bad("data_offsets " + range + " out of range: the data area is " + std::to_string(data_bytes) +
+        " bytes");
   if (out.end - out.begin != bytes)
     bad("data_offsets " + range + " hold " + std::to_string(out.end - out.begin) +
-        " bytes but shape " + shape_str(out.view.shape) + " of " + dtype_text +
-        " needs " + std::to_string(bytes));
+        " bytes but shape " + shape_str(out.view.shape) + " of " + dtype_text + " needs " +
+        std::to_string(bytes));
   out.view.bytes = std::span<const std::byte>(data + out.begin, bytes);
   return out;
 }
@@ -158,8 +171,8 @@ SafeTensors::~SafeTensors() {
 
 void SafeTensors::parse_header() {
   if (size_ < 8)
-    fail(path_, "truncated: " + std::to_string(size_) +
-                    " bytes, too short for the 8-byte header length");
+    fail(path_,
+         "truncated: " + std::to_string(size_) + " bytes, too short for the 8-byte header length");
   uint64_t n = 0;
   std::memcpy(&n, base_, 8);  // little-endian, as the host (dtype.cpp asserts it)
   if (n > kMaxHeaderBytes)

@@ -68,13 +68,13 @@ class SafeTensors {
 
  private:
   SafeTensors() = default;
-  void map_file();       // sets base_ and size_
-  void parse_header();   // fills tensors_, index_ and metadata_
+  void map_file();      // sets base_ and size_
+  void parse_header();  // fills tensors_, index_ and metadata_
   std::filesystem::path path_;
   const std::byte* base_ = nullptr;
   uint64_t size_ = 0;
-  bool mapped_ = false;            // base_ is an mmap; else it points into owned_
-  std::vector<std::byte> owned_;   // the file's bytes where mmap is not available
+  bool mapped_ = false;              // base_ is an mmap; else it points into owned_
+  std::vector<std::byte> owned_;     // the file's bytes where mmap is not available
   std::vector<TensorView> tensors_;  // in file order (ascending data offsets)
   std::map<std::string, size_t, std::less<>> index_;  // name -> position in tensors_
   std::map<std::string, std::string> metadata_;

@@ -69,6 +69,7 @@ void SafeTensorsWriter::write(std::span<const std::byte> bytes) {
   if (!out_) throw std::logic_error(path_.string() + ": write after finish");
   if (bytes.size() > data_bytes_ - written_)
     throw std::logic_error(path_.string() + ": more data than the header announced");
+  if (bytes.empty()) return;  // an empty tensor's data() may be null, which fwrite must not get
   if (std::fwrite(bytes.data(), 1, bytes.size(), out_) != bytes.size())
     throw std::runtime_error(path_.string() + ": write failed: " + std::strerror(errno));
   written_ += bytes.size();

@@ -9,8 +9,9 @@ namespace test {
 double f16_value(uint16_t bits) {
   const int s = bits >> 15, e = (bits >> 10) & 31, m = bits & 1023;
   const double sign = s ? -1.0 : 1.0;
-  if (e == 31) return m ? std::numeric_limits<double>::quiet_NaN()
-                        : sign * std::numeric_limits<double>::infinity();
+  if (e == 31)
+    return m ? std::numeric_limits<double>::quiet_NaN()
+             : sign * std::numeric_limits<double>::infinity();
   if (e == 0) return sign * std::ldexp(m, -24);
   return sign * std::ldexp(1.0 + m / 1024.0, e - 15);
 }
@@ -38,7 +39,10 @@ uint16_t nearest_f16(float x) {
   uint16_t lo = 0, hi = 0x7bff;
   while (lo < hi) {
     const auto mid = static_cast<uint16_t>((lo + hi + 1) / 2);
-    if (f16_value(mid) <= ax) lo = mid; else hi = static_cast<uint16_t>(mid - 1);
+    if (f16_value(mid) <= ax)
+      lo = mid;
+    else
+      hi = static_cast<uint16_t>(mid - 1);
   }
   if (f16_value(lo) == ax || lo == 0x7bff) return sign | lo;
   const auto up = static_cast<uint16_t>(lo + 1);

@@ -36,7 +36,8 @@ void write(const std::filesystem::path& dir, const model::Config& c,
 // The value a file of `dtype` holds for fp32 value v, by the test's own rounding.
 float stored(float v, TensorDType dtype) {
   if (dtype == TensorDType::F16) return static_cast<float>(test::f16_value(test::nearest_f16(v)));
-  if (dtype == TensorDType::BF16) return std::bit_cast<float>(uint32_t{test::nearest_bf16(v)} << 16);
+  if (dtype == TensorDType::BF16)
+    return std::bit_cast<float>(uint32_t{test::nearest_bf16(v)} << 16);
   return v;
 }
 
@@ -69,7 +70,8 @@ std::string load_error(const std::filesystem::path& dir) {
 
 TEST_CASE("expected tensors of GPT-2 small: the published names and shapes") {
   model::Config c = small_config();
-  c.n_vocab = 50257, c.n_ctx = 1024, c.n_embd = 768, c.n_layer = 12, c.n_head = 12, c.n_inner = 3072;
+  c.n_vocab = 50257, c.n_ctx = 1024, c.n_embd = 768, c.n_layer = 12, c.n_head = 12,
+  c.n_inner = 3072;
   const auto e = model::expected_tensors(c);
   CHECK(e.size() == 2 + 12 * 12 + 2);
   CHECK(e[0].name == "wte.weight");
@@ -115,9 +117,9 @@ TEST_CASE("expected tensors follow the variants") {
   CHECK(!has(n, "ln_f.weight"));
   c.attention_only = true;
   n = names(c);
-  CHECK(n == std::vector<std::string>{"wte.weight", "h.0.attn.c_attn.weight", "h.0.attn.c_proj.weight",
-                                      "h.1.attn.c_attn.weight", "h.1.attn.c_proj.weight",
-                                      "lm_head.weight"});
+  CHECK(n == std::vector<std::string>{"wte.weight", "h.0.attn.c_attn.weight",
+                                      "h.0.attn.c_proj.weight", "h.1.attn.c_attn.weight",
+                                      "h.1.attn.c_proj.weight", "lm_head.weight"});
 }
 
 TEST_CASE("random checkpoints in the published layout load with the values written") {
@@ -149,7 +151,8 @@ TEST_CASE("random checkpoints in the published layout load with the values writt
         CHECK(mask[0 * 5 + 1] == 0.0f);
         CHECK(mask[4 * 5 + 3] == 1.0f);
         CHECK(mask[3 * 5 + 4] == 0.0f);
-        CHECK(model::to_f32(*st->find(h0 + "attn.masked_bias")) == std::vector<float>{stored(-1e4f, dt)});
+        CHECK(model::to_f32(*st->find(h0 + "attn.masked_bias")) ==
+              std::vector<float>{stored(-1e4f, dt)});
       }
 
       const auto ck = model::Checkpoint::load(dir.path());
@@ -201,7 +204,8 @@ TEST_CASE("random checkpoint values: seeded, dtype-independent, shaped like weig
   model::random_tensor_values("h.0.mlp.c_fc.weight", c, o, d.data(), 0, d.size());
   CHECK(a != d);
   double sum = 0, sq = 0;
-  for (float v : a) sum += static_cast<double>(v), sq += static_cast<double>(v) * static_cast<double>(v);
+  for (float v : a)
+    sum += static_cast<double>(v), sq += static_cast<double>(v) * static_cast<double>(v);
   const auto n = static_cast<double>(a.size());
   const double mean = sum / n, sd = std::sqrt(sq / n - mean * mean);
   CHECK(std::fabs(mean) < 0.002);
@@ -235,9 +239,12 @@ TEST_CASE("checkpoint: missing tensors and wrong shapes are listed together") {
   other.n_inner = 16;
   test::write_file(dir / "config.json", model::config_json(other));
   const std::string msg = load_error(dir.path());
-  CHECK(msg.find("model.safetensors: 18 tensor(s) do not match config.json: ") != std::string::npos);
-  CHECK(msg.find("h.0.mlp.c_fc.weight: shape [8, 12] but the config implies [8, 16]") != std::string::npos);
-  CHECK(msg.find("h.1.mlp.c_proj.weight: shape [12, 8] but the config implies [16, 8]") != std::string::npos);
+  CHECK(msg.find("model.safetensors: 18 tensor(s) do not match config.json: ") !=
+        std::string::npos);
+  CHECK(msg.find("h.0.mlp.c_fc.weight: shape [8, 12] but the config implies [8, 16]") !=
+        std::string::npos);
+  CHECK(msg.find("h.1.mlp.c_proj.weight: shape [12, 8] but the config implies [16, 8]") !=
+        std::string::npos);
   CHECK(msg.find("missing h.2.ln_1.weight [8]") != std::string::npos);
   CHECK(msg.find("missing h.2.attn.c_attn.weight [8, 24]") != std::string::npos);
   CHECK(msg.find('\n') == std::string::npos);
@@ -263,7 +270,8 @@ TEST_CASE("checkpoint: unused tensors become warnings") {
   test::write_file(dir / "config.json", model::config_json(small_config()));
   auto ck = model::Checkpoint::load(dir.path());
   REQUIRE(ck->warnings().size() == 1);
-  CHECK(ck->warnings()[0].find("lm_head.weight ignored: tie_word_embeddings is true") != std::string::npos);
+  CHECK(ck->warnings()[0].find("lm_head.weight ignored: tie_word_embeddings is true") !=
+        std::string::npos);
   CHECK(ck->find("lm_head.weight") == nullptr);
 
   // A variant without biases reading a file with them: each one is named.
@@ -272,20 +280,25 @@ TEST_CASE("checkpoint: unused tensors become warnings") {
   test::write_file(dir / "config.json", model::config_json(nobias));
   ck = model::Checkpoint::load(dir.path());
   CHECK(ck->warnings().size() == 1 + 2 * 2);
-  CHECK(ck->warnings()[0].find("model.safetensors: h.0.mlp.c_fc.bias: not used by this config, ignored") !=
+  CHECK(ck->warnings()[0].find(
+            "model.safetensors: h.0.mlp.c_fc.bias: not used by this config, ignored") !=
         std::string::npos);
   CHECK(ck->warnings()[3].find("h.1.mlp.c_proj.bias: not used") != std::string::npos);
-  CHECK_THROWS_WITH_AS(ck->tensor("h.0.mlp.c_fc.bias"), doctest::Contains("h.0.mlp.c_fc.bias: not a tensor this config uses"),
+  CHECK_THROWS_WITH_AS(ck->tensor("h.0.mlp.c_fc.bias"),
+                       doctest::Contains("h.0.mlp.c_fc.bias: not a tensor this config uses"),
                        std::runtime_error);
 }
 
 TEST_CASE("checkpoint: folders that are not model folders") {
   test::TempDir dir;
   CHECK(load_error(dir / "nowhere").find("nowhere: not a folder") != std::string::npos);
-  CHECK(load_error(dir.path()).find(dir.path().string() + ": no config.json in this folder") != std::string::npos);
+  CHECK(load_error(dir.path()).find(dir.path().string() + ": no config.json in this folder") !=
+        std::string::npos);
   write(dir.path(), small_config());
   std::filesystem::remove(dir / "model.safetensors");
-  CHECK(load_error(dir.path()).find(dir.path().string() + ": no model.safetensors in this folder") != std::string::npos);
+  CHECK(
+      load_error(dir.path()).find(dir.path().string() + ": no model.safetensors in this folder") !=
+      std::string::npos);
   test::write_file(dir / "model.safetensors", "12345");
   CHECK(load_error(dir.path()).find("model.safetensors: truncated: 5 bytes") != std::string::npos);
   test::write_file(dir / "config.json", "{\"n_embd\": 8}");
@@ -307,17 +320,21 @@ TEST_CASE("checkpoint: a tensor the model needs in a dtype it cannot read") {
       R"("h.0.attn.c_proj.weight":{"dtype":"F32","shape":[8,8],"data_offsets":[1472,1728]},)"
       R"("h.0.attn.bias":{"dtype":"BOOL","shape":[1,1,5,5],"data_offsets":[1728,1753]},)"
       R"("extra":{"dtype":"I64","shape":[1],"data_offsets":[1753,1761]}})";
-  test::write_file(dir / "model.safetensors", test::safetensors_bytes(header, std::string(1761, '\0')));
-  CHECK(load_error(dir.path()).find("1 tensor(s) do not match config.json: wte.weight: unsupported dtype F64 "
-                                    "(supported: F32, F16, BF16)") != std::string::npos);
+  test::write_file(dir / "model.safetensors",
+                   test::safetensors_bytes(header, std::string(1761, '\0')));
+  CHECK(load_error(dir.path())
+            .find("1 tensor(s) do not match config.json: wte.weight: unsupported dtype F64 "
+                  "(supported: F32, F16, BF16)") != std::string::npos);
   // The same file with wte as F32: the BOOL mask is skipped silently, "extra" is a warning.
   std::string fixed = header;
   fixed.replace(fixed.find("F64"), 3, "F32");
   fixed.replace(fixed.find("[0,704]"), 7, "[0,352]");
-  test::write_file(dir / "model.safetensors", test::safetensors_bytes(fixed, std::string(1761, '\0')));
+  test::write_file(dir / "model.safetensors",
+                   test::safetensors_bytes(fixed, std::string(1761, '\0')));
   const auto ck = model::Checkpoint::load(dir.path());
   REQUIRE(ck->warnings().size() == 1);
-  CHECK(ck->warnings()[0].find("extra: not used by this config, ignored (I64)") != std::string::npos);
+  CHECK(ck->warnings()[0].find("extra: not used by this config, ignored (I64)") !=
+        std::string::npos);
 }
 
 TEST_CASE("checkpoint: one tensor stored with and without the prefix") {
@@ -330,11 +347,13 @@ TEST_CASE("checkpoint: one tensor stored with and without the prefix") {
   c.positions = gpu::PositionKind::None;
   test::write_file(dir / "config.json", model::config_json(c));
   const std::vector<float> w(88, 0.5f), a(192, 0.25f), p(64, 0.125f);
-  model::write_safetensors(dir / "model.safetensors",
-                           {model::make_tensor("wte.weight", TensorDType::F32, {11, 8}, w),
-                            model::make_tensor("transformer.wte.weight", TensorDType::F32, {11, 8}, w),
-                            model::make_tensor("h.0.attn.c_attn.weight", TensorDType::F32, {8, 24}, a),
-                            model::make_tensor("h.0.attn.c_proj.weight", TensorDType::F32, {8, 8}, p)});
-  CHECK(load_error(dir.path()).find("wte.weight: stored twice, with and without the \"transformer.\" prefix") !=
+  model::write_safetensors(
+      dir / "model.safetensors",
+      {model::make_tensor("wte.weight", TensorDType::F32, {11, 8}, w),
+       model::make_tensor("transformer.wte.weight", TensorDType::F32, {11, 8}, w),
+       model::make_tensor("h.0.attn.c_attn.weight", TensorDType::F32, {8, 24}, a),
+       model::make_tensor("h.0.attn.c_proj.weight", TensorDType::F32, {8, 8}, p)});
+  CHECK(load_error(dir.path())
+            .find("wte.weight: stored twice, with and without the \"transformer.\" prefix") !=
         std::string::npos);
 }

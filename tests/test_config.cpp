@@ -24,9 +24,12 @@ std::string published(int n_embd, int n_layer, int n_head) {
   "layer_norm_epsilon": 1e-05,
   "model_type": "gpt2",
   "n_ctx": 1024,
-  "n_embd": )" + std::to_string(n_embd) + R"(,
-  "n_head": )" + std::to_string(n_head) + R"(,
-  "n_layer": )" + std::to_string(n_layer) + R"(,
+  "n_embd": )" +
+         std::to_string(n_embd) + R"(,
+  "n_head": )" +
+         std::to_string(n_head) + R"(,
+  "n_layer": )" +
+         std::to_string(n_layer) + R"(,
   "n_positions": 1024,
   "resid_pdrop": 0.1,
   "summary_activation": null,
@@ -41,18 +44,21 @@ std::string published(int n_embd, int n_layer, int n_head) {
 
 // A small valid config with one key replaced (or added) by `key: value`; value "" drops it.
 std::string with(const std::string& key, const std::string& value) {
-  std::string s = R"({"vocab_size": 16, "n_positions": 8, "n_embd": 8, "n_layer": 2, "n_head": 2)";
-  const size_t at = s.find("\"" + key + "\"");
-  if (at != std::string::npos) {
-    const size_t end = s.find_first_of(",}", at);
-    s.erase(at, end - at + (s[end] == ',' ? 2 : 0));
-    if (s.ends_with(", ")) s.resize(s.size() - 2);
-  }
-  if (!value.empty()) s += ", \"" + key + "\": " + value;
+  std::vector<std::pair<std::string, std::string>> keys = {{"vocab_size", "16"},
+                                                           {"n_positions", "8"},
+                                                           {"n_embd", "8"},
+                                                           {"n_layer", "2"},
+                                                           {"n_head", "2"}};
+  std::erase_if(keys, [&](const auto& kv) { return kv.first == key; });
+  if (!value.empty()) keys.emplace_back(key, value);
+  std::string s = "{";
+  for (const auto& [k, v] : keys) s += (s.size() > 1 ? ", \"" : "\"") + k + "\": " + v;
   return s + "}";
 }
 
-model::Config parse(const std::string& text) { return model::parse_config(text, "cfg.json"); }
+model::Config parse(const std::string& text) {
+  return model::parse_config(text, "cfg.json");
+}
 
 void rejects(const std::string& text, const std::string& message) {
   CAPTURE(text);
@@ -74,9 +80,11 @@ TEST_CASE("config: the published GPT-2 configs") {
   CHECK(c.activation == gpu::Activation::GeluTanh);
   CHECK(c.tie_word_embeddings);
   CHECK(c.eos_token_id == 50256);
-  CHECK(c == model::Config{50257, 1024, 768, 12, 12, 3072, 1e-5f, gpu::Activation::GeluTanh,
-                           true, true, true, gpu::PositionKind::Learned, true, true, true,
-                           gpu::LayerNormKind::Standard, false, 0.0f, 50256, {}});
+  CHECK(c == model::Config{50257, 1024, 768,   12,
+                           12,    3072, 1e-5f, gpu::Activation::GeluTanh,
+                           true,  true, true,  gpu::PositionKind::Learned,
+                           true,  true, true,  gpu::LayerNormKind::Standard,
+                           false, 0.0f, 50256, {}});
   // Published parameter counts of the four sizes (tied head, no mask buffers).
   CHECK(model::parameter_count(c) == 124439808);
   CHECK(model::parameter_count(parse(published(1024, 24, 16))) == 354823168);
@@ -93,10 +101,11 @@ TEST_CASE("config: defaults and Hugging Face's spellings") {
   CHECK(c.tokenizer.kind == model::TokenizerKind::Gpt2);
   CHECK(parse(with("n_inner", "20")).n_inner == 20);
   // n_ctx is the older name: read only where n_positions is absent.
-  CHECK(parse(with("n_positions", "") .insert(1, "\"n_ctx\": 5, ")).n_ctx == 5);
+  CHECK(parse(with("n_positions", "").insert(1, "\"n_ctx\": 5, ")).n_ctx == 5);
   CHECK(parse(with("n_ctx", "5")).n_ctx == 8);
   CHECK(parse(with("activation_function", "\"gelu\"")).activation == gpu::Activation::GeluErf);
-  CHECK(parse(with("activation_function", "\"gelu_pytorch_tanh\"")).activation == gpu::Activation::GeluTanh);
+  CHECK(parse(with("activation_function", "\"gelu_pytorch_tanh\"")).activation ==
+        gpu::Activation::GeluTanh);
   CHECK(parse(with("activation_function", "\"relu\"")).activation == gpu::Activation::Relu);
   CHECK(!parse(with("tie_word_embeddings", "false")).tie_word_embeddings);
   CHECK(parse(with("scale_attn_weights", "false")).attention_scale == 1.0f);
@@ -128,23 +137,31 @@ TEST_CASE("config: variant keys") {
 TEST_CASE("config: tokenizer kinds") {
   CHECK(parse(with("vocab_size", "256").insert(1, "\"tokenizer\": \"bytes\", ")).tokenizer.kind ==
         model::TokenizerKind::Bytes);
-  rejects(with("tokenizer", "\"bytes\""), "cfg.json: vocab_size: 16 but the bytes tokenizer has 256 tokens");
+  rejects(with("tokenizer", "\"bytes\""),
+          "cfg.json: vocab_size: 16 but the bytes tokenizer has 256 tokens");
 
   // A string of characters (multi-byte ones too) or an array of one-character strings.
-  model::Config c = parse(with("vocab_size", "5").insert(1, "\"tokenizer\": \"chars\", \"chars\": \"ab\u00e9\u20ac\\n\", "));
+  model::Config c =
+      parse(with("vocab_size", "5")
+                .insert(1, "\"tokenizer\": \"chars\", \"chars\": \"ab\u00e9\u20ac\\n\", "));
   CHECK(c.tokenizer.kind == model::TokenizerKind::Chars);
   CHECK(c.tokenizer.chars == std::vector<std::string>{"a", "b", "\u00e9", "\u20ac", "\n"});
-  c = parse(with("vocab_size", "3").insert(1, "\"tokenizer\": \"chars\", \"chars\": [\"x\", \" \", \"\U0001F600\"], "));
+  c = parse(
+      with("vocab_size", "3")
+          .insert(1, "\"tokenizer\": \"chars\", \"chars\": [\"x\", \" \", \"\U0001F600\"], "));
   CHECK(c.tokenizer.chars == std::vector<std::string>{"x", " ", "\U0001F600"});
 
   const std::string chars = "\"tokenizer\": \"chars\", ";
-  rejects(with("vocab_size", "3").insert(1, chars + "\"chars\": \"abca\", "), "cfg.json: chars: character a repeats");
+  rejects(with("vocab_size", "3").insert(1, chars + "\"chars\": \"abca\", "),
+          "cfg.json: chars: character a repeats");
   rejects(with("vocab_size", "4").insert(1, chars + "\"chars\": \"abc\", "),
           "cfg.json: vocab_size: 4 but \"chars\" lists 3 characters");
   rejects(with("vocab_size", "2").insert(1, chars + "\"chars\": [\"a\", \"bc\"], "),
           "cfg.json: chars: element 1 is not a one-character string: string bc");
-  rejects(with("vocab_size", "2").insert(1, chars + "\"chars\": [\"a\", 5], "), "chars: element 1 is not a one-character");
-  rejects(with("vocab_size", "2").insert(1, chars + "\"chars\": 5, "), "chars: must be a string or an array");
+  rejects(with("vocab_size", "2").insert(1, chars + "\"chars\": [\"a\", 5], "),
+          "chars: element 1 is not a one-character");
+  rejects(with("vocab_size", "2").insert(1, chars + "\"chars\": 5, "),
+          "chars: must be a string or an array");
   rejects(with("tokenizer", "\"chars\""), "cfg.json: chars: missing");
   rejects(with("chars", "\"ab\""), "cfg.json: chars: given, but \"tokenizer\" is not \"chars\"");
   rejects(with("tokenizer", "\"sentencepiece\""),
@@ -207,17 +224,23 @@ TEST_CASE("config: bad values name the file, the key and the problem") {
   rejects(with("n_positions", ""), "cfg.json: n_ctx: missing");
   rejects(with("n_head", "3"), "cfg.json: n_head: n_embd 8 is not divisible by n_head 3");
   rejects(with("n_head", "16"), "n_embd 8 is not divisible by n_head 16");
-  rejects(with("layer_norm_epsilon", "0"), "cfg.json: layer_norm_epsilon: must be a finite number > 0 (as a float), got 0");
+  rejects(with("layer_norm_epsilon", "0"),
+          "cfg.json: layer_norm_epsilon: must be a finite number > 0 (as a float), got 0");
   rejects(with("layer_norm_epsilon", "-1e-5"), "layer_norm_epsilon: must be a finite number > 0");
-  rejects(with("layer_norm_epsilon", "1e-50"), "layer_norm_epsilon: must be a finite number > 0 (as a float), got 1e-50");
+  rejects(with("layer_norm_epsilon", "1e-50"),
+          "layer_norm_epsilon: must be a finite number > 0 (as a float), got 1e-50");
   rejects(with("layer_norm_epsilon", "1e300"), "layer_norm_epsilon: must be a finite number > 0");
-  rejects(with("layer_norm_epsilon", "\"1e-5\""), "cfg.json: layer_norm_epsilon: must be a number, got string 1e-5");
+  rejects(with("layer_norm_epsilon", "\"1e-5\""),
+          "cfg.json: layer_norm_epsilon: must be a number, got string 1e-5");
   rejects(with("activation_function", "\"swish\""),
-          "cfg.json: activation_function: unknown value swish (expected one of: gelu_new, gelu_pytorch_tanh, gelu, relu)");
+          "cfg.json: activation_function: unknown value swish (expected one of: gelu_new, "
+          "gelu_pytorch_tanh, gelu, relu)");
   rejects(with("activation_function", "1"), "activation_function: must be a string, got 1");
-  rejects(with("tie_word_embeddings", "\"yes\""), "cfg.json: tie_word_embeddings: must be true or false, got string yes");
+  rejects(with("tie_word_embeddings", "\"yes\""),
+          "cfg.json: tie_word_embeddings: must be true or false, got string yes");
   rejects(with("causal", "1"), "cfg.json: causal: must be true or false, got 1");
-  rejects(with("norm_position", "\"middle\""), "norm_position: unknown value middle (expected one of: pre, post)");
+  rejects(with("norm_position", "\"middle\""),
+          "norm_position: unknown value middle (expected one of: pre, post)");
   rejects(with("position_embedding", "\"rotary\""), "position_embedding: unknown value rotary");
   rejects(with("layer_norm_formula", "\"rms\""), "layer_norm_formula: unknown value rms");
   rejects(R"({"vocab_size": 16, "n_positions": 8, "n_embd": 1, "n_layer": 2, "n_head": 1,
@@ -226,19 +249,24 @@ TEST_CASE("config: bad values name the file, the key and the problem") {
   rejects(with("attention_scale", "0"), "cfg.json: attention_scale: must be a finite number > 0");
   rejects(with("attention_scale", "0.5").insert(1, "\"scale_attn_weights\": false, "),
           "attention_scale: conflicts with scale_attn_weights false");
-  rejects(with("scale_attn_by_inverse_layer_idx", "true"), "scale_attn_by_inverse_layer_idx: true is not supported");
-  rejects(with("eos_token_id", "16"), "cfg.json: eos_token_id: 16 is not a token id (vocab_size 16)");
+  rejects(with("scale_attn_by_inverse_layer_idx", "true"),
+          "scale_attn_by_inverse_layer_idx: true is not supported");
+  rejects(with("eos_token_id", "16"),
+          "cfg.json: eos_token_id: 16 is not a token id (vocab_size 16)");
   rejects(with("eos_token_id", "-1"), "eos_token_id: -1 is not a token id");
   rejects(with("eos_token_id", "[1]"), "eos_token_id: must be an integer, got an array");
-  rejects(with("model_type", "\"llama\""), "cfg.json: model_type: llama is not supported (only gpt2)");
+  rejects(with("model_type", "\"llama\""),
+          "cfg.json: model_type: llama is not supported (only gpt2)");
 }
 
 TEST_CASE("config: text that is not a JSON object") {
-  rejects("{\"n_embd\": 8,\n \"n_head\": }", "cfg.json: invalid JSON at byte 26: parse error at line 2, column 12");
+  rejects("{\"n_embd\": 8,\n \"n_head\": }",
+          "cfg.json: invalid JSON at byte 26: parse error at line 2, column 12");
   rejects("", "cfg.json: invalid JSON at byte 1");
   rejects("{\"a\": 1e999}", "cfg.json: invalid JSON");
   rejects("[1, 2]", "cfg.json: a JSON array, not an object");
-  rejects("{\"vocab_size\": 16} trailing", "cfg.json: invalid JSON at byte 22: parse error at line 1, column 22");
+  rejects("{\"vocab_size\": 16} trailing",
+          "cfg.json: invalid JSON at byte 22: parse error at line 1, column 22");
   std::string deep(100000, '[');
   rejects(deep, "cfg.json: invalid JSON at byte 100001");
 }
@@ -247,8 +275,8 @@ TEST_CASE("config: load_config reads a file and names it") {
   test::TempDir dir;
   test::write_file(dir / "config.json", published(768, 12, 12));
   CHECK(model::load_config(dir / "config.json").n_embd == 768);
-  CHECK_THROWS_WITH_AS(model::load_config(dir / "absent.json"), doctest::Contains("absent.json: no such file"),
-                       std::runtime_error);
+  CHECK_THROWS_WITH_AS(model::load_config(dir / "absent.json"),
+                       doctest::Contains("absent.json: no such file"), std::runtime_error);
   test::write_file(dir / "bad.json", with("n_embd", "0"));
   const std::string message = (dir / "bad.json").string() + ": n_embd: must be at least 1";
   CHECK_THROWS_WITH_AS(model::load_config(dir / "bad.json"), doctest::Contains(message.c_str()),

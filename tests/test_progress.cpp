@@ -11,8 +11,10 @@ TEST_CASE("progress line: bar, bytes done of total, rate") {
   CHECK(model::Progress::line("w", 200'000'000, 200'000'000, 0.5) ==
         "w [##############################]  200.0/200.0 MB  400.0 MB/s");
   // More than announced, or nothing announced: a full bar, never past it.
-  CHECK(model::Progress::line("w", 300, 200, 1.0).find("[##############################]") != std::string::npos);
-  CHECK(model::Progress::line("w", 0, 0, 1.0).find("[##############################]") != std::string::npos);
+  CHECK(model::Progress::line("w", 300, 200, 1.0).find("[##############################]") !=
+        std::string::npos);
+  CHECK(model::Progress::line("w", 0, 0, 1.0).find("[##############################]") !=
+        std::string::npos);
 }
 
 TEST_CASE("progress: advancing and finishing are safe in any order") {
