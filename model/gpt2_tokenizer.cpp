@@ -39,7 +39,8 @@ struct MatchDataDeleter {
 
 std::string pcre2_message(int code) {
   PCRE2_UCHAR buf[256];
-  if (pcre2_get_error_message(code, buf, sizeof buf) < 0) return "PCRE2 error " + std::to_string(code);
+  if (pcre2_get_error_message(code, buf, sizeof buf) < 0)
+    return "PCRE2 error " + std::to_string(code);
   return reinterpret_cast<const char*>(buf);
 }
 
@@ -50,8 +51,8 @@ std::unique_ptr<pcre2_code, CodeDeleter> compile_pattern() {
       pcre2_compile(reinterpret_cast<PCRE2_SPTR>(kPattern.data()), kPattern.size(),
                     PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr));
   if (!code) {
-    throw std::runtime_error("GPT-2 pre-tokenizer pattern: " + pcre2_message(error) + " at offset " +
-                             std::to_string(offset));
+    throw std::runtime_error("GPT-2 pre-tokenizer pattern: " + pcre2_message(error) +
+                             " at offset " + std::to_string(offset));
   }
   // The JIT is several times faster; where it is missing (a build without it, a platform it
   // does not support) pcre2_match() runs the interpreter on the same code.
@@ -141,7 +142,8 @@ class Gpt2Tokenizer final : public Tokenizer {
     bpe_.encode(word, ids);
     std::lock_guard lock(cache_mutex_);
     if (cache_.size() >= kMaxCachedWords) cache_.clear();
-    cache_.try_emplace(std::string(word), ids.begin() + static_cast<std::ptrdiff_t>(first), ids.end());
+    cache_.try_emplace(std::string(word), ids.begin() + static_cast<std::ptrdiff_t>(first),
+                       ids.end());
   }
 
   Gpt2Vocab vocab_;
@@ -153,7 +155,8 @@ class Gpt2Tokenizer final : public Tokenizer {
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> make_gpt2_tokenizer(std::string_view vocab_json, std::string_view merges_txt,
+std::unique_ptr<Tokenizer> make_gpt2_tokenizer(std::string_view vocab_json,
+                                               std::string_view merges_txt,
                                                const std::string& vocab_file,
                                                const std::string& merges_file) {
   Gpt2Vocab vocab = parse_gpt2_vocab(vocab_json, vocab_file);
