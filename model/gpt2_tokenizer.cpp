@@ -107,8 +107,13 @@ class Gpt2Tokenizer final : public Tokenizer {
     const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
     size_t pos = 0;
     while (pos < text.size()) {
-      const int rc = pcre2_match(pattern_.get(), subject, text.size(), pos, PCRE2_NO_UTF_CHECK,
-                                 match, nullptr);
+      int rc = pcre2_match(pattern_.get(), subject, text.size(), pos, PCRE2_NO_UTF_CHECK, match,
+                           nullptr);
+      if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {
+        // The JIT backtracks on a small fixed stack; the interpreter's grows on the heap.
+        rc = pcre2_match(pattern_.get(), subject, text.size(), pos,
+                         PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, match, nullptr);
+      }
       if (rc == PCRE2_ERROR_NOMATCH) break;
       if (rc < 0) {
         throw std::runtime_error("GPT-2 pre-tokenizer: " + pcre2_message(rc) + " at byte offset " +
