@@ -19,7 +19,6 @@ class Bpe {
   bool add_merge(int32_t left, int32_t right, int32_t merged);
   // The rank of the merge of (left, right), if there is one.
   std::optional<uint32_t> rank(int32_t left, int32_t right) const;
-  size_t size() const { return merges_.size(); }
 
   // Appends the tokens of `word`: repeatedly merge every occurrence of the lowest-ranked adjacent
   // pair, left to right, until no pair has a merge. O(n log n) in the word's length, so a long

@@ -39,7 +39,8 @@ struct MatchDataDeleter {
 
 std::string pcre2_message(int code) {
   PCRE2_UCHAR buf[256];
-  if (pcre2_get_error_message(code, buf, sizeof buf) < 0) return "PCRE2 error " + std::to_string(code);
+  if (pcre2_get_error_message(code, buf, sizeof buf) < 0)
+    return "PCRE2 error " + std::to_string(code);
   return reinterpret_cast<const char*>(buf);
 }
 
@@ -50,8 +51,8 @@ std::unique_ptr<pcre2_code, CodeDeleter> compile_pattern() {
       pcre2_compile(reinterpret_cast<PCRE2_SPTR>(kPattern.data()), kPattern.size(),
                     PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr));
   if (!code) {
-    throw std::runtime_error("GPT-2 pre-tokenizer pattern: " + pcre2_message(error) + " at offset " +
-                             std::to_string(offset));
+    throw std::runtime_error("GPT-2 pre-tokenizer pattern: " + pcre2_message(error) +
+                             " at offset " + std::to_string(offset));
   }
   // The JIT is several times faster; where it is missing (a build without it, a platform it
   // does not support) pcre2_match() runs the interpreter on the same code.
@@ -106,8 +107,13 @@ class Gpt2Tokenizer final : public Tokenizer {
     const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
     size_t pos = 0;
     while (pos < text.size()) {
-      const int rc = pcre2_match(pattern_.get(), subject, text.size(), pos, PCRE2_NO_UTF_CHECK,
-                                 match, nullptr);
+      int rc = pcre2_match(pattern_.get(), subject, text.size(), pos, PCRE2_NO_UTF_CHECK, match,
+                           nullptr);
+      if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {
+        // The JIT backtracks on a small fixed stack; the interpreter's grows on the heap.
+        rc = pcre2_match(pattern_.get(), subject, text.size(), pos,
+                         PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, match, nullptr);
+      }
       if (rc == PCRE2_ERROR_NOMATCH) break;
       if (rc < 0) {
         throw std::runtime_error("GPT-2 pre-tokenizer: " + pcre2_message(rc) + " at byte offset " +
@@ -141,7 +147,8 @@ class Gpt2Tokenizer final : public Tokenizer {
     bpe_.encode(word, ids);
     std::lock_guard lock(cache_mutex_);
     if (cache_.size() >= kMaxCachedWords) cache_.clear();
-    cache_.try_emplace(std::string(word), ids.begin() + static_cast<std::ptrdiff_t>(first), ids.end());
+    cache_.try_emplace(std::string(word), ids.begin() + static_cast<std::ptrdiff_t>(first),
+                       ids.end());
   }
 
   Gpt2Vocab vocab_;
@@ -153,7 +160,8 @@ class Gpt2Tokenizer final : public Tokenizer {
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> make_gpt2_tokenizer(std::string_view vocab_json, std::string_view merges_txt,
+std::unique_ptr<Tokenizer> make_gpt2_tokenizer(std::string_view vocab_json,
+                                               std::string_view merges_txt,
                                                const std::string& vocab_file,
                                                const std::string& merges_file) {
   Gpt2Vocab vocab = parse_gpt2_vocab(vocab_json, vocab_file);

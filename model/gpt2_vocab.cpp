@@ -71,9 +71,10 @@ int32_t vocab_id(const json& value, size_t n, const std::string& where) {
   if (!value.is_number_integer()) {
     throw std::runtime_error(where + ": id must be an integer, got " + value.dump());
   }
-  const bool in_range = value.is_number_unsigned() ? value.get<uint64_t>() < n
-                                                   : value.get<int64_t>() >= 0 &&
-                                                         static_cast<uint64_t>(value.get<int64_t>()) < n;
+  const bool in_range =
+      value.is_number_unsigned()
+          ? value.get<uint64_t>() < n
+          : value.get<int64_t>() >= 0 && static_cast<uint64_t>(value.get<int64_t>()) < n;
   if (!in_range) {
     throw std::runtime_error(where + ": id " + value.dump() + " is out of range [0, " +
                              std::to_string(n) + ") for a vocabulary of " + std::to_string(n) +
@@ -84,7 +85,9 @@ int32_t vocab_id(const json& value, size_t n, const std::string& where) {
 
 }  // namespace
 
-char32_t gpt2_byte_char(uint8_t b) { return alphabet().to_char[b]; }
+char32_t gpt2_byte_char(uint8_t b) {
+  return alphabet().to_char[b];
+}
 
 Gpt2Vocab parse_gpt2_vocab(std::string_view json_text, const std::string& file) {
   json root;
@@ -165,11 +168,13 @@ Bpe parse_gpt2_merges(std::string_view text, const Gpt2Vocab& vocab, const std::
       if (!empty_line) empty_line = line_no;
       continue;
     }
-    if (empty_line) throw std::runtime_error(file + ": line " + std::to_string(empty_line) + ": empty line");
+    if (empty_line)
+      throw std::runtime_error(file + ": line " + std::to_string(empty_line) + ": empty line");
     const size_t space = line.find(' ');
     if (space == 0 || space == std::string_view::npos || space + 1 == line.size() ||
         line.find(' ', space + 1) != std::string_view::npos) {
-      throw std::runtime_error(where + ": expected two tokens separated by one space, got " + quote(line));
+      throw std::runtime_error(where + ": expected two tokens separated by one space, got " +
+                               quote(line));
     }
     int32_t ids[2];
     std::string sides[2];

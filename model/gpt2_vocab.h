@@ -13,9 +13,9 @@
 namespace model {
 
 struct Gpt2Vocab {
-  std::vector<std::string> tokens;     // [V] the raw bytes of each token id
+  std::vector<std::string> tokens;      // [V] the raw bytes of each token id
   std::array<int32_t, 256> byte_ids{};  // the token of each single byte
-  std::optional<int32_t> end_of_text;  // the id of "<|endoftext|>", when the vocabulary has it
+  std::optional<int32_t> end_of_text;   // the id of "<|endoftext|>", when the vocabulary has it
 };
 
 // vocab.json: an object of token -> id, ids unique and dense (0..n-1). Tokens are written in

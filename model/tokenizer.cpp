@@ -45,13 +45,15 @@ class CharsTokenizer final : public Tokenizer {
   // `where` names the list in messages, e.g. "models/x/config.json: chars".
   CharsTokenizer(const std::vector<std::string>& chars, const std::string& where) : chars_(chars) {
     if (chars.empty()) throw std::runtime_error(where + ": the character list is empty");
-    if (chars.size() > (1u << 21)) throw std::runtime_error(where + ": more entries than Unicode has");
+    if (chars.size() > (1u << 21))
+      throw std::runtime_error(where + ": more entries than Unicode has");
     for (size_t i = 0; i < chars.size(); i++) {
       const std::string at = where + "[" + std::to_string(i) + "]";
       const std::string& c = chars[i];
       const Utf8Char d = c.empty() ? Utf8Char{} : decode_utf8(c, 0);
       if (c.empty() || !d.ok || d.len != c.size()) {
-        throw std::runtime_error(at + ": " + (find_invalid_utf8(c) ? "invalid UTF-8" : "\"" + c + "\"") +
+        throw std::runtime_error(at + ": " +
+                                 (find_invalid_utf8(c) ? "invalid UTF-8" : "\"" + c + "\"") +
                                  " is not a single character");
       }
       auto [it, fresh] = id_of_.try_emplace(d.cp, static_cast<int32_t>(i));
@@ -93,7 +95,8 @@ class CharsTokenizer final : public Tokenizer {
 std::string read_text(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
   if (!in) {
-    throw std::runtime_error(file.string() + (std::filesystem::exists(file) ? ": cannot open" : ": no such file"));
+    throw std::runtime_error(file.string() +
+                             (std::filesystem::exists(file) ? ": cannot open" : ": no such file"));
   }
   std::ostringstream s;
   s << in.rdbuf();
@@ -109,7 +112,8 @@ std::string Tokenizer::decode(std::span<const int32_t> ids) const {
   return sanitize_utf8(bytes);
 }
 
-std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& dir, const TokenizerSpec& spec) {
+std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& dir,
+                                          const TokenizerSpec& spec) {
   switch (spec.kind) {
     case TokenizerKind::Gpt2: {
       const std::filesystem::path vocab = dir / "vocab.json", merges = dir / "merges.txt";
@@ -120,7 +124,8 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& dir, cons
     case TokenizerKind::Bytes:
       return std::make_unique<BytesTokenizer>();
     case TokenizerKind::Chars:
-      return std::make_unique<CharsTokenizer>(spec.chars, (dir / "config.json").string() + ": chars");
+      return std::make_unique<CharsTokenizer>(spec.chars,
+                                              (dir / "config.json").string() + ": chars");
   }
   throw std::runtime_error("unknown tokenizer kind");
 }

@@ -30,11 +30,13 @@ class Tokenizer {
 
 // Builds the tokenizer a model's config asks for; Gpt2 reads dir/vocab.json and dir/merges.txt.
 // Errors name the file and the key or line (Chars: dir/config.json and the index in "chars").
-std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& dir, const TokenizerSpec& spec);
+std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& dir,
+                                          const TokenizerSpec& spec);
 
 // GPT-2's tokenizer from the contents of vocab.json and merges.txt; the names are for messages.
 // Thread-safe: encode() may run on several threads at once (the word cache is locked).
-std::unique_ptr<Tokenizer> make_gpt2_tokenizer(std::string_view vocab_json, std::string_view merges_txt,
+std::unique_ptr<Tokenizer> make_gpt2_tokenizer(std::string_view vocab_json,
+                                               std::string_view merges_txt,
                                                const std::string& vocab_file,
                                                const std::string& merges_file);
 

@@ -17,7 +17,8 @@ Utf8Char decode_utf8(std::string_view bytes, size_t i) {
   const uint8_t b0 = byte(i);
   if (b0 < 0x80) return {b0, 1, true, false};
   // Unicode's table of well-formed sequences: the lead byte fixes the length and the allowed
-  // range of the second byte, which excludes overlongs (E0, F0), surrogates (ED) and > U+10FFFF (F4).
+  // range of the second byte, which excludes overlongs (E0, F0), surrogates (ED) and > U+10FFFF
+  // (F4).
   size_t need = 0;
   char32_t cp = 0;
   uint8_t lo = 0x80, hi = 0xBF;
@@ -80,7 +81,8 @@ void check_utf8(std::string_view text) {
   std::string shown;
   for (size_t i = *bad; i < text.size() && i < *bad + 4; i++) {
     char buf[8];
-    std::snprintf(buf, sizeof buf, "%s%02X", shown.empty() ? "" : " ", static_cast<uint8_t>(text[i]));
+    std::snprintf(buf, sizeof buf, "%s%02X", shown.empty() ? "" : " ",
+                  static_cast<uint8_t>(text[i]));
     shown += buf;
   }
   throw std::runtime_error("invalid UTF-8 at byte offset " + std::to_string(*bad) + " (bytes " +

@@ -8,8 +8,8 @@
 namespace model {
 
 struct Utf8Char {
-  char32_t cp = 0;         // the code point, when ok
-  size_t len = 1;          // bytes taken: the character, or its maximal invalid subpart (>= 1)
+  char32_t cp = 0;  // the code point, when ok
+  size_t len = 1;   // bytes taken: the character, or its maximal invalid subpart (>= 1)
   bool ok = false;
   bool truncated = false;  // not ok only because the input ends where more bytes could complete it
 };
