@@ -68,21 +68,25 @@ bool is_mask_buffer(std::string_view name) {
 }
 
 constexpr size_t kMaxListed = 20;  // problems named in one error; the rest are counted
+constexpr const char* kFolder =
+    "a model folder holds config.json and model.safetensors, as Hugging Face publishes them";
 
 }  // namespace
 
 std::unique_ptr<Checkpoint> Checkpoint::load(const std::filesystem::path& dir) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec))
-    throw std::runtime_error(dir.string() +
-                             ": not a folder (expected a model folder with "
-                             "config.json and model.safetensors)");
-  for (const char* name : {"config.json", "model.safetensors"})
-    if (!std::filesystem::exists(dir / name, ec))
-      throw std::runtime_error(
-          dir.string() + ": no " + name +
-          " in this folder (a model folder "
-          "holds config.json and model.safetensors, as Hugging Face publishes)");
+    throw std::runtime_error(dir.string() + ": not a folder (" + kFolder + ")");
+  for (const char* name : {"config.json", "model.safetensors"}) {
+    if (std::filesystem::exists(dir / name, ec)) continue;
+    // Older downloads carry only PyTorch's pickle, which this engine does not read.
+    const bool pickle = std::filesystem::exists(dir / "pytorch_model.bin", ec);
+    throw std::runtime_error(dir.string() + ": no " + name + " in this folder (" + kFolder + ")" +
+                             (pickle && name == std::string_view("model.safetensors")
+                                  ? "; pytorch_model.bin is not read: fetch model.safetensors, "
+                                    "e.g. with scripts/download_gpt2.sh"
+                                  : ""));
+  }
   std::unique_ptr<Checkpoint> ck(new Checkpoint());
   ck->dir_ = dir;
   ck->config_ = load_config(dir / "config.json");
@@ -96,8 +100,7 @@ std::unique_ptr<Checkpoint> Checkpoint::load(const std::filesystem::path& dir) {
     if (name.starts_with("transformer.")) name.remove_prefix(12);
     if (!present.emplace(name, &t).second)
       throw std::runtime_error(file + ": " + show(name) +
-                               ": stored twice, with and without the "
-                               "\"transformer.\" prefix");
+                               ": stored twice, with and without the \"transformer.\" prefix");
   }
 
   std::map<std::string, std::string, std::less<>> other;  // canonical name -> unsupported dtype
@@ -141,9 +144,9 @@ std::unique_ptr<Checkpoint> Checkpoint::load(const std::filesystem::path& dir) {
   for (const auto& [name, t] : present) {
     if (is_mask_buffer(name)) continue;
     if (name == "lm_head.weight")
-      ck->warnings_.push_back(file +
-                              ": lm_head.weight ignored: tie_word_embeddings is true, so "
-                              "the head reads wte.weight");
+      ck->warnings_.push_back(
+          file +
+          ": lm_head.weight ignored: tie_word_embeddings is true, the head reads wte.weight");
     else
       ck->warnings_.push_back(file + ": " + show(name) + ": not used by this config, ignored");
   }

@@ -98,11 +98,11 @@ Entry parse_entry(const std::filesystem::path& file, const std::string& name, co
   uint64_t elements = 1;
   for (const json& d : *sh) {
     out.view.shape.push_back(d.get<uint64_t>());
-    if (__builtin_mul_overflow(elements, out.view.shape.back(), &elements))
+    if (json_util::mul_overflows(elements, out.view.shape.back(), &elements))
       bad("shape " + shape_str(out.view.shape) + "... has more elements than fit in 64 bits");
   }
   uint64_t bytes = 0;
-  if (__builtin_mul_overflow(elements, element_size, &bytes))
+  if (json_util::mul_overflows(elements, element_size, &bytes))
     bad("shape " + shape_str(out.view.shape) + " is too large to address");
   out.begin = (*off)[0].get<uint64_t>();
   out.end = (*off)[1].get<uint64_t>();

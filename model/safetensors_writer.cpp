@@ -15,7 +15,7 @@ uint64_t checked_bytes(const std::string& name, TensorDType dtype,
                        const std::vector<uint64_t>& shape) {
   uint64_t n = dtype_size(dtype);
   for (uint64_t d : shape)
-    if (__builtin_mul_overflow(n, d, &n))
+    if (json_util::mul_overflows(n, d, &n))
       throw std::invalid_argument(name + ": shape " + json_util::shape_str(shape) + " too large");
   return n;
 }
@@ -43,7 +43,7 @@ SafeTensorsWriter::SafeTensorsWriter(const std::filesystem::path& file,
   text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned, as the reference pads
   const uint64_t n = text.size();
 
-  out_ = std::fopen(file.c_str(), "wb");
+  out_ = std::fopen(file.string().c_str(), "wb");
   if (!out_) throw std::runtime_error(file.string() + ": cannot create: " + std::strerror(errno));
   std::setvbuf(out_, nullptr, _IOFBF, 1 << 20);
   // The length is little-endian, as the host (dtype.cpp asserts it).

@@ -299,6 +299,8 @@ TEST_CASE("checkpoint: folders that are not model folders") {
   CHECK(
       load_error(dir.path()).find(dir.path().string() + ": no model.safetensors in this folder") !=
       std::string::npos);
+  test::write_file(dir / "pytorch_model.bin", "");
+  CHECK(load_error(dir.path()).find("pytorch_model.bin is not read") != std::string::npos);
   test::write_file(dir / "model.safetensors", "12345");
   CHECK(load_error(dir.path()).find("model.safetensors: truncated: 5 bytes") != std::string::npos);
   test::write_file(dir / "config.json", "{\"n_embd\": 8}");
