@@ -19,6 +19,11 @@ int generate(const GenerateArgs& args) {
   o.sampling = {args.temp, args.top_k, args.top_p, args.seed};
   if (!args.seed_given) o.sampling.seed = std::random_device{}();
 
+  // Refuse before anything reaches stdout: there, only the text goes.
+  if (prompt.size() > c.n_ctx)
+    throw std::runtime_error("the prompt is " + std::to_string(prompt.size()) +
+                             " tokens, longer than the model's context of " + std::to_string(c.n_ctx) +
+                             " tokens");
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
   model::Utf8Stream stream;

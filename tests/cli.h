@@ -1,0 +1,20 @@
+// Running the gpt2vk binary from a test: its exit code, stdout and stderr.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace test {
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+// Runs gpt2vk with `args` (each passed as one argument, no shell). The Khronos validation layer
+// is on (GPT2VK_VALIDATION=1); messages it prints land in err.
+CliResult gpt2vk(const std::vector<std::string>& args);
+
+// True when err carries no validation-layer message.
+bool no_validation_messages(const CliResult& r);
+
+}  // namespace test

@@ -1,0 +1,161 @@
+// The gpt2vk commands end to end, on the golden models of tests/data/models: what they print,
+// what they write, and their exit codes, with the validation layer on.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "model/tokenizer.h"
+#include "tests/cli.h"
+#include "tests/files.h"
+#include "tests/gpu.h"
+#include "tests/model_fixture.h"
+
+namespace {
+
+std::string models(const char* name) { return (test::source_dir() / "tests/data/models" / name).string(); }
+
+nlohmann::json golden(const char* name) {
+  return nlohmann::json::parse(test::read_file(models(name) + "/goldens.json"));
+}
+
+// The text greedy generation must print: the prompt, then the golden ids' bytes (the bytes
+// tokenizer), invalid UTF-8 replaced as the stream does.
+std::string expected_text(const nlohmann::json& g, size_t n) {
+  std::string bytes;
+  for (size_t i = 0; i < n; i++) bytes.push_back(static_cast<char>(g["greedy_ids"][i].get<int>()));
+  return g["greedy_prompt_text"].get<std::string>() + model::sanitize_utf8(bytes) + "\n";
+}
+
+}  // namespace
+
+TEST_CASE("cli: generate prints the prompt and the greedy continuation, on GPU and CPU") {
+  GPU_TEST(g);
+  const nlohmann::json gold = golden("gpt2-tiny");
+  for (const char* device : {"", "cpu"}) {
+    std::vector<std::string> args = {"generate", "-m", models("gpt2-tiny"), "-p", "Hello",
+                                     "-n", "16", "--temp", "0", "--precision", "f32"};
+    if (*device) args.insert(args.end(), {"--device", device});
+    const test::CliResult r = test::gpt2vk(args);
+    CAPTURE(r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out == expected_text(gold, 16));  // stdout: the text and nothing else
+    CHECK(r.err.find("generated 16 tokens") != std::string::npos);
+    CHECK(r.err.find("tok/s") != std::string::npos);
+    CHECK(r.err.find("f32") != std::string::npos);
+    CHECK(test::no_validation_messages(r));
+  }
+}
+
+TEST_CASE("cli: sampling with a seed is reproducible") {
+  GPU_TEST(g);
+  const std::vector<std::string> args = {"generate", "-m", models("tinygpt"), "-p", "Hello",
+                                         "-n", "24", "--seed", "5"};
+  const test::CliResult a = test::gpt2vk(args), b = test::gpt2vk(args);
+  CHECK(a.exit_code == 0);
+  CHECK(a.out == b.out);
+  CHECK(a.out.rfind("Hello", 0) == 0);
+}
+
+TEST_CASE("cli: compare passes on a golden model") {
+  GPU_TEST(g);
+  const test::CliResult r = test::gpt2vk({"compare", "-m", models("post-norm"), "-p", "Hello, Vulkan"});
+  CAPTURE(r.out);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("OK: the GPU matches the CPU reference") != std::string::npos);
+  CHECK(test::no_validation_messages(r));
+}
+
+TEST_CASE("cli: logits writes [T, V] float32 that matches the golden") {
+  GPU_TEST(g);
+  test::TempDir dir;
+  const nlohmann::json gold = golden("gpt2-tiny");
+  const std::vector<int32_t> ids = gold["ids"];
+  test::write_file(dir / "ids.bin", std::string_view(reinterpret_cast<const char*>(ids.data()), ids.size() * 4));
+  const test::CliResult r = test::gpt2vk({"logits", "-m", models("gpt2-tiny"), "--ids",
+                                          (dir / "ids.bin").string(), "-o", (dir / "out.bin").string(),
+                                          "--precision", "f32"});
+  CAPTURE(r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::string got = test::read_file(dir / "out.bin");
+  const std::string ref = test::read_file(models("gpt2-tiny") + "/logits.bin");
+  REQUIRE(got.size() == ref.size());
+  std::vector<float> g32(got.size() / 4), r32(ref.size() / 4);
+  std::memcpy(g32.data(), got.data(), got.size());
+  std::memcpy(r32.data(), ref.data(), ref.size());
+  CHECK(test::close_rows("logits command", g32, r32, 256, 2e-5));
+}
+
+TEST_CASE("cli: perplexity prints its result on the last line") {
+  GPU_TEST(g);
+  test::TempDir dir;
+  const nlohmann::json gold = golden("gpt2-tiny");
+  test::write_file(dir / "text.txt", gold["text"].get<std::string>());
+  // The whole 20-byte text in one window of 19 predictions: the golden's mean NLL.
+  const test::CliResult r = test::gpt2vk({"perplexity", "-m", models("gpt2-tiny"), "-f",
+                                          (dir / "text.txt").string(), "--precision", "f32"});
+  CAPTURE(r.err);
+  REQUIRE(r.exit_code == 0);
+  const size_t last = r.out.rfind("ppl = ");
+  REQUIRE(last != std::string::npos);
+  double ppl = 0;
+  unsigned count = 0;
+  REQUIRE(std::sscanf(r.out.c_str() + last, "ppl = %lf over %u tokens", &ppl, &count) == 2);
+  CHECK(count == 19);
+  CHECK(ppl == doctest::Approx(gold["perplexity"].get<double>()).epsilon(1e-5));
+  // Windows of 5: 19 predictions in windows of 5, 5, 5, 4, each from its own short context.
+  const test::CliResult w = test::gpt2vk({"perplexity", "-m", models("gpt2-tiny"), "-f",
+                                          (dir / "text.txt").string(), "--ctx", "5"});
+  CHECK(w.exit_code == 0);
+  CHECK(w.out.find("over 19 tokens") != std::string::npos);
+}
+
+TEST_CASE("cli: tokenize prints ids and writes int32") {
+  test::TempDir dir;
+  const std::string m = (test::source_dir() / "tests/data/models/chars").string();
+  const test::CliResult r = test::gpt2vk({"tokenize", "-m", m, "-p", "hello"});
+  CHECK(r.exit_code == 0);
+  const test::CliResult w = test::gpt2vk({"tokenize", "-m", m, "-p", "hello", "-o", (dir / "ids.bin").string()});
+  CHECK(w.exit_code == 0);
+  const std::string bytes = test::read_file(dir / "ids.bin");
+  REQUIRE(bytes.size() == 5 * 4);
+  std::string printed;
+  for (size_t i = 0; i < 5; i++) {
+    int32_t id = 0;
+    std::memcpy(&id, bytes.data() + i * 4, 4);
+    printed += (i ? " " : "") + std::to_string(id);
+  }
+  CHECK(r.out == printed + "\n");
+}
+
+TEST_CASE("cli: bad input gives a clear error and a non-zero exit") {
+  test::TempDir dir;
+  test::write_file(dir / "bad.txt", "ok \xff\xfe bad");
+  test::write_file(dir / "ids.bin", "abc");
+  const std::string m = models("gpt2-tiny");
+  struct Case {
+    std::vector<std::string> args;
+    const char* message;
+  };
+  const Case cases[] = {
+      {{"generate", "-m", (dir / "nowhere").string(), "-p", "x"}, "nowhere"},
+      {{"generate", "-m", m, "-p", ""}, "empty"},
+      {{"generate", "-m", m, "-f", (dir / "bad.txt").string()}, "invalid UTF-8 at byte 3"},
+      {{"generate", "-m", m, "-f", (dir / "missing.txt").string()}, "cannot open"},
+      {{"generate", "-m", m, "-p", std::string(65, 'a')}, "longer than the model's context of 64"},
+      {{"generate", "-m", m, "-p", "x", "--device", "no-such-gpu"}, "no-such-gpu"},
+      {{"generate", "-m", m, "-p", "x", "--precision", "f8"}, "f8"},
+      {{"logits", "-m", m, "--ids", (dir / "ids.bin").string(), "-o", (dir / "o.bin").string()},
+       "not a non-empty list of int32"},
+      {{"tokenize", "-m", models("chars"), "-p", "HELLO"}, "not in"},
+  };
+  for (const Case& c : cases) {
+    const test::CliResult r = test::gpt2vk(c.args);
+    CAPTURE(c.args[0]);
+    CAPTURE(r.err);
+    CHECK(r.exit_code != 0);
+    CHECK(r.exit_code < 128);  // an error exit, not a crash
+    CHECK(r.err.find(c.message) != std::string::npos);
+    CHECK(r.out.empty());
+  }
+}
