@@ -9,6 +9,8 @@
 // moves logits by whole units.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "model/generate.h"
 #include "model/gpu_model.h"
 #include "tests/compare.h"
@@ -153,4 +155,56 @@ TEST_CASE("greedy generation on the GPU and the CPU gives the same tokens; the w
   const int32_t bad[] = {256};
   gpu->reset();
   CHECK_THROWS_WITH(gpu->logits(bad), doctest::Contains("outside the vocabulary"));
+}
+
+TEST_CASE("generation stops at the config's end-of-text token") {
+  GPU_TEST(g);
+  model::Config c = test::tiny_config();
+  test::TinyModel probe(c);
+  auto cpu = model::make_cpu_model(*probe.checkpoint, model::Precision::F32);
+  model::GenerateOptions o;
+  o.max_new = 6;
+  o.sampling.temperature = 0;
+  const std::vector<int32_t> prompt = some_ids(4, 256, 7);
+  const std::vector<int32_t> free_run = model::generate(*cpu, prompt, o, [](int32_t) {}).tokens;
+  REQUIRE(free_run.size() == 6);
+  // The same weights, with the first greedy token after the first that was not seen before
+  // declared end-of-text: generation stops right before it.
+  size_t k = 1;
+  while (k < free_run.size() &&
+         std::find(free_run.begin(), free_run.begin() + long(k), free_run[k]) != free_run.begin() + long(k))
+    k++;
+  REQUIRE(k < free_run.size());
+  c.eos_token_id = free_run[k];
+  test::TinyModel m(c);
+  auto gpu = model::make_gpu_model(*m.checkpoint, g.device, {model::Precision::F32, false, false});
+  const model::GenerateResult r = model::generate(*gpu, prompt, o, [](int32_t) {});
+  CHECK(r.stop == "eos");
+  CHECK(r.tokens == std::vector<int32_t>(free_run.begin(), free_run.begin() + long(k)));
+}
+
+TEST_CASE("GPT-2 small's shape (124M, V = 50257): GPU matches the CPU reference, fp16 and fp32") {
+  GPU_TEST(g);
+  // At fp32 the [50257, 768] embedding is 154 MB, over lavapipe's 128 MiB storage-buffer range:
+  // the embedding and the head split it.
+  model::Config c = test::tiny_config();
+  c.n_vocab = 50257;
+  c.n_ctx = 1024;
+  c.n_embd = 768;
+  c.n_layer = 12;
+  c.n_head = 12;
+  c.n_inner = 3072;
+  c.tokenizer.kind = model::TokenizerKind::Gpt2;
+  test::TempDir dir;
+  model::RandomCheckpointOptions o;
+  o.dtype = model::TensorDType::F16;
+  model::write_random_checkpoint(dir.path(), c, model::config_json(c), o);
+  auto ckpt = model::Checkpoint::load(dir.path());
+  const std::vector<int32_t> ids = {15496, 11, 616, 50256};
+  for (model::Precision p : {model::Precision::F16, model::Precision::F32}) {
+    auto gpu = model::make_gpu_model(*ckpt, g.device, {p, false, false});
+    auto cpu = model::make_cpu_model(*ckpt, p);
+    CHECK(test::close_rows(std::string("gpt-2 small ") + model::precision_name(p), gpu->logits(ids),
+                           cpu->logits(ids), c.n_vocab, kTol));
+  }
 }
