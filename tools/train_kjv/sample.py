@@ -136,7 +136,7 @@ def generate(cfg, w, prompt, n, temperature, seed):
     return bytes(ids).decode("utf-8", errors="replace")
 
 
-def evaluate(model_dir, held_bytes, heldout_file_bytes, reference=None):
+def evaluate(model_dir, held_bytes, heldout_file_bytes, train_probe_bytes, reference=None):
     """Writes model_dir/heldout.txt and heldout.json (float64 from the exported fp32 weights)
     and returns a summary. With `reference` (the training nn.Module) it scores the same text
     with that module in float64 too, so the two forwards can be compared."""
@@ -147,6 +147,7 @@ def evaluate(model_dir, held_bytes, heldout_file_bytes, reference=None):
         f.write(heldout_file_bytes)
     file_nll, file_n = mean_nll(exported, byte_tokens(heldout_file_bytes), N)
     held_nll, held_n = mean_nll(exported, byte_tokens(held_bytes), N)
+    train_nll, train_n = mean_nll(exported, byte_tokens(train_probe_bytes), N)
     record = {"file": "heldout.txt", "ctx": N, "tokens_scored": file_n, "mean_nll": file_nll,
               "ppl": math.exp(file_nll)}
     with open(os.path.join(model_dir, "heldout.json"), "w") as f:
@@ -154,7 +155,9 @@ def evaluate(model_dir, held_bytes, heldout_file_bytes, reference=None):
         f.write("\n")
     summary = {"heldout_txt": record,
                "heldout_split": {"bytes": len(held_bytes), "tokens_scored": held_n,
-                                 "mean_nll": held_nll, "ppl": math.exp(held_nll)}}
+                                 "mean_nll": held_nll, "ppl": math.exp(held_nll)},
+               "train_probe": {"bytes": len(train_probe_bytes), "tokens_scored": train_n,
+                               "mean_nll": train_nll, "ppl": math.exp(train_nll)}}
     if reference is not None:
         ref = copy.deepcopy(reference).double().eval()
         ref_file, _ = mean_nll(ref, byte_tokens(heldout_file_bytes), N)
@@ -178,9 +181,16 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--heldout", action="store_true",
                     help="score <model>/heldout.txt and compare with heldout.json")
+    ap.add_argument("--score", metavar="FILE", help="score FILE's bytes (float64)")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    if args.score:
+        cfg, w = load(args.model, torch.float64)
+        with open(args.score, "rb") as f:
+            nll, n = mean_nll(lambda ids: forward(cfg, w, ids), byte_tokens(f.read()), cfg["n_positions"])
+        print(f"{args.score}: {n} tokens scored, mean NLL {nll:.6f} nats, ppl {math.exp(nll):.6f}")
+        return
     if args.heldout:
         cfg, w = load(args.model, torch.float64)
         with open(os.path.join(args.model, "heldout.txt"), "rb") as f:

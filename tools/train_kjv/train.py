@@ -147,7 +147,8 @@ def main():
     import sample
     out = os.path.abspath(args.out)
     export.export(model.state_dict(), cfg, out)
-    summary = sample.evaluate(out, data.split()[1], data.heldout_file_text(), reference=model)
+    summary = sample.evaluate(out, data.split()[1], data.heldout_file_text(), data.train_probe(),
+                              reference=model)
     summary.update({"steps": args.steps, "train_minutes": round(train_s / 60, 1)})
     print(json.dumps(summary, indent=1), flush=True)
     with open(os.path.join(os.path.dirname(args.ckpt), "summary.json"), "w") as f:
