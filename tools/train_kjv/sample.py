@@ -136,6 +136,14 @@ def generate(cfg, w, prompt, n, temperature, seed):
     return bytes(ids).decode("utf-8", errors="replace")
 
 
+def ci_slice(logits_fn, heldout_file_bytes, N):
+    """The first four windows of heldout.txt: what CI scores with the engine (the whole file
+    takes minutes on a CPU Vulkan driver)."""
+    ci = heldout_file_bytes[:4 * N + 1]
+    nll, n = mean_nll(logits_fn, byte_tokens(ci), N)
+    return {"bytes": len(ci), "tokens_scored": n, "mean_nll": nll, "ppl": math.exp(nll)}
+
+
 def evaluate(model_dir, held_bytes, heldout_file_bytes, train_probe_bytes, reference=None):
     """Writes model_dir/heldout.txt and heldout.json (float64 from the exported fp32 weights)
     and returns a summary. With `reference` (the training nn.Module) it scores the same text
@@ -150,6 +158,7 @@ def evaluate(model_dir, held_bytes, heldout_file_bytes, train_probe_bytes, refer
     train_nll, train_n = mean_nll(exported, byte_tokens(train_probe_bytes), N)
     record = {"file": "heldout.txt", "ctx": N, "tokens_scored": file_n, "mean_nll": file_nll,
               "ppl": math.exp(file_nll)}
+    record["ci_slice"] = ci_slice(exported, heldout_file_bytes, N)
     with open(os.path.join(model_dir, "heldout.json"), "w") as f:
         json.dump(record, f, indent=1)
         f.write("\n")
