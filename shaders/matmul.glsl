@@ -8,15 +8,20 @@ layout(constant_id = 3) const uint LAYOUT = MATMUL_KN;  // MATMUL_KN or MATMUL_N
 layout(constant_id = 4) const uint DTYPE = DTYPE_F32;   // of the weight
 layout(constant_id = 5) const uint ACT = ACT_NONE;      // applied before the residual add
 
+// The texel-buffer kernel (matmul_vec_texel.comp, MATMUL_TEXEL defined) declares bindings 1 and
+// 2 as storage texel buffers instead and reads them itself.
 // out is read as well as written: a later chunk adds to an earlier one's partial sums, and the
 // residual may be out itself (the in-place residual stream).
 layout(binding = 0) buffer Out { float out_[]; };             // [T, N]
+#ifndef MATMUL_TEXEL
 layout(binding = 1) readonly buffer X { float x[]; };         // [T, K]
 layout(binding = 2) readonly buffer W { uint w[]; };          // [K, N] or [N, K]: fp32 bits or fp16 pairs
+#endif
 layout(binding = 3) readonly buffer Bias { float bias[]; };   // [N]
 layout(binding = 4) readonly buffer Res { float residual[]; };  // [T, N]
 layout(push_constant) uniform Push { MatmulPush p; };
 
+#ifndef MATMUL_TEXEL
 // Element (k, n) of the weight chunk, k < p.k_count, n < p.n_count.
 float weight(uint k, uint n) {
   uint i = p.w_off + (LAYOUT == MATMUL_NK ? n * p.k_count + k : k * p.n_count + n);
@@ -26,6 +31,7 @@ float weight(uint k, uint n) {
 
 // x[t, k_base + k]
 float x_at(uint t, uint k) { return x[p.x_off + t * p.K + p.k_base + k]; }
+#endif
 
 // Writes out[t, n_base + n] from the sum over this dispatch's k.
 void store(uint t, uint n, float v) {

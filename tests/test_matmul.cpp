@@ -44,9 +44,10 @@ std::string describe(const Case& c, MatmulKernel kernel) {
          " N=" + std::to_string(c.N) + (c.layout == WeightLayout::KN ? " [K,N]" : " [N,K]") +
          (c.dtype == DType::F16 ? " fp16" : " fp32") + (c.bias ? " +bias" : "") + " act " +
          std::to_string(static_cast<int>(c.act)) + res[static_cast<int>(c.residual)] +
-         (kernel == MatmulKernel::Vector  ? " (vector)"
-          : kernel == MatmulKernel::Tiled ? " (tiled)"
-                                          : " (auto)");
+         (kernel == MatmulKernel::Vector        ? " (vector)"
+          : kernel == MatmulKernel::Tiled       ? " (tiled)"
+          : kernel == MatmulKernel::VectorTexel ? " (vector texel)"
+                                                : " (auto)");
 }
 
 // One case's host data and its CPU reference.
@@ -130,11 +131,20 @@ bool matches(const Problem& p, const std::vector<float>& got, const std::string&
   return test::close(what + ", values / mag", g, r, {kTol, 0});
 }
 
-// Both kernels on the same problem.
-void check_both_kernels(const vkr::Device& dev, vkr::Kernels& kernels, const Case& c,
+// The kernels that can run `c` on `dev`: both storage-buffer ones, and the texel one where the
+// device and the shape allow it.
+std::vector<MatmulKernel> kernels_for(const vkr::Device& dev, const Case& c) {
+  std::vector<MatmulKernel> k{MatmulKernel::Vector, MatmulKernel::Tiled};
+  if (gpu::matmul_texel_supported(dev.caps(), c.dtype, c.layout, c.K, c.N))
+    k.push_back(MatmulKernel::VectorTexel);
+  return k;
+}
+
+// Every kernel on the same problem.
+void check_kernels(const vkr::Device& dev, vkr::Kernels& kernels, const Case& c,
                         unsigned seed) {
   Problem p = make_problem(c, seed);
-  for (MatmulKernel kernel : {MatmulKernel::Vector, MatmulKernel::Tiled}) {
+  for (MatmulKernel kernel : kernels_for(dev, c)) {
     std::string what = describe(c, kernel);
     CAPTURE(what);
     CHECK(matches(p, run_gpu(dev, kernels, p, kernel), what));
@@ -161,7 +171,7 @@ TEST_CASE("matmul matches the CPU reference on GPT-2 shapes, both kernels, layou
       for (DType dtype : {DType::F32, DType::F16}) {
         c.layout = layout;
         c.dtype = dtype;
-        check_both_kernels(g.device, g.kernels, c, seed += 10);
+        check_kernels(g.device, g.kernels, c, seed += 10);
       }
 }
 
@@ -178,7 +188,7 @@ TEST_CASE("matmul epilogues: bias, every activation, residual separate and in pl
     a++;
     for (bool bias : {false, true})
       for (Residual residual : {Residual::None, Residual::Separate, Residual::InPlace})
-        check_both_kernels(g.device, g.kernels, {70, 40, 50, bias, act, residual, layout, dtype},
+        check_kernels(g.device, g.kernels, {70, 40, 50, bias, act, residual, layout, dtype},
                            seed += 10);
   }
 }
@@ -223,6 +233,34 @@ TEST_CASE("matmul splits tensors larger than maxStorageBufferRange") {
                        doctest::Contains("maxStorageBufferRange"), vkr::Error);
 }
 
+TEST_CASE("matmul's texel kernel splits tensors larger than maxTexelBufferElements") {
+  GPU_TEST(g);
+  if (!g.device.caps().storage_texel_buffers) {
+    MESSAGE("SKIPPED: no rgba32 storage texel buffers");
+    return;
+  }
+  // 128 texels (2 KiB) per view: a row of W is 6 to 18 texels, so W [K, N] splits over K into
+  // 4 to 12 chunks of a multiple of 4 rows (k_base stays on an x texel) and W [N, K] over N into
+  // 4 to 8; x and out [11, 72] split into passes of 7 rows.
+  test::LoweredGpu small(g, {.max_texel_buffer_elements = 128});
+  unsigned seed = 1700;
+  for (WeightLayout layout : {WeightLayout::KN, WeightLayout::NK})
+    for (DType dtype : {DType::F32, DType::F16})
+      for (const Case& c : {Case{5, 48, 72, true, Activation::GeluTanh, Residual::Separate},
+                            Case{11, 72, 48, true, Activation::None, Residual::InPlace}}) {
+        Case cc = c;
+        cc.layout = layout;
+        cc.dtype = dtype;
+        Problem p = make_problem(cc, seed += 10);
+        std::string what = describe(cc, MatmulKernel::VectorTexel);
+        CAPTURE(what);
+        vkr::RecorderStats stats;
+        CHECK(matches(p, run_gpu(small.device, small.kernels, p, MatmulKernel::VectorTexel, &stats),
+                      what));
+        CHECK(stats.dispatches >= 4);
+      }
+}
+
 TEST_CASE("matmul falls back to small tiles and workgroups on small device limits") {
   GPU_TEST(g);
   // 1 KiB of shared memory and 64 invocations: the tiled kernel takes 16 x 16 tiles, the
@@ -236,7 +274,7 @@ TEST_CASE("matmul falls back to small tiles and workgroups on small device limit
   unsigned seed = 1300;
   for (WeightLayout layout : {WeightLayout::KN, WeightLayout::NK})
     for (DType dtype : {DType::F32, DType::F16})
-      check_both_kernels(
+      check_kernels(
           small, kernels,
           {37, 75, 130, true, Activation::GeluErf, Residual::Separate, layout, dtype}, seed += 10);
 }
@@ -258,8 +296,13 @@ TEST_CASE("matmul picks the matrix-vector kernel for T <= kMatmulVecRows") {
   rec.run();
   std::vector<vkr::DispatchTime> t = rec.timings();
   REQUIRE(t.size() == 3);
-  CHECK(t[0].shader == "matmul_vec");
-  CHECK(t[1].shader == "matmul_vec");
+  // CPU devices take the texel kernel where the shape allows it, as this one does.
+  const vkr::DeviceCaps& caps = g.device.caps();
+  const char* vec = gpu::matmul_prefers_texel(caps) && caps.storage_texel_buffers
+                        ? "matmul_vec_texel"
+                        : "matmul_vec";
+  CHECK(t[0].shader == vec);
+  CHECK(t[1].shader == vec);
   CHECK(t[2].shader == "matmul");
 }
 
@@ -280,6 +323,9 @@ TEST_CASE("matmul rejects bad arguments") {
   throws([&] { gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, 5, 64, 32); }, "out holds");
   throws([&] { gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, 1, 65, 32); }, "w holds");
   throws([&] { gpu::matmul(g.kernels, rec, out, x, w16, nullptr, nullptr, 1, 64, 33); }, "w holds");
+  const gpu::MatmulOptions texel{WeightLayout::KN, Activation::None, MatmulKernel::VectorTexel};
+  throws([&] { gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, 1, 62, 30, texel); },
+         "texel-buffer kernel cannot run");
   vkr::BufferSpan short_bias = bias.sub(0, 16 * 4);
   throws([&] { gpu::matmul(g.kernels, rec, out, x, w, &short_bias, nullptr, 4, 64, 32); },
          "bias holds");

@@ -107,6 +107,14 @@ PhysicalDevice describe(VkPhysicalDevice pd, uint32_t index) {
   c.max_push_constants = l.maxPushConstantsSize;
   c.storage_buffer_alignment = l.minStorageBufferOffsetAlignment;
   c.max_texel_buffer_elements = l.maxTexelBufferElements;
+  c.texel_buffer_alignment = l.minTexelBufferOffsetAlignment;
+  c.storage_texel_buffers = true;
+  for (VkFormat f : {VK_FORMAT_R32G32B32A32_UINT, VK_FORMAT_R32G32B32A32_SFLOAT}) {
+    VkFormatProperties fp{};
+    vkGetPhysicalDeviceFormatProperties(pd, f, &fp);
+    if (!(fp.bufferFeatures & VK_FORMAT_FEATURE_STORAGE_TEXEL_BUFFER_BIT))
+      c.storage_texel_buffers = false;
+  }
   c.max_allocation = maint3.maxMemoryAllocationSize;
   c.timestamp_period_ns = l.timestampPeriod;
 
@@ -300,6 +308,9 @@ Device::Device(const Instance& instance, const DeviceOptions& options) : instanc
   if (o.max_shared_memory) caps_.max_shared_memory = std::min(caps_.max_shared_memory, o.max_shared_memory);
   if (o.max_workgroup_invocations)
     caps_.max_workgroup_invocations = std::min(caps_.max_workgroup_invocations, o.max_workgroup_invocations);
+  if (o.max_texel_buffer_elements)
+    caps_.max_texel_buffer_elements =
+        std::min(caps_.max_texel_buffer_elements, o.max_texel_buffer_elements);
 
   float priority = 1.0f;
   VkDeviceQueueCreateInfo queue{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};

@@ -51,6 +51,9 @@ struct DeviceCaps {
   uint32_t max_push_constants = 0;
   uint64_t storage_buffer_alignment = 0;  // minStorageBufferOffsetAlignment
   uint32_t max_texel_buffer_elements = 0;
+  uint64_t texel_buffer_alignment = 0;  // minTexelBufferOffsetAlignment
+  // R32G32B32A32_UINT and _SFLOAT are usable as storage texel buffers (imageLoad).
+  bool storage_texel_buffers = false;
   uint64_t max_allocation = 0;  // maxMemoryAllocationSize
 
   bool fp16_arithmetic = false;  // shaderFloat16
@@ -69,6 +72,7 @@ struct LimitOverrides {
   uint64_t max_storage_buffer_range = 0;
   uint32_t max_shared_memory = 0;
   uint32_t max_workgroup_invocations = 0;
+  uint32_t max_texel_buffer_elements = 0;
 };
 
 struct PhysicalDevice {

@@ -69,10 +69,11 @@ void Recorder::add_pool() {
   VkDescriptorPoolSize sizes[] = {
       {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * 8},
       {VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, kSetsPerPool},
+      {VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER, kSetsPerPool * 4},
   };
   VkDescriptorPoolCreateInfo info{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
   info.maxSets = kSetsPerPool;
-  info.poolSizeCount = 2;
+  info.poolSizeCount = 3;
   info.pPoolSizes = sizes;
   VkDescriptorPool pool = VK_NULL_HANDLE;
   VK_CHECK(vkCreateDescriptorPool(device_.get(), &info, nullptr, &pool));
@@ -144,15 +145,20 @@ void Recorder::record(const Pipeline& p, std::initializer_list<BufferSpan> buffe
       throw Error("shader '" + p.name() + "': workgroup count " + std::to_string(counts[d]) +
                   " in dimension " + std::to_string(d) + " is outside this device's limit");
 
-  std::vector<VkDescriptorBufferInfo> infos;
-  infos.reserve(buffers.size());
+  std::vector<VkDescriptorBufferInfo> infos(buffers.size());
+  std::vector<VkBufferView> views(buffers.size(), VK_NULL_HANDLE);
   size_t i = 0;
   for (const BufferSpan& s : buffers) {
-    const BindingInfo& b = iface.bindings[i++];
-    if (b.type != VK_DESCRIPTOR_TYPE_STORAGE_BUFFER)
-      throw Error("shader '" + p.name() + "': only storage-buffer bindings are supported");
+    const BindingInfo& b = iface.bindings[i];
     if (s.size == 0 || s.buffer == VK_NULL_HANDLE)
       throw Error("shader '" + p.name() + "': binding " + std::to_string(b.binding) + " is empty");
+    if (b.type == VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER) {
+      views[i++] = texel_view(p, b, s);
+      continue;
+    }
+    if (b.type != VK_DESCRIPTOR_TYPE_STORAGE_BUFFER)
+      throw Error("shader '" + p.name() +
+                  "': only storage-buffer and storage-texel-buffer bindings are supported");
     if (s.size > caps.max_storage_buffer_range)
       throw Error("shader '" + p.name() + "': binding " + std::to_string(b.binding) + " spans " +
                   std::to_string(s.size) + " bytes, over this device's maxStorageBufferRange " +
@@ -160,7 +166,7 @@ void Recorder::record(const Pipeline& p, std::initializer_list<BufferSpan> buffe
     if (s.offset % caps.storage_buffer_alignment != 0)
       throw Error("shader '" + p.name() + "': binding " + std::to_string(b.binding) +
                   " starts at an offset not aligned to minStorageBufferOffsetAlignment");
-    infos.push_back({s.buffer, s.offset, s.size});
+    infos[i++] = {s.buffer, s.offset, s.size};
   }
 
   if (auto_barriers_ && hazard(p, buffers)) {
@@ -188,8 +194,11 @@ void Recorder::record(const Pipeline& p, std::initializer_list<BufferSpan> buffe
     writes[k].dstSet = set;
     writes[k].dstBinding = k;
     writes[k].descriptorCount = 1;
-    writes[k].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    writes[k].pBufferInfo = &infos[k];
+    writes[k].descriptorType = iface.bindings[k].type;
+    if (views[k] != VK_NULL_HANDLE)
+      writes[k].pTexelBufferView = &views[k];
+    else
+      writes[k].pBufferInfo = &infos[k];
   }
   vkUpdateDescriptorSets(device_.get(), static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
   stats_.descriptor_writes += static_cast<uint32_t>(writes.size());
@@ -208,6 +217,34 @@ void Recorder::record(const Pipeline& p, std::initializer_list<BufferSpan> buffe
     vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_,
                         static_cast<uint32_t>(timed_.size()));
   }
+}
+
+VkBufferView Recorder::texel_view(const Pipeline& p, const BindingInfo& b, const BufferSpan& s) {
+  const DeviceCaps& caps = device_.caps();
+  const std::string where =
+      "shader '" + p.name() + "': texel-buffer binding " + std::to_string(b.binding);
+  constexpr VkDeviceSize texel = 16;  // both formats reflect() accepts are 4 x 32 bits
+  if (!caps.storage_texel_buffers)
+    throw Error(where + ": the device has no rgba32 storage texel buffers");
+  if (s.size % texel != 0)
+    throw Error(where + " spans " + std::to_string(s.size) + " bytes, not whole texels");
+  if (s.size / texel > caps.max_texel_buffer_elements)
+    throw Error(where + " spans " + std::to_string(s.size / texel) +
+                " texels, over this device's maxTexelBufferElements " +
+                std::to_string(caps.max_texel_buffer_elements) + "; the op must split it");
+  if (s.offset % caps.texel_buffer_alignment != 0)
+    throw Error(where + " starts at an offset not aligned to minTexelBufferOffsetAlignment");
+  auto key = std::make_tuple(s.buffer, s.offset, s.size, b.format);
+  auto it = views_.find(key);
+  if (it != views_.end()) return it->second;
+  VkBufferViewCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO};
+  info.buffer = s.buffer;
+  info.format = b.format;
+  info.offset = s.offset;
+  info.range = s.size;
+  VkBufferView view = VK_NULL_HANDLE;
+  VK_CHECK(vkCreateBufferView(device_.get(), &info, nullptr, &view));
+  return views_.emplace(key, device_.own(view, vkDestroyBufferView)).first->second;
 }
 
 void Recorder::end() {

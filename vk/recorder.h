@@ -7,7 +7,9 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "vk/handle.h"
@@ -56,7 +58,11 @@ class Recorder {
 
   void begin();  // start a new recording; releases the previous one's descriptor sets
 
-  // Binds `buffers` to bindings 0, 1, ... of `p` and dispatches. P is the shader's push-constant
+  // Binds `buffers` to bindings 0, 1, ... of `p` and dispatches. A storage texel buffer binding
+  // (imageLoad) gets a VkBufferView of the span in the format the shader declares; views are
+  // made once per (buffer, range, format) and kept for the Recorder's lifetime, so a buffer bound
+  // that way must outlive the Recorder's use of it and not be replaced by a new buffer while the
+  // Recorder lives (a new VkBuffer could reuse the handle). P is the shader's push-constant
   // struct; its size must equal the shader's block.
   template <typename P>
   void dispatch(const Pipeline& p, std::initializer_list<BufferSpan> buffers, const P& push,
@@ -90,12 +96,14 @@ class Recorder {
   VkDescriptorSet allocate_set(VkDescriptorSetLayout layout);
   void add_pool();
   bool hazard(const Pipeline& p, std::initializer_list<BufferSpan> buffers) const;
+  VkBufferView texel_view(const Pipeline& p, const BindingInfo& b, const BufferSpan& s);
 
   const Device& device_;
   Handle<VkCommandPool> pool_;
   Handle<VkFence> fence_;
   Handle<VkQueryPool> queries_;
   std::vector<Handle<VkDescriptorPool>> descriptor_pools_;
+  std::map<std::tuple<VkBuffer, VkDeviceSize, VkDeviceSize, VkFormat>, Handle<VkBufferView>> views_;
   size_t current_pool_ = 0;
   VkCommandBuffer cmd_ = VK_NULL_HANDLE;
 

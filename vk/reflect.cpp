@@ -22,6 +22,7 @@ enum : uint32_t {
   ScUniformConstant = 0, ScUniform = 2, ScPushConstant = 9, ScStorageBuffer = 12,
 };
 constexpr uint32_t kDimBuffer = 5;
+enum : uint32_t { ImageFormatRgba32f = 1, ImageFormatRgba32ui = 30 };
 
 struct Id {
   uint32_t opcode = 0;
@@ -62,6 +63,7 @@ class Reader {
       BindingInfo b;
       b.binding = var.binding;
       b.type = descriptor_type(storage, pointee);
+      if (b.type == VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER) b.format = texel_format(pointee);
       b.writes = !var.non_writable && !all_members(pointee, &Id::member_non_writable);
       b.reads = !var.non_readable && !all_members(pointee, &Id::member_non_readable);
       out.bindings.push_back(b);
@@ -136,6 +138,14 @@ class Reader {
       return image.operands.at(5) == 2 ? VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER
                                        : VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
     throw Error("shader binds a resource other than buffers and texel buffers");
+  }
+
+  VkFormat texel_format(const Id& image) const {
+    switch (image.operands.at(6)) {
+      case ImageFormatRgba32f: return VK_FORMAT_R32G32B32A32_SFLOAT;
+      case ImageFormatRgba32ui: return VK_FORMAT_R32G32B32A32_UINT;
+      default: throw Error("storage texel buffer with a format other than rgba32f or rgba32ui");
+    }
   }
 
   // Byte size of a type laid out with explicit offsets and strides (push-constant blocks).

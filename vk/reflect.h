@@ -15,6 +15,8 @@ struct BindingInfo {
   VkDescriptorType type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
   bool reads = true;   // not `writeonly`
   bool writes = true;  // not `readonly`
+  // Texel buffers: the view format the shader declares (rgba32ui, rgba32f); else UNDEFINED.
+  VkFormat format = VK_FORMAT_UNDEFINED;
 };
 
 struct ShaderInterface {

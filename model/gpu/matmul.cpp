@@ -54,6 +54,7 @@ struct Plan {
   uint32_t out_per_group = 0;            // outputs one workgroup covers (vector kernel)
   uint32_t tile_bn = 0, tile_bm = 0;     // (tiled kernel)
   bool split_k = false;                  // W [K, N] in several chunks: plain is needed
+  uint64_t align = 0;                    // of every binding's offset
 };
 
 // The matrix-vector kernel: a power-of-two workgroup whose reduction buffer (ROWS floats per
@@ -77,6 +78,40 @@ void plan_vector(vkr::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtyp
   plan.last = &k.get("matmul_vec", spec(o.act));
   plan.plain = plan.split_k && o.act != Activation::None
                    ? &k.get("matmul_vec", spec(Activation::None))
+                   : plan.last;
+}
+
+// The texel-buffer matrix-vector kernel. W [K, N]: x lanes of one texel of outputs each (8, the
+// SIMD width of llvmpipe, so that a SIMD group reads one contiguous block) and y slices of K whose
+// partial sums (8 floats per row per invocation) fit in shared memory. W [N, K]: 64 invocations
+// of 4 outputs each, no shared memory.
+void plan_texel(vkr::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype, uint32_t T) {
+  const vkr::DeviceCaps& caps = k.device().caps();
+  uint32_t rows = 1;
+  while (rows < std::min(T, kMatmulVecRows)) rows *= 2;
+  const uint32_t wg = floor_pow2(std::min(caps.max_workgroup_invocations, 64u));
+  const uint32_t max_x = floor_pow2(caps.max_workgroup_size[0]);
+  uint32_t x = 0, y = 1;
+  if (o.layout == WeightLayout::NK) {
+    x = std::min(wg, max_x);
+    plan.out_per_group = x * 4;
+  } else {
+    const uint32_t budget = shared_budget(caps), each = rows * 8 * 4;  // bytes per invocation
+    x = std::min({8u, wg, max_x});
+    while (x > 1 && x * each > budget) x /= 2;
+    if (x * each > budget) fail("device '" + caps.name + "' has too little shared memory");
+    y = floor_pow2(std::min({8u, wg / x, budget / (x * each), caps.max_workgroup_size[1]}));
+    plan.out_per_group = x * static_cast<uint32_t>(16 / dtype_bytes(dtype));
+  }
+  plan.rows = std::min(plan.rows, rows);
+  const auto spec = [&](Activation a) {
+    return vkr::Specialization{{x, y, 1},
+                               {static_cast<uint32_t>(o.layout), static_cast<uint32_t>(dtype),
+                                static_cast<uint32_t>(a), rows}};
+  };
+  plan.last = &k.get("matmul_vec_texel", spec(o.act));
+  plan.plain = plan.split_k && o.act != Activation::None
+                   ? &k.get("matmul_vec_texel", spec(Activation::None))
                    : plan.last;
 }
 
@@ -137,26 +172,52 @@ vkr::Groups groups(const vkr::Device& device, const Plan& plan, uint32_t n_count
   return vkr::fold_groups(device, ceil_div(n_count, plan.out_per_group), "matmul");
 }
 
-// Splits a call to fit the device's maxStorageBufferRange and picks the kernel. A window may
-// hold `room` bytes besides its alignment slack and word rounding.
-Plan make_plan(vkr::Kernels& k, const MatmulOptions& o, DType dtype, uint32_t T, uint32_t K,
-               uint32_t N, uint64_t align) {
-  const uint64_t range = k.device().caps().max_storage_buffer_range;
-  const uint64_t room = range - std::min(range, align + 4);
+// The kernel a call runs: o.kernel, or for Auto the one its T and the device call for.
+MatmulKernel choose_kernel(const vkr::DeviceCaps& caps, const MatmulOptions& o, bool texel_ok,
+                           uint32_t T) {
+  if (o.kernel != MatmulKernel::Auto) return o.kernel;
+  if (T > kMatmulVecRows) return MatmulKernel::Tiled;
+  return texel_ok && matmul_prefers_texel(caps) ? MatmulKernel::VectorTexel : MatmulKernel::Vector;
+}
+
+// Picks the kernel and splits a call to fit the device's maxStorageBufferRange (and
+// maxTexelBufferElements for texel bindings). A window may hold `room` bytes besides its
+// alignment slack and word rounding.
+Plan make_plan(vkr::Kernels& k, const MatmulOptions& o, const vkr::BufferSpan& x, const Weight& w,
+               uint32_t T, uint32_t K, uint32_t N) {
+  const vkr::DeviceCaps& caps = k.device().caps();
+  const DType dtype = w.dtype;
+  const uint64_t texel_align = std::max(binding_alignment(caps), caps.texel_buffer_alignment);
+  const bool texel_ok = matmul_texel_supported(caps, dtype, o.layout, K, N) &&
+                        x.offset % texel_align == 0 && w.span.offset % texel_align == 0;
+  const MatmulKernel kernel = choose_kernel(caps, o, texel_ok, T);
+  if (kernel == MatmulKernel::VectorTexel && !texel_ok)
+    fail("the texel-buffer kernel cannot run K = " + std::to_string(K) + ", N = " +
+         std::to_string(N) + " on device '" + caps.name +
+         "' (no rgba32 storage texel buffers, rows not in whole texels, or x or W not aligned "
+         "to minTexelBufferOffsetAlignment)");
+  const bool texel = kernel == MatmulKernel::VectorTexel;
+  Plan plan;
+  plan.align = texel ? texel_align : binding_alignment(caps);
+  uint64_t range = caps.max_storage_buffer_range;
+  if (texel) range = std::min<uint64_t>(range, uint64_t(caps.max_texel_buffer_elements) * 16);
+  const uint64_t room = range - std::min(range, plan.align + 4);
   const bool nk = o.layout == WeightLayout::NK;
   const uint32_t w_row = nk ? K : N, w_rows = nk ? N : K;  // W as rows, split into chunks
-  Plan plan;
   plan.rows = static_cast<uint32_t>(std::min<uint64_t>(T, room / (uint64_t(4) * std::max(K, N))));
   plan.chunk =
       static_cast<uint32_t>(std::min<uint64_t>(w_rows, room / (w_row * dtype_bytes(dtype))));
+  // The texel kernel reads x in texels of 4 from k_base, the first row of a chunk of W [K, N].
+  if (texel && !nk && plan.chunk < w_rows) plan.chunk = plan.chunk / 4 * 4;
   if (plan.rows == 0 || plan.chunk == 0)
     fail("a row of x, out or W does not fit in this device's maxStorageBufferRange (" +
-         std::to_string(range) + " bytes)");
+         std::to_string(caps.max_storage_buffer_range) + " bytes)" +
+         (texel ? " or maxTexelBufferElements" : ""));
   plan.split_k = !nk && plan.chunk < w_rows;
-  const bool vector =
-      o.kernel == MatmulKernel::Vector || (o.kernel == MatmulKernel::Auto && T <= kMatmulVecRows);
-  if (vector)
+  if (kernel == MatmulKernel::Vector)
     plan_vector(k, plan, o, dtype, T);
+  else if (texel)
+    plan_texel(k, plan, o, dtype, T);
   else
     plan_tiled(k, plan, o, dtype, N);
   return plan;
@@ -164,14 +225,24 @@ Plan make_plan(vkr::Kernels& k, const MatmulOptions& o, DType dtype, uint32_t T,
 
 }  // namespace
 
+bool matmul_texel_supported(const vkr::DeviceCaps& caps, DType dtype, WeightLayout layout,
+                            uint32_t K, uint32_t N) {
+  const uint32_t per_texel = static_cast<uint32_t>(16 / dtype_bytes(dtype));
+  return caps.storage_texel_buffers && caps.max_texel_buffer_elements > 0 && K % 4 == 0 &&
+         (layout == WeightLayout::NK ? K : N) % per_texel == 0;
+}
+
+bool matmul_prefers_texel(const vkr::DeviceCaps& caps) {
+  return caps.type == VK_PHYSICAL_DEVICE_TYPE_CPU;
+}
+
 void matmul(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
             const vkr::BufferSpan& x, const Weight& w, const vkr::BufferSpan* bias,
             const vkr::BufferSpan* residual, uint32_t T, uint32_t K, uint32_t N,
             const MatmulOptions& o) {
   check_arguments(out, x, w, bias, residual, T, K, N, o.x_row);
-  const vkr::DeviceCaps& caps = k.device().caps();
-  const uint64_t align = binding_alignment(caps);
-  const Plan plan = make_plan(k, o, w.dtype, T, K, N, align);
+  const Plan plan = make_plan(k, o, x, w, T, K, N);
+  const uint64_t align = plan.align;
   const bool nk = o.layout == WeightLayout::NK;
   const uint32_t w_row = nk ? K : N, w_rows = nk ? N : K;
   const uint32_t chunks = static_cast<uint32_t>(ceil_div(w_rows, plan.chunk));

@@ -12,9 +12,16 @@ enum class WeightLayout : uint32_t {
 };
 
 enum class MatmulKernel : uint32_t {
-  Auto,    // Vector for T <= kMatmulVecRows, else Tiled
-  Vector,  // matmul_vec: each weight read once per kMatmulVecRows rows
+  // T <= kMatmulVecRows: VectorTexel where matmul_prefers_texel() and the call allows it, else
+  // Vector; larger T: Tiled.
+  Auto,
+  Vector,  // matmul_vec: each weight read once per kMatmulVecRows rows, storage buffers
   Tiled,   // matmul: shared-memory tiles
+  // matmul_vec_texel: Vector's work with x and W read through storage texel buffers. Needs
+  // matmul_texel_supported() and x, W spans aligned to minTexelBufferOffsetAlignment (arena
+  // allocations on a device whose texel alignment is at most its storage alignment); throws
+  // otherwise.
+  VectorTexel,
 };
 
 // Rows of x the matrix-vector kernel handles in one pass (larger T loops over passes).
@@ -29,11 +36,21 @@ struct MatmulOptions {
   uint32_t x_row = 0;
 };
 
+// Whether VectorTexel can run this shape on this device: rgba32 storage texel buffers, K % 4 == 0
+// and the weight's contiguous axis (N of [K, N], K of [N, K]) in whole texels (8 fp16, 4 fp32).
+bool matmul_texel_supported(const vkr::DeviceCaps& caps, DType dtype, WeightLayout layout,
+                            uint32_t K, uint32_t N);
+// Whether Auto picks VectorTexel on this device: CPU devices (llvmpipe), where storage-buffer
+// loads that differ per lane run as scalar loops and texel loads are several times faster. GPUs
+// read storage buffers at full speed and keep Vector.
+bool matmul_prefers_texel(const vkr::DeviceCaps& caps);
+
 // out[t, n] = act(sum_k x[t, k] W(k, n) + bias[n]) + residual[t, n], accumulated in fp32.
 //   [T, K] x [K, N] (or [N, K]) + [N] + [T, N] -> [T, N]
 // bias and residual may be null. residual may be out itself (the in-place residual stream) but
 // must not overlap it otherwise; x, W and bias must not overlap out.
-// Tensors larger than the device's maxStorageBufferRange are split into several dispatches:
+// Tensors larger than the device's maxStorageBufferRange (or, for VectorTexel, whose texels
+// exceed maxTexelBufferElements) are split into several dispatches:
 // W into blocks of whole rows (of N for [N, K], of K for [K, N], whose partial sums accumulate in
 // out), x and out into blocks of rows. One row of x, out and W must each fit in the range. A
 // split over K cannot keep an in-place residual alive under an activation; that case throws.
