@@ -11,7 +11,9 @@
 // W [K, N]: an invocation owns one texel of outputs (E consecutive n) and a slice of K. The x
 // lanes of a workgroup read consecutive texels of a row of W, one contiguous block; its y slices
 // split K and meet in shared memory once, after the loop. x is the same for all lanes of a slice.
-// W [N, K]: an invocation owns NK_OUTS rows of W, gl_WorkGroupSize.x apart, and all of K.
+// W [N, K]: an invocation owns NK_OUTS consecutive rows of W and every gl_WorkGroupSize.x-th texel
+// of them: the x lanes read consecutive texels of each row, one contiguous block, and meet in
+// shared memory after the loop.
 #extension GL_GOOGLE_include_directive : require
 #define MATMUL_TEXEL
 #include "matmul.glsl"
@@ -22,10 +24,10 @@ layout(constant_id = 6) const uint ROWS = 1;  // rows of x per dispatch, at most
 layout(binding = 1, rgba32f) uniform readonly imageBuffer xt;    // [T, K / 4]
 layout(binding = 2, rgba32ui) uniform readonly uimageBuffer wt;  // [K, N / E] or [N, K / E]
 
-const uint NK_OUTS = 4;  // outputs per invocation, W [N, K]
+const uint NK_OUTS = 8;  // outputs per invocation, W [N, K]
 
-// W [K, N]: partial[t][slice][lane * 8 + j]; W [N, K] needs none (one element).
-shared float partial[(1 - LAYOUT) * ROWS * gl_WorkGroupSize.y * gl_WorkGroupSize.x * 8 + LAYOUT];
+// Partial sums: W [K, N] partial[t][slice][lane * 8 + j], W [N, K] partial[t][row][lane].
+shared float partial[ROWS * gl_WorkGroupSize.y * gl_WorkGroupSize.x * 8];
 
 uint texel_elems() { return DTYPE == DTYPE_F16 ? 8 : 4; }
 
@@ -87,18 +89,20 @@ void main_kn() {
 }
 
 void main_nk() {
-  const uint e = texel_elems(), lanes = gl_WorkGroupSize.x;
+  const uint e = texel_elems(), lanes = gl_WorkGroupSize.x, ys = gl_WorkGroupSize.y;
+  const uint lane = gl_LocalInvocationID.x, y = gl_LocalInvocationID.y;
   const uint group = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;  // host-folded
-  const uint n0 = group * lanes * NK_OUTS + gl_LocalInvocationID.x;
+  const uint outs = ys * NK_OUTS;                 // rows of W per workgroup
+  const uint n0 = group * outs + y * NK_OUTS;     // this invocation's rows n0, n0 + 1, ...
   const uint row_texels = p.k_count / e;
 
   float acc[ROWS][NK_OUTS];
   for (uint t = 0; t < ROWS; t++)
     for (uint i = 0; i < NK_OUTS; i++) acc[t][i] = 0.0;
-  for (uint kt = 0; kt < row_texels; kt++) {
+  for (uint kt = lane; kt < row_texels; kt += lanes) {
     float wv[NK_OUTS][8];
     for (uint i = 0; i < NK_OUTS; i++) {
-      const uint n = min(n0 + i * lanes, p.n_count - 1);  // past the end: read, store none
+      const uint n = min(n0 + i, p.n_count - 1);  // past the end: read, store none
       unpack(imageLoad(wt, int(p.w_off / e + n * row_texels + kt)), wv[i]);
     }
     for (uint t = 0; t < ROWS; t++) {
@@ -110,10 +114,20 @@ void main_nk() {
       }
     }
   }
-  for (uint i = 0; i < NK_OUTS; i++) {
-    const uint n = n0 + i * lanes;
+
+  // partial[t][row of the group][lane]
+  for (uint t = 0; t < ROWS; t++)
+    for (uint i = 0; i < NK_OUTS; i++)
+      partial[(t * outs + y * NK_OUTS + i) * lanes + lane] = acc[t][i];
+  barrier();
+  for (uint o = y * lanes + lane; o < outs; o += lanes * ys) {
+    const uint n = group * outs + o;
     if (n < p.n_count)
-      for (uint t = 0; t < p.rows; t++) store(t, n, acc[t][i]);
+      for (uint t = 0; t < p.rows; t++) {
+        float s = 0.0;
+        for (uint l = 0; l < lanes; l++) s += partial[(t * outs + o) * lanes + l];
+        store(t, n, s);
+      }
   }
 }
 

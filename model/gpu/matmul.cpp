@@ -81,28 +81,25 @@ void plan_vector(vkr::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtyp
                    : plan.last;
 }
 
-// The texel-buffer matrix-vector kernel. W [K, N]: x lanes of one texel of outputs each (8, the
-// SIMD width of llvmpipe, so that a SIMD group reads one contiguous block) and y slices of K whose
-// partial sums (8 floats per row per invocation) fit in shared memory. W [N, K]: 64 invocations
-// of 4 outputs each, no shared memory.
+// The texel-buffer matrix-vector kernel: x lanes (8, the SIMD width of llvmpipe, so that a SIMD
+// group reads one contiguous block of W) by y slices of K (W [K, N]) or groups of 8 rows
+// (W [N, K]), whose partial sums (at most 8 floats per row of x per invocation) fit in shared
+// memory.
 void plan_texel(vkr::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype, uint32_t T) {
   const vkr::DeviceCaps& caps = k.device().caps();
   uint32_t rows = 1;
   while (rows < std::min(T, kMatmulVecRows)) rows *= 2;
   const uint32_t wg = floor_pow2(std::min(caps.max_workgroup_invocations, 64u));
   const uint32_t max_x = floor_pow2(caps.max_workgroup_size[0]);
-  uint32_t x = 0, y = 1;
-  if (o.layout == WeightLayout::NK) {
-    x = std::min(wg, max_x);
-    plan.out_per_group = x * 4;
-  } else {
-    const uint32_t budget = shared_budget(caps), each = rows * 8 * 4;  // bytes per invocation
-    x = std::min({8u, wg, max_x});
-    while (x > 1 && x * each > budget) x /= 2;
-    if (x * each > budget) fail("device '" + caps.name + "' has too little shared memory");
-    y = floor_pow2(std::min({8u, wg / x, budget / (x * each), caps.max_workgroup_size[1]}));
-    plan.out_per_group = x * static_cast<uint32_t>(16 / dtype_bytes(dtype));
-  }
+  const uint32_t budget = shared_budget(caps), each = rows * 8 * 4;  // bytes per invocation
+  uint32_t x = std::min({8u, wg, max_x});
+  while (x > 1 && x * each > budget) x /= 2;
+  if (x * each > budget) fail("device '" + caps.name + "' has too little shared memory");
+  const uint32_t y =
+      floor_pow2(std::min({8u, wg / x, budget / (x * each), caps.max_workgroup_size[1]}));
+  plan.out_per_group = o.layout == WeightLayout::NK
+                           ? y * 8
+                           : x * static_cast<uint32_t>(16 / dtype_bytes(dtype));
   plan.rows = std::min(plan.rows, rows);
   const auto spec = [&](Activation a) {
     return vkr::Specialization{{x, y, 1},
