@@ -22,8 +22,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Never 0, so a rate is always finite (a JSON number).
 double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
+  return std::max(1e-9, std::chrono::duration<double>(Clock::now() - t0).count());
 }
 
 struct Test {

@@ -28,15 +28,19 @@ int main(int argc, char** argv) {
   CLI::App* bench = cli.add_subcommand(
       "bench", "prompt processing (pp) and generation (tg) speed in tokens/s, like llama-bench");
   add_model_options(*bench, bench_args.model);
-  bench->add_option("-p,--n-prompt", bench_args.n_prompt, "prompt tokens of a pp test; a comma list runs several; 0 skips (default 128)")
+  bench->add_option("-p,--n-prompt", bench_args.n_prompt,
+                    "prompt tokens of a pp test; a comma list runs several; 0 skips (default 128)")
       ->delimiter(',')
       ->check(CLI::Range(0u, 1u << 20));
-  bench->add_option("-n,--n-gen", bench_args.n_gen, "tokens of a tg test; a comma list runs several; 0 skips (default 32)")
+  bench->add_option("-n,--n-gen", bench_args.n_gen,
+                    "tokens of a tg test; a comma list runs several; 0 skips (default 32)")
       ->delimiter(',')
       ->check(CLI::Range(0u, 1u << 20));
-  bench->add_option("-r,--repetitions", bench_args.repeats, "timed runs per test after a warm-up (default 5)")
+  bench->add_option("-r,--repetitions", bench_args.repeats,
+                    "timed runs per test after a warm-up (default 5)")
       ->check(CLI::Range(1, 1000));
-  bench->add_flag("--json", bench_args.json, "print a JSON array, one object per test, instead of the table");
+  bench->add_flag("--json", bench_args.json,
+                  "print a JSON array, one object per test, instead of the table");
   bench->add_flag("--profile", bench_args.profile,
                   "then GPU time per op kind (timestamps) and per-token submits, waits, descriptor "
                   "writes, binds, dispatches, barriers, on a second model instance");
