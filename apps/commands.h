@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "apps/session.h"
 
@@ -20,6 +21,16 @@ struct OpbenchArgs {
   uint32_t prefill = 128;     // tokens of the prefill shapes (decode attends to this many)
 };
 int opbench(const OpbenchArgs& args);
+
+struct BenchArgs {
+  ModelArgs model;
+  std::vector<uint32_t> n_prompt = {128};  // a pp test for each; 0 skips
+  std::vector<uint32_t> n_gen = {32};      // a tg test for each; 0 skips
+  int repeats = 5;                         // timed runs per test, after one warm-up
+  bool json = false;                       // stdout: a JSON array, one object per test
+  bool profile = false;                    // then GPU time per op kind and per-token counters
+};
+int bench(const BenchArgs& args);
 
 struct TokenizeArgs {
   ModelArgs model;

@@ -24,6 +24,27 @@ int main(int argc, char** argv) {
   opbench->add_option("-p,--prefill", opbench_args.prefill, "prefill tokens")
       ->check(CLI::Range(2, 1024));
 
+  app::BenchArgs bench_args;
+  CLI::App* bench = cli.add_subcommand(
+      "bench", "prompt processing (pp) and generation (tg) speed in tokens/s, like llama-bench");
+  add_model_options(*bench, bench_args.model);
+  bench->add_option("-p,--n-prompt", bench_args.n_prompt,
+                    "prompt tokens of a pp test; a comma list runs several; 0 skips (default 128)")
+      ->delimiter(',')
+      ->check(CLI::Range(0u, 1u << 20));
+  bench->add_option("-n,--n-gen", bench_args.n_gen,
+                    "tokens of a tg test; a comma list runs several; 0 skips (default 32)")
+      ->delimiter(',')
+      ->check(CLI::Range(0u, 1u << 20));
+  bench->add_option("-r,--repetitions", bench_args.repeats,
+                    "timed runs per test after a warm-up (default 5)")
+      ->check(CLI::Range(1, 1000));
+  bench->add_flag("--json", bench_args.json,
+                  "print a JSON array, one object per test, instead of the table");
+  bench->add_flag("--profile", bench_args.profile,
+                  "then GPU time per op kind (timestamps) and per-token submits, waits, descriptor "
+                  "writes, binds, dispatches, barriers, on a second model instance");
+
   app::TokenizeArgs tok_args;
   CLI::App* tokenize = cli.add_subcommand("tokenize", "print a text's token ids, or write them as int32");
   add_model_options(*tokenize, tok_args.model, true);
@@ -81,6 +102,7 @@ int main(int argc, char** argv) {
   try {
     if (devices->parsed()) return app::devices(devices_args);
     if (opbench->parsed()) return app::opbench(opbench_args);
+    if (bench->parsed()) return app::bench(bench_args);
     if (tokenize->parsed()) return app::tokenize(tok_args);
     if (make->parsed()) return app::make_model(make_args);
     if (generate->parsed()) return app::generate(gen_args);

@@ -1,0 +1,375 @@
+// gpt2vk bench: prompt processing (pp) and token generation (tg) speed in tokens/s, the mean and
+// standard deviation of repeated runs after a warm-up, in the manner of llama.cpp's llama-bench
+// so the two can be read side by side. --profile then shows where a decoded token's GPU time goes
+// and what each token costs the host (submissions, waits, descriptor writes, ...), from a second
+// model instance with timestamps on: timestamps cost time (on lavapipe especially), so they stay
+// out of the timed runs.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "apps/commands.h"
+#include "model/checkpoint.h"
+#include "model/gpu_model.h"
+
+namespace app {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Never 0, so a rate is always finite (a JSON number).
+double seconds_since(Clock::time_point t0) {
+  return std::max(1e-9, std::chrono::duration<double>(Clock::now() - t0).count());
+}
+
+struct Test {
+  std::string name;  // pp128, tg32
+  uint32_t n_prompt = 0, n_gen = 0;
+  std::vector<double> samples;  // tokens/s of each timed run
+};
+
+double mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / static_cast<double>(v.size());
+}
+
+// The sample standard deviation (n - 1), as llama-bench reports it; 0 for one run.
+double stddev(const std::vector<double>& v) {
+  if (v.size() < 2) return 0;
+  const double m = mean(v);
+  double s = 0;
+  for (double x : v) s += (x - m) * (x - m);
+  return std::sqrt(s / static_cast<double>(v.size() - 1));
+}
+
+// Fixed-seed random ids: a pass costs the same whatever tokens it sees, and every run sees the
+// same.
+std::vector<int32_t> random_ids(uint32_t n, uint32_t vocab) {
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int32_t> dist(0, static_cast<int32_t>(vocab) - 1);
+  std::vector<int32_t> ids(n);
+  for (int32_t& id : ids) id = dist(rng);
+  return ids;
+}
+
+// One pass over the prompt from an empty cache, reading back the top-1 as generation does.
+double time_prefill(model::Model& m, const std::vector<int32_t>& ids) {
+  m.reset();
+  const Clock::time_point t0 = Clock::now();
+  m.next(ids, 1);
+  return seconds_since(t0);
+}
+
+// One token of prompt (not timed), then n greedy decode steps, each feeding back the id it chose.
+double time_decode(model::Model& m, int32_t first, uint32_t n) {
+  m.reset();
+  int32_t id = m.next({&first, 1}, 1).ids[0];
+  const Clock::time_point t0 = Clock::now();
+  for (uint32_t i = 0; i < n; i++) id = m.next({&id, 1}, 1).ids[0];
+  return seconds_since(t0);
+}
+
+int32_t first_token(const model::Config& c) {
+  return c.eos_token_id ? static_cast<int32_t>(*c.eos_token_id) : 0;  // GPT-2's <|endoftext|>
+}
+
+void run_test(model::Model& m, Test& t, int repeats) {
+  const model::Config& c = m.config();
+  std::fprintf(stderr, "gpt2vk: %s: a warm-up and %d timed runs\n", t.name.c_str(), repeats);
+  if (t.n_prompt > 0) {
+    const std::vector<int32_t> ids = random_ids(t.n_prompt, c.n_vocab);
+    time_prefill(m, ids);
+    for (int r = 0; r < repeats; r++) t.samples.push_back(t.n_prompt / time_prefill(m, ids));
+  } else {
+    // The warm-up creates the decode pipelines and descriptor pools; later runs reuse them.
+    time_decode(m, first_token(c), 1);
+    for (int r = 0; r < repeats; r++)
+      t.samples.push_back(t.n_gen / time_decode(m, first_token(c), t.n_gen));
+  }
+}
+
+std::vector<Test> plan_tests(const BenchArgs& args, const model::Config& c) {
+  std::vector<Test> tests;
+  for (uint32_t p : args.n_prompt) {
+    if (p == 0) continue;
+    if (p > c.n_ctx)
+      throw std::runtime_error("-p " + std::to_string(p) + ": longer than the model's context of " +
+                               std::to_string(c.n_ctx) + " tokens");
+    tests.push_back({"pp" + std::to_string(p), p, 0, {}});
+  }
+  for (uint32_t n : args.n_gen) {
+    if (n == 0) continue;
+    if (n + 1 > c.n_ctx)  // one token of prompt, then n
+      throw std::runtime_error("-n " + std::to_string(n) + ": one token of prompt and " +
+                               std::to_string(n) + " more pass the model's context of " +
+                               std::to_string(c.n_ctx) + " tokens");
+    tests.push_back({"tg" + std::to_string(n), 0, n, {}});
+  }
+  if (tests.empty()) throw std::runtime_error("nothing to run: -p and -n are both 0");
+  return tests;
+}
+
+// What the table and the JSON say about the model and where it ran.
+struct Subject {
+  std::string model, backend, device, precision;
+  uint64_t size = 0, params = 0;
+};
+
+// Bytes of the weights as the model holds them: matrices at the chosen precision, LayerNorm
+// parameters and biases in fp32 (as model/gpu_model.cpp uploads them).
+uint64_t weight_bytes(const model::Config& c, model::Precision p) {
+  uint64_t bytes = 0;
+  for (const model::ExpectedTensor& e : model::expected_tensors(c)) {
+    uint64_t n = 1;
+    for (uint64_t d : e.shape) n *= d;
+    bytes += n * (e.shape.size() == 2 && p == model::Precision::F16 ? 2 : 4);
+  }
+  return bytes;
+}
+
+std::string folder_name(std::filesystem::path dir) {
+  dir = dir.lexically_normal();
+  if (dir.filename().empty()) dir = dir.parent_path();
+  return dir.filename().string();
+}
+
+std::string format(const char* fmt, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+std::string human_bytes(uint64_t b) {
+  const auto d = static_cast<double>(b);
+  return d >= 1024.0 * 1024 * 1024 ? format("%.2f GiB", d / (1024.0 * 1024 * 1024))
+                                   : format("%.2f MiB", d / (1024.0 * 1024));
+}
+
+std::string human_count(uint64_t n) {
+  const auto d = static_cast<double>(n);
+  return d >= 1e9   ? format("%.2f B", d / 1e9)
+         : d >= 1e6 ? format("%.2f M", d / 1e6)
+                    : format("%.2f K", d / 1e3);
+}
+
+// Display width: '±' is two bytes and one column.
+size_t columns(const std::string& x) {
+  size_t n = 0;
+  for (char ch : x) n += (static_cast<unsigned char>(ch) & 0xC0) != 0x80;
+  return n;
+}
+
+// A Markdown table, as llama-bench prints: text left-aligned, numbers (right[i]) right-aligned.
+void print_markdown(FILE* out, const std::vector<std::string>& head, const std::vector<bool>& right,
+                    const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width(head.size());
+  for (size_t i = 0; i < head.size(); i++) {
+    width[i] = columns(head[i]);
+    for (const auto& r : rows) width[i] = std::max(width[i], columns(r[i]));
+  }
+  auto line = [&](const std::vector<std::string>& r) {
+    std::string text = "|";
+    for (size_t i = 0; i < r.size(); i++) {
+      const std::string pad(width[i] - columns(r[i]), ' ');
+      text += " " + (right[i] ? pad + r[i] : r[i] + pad) + " |";
+    }
+    std::fprintf(out, "%s\n", text.c_str());
+  };
+  line(head);
+  std::string rule = "|";
+  for (size_t i = 0; i < head.size(); i++)
+    rule += right[i] ? " " + std::string(width[i] - 1, '-') + ": |"
+                     : " " + std::string(width[i], '-') + " |";
+  std::fprintf(out, "%s\n", rule.c_str());
+  for (const auto& r : rows) line(r);
+}
+
+void print_table(const Subject& s, const std::vector<Test>& tests) {
+  std::vector<std::vector<std::string>> rows;
+  for (const Test& t : tests)
+    rows.push_back({s.model, human_bytes(s.size), human_count(s.params), s.backend, s.device,
+                    s.precision, t.name,
+                    format("%.2f", mean(t.samples)) + " ± " + format("%.2f", stddev(t.samples))});
+  print_markdown(stdout,
+                 {"model", "size", "params", "backend", "device", "precision", "test", "t/s"},
+                 {false, true, true, false, false, false, true, true}, rows);
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (u < 0x20) {
+      out += format("\\u%04.0f", u);  // control characters; everything else is UTF-8 as is
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+// One object per test, the field names of llama-bench's JSON where it has them.
+void print_json(const Subject& s, const std::vector<Test>& tests) {
+  std::printf("[\n");
+  for (size_t i = 0; i < tests.size(); i++) {
+    const Test& t = tests[i];
+    std::string samples;
+    for (size_t k = 0; k < t.samples.size(); k++)
+      samples += (k ? ", " : "") + format("%.6g", t.samples[k]);
+    std::printf(
+        "  {\"model\": %s, \"backend\": %s, \"device\": %s, \"precision\": %s, \"size\": %llu, "
+        "\"params\": %llu, \"test\": %s, \"n_prompt\": %u, \"n_gen\": %u, \"avg_ts\": %.6g, "
+        "\"stddev_ts\": %.6g, \"samples_ts\": [%s]}%s\n",
+        json_string(s.model).c_str(), json_string(s.backend).c_str(), json_string(s.device).c_str(),
+        json_string(s.precision).c_str(), static_cast<unsigned long long>(s.size),
+        static_cast<unsigned long long>(s.params), json_string(t.name).c_str(), t.n_prompt, t.n_gen,
+        mean(t.samples), stddev(t.samples), samples.c_str(), i + 1 < tests.size() ? "," : "");
+  }
+  std::printf("]\n");
+}
+
+// GPU time per op kind (shader) and the recorder's counters, summed over profiled passes.
+struct Profile {
+  struct Op {
+    double ms = 0, longest = 0;  // all dispatches; the longest one (lm_head among matmuls)
+    uint32_t dispatches = 0;
+  };
+  std::map<std::string, Op> ops;
+  vkr::RecorderStats stats;
+  uint32_t passes = 0;
+  double wall_s = 0;
+
+  void add(const model::Model& m, double seconds) {
+    for (const vkr::DispatchTime& d : model::gpu_timings(m)) {
+      ops[d.shader].ms += d.ms;
+      ops[d.shader].dispatches++;
+      ops[d.shader].longest = std::max(ops[d.shader].longest, d.ms);
+    }
+    const vkr::RecorderStats& st = model::gpu_stats(m);
+    stats.dispatches += st.dispatches;
+    stats.barriers += st.barriers;
+    stats.descriptor_writes += st.descriptor_writes;
+    stats.pipeline_binds += st.pipeline_binds;
+    stats.submits += st.submits;
+    stats.waits += st.waits;
+    passes++;
+    wall_s += seconds;
+  }
+};
+
+void print_profile(FILE* out, const std::string& title, const Profile& p, const std::string& unit) {
+  const double n = p.passes;
+  std::vector<std::pair<std::string, Profile::Op>> ops(p.ops.begin(), p.ops.end());
+  std::sort(ops.begin(), ops.end(),
+            [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+  double total = 0;
+  for (const auto& [name, op] : ops) total += op.ms;
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& [name, op] : ops)
+    rows.push_back({name, format("%.4g", op.dispatches / n), format("%.3f", op.ms / n),
+                    format("%.1f%%", total > 0 ? 100 * op.ms / total : 0),
+                    format("%.3f", op.longest)});
+  rows.push_back({"all (GPU)", format("%.4g", p.stats.dispatches / n), format("%.3f", total / n),
+                  "100.0%", ""});
+  rows.push_back({"wall, timestamps on", "", format("%.3f", 1e3 * p.wall_s / n), "", ""});
+  std::fprintf(out, "\n%s\n\n", title.c_str());
+  print_markdown(out, {"op kind", "dispatches/" + unit, "ms/" + unit, "share", "longest ms"},
+                 {false, true, true, true, true}, rows);
+  const vkr::RecorderStats& st = p.stats;
+  std::fprintf(out, "\n");
+  print_markdown(out, {"counter", "per " + unit}, {false, true},
+                 {{"submits", format("%.4g", st.submits / n)},
+                  {"fence waits", format("%.4g", st.waits / n)},
+                  {"descriptor writes", format("%.4g", st.descriptor_writes / n)},
+                  {"pipeline binds", format("%.4g", st.pipeline_binds / n)},
+                  {"dispatches", format("%.4g", st.dispatches / n)},
+                  {"barriers", format("%.4g", st.barriers / n)}});
+}
+
+// Where the time of a prefill pass and of a decoded token goes, on a model instance of its own
+// with timestamps on, warmed up first like the timed runs.
+void profile(const model::Checkpoint& ckpt, const vkr::Device& device, model::Precision precision,
+             uint32_t prompt, uint32_t gen, FILE* out) {
+  if (!device.caps().timestamps)
+    std::fprintf(out, "\n'%s' has no compute timestamps: the op times are missing\n",
+                 device.caps().name.c_str());
+  model::GpuModelOptions o;
+  o.precision = precision;
+  o.progress = false;
+  o.timestamps = true;
+  std::unique_ptr<model::Model> m = model::make_gpu_model(ckpt, device, o);
+  const int32_t first = first_token(m->config());
+  time_decode(*m, first, 1);
+  const std::string where = " on " + device.caps().name + ", " + model::precision_name(precision) +
+                            "; GPU time from timestamp queries";
+  if (prompt > 0) {
+    const std::vector<int32_t> ids = random_ids(prompt, m->config().n_vocab);
+    time_prefill(*m, ids);
+    Profile p;
+    p.add(*m, time_prefill(*m, ids));
+    print_profile(out,
+                  "profile: prefill of " + std::to_string(prompt) + " tokens, one pass" + where, p,
+                  "pass");
+  }
+  if (gen > 0) {
+    Profile p;
+    m->reset();
+    int32_t id = m->next({&first, 1}, 1).ids[0];
+    for (uint32_t i = 0; i < gen; i++) {
+      const Clock::time_point t0 = Clock::now();
+      id = m->next({&id, 1}, 1).ids[0];
+      p.add(*m, seconds_since(t0));
+    }
+    print_profile(out, "profile: decode, mean of " + std::to_string(gen) + " tokens" + where, p,
+                  "token");
+  }
+}
+
+}  // namespace
+
+int bench(const BenchArgs& args) {
+  Session s = open_session(args.model);
+  const model::Config& c = s.model->config();
+  std::vector<Test> tests = plan_tests(args, c);
+  const bool cpu = args.model.device == "cpu";
+  const Subject subject{folder_name(s.checkpoint->dir()),
+                        cpu ? "CPU" : "Vulkan",
+                        s.model->device_name(),
+                        model::precision_name(s.model->precision()),
+                        weight_bytes(c, s.model->precision()),
+                        model::parameter_count(c)};
+  for (Test& t : tests) run_test(*s.model, t, args.repeats);
+  if (args.json)
+    print_json(subject, tests);
+  else
+    print_table(subject, tests);
+  std::fflush(stdout);
+
+  if (!args.profile) return 0;
+  if (cpu) {
+    std::fprintf(stderr,
+                 "gpt2vk: --profile needs a Vulkan device; the CPU reference has no GPU timings\n");
+    return 0;
+  }
+  s.model.reset();  // the profiled instance takes its place, so memory holds one model at a time
+  uint32_t prompt = 0, gen = 0;
+  for (const Test& t : tests) {
+    if (!prompt) prompt = t.n_prompt;
+    if (!gen) gen = t.n_gen;
+  }
+  // With --json, stdout holds only the JSON.
+  profile(*s.checkpoint, *s.device, model::parse_precision(args.model.precision), prompt, gen,
+          args.json ? stderr : stdout);
+  return 0;
+}
+
+}  // namespace app

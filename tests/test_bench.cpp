@@ -1,0 +1,118 @@
+// gpt2vk bench end to end on the tiny golden model: the JSON a script reads, the table, and the
+// profile's counters that prove one submission and one fence wait per decoded token.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "tests/cli.h"
+#include "tests/files.h"
+#include "tests/gpu.h"
+
+namespace {
+
+std::string tiny() {
+  return (test::source_dir() / "tests/data/models/gpt2-tiny").string();
+}
+
+// GPT-2's parameter count from its config (tests/data/models/gpt2-tiny/config.json: V = 256,
+// n_ctx = 64, C = 32, 2 layers, n_inner = 4C, tied head): per layer 12C² in matrices and 13C in
+// biases and LayerNorms; wte and wpe; ln_f.
+constexpr uint64_t V = 256, N_CTX = 64, C = 32, L = 2;
+constexpr uint64_t kMatrixParams = 12 * L * C * C + (V + N_CTX) * C;
+constexpr uint64_t kVectorParams = 13 * L * C + 2 * C;
+
+// The value in the row `| name | value |` of the first table after `section` in `text`.
+std::string row_value(const std::string& text, const std::string& section,
+                      const std::string& name) {
+  const size_t at = text.find(section);
+  if (at == std::string::npos) return "<no section '" + section + "'>";
+  std::smatch m;
+  const std::string rest = text.substr(at);
+  if (!std::regex_search(rest, m, std::regex("\\|\\s*" + name + "\\s*\\|\\s*([^|]*?)\\s*\\|")))
+    return "<no row '" + name + "'>";
+  return m[1];
+}
+
+}  // namespace
+
+TEST_CASE("bench: --json has one entry per test with positive rates and the model's size") {
+  GPU_TEST(g);
+  const test::CliResult r =
+      test::gpt2vk({"bench", "-m", tiny(), "-p", "8", "-n", "4", "-r", "2", "--json"});
+  CAPTURE(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(test::no_validation_messages(r));
+  const nlohmann::json j = nlohmann::json::parse(r.out);  // stdout is the JSON and nothing else
+  REQUIRE(j.is_array());
+  REQUIRE(j.size() == 2);
+  CHECK(j[0]["test"] == "pp8");
+  CHECK(j[0]["n_prompt"] == 8);
+  CHECK(j[0]["n_gen"] == 0);
+  CHECK(j[1]["test"] == "tg4");
+  CHECK(j[1]["n_prompt"] == 0);
+  CHECK(j[1]["n_gen"] == 4);
+  for (const nlohmann::json& e : j) {
+    CAPTURE(e.dump());
+    CHECK(e["model"] == "gpt2-tiny");
+    CHECK(e["backend"] == "Vulkan");
+    CHECK(!e["device"].get<std::string>().empty());
+    CHECK(e["precision"] == "f16");
+    CHECK(e["params"] == kMatrixParams + kVectorParams);
+    CHECK(e["size"] == 2 * kMatrixParams + 4 * kVectorParams);  // fp16 matrices, fp32 vectors
+    REQUIRE(e["samples_ts"].size() == 2);
+    double sum = 0;
+    for (const nlohmann::json& s : e["samples_ts"]) {
+      CHECK(s.get<double>() > 0);
+      sum += s.get<double>();
+    }
+    CHECK(e["avg_ts"].get<double>() == doctest::Approx(sum / 2).epsilon(1e-4));
+    CHECK(e["stddev_ts"].get<double>() >= 0);
+  }
+}
+
+TEST_CASE("bench: the table, and a profile of one submission and one wait per token") {
+  GPU_TEST(g);
+  const test::CliResult r = test::gpt2vk(
+      {"bench", "-m", tiny(), "-p", "8", "-n", "4", "-r", "1", "--precision", "f32", "--profile"});
+  CAPTURE(r.out);
+  CAPTURE(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(test::no_validation_messages(r));
+  CHECK(r.out.find("| model ") != std::string::npos);
+  CHECK(std::regex_search(
+      r.out, std::regex(R"(\| gpt2-tiny .*\| +f32 +\| +pp8 \| +[0-9.]+ ± [0-9.]+ \|)")));
+  CHECK(std::regex_search(
+      r.out, std::regex(R"(\| gpt2-tiny .*\| +f32 +\| +tg4 \| +[0-9.]+ ± [0-9.]+ \|)")));
+
+  for (const char* section :
+       {"profile: prefill of 8 tokens", "profile: decode, mean of 4 tokens"}) {
+    CAPTURE(section);
+    CHECK(row_value(r.out, section, "submits") == "1");
+    CHECK(row_value(r.out, section, "fence waits") == "1");
+    CHECK(std::stod(row_value(r.out, section, "dispatches")) >= 10);
+    CHECK(std::stod(row_value(r.out, section, "descriptor writes")) >=
+          std::stod(row_value(r.out, section, "dispatches")));
+    // Every op kind of GPT-2's forward pass has a GPU time; greedy decoding reads back a top-1.
+    for (const char* op : {"embedding", "layernorm", "matmul_vec", "kv_store", "attention", "topk"})
+      CHECK(row_value(r.out, section, op).find("<no row") == std::string::npos);
+  }
+}
+
+TEST_CASE("bench: runs on the CPU reference, and refuses a prompt past the context") {
+  const test::CliResult cpu =
+      test::gpt2vk({"bench", "-m", tiny(), "-p", "4", "-n", "2", "-r", "1", "--device", "cpu"});
+  CAPTURE(cpu.err);
+  CHECK(cpu.exit_code == 0);
+  CHECK(std::regex_search(cpu.out, std::regex(R"(\| CPU +\|.*\| +pp4 \|)")));
+  CHECK(std::regex_search(cpu.out, std::regex(R"(\| CPU +\|.*\| +tg2 \|)")));
+
+  const test::CliResult skip =
+      test::gpt2vk({"bench", "-m", tiny(), "-p", "0", "-n", "0", "--device", "cpu"});
+  CHECK(skip.exit_code == 1);
+  CHECK(skip.err.find("nothing to run") != std::string::npos);
+  const test::CliResult past = test::gpt2vk({"bench", "-m", tiny(), "-p", "65", "--device", "cpu"});
+  CHECK(past.exit_code == 1);
+  CHECK(past.err.find("-p 65: longer than the model's context of 64 tokens") != std::string::npos);
+  CHECK(past.out.empty());
+}
