@@ -173,8 +173,12 @@ vkr::Groups groups(const vkr::Device& device, const Plan& plan, uint32_t n_count
 MatmulKernel choose_kernel(const vkr::DeviceCaps& caps, const MatmulOptions& o, bool texel_ok,
                            uint32_t T) {
   if (o.kernel != MatmulKernel::Auto) return o.kernel;
+  // On a CPU device the texel matrix-vector kernel, run in passes of kMatmulVecRows rows,
+  // beats the shared-memory tiles even for long prompts: llvmpipe's barriers and scalar
+  // per-lane loads cost more than reading the weights once per pass.
+  if (texel_ok && matmul_prefers_texel(caps)) return MatmulKernel::VectorTexel;
   if (T > kMatmulVecRows) return MatmulKernel::Tiled;
-  return texel_ok && matmul_prefers_texel(caps) ? MatmulKernel::VectorTexel : MatmulKernel::Vector;
+  return MatmulKernel::Vector;
 }
 
 // Picks the kernel and splits a call to fit the device's maxStorageBufferRange (and

@@ -12,8 +12,9 @@ enum class WeightLayout : uint32_t {
 };
 
 enum class MatmulKernel : uint32_t {
-  // T <= kMatmulVecRows: VectorTexel where matmul_prefers_texel() and the call allows it, else
-  // Vector; larger T: Tiled.
+  // VectorTexel for any T where matmul_prefers_texel() and the call allows it (in passes of
+  // kMatmulVecRows rows: on llvmpipe this beats the tiles for prefill too); otherwise Vector for
+  // T <= kMatmulVecRows and Tiled beyond.
   Auto,
   Vector,  // matmul_vec: each weight read once per kMatmulVecRows rows, storage buffers
   Tiled,   // matmul: shared-memory tiles
