@@ -240,7 +240,8 @@ void print_json(const Subject& s, const std::vector<Test>& tests) {
 // GPU time per op kind (shader) and the recorder's counters, summed over profiled passes.
 struct Profile {
   struct Op {
-    double ms = 0, longest = 0;  // all dispatches; the longest one (lm_head among matmuls)
+    double ms = 0;       // all dispatches
+    double longest = 0;  // the longest dispatch of each pass, summed (lm_head among matmuls)
     uint32_t dispatches = 0;
   };
   std::map<std::string, Op> ops;
@@ -249,11 +250,13 @@ struct Profile {
   double wall_s = 0;
 
   void add(const model::Model& m, double seconds) {
+    std::map<std::string, double> longest;
     for (const vkr::DispatchTime& d : model::gpu_timings(m)) {
       ops[d.shader].ms += d.ms;
       ops[d.shader].dispatches++;
-      ops[d.shader].longest = std::max(ops[d.shader].longest, d.ms);
+      longest[d.shader] = std::max(longest[d.shader], d.ms);
     }
+    for (const auto& [name, ms] : longest) ops[name].longest += ms;
     const vkr::RecorderStats& st = model::gpu_stats(m);
     stats.dispatches += st.dispatches;
     stats.barriers += st.barriers;
@@ -277,7 +280,7 @@ void print_profile(FILE* out, const std::string& title, const Profile& p, const 
   for (const auto& [name, op] : ops)
     rows.push_back({name, format("%.4g", op.dispatches / n), format("%.3f", op.ms / n),
                     format("%.1f%%", total > 0 ? 100 * op.ms / total : 0),
-                    format("%.3f", op.longest)});
+                    format("%.3f", op.longest / n)});
   rows.push_back({"all (GPU)", format("%.4g", p.stats.dispatches / n), format("%.3f", total / n),
                   "100.0%", ""});
   rows.push_back({"wall, timestamps on", "", format("%.3f", 1e3 * p.wall_s / n), "", ""});
