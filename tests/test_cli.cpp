@@ -123,7 +123,8 @@ TEST_CASE("cli: tokenize prints ids and writes int32") {
   for (size_t i = 0; i < 5; i++) {
     int32_t id = 0;
     std::memcpy(&id, bytes.data() + i * 4, 4);
-    printed += (i ? " " : "") + std::to_string(id);
+    if (i) printed += ' ';
+    printed += std::to_string(id);
   }
   CHECK(r.out == printed + "\n");
 }
