@@ -19,14 +19,7 @@ int make_model(const MakeModelArgs& args) {
                                                {"xl", {1600, 48, 25}}};
   const auto it = shapes.find(args.shape);
   if (it == shapes.end()) throw std::runtime_error("unknown shape '" + args.shape + "'");
-  model::Config c;
-  c.n_vocab = 50257;
-  c.n_ctx = 1024;
-  c.n_embd = it->second.n_embd;
-  c.n_layer = it->second.n_layer;
-  c.n_head = it->second.n_head;
-  c.n_inner = 4 * c.n_embd;
-  c.eos_token_id = 50256;
+  const model::Config c = model::gpt2_config(it->second.n_embd, it->second.n_layer, it->second.n_head);
 
   model::RandomCheckpointOptions o;
   o.dtype = args.dtype == "f32"    ? model::TensorDType::F32

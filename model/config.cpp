@@ -299,4 +299,16 @@ std::string config_json(const Config& c) {
   return j.dump(2) + "\n";
 }
 
+Config gpt2_config(uint32_t n_embd, uint32_t n_layer, uint32_t n_head) {
+  Config c;
+  c.n_vocab = 50257;
+  c.n_ctx = 1024;
+  c.n_embd = n_embd;
+  c.n_layer = n_layer;
+  c.n_head = n_head;
+  c.n_inner = 4 * n_embd;
+  c.eos_token_id = 50256;
+  return c;
+}
+
 }  // namespace model

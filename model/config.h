@@ -66,4 +66,8 @@ Config load_config(const std::filesystem::path& file);
 // parse_config(config_json(c)) == c.
 std::string config_json(const Config& config);
 
+// GPT-2's block at a given size, with its vocabulary (50257, <|endoftext|> = 50256) and context
+// (1024): small is (768, 12, 12), medium (1024, 24, 16), large (1280, 36, 20), XL (1600, 48, 25).
+Config gpt2_config(uint32_t n_embd, uint32_t n_layer, uint32_t n_head);
+
 }  // namespace model

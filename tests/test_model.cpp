@@ -187,14 +187,7 @@ TEST_CASE("GPT-2 small's shape (124M, V = 50257): GPU matches the CPU reference,
   GPU_TEST(g);
   // At fp32 the [50257, 768] embedding is 154 MB, over lavapipe's 128 MiB storage-buffer range:
   // the embedding and the head split it.
-  model::Config c = test::tiny_config();
-  c.n_vocab = 50257;
-  c.n_ctx = 1024;
-  c.n_embd = 768;
-  c.n_layer = 12;
-  c.n_head = 12;
-  c.n_inner = 3072;
-  c.tokenizer.kind = model::TokenizerKind::Gpt2;
+  const model::Config c = model::gpt2_config(768, 12, 12);
   test::TempDir dir;
   model::RandomCheckpointOptions o;
   o.dtype = model::TensorDType::F16;
