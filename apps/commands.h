@@ -78,6 +78,9 @@ struct MakeModelArgs {
 };
 int make_model(const MakeModelArgs& args);
 
+// A whole file's bytes; throws "<file>: cannot open".
+std::string read_file(const std::string& file);
+
 // The text of --prompt or --file (exactly one must be given), checked to be valid UTF-8.
 std::string read_text(const std::string& prompt, const std::string& file);
 

@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "apps/commands.h"
+#include "model/generate.h"
 #include "model/gpu_model.h"
 
 namespace app {
@@ -38,9 +39,7 @@ int compare(const CompareArgs& args) {
   std::unique_ptr<model::Model> cpu = model::make_cpu_model(*s.checkpoint, precision);
   const std::vector<int32_t> ids = s.tokenizer->encode(text);
   const model::Config& c = s.model->config();
-  if (ids.size() > c.n_ctx)
-    throw std::runtime_error("the prompt is " + std::to_string(ids.size()) +
-                             " tokens, longer than the model's context of " + std::to_string(c.n_ctx));
+  model::check_prompt(c, ids.size());
 
   s.model->set_taps(true);
   cpu->set_taps(true);

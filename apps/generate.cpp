@@ -20,10 +20,7 @@ int generate(const GenerateArgs& args) {
   if (!args.seed_given) o.sampling.seed = std::random_device{}();
 
   // Refuse before anything reaches stdout: there, only the text goes.
-  if (prompt.size() > c.n_ctx)
-    throw std::runtime_error("the prompt is " + std::to_string(prompt.size()) +
-                             " tokens, longer than the model's context of " + std::to_string(c.n_ctx) +
-                             " tokens");
+  model::check_prompt(c, prompt.size());
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
   model::Utf8Stream stream;

@@ -2,18 +2,13 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 
 #include "apps/commands.h"
 
 namespace app {
 
 int logits(const LogitsArgs& args) {
-  std::ifstream in(args.ids, std::ios::binary);
-  if (!in) throw std::runtime_error(args.ids + ": cannot open");
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  const std::string data = bytes.str();
+  const std::string data = read_file(args.ids);
   if (data.empty() || data.size() % 4 != 0)
     throw std::runtime_error(args.ids + ": " + std::to_string(data.size()) +
                              " bytes is not a non-empty list of int32 ids");

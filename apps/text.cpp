@@ -7,15 +7,19 @@
 
 namespace app {
 
+std::string read_file(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw std::runtime_error(file + ": cannot open");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
 std::string read_text(const std::string& prompt, const std::string& file) {
   if (!prompt.empty() && !file.empty()) throw std::runtime_error("give --prompt or --file, not both");
   std::string text = prompt, what = "the prompt";
   if (!file.empty()) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) throw std::runtime_error(file + ": cannot open");
-    std::ostringstream s;
-    s << in.rdbuf();
-    text = s.str();
+    text = read_file(file);
     what = file;
   }
   if (text.empty()) throw std::runtime_error(what + " is empty: give some text with --prompt or --file");

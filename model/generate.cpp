@@ -12,15 +12,19 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+void check_prompt(const Config& c, size_t tokens) {
+  if (tokens == 0) throw std::runtime_error("the prompt is empty: nothing to continue");
+  if (tokens > c.n_ctx)
+    throw std::runtime_error("the prompt is " + std::to_string(tokens) +
+                             " tokens, longer than the model's context of " +
+                             std::to_string(c.n_ctx) + " tokens");
+}
+
 GenerateResult generate(Model& model, std::span<const int32_t> prompt, const GenerateOptions& o,
                         const std::function<void(int32_t)>& on_token,
                         const std::function<void(const std::string&)>& on_note) {
   const Config& c = model.config();
-  if (prompt.empty()) throw std::runtime_error("the prompt is empty: nothing to continue");
-  if (prompt.size() > c.n_ctx)
-    throw std::runtime_error("the prompt is " + std::to_string(prompt.size()) +
-                             " tokens, longer than the model's context of " +
-                             std::to_string(c.n_ctx) + " tokens");
+  check_prompt(c, prompt.size());
   Sampler sampler(o.sampling);
   const uint32_t k = sampler.candidates(c.n_vocab);
   std::vector<int32_t> seq(prompt.begin(), prompt.end());

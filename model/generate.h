@@ -27,6 +27,9 @@ struct GenerateResult {
   std::string stop;             // "eos" or "length"
 };
 
+// Throws unless a prompt of `tokens` tokens can run: not empty, not longer than n_ctx.
+void check_prompt(const Config& config, size_t tokens);
+
 // on_token: each new id as it is chosen. on_note: one line for stderr (a window slide).
 // A prompt longer than n_ctx is refused. When the sequence fills n_ctx, the window slides:
 // the last n_ctx / 2 tokens are run again from position 0 and generation goes on, as
