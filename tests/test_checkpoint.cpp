@@ -28,6 +28,17 @@ model::Config small_config() {
   return c;
 }
 
+// The fewest tensors a config can ask for: wte [11, 8], h.0.attn.c_attn [8, 24], c_proj [8, 8].
+model::Config bare_config() {
+  model::Config c = small_config();
+  c.n_layer = 1;
+  c.attention_only = true;
+  c.attention_bias = false;
+  c.final_norm = false;
+  c.positions = gpu::PositionKind::None;
+  return c;
+}
+
 void write(const std::filesystem::path& dir, const model::Config& c,
            const model::RandomCheckpointOptions& o = {}) {
   model::write_random_checkpoint(dir, c, model::config_json(c), o);
@@ -309,12 +320,7 @@ TEST_CASE("checkpoint: folders that are not model folders") {
 
 TEST_CASE("checkpoint: a tensor the model needs in a dtype it cannot read") {
   test::TempDir dir;
-  model::Config c = small_config();
-  c.n_layer = 1;
-  c.attention_only = true;
-  c.attention_bias = false;
-  c.final_norm = false;
-  c.positions = gpu::PositionKind::None;  // tensors: wte [11, 8], c_attn [8, 24], c_proj [8, 8]
+  const model::Config c = bare_config();
   test::write_file(dir / "config.json", model::config_json(c));
   const std::string header =
       R"({"wte.weight":{"dtype":"F64","shape":[11,8],"data_offsets":[0,704]},)"
@@ -341,12 +347,7 @@ TEST_CASE("checkpoint: a tensor the model needs in a dtype it cannot read") {
 
 TEST_CASE("checkpoint: one tensor stored with and without the prefix") {
   test::TempDir dir;
-  model::Config c = small_config();
-  c.n_layer = 1;
-  c.attention_only = true;
-  c.attention_bias = false;
-  c.final_norm = false;
-  c.positions = gpu::PositionKind::None;
+  const model::Config c = bare_config();
   test::write_file(dir / "config.json", model::config_json(c));
   const std::vector<float> w(88, 0.5f), a(192, 0.25f), p(64, 0.125f);
   model::write_safetensors(
