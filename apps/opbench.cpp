@@ -50,6 +50,24 @@ struct Bench {
     return {s, dtype};
   }
 
+  // W [N, K] in the Interleaved layout (matmul_interleaved.comp), from random values.
+  gpu::Weight interleaved(uint32_t K, uint32_t N, gpu::DType dtype) {
+    std::vector<float> v(size_t(K) * N);
+    std::mt19937 rng(K ^ N);
+    std::uniform_real_distribution<float> dist(-0.5f, 0.5f);
+    for (float& x : v) x = dist(rng);
+    std::vector<uint8_t> packed(gpu::interleaved_bytes(dtype, K, N));
+    if (dtype == gpu::DType::F16) {
+      std::vector<uint16_t> h = gpu::to_half(v.data(), v.size());
+      gpu::interleave(packed.data(), h.data(), gpu::WeightLayout::NK, dtype, K, N);
+    } else {
+      gpu::interleave(packed.data(), v.data(), gpu::WeightLayout::NK, dtype, K, N);
+    }
+    vkr::BufferSpan s = arena.alloc(packed.size());
+    vkr::upload(device, s, packed.data(), s.size);
+    return {s, dtype};
+  }
+
   // Records `op` `repeats` times in one command buffer and prints its mean GPU time per call.
   void time(const std::string& name, const std::string& shape, const std::function<void(vkr::Recorder&)>& op) {
     vkr::Recorder rec(device, true);
@@ -120,6 +138,25 @@ void run_shapes(Bench& b, uint32_t T, uint32_t L, gpu::DType dtype) {
   b.time("matmul lm_head (wte^T)", t + " 768->50257", [&](vkr::Recorder& r) {
     gpu::matmul(k, r, logits, y, wte, nullptr, nullptr, T, C, V, nk);
   });
+  if (gpu::matmul_interleaved_supported(b.device.caps(), dtype, C)) {
+    gpu::MatmulOptions il, il_gelu;
+    il.layout = il_gelu.layout = gpu::WeightLayout::Interleaved;
+    il_gelu.act = gpu::Activation::GeluTanh;
+    gpu::Weight i_qkv = b.interleaved(C, 3 * C, dtype), i_fc = b.interleaved(C, 4 * C, dtype);
+    gpu::Weight i_fc2 = b.interleaved(4 * C, C, dtype), i_head = b.interleaved(C, V, dtype);
+    b.time("interleaved qkv +bias", t + " 768->2304", [&](vkr::Recorder& r) {
+      gpu::matmul(k, r, qkv, y, i_qkv, &b3, nullptr, T, C, 3 * C, il);
+    });
+    b.time("interleaved fc +gelu", t + " 768->3072", [&](vkr::Recorder& r) {
+      gpu::matmul(k, r, h4, y, i_fc, &b4, nullptr, T, C, 4 * C, il_gelu);
+    });
+    b.time("interleaved fc2 +res", t + " 3072->768", [&](vkr::Recorder& r) {
+      gpu::matmul(k, r, x, h4, i_fc2, &b1, &x, T, 4 * C, C, il);
+    });
+    b.time("interleaved lm_head", t + " 768->50257", [&](vkr::Recorder& r) {
+      gpu::matmul(k, r, logits, y, i_head, nullptr, nullptr, T, C, V, il);
+    });
+  }
   b.time("softmax", "R=1 N=50257", [&](vkr::Recorder& r) { gpu::softmax(k, r, probs, logits, 1, V); });
   b.time("topk k=40", "V=50257", [&](vkr::Recorder& r) {
     gpu::topk(k, r, top_ids, top_vals, logits, scratch, V, 40);

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <set>
 
 #include "model/checkpoint.h"
 #include "model/gpu/activation.h"
@@ -52,6 +53,7 @@ class Packer {
     for (Item& it : items_) it.span = arenas_[it.arena].alloc(it.bytes);
   }
   const vkr::BufferSpan& span(size_t handle) const { return items_[handle].span; }
+  uint64_t alignment() const { return align_; }
   uint64_t total() const {
     uint64_t t = 0;
     for (uint64_t s : sizes_) t += s;
@@ -113,7 +115,10 @@ class GpuModel final : public Model {
 
  private:
   friend struct GpuBackend;
+  gpu::WeightLayout matrix_layout(const ExpectedTensor& e, gpu::DType dtype,
+                                  gpu::WeightLayout& from) const;
   void upload_weights(const Checkpoint& ckpt, bool progress);
+  bool interleaved(const gpu::Weight* w) const { return interleaved_.count(w) != 0; }
   void plan_state();
   void ensure_logits(uint32_t rows);
   void ensure_taps();
@@ -128,6 +133,7 @@ class GpuModel final : public Model {
   Packer weights_;
   std::map<std::string, gpu::Weight> tensors_;
   ModelWeights<const gpu::Weight*> w_;
+  std::set<const gpu::Weight*> interleaved_;  // matrices in WeightLayout::Interleaved
 
   Packer state_;  // activations and the KV cache
   size_t x_, h_, qkv_, att_, fc_;
@@ -142,42 +148,89 @@ class GpuModel final : public Model {
   std::vector<vkr::BufferSpan> tap_spans_;  // [layer][n_ctx, C]
 };
 
+// A matrix's K (inputs) and N (outputs), given the layout the checkpoint stores it in.
+uint32_t matrix_k(const ExpectedTensor& e, gpu::WeightLayout from) {
+  return static_cast<uint32_t>(from == gpu::WeightLayout::NK ? e.shape[1] : e.shape[0]);
+}
+uint32_t matrix_n(const ExpectedTensor& e, gpu::WeightLayout from) {
+  return static_cast<uint32_t>(from == gpu::WeightLayout::NK ? e.shape[0] : e.shape[1]);
+}
+
+// The layout a matrix is stored in: on devices whose fast path is the interleaved texel kernel
+// (CPU devices), every matrix the matmul reads, the tied wte included (embedding reads it there);
+// elsewhere as the checkpoint has it. Returns KN, NK or Interleaved; `from` gets the
+// checkpoint's own layout.
+gpu::WeightLayout GpuModel::matrix_layout(const ExpectedTensor& e, gpu::DType dtype,
+                                          gpu::WeightLayout& from) const {
+  const bool rows_out = e.name == "wte.weight" || e.name == "lm_head.weight";
+  from = rows_out ? gpu::WeightLayout::NK : gpu::WeightLayout::KN;
+  const bool matmul_reads = e.name != "wpe.weight" &&
+                            (e.name != "wte.weight" || config_.tie_word_embeddings);
+  const vkr::DeviceCaps& caps = device_.caps();
+  const uint32_t K = matrix_k(e, from);
+  const bool fast = gpu::matmul_prefers_texel(caps) &&
+                    gpu::matmul_interleaved_supported(caps, dtype, K) &&
+                    caps.texel_buffer_alignment <= weights_.alignment() &&
+                    caps.texel_buffer_alignment <= state_.alignment();
+  return matmul_reads && fast ? gpu::WeightLayout::Interleaved : from;
+}
+
 void GpuModel::upload_weights(const Checkpoint& ckpt, bool progress) {
   const std::vector<ExpectedTensor> expected = expected_tensors(config_);
-  std::vector<size_t> handles;
-  std::vector<gpu::DType> dtypes;
+  struct Plan {
+    size_t handle;
+    gpu::DType dtype;
+    gpu::WeightLayout layout, from;
+  };
+  std::vector<Plan> plans;
   uint64_t total = 0;
   for (const ExpectedTensor& e : expected) {
     // Matrices take the chosen precision; LayerNorm parameters and biases stay fp32.
-    const gpu::DType t = e.shape.size() == 2 && precision_ == Precision::F16 ? gpu::DType::F16
-                                                                            : gpu::DType::F32;
+    const bool matrix = e.shape.size() == 2;
+    Plan p{0, matrix && precision_ == Precision::F16 ? gpu::DType::F16 : gpu::DType::F32,
+           gpu::WeightLayout::KN, gpu::WeightLayout::KN};
+    if (matrix) p.layout = matrix_layout(e, p.dtype, p.from);
     const uint64_t n = ckpt.tensor(e.name).elements();
-    const uint64_t bytes = align_up(n * gpu::dtype_bytes(t), 4);  // fp16 pairs fill whole words
-    handles.push_back(weights_.add(bytes));
-    dtypes.push_back(t);
+    const uint64_t bytes = p.layout == gpu::WeightLayout::Interleaved
+                               ? gpu::interleaved_bytes(p.dtype, matrix_k(e, p.from), matrix_n(e, p.from))
+                               : align_up(n * gpu::dtype_bytes(p.dtype), 4);  // whole fp16 pairs
+    p.handle = weights_.add(bytes);
+    plans.push_back(p);
     total += bytes;
   }
   weights_.allocate(vkr::MemoryKind::Device);
 
   Progress bar("uploading weights", progress ? total : 0);
-  std::vector<uint8_t> host;
+  std::vector<uint8_t> host, plain;
   for (size_t i = 0; i < expected.size(); i++) {
-    const TensorView& src = ckpt.tensor(expected[i].name);
-    const vkr::BufferSpan& dst = weights_.span(handles[i]);
+    const ExpectedTensor& e = expected[i];
+    const TensorView& src = ckpt.tensor(e.name);
+    const vkr::BufferSpan& dst = weights_.span(plans[i].handle);
     const uint64_t n = src.elements();
-    // Convert straight into mapped memory where the device has it (UMA), else via a host copy.
+    const bool interleaved = plans[i].layout == gpu::WeightLayout::Interleaved;
+    // Convert straight into mapped memory where the device has it (UMA), else via a host copy;
+    // an interleaved matrix is converted first, then repacked.
     uint8_t* out = dst.mapped;
     if (!out) {
       host.assign(dst.size, 0);
       out = host.data();
     }
-    if (dtypes[i] == gpu::DType::F16)
-      to_f16(src, reinterpret_cast<uint16_t*>(out), 0, n);
+    uint8_t* converted = out;
+    if (interleaved) {
+      plain.resize(n * gpu::dtype_bytes(plans[i].dtype));
+      converted = plain.data();
+    }
+    if (plans[i].dtype == gpu::DType::F16)
+      to_f16(src, reinterpret_cast<uint16_t*>(converted), 0, n);
     else
-      to_f32(src, reinterpret_cast<float*>(out), 0, n);
+      to_f32(src, reinterpret_cast<float*>(converted), 0, n);
+    if (interleaved)
+      gpu::interleave(out, converted, plans[i].from, plans[i].dtype, matrix_k(e, plans[i].from),
+                      matrix_n(e, plans[i].from));
     if (!dst.mapped) vkr::upload(device_, dst, host.data(), dst.size);
     bar.advance(dst.size);
-    tensors_[expected[i].name] = gpu::Weight{dst, dtypes[i]};
+    tensors_[e.name] = gpu::Weight{dst, plans[i].dtype};
+    if (interleaved) interleaved_.insert(&tensors_[e.name]);
   }
   bar.finish();
   w_ = map_weights<const gpu::Weight*>(config_, [&](const std::string& name) -> const gpu::Weight* {
@@ -280,7 +333,7 @@ const vkr::BufferSpan& GpuBackend::buf(Buf b) const {
 void GpuBackend::embed(uint32_t T, uint32_t pos) {
   const Config& c = m.config_;
   gpu::embedding(m.kernels_, m.rec_, buf(Buf::X), m.io_.span(m.ids_), *m.w_.wte, m.w_.wpe, T,
-                 c.n_embd, c.n_vocab, c.n_ctx, pos, c.positions);
+                 c.n_embd, c.n_vocab, c.n_ctx, pos, c.positions, m.interleaved(m.w_.wte));
 }
 
 void GpuBackend::layernorm(Buf out, Buf in, const gpu::Weight* gamma, const gpu::Weight* beta,
@@ -293,6 +346,7 @@ void GpuBackend::layernorm(Buf out, Buf in, const gpu::Weight* gamma, const gpu:
 void GpuBackend::linear(Buf out, Buf in, const gpu::Weight* w, const gpu::Weight* bias,
                         const Buf* residual, uint32_t T, uint32_t K, uint32_t N,
                         gpu::Activation act, gpu::WeightLayout layout, uint32_t in_row) {
+  if (m.interleaved(w)) layout = gpu::WeightLayout::Interleaved;
   gpu::matmul(m.kernels_, m.rec_, buf(out), buf(in), *w, bias ? &bias->span : nullptr,
               residual ? &buf(*residual) : nullptr, T, K, N,
               {layout, act, gpu::MatmulKernel::Auto, in_row});

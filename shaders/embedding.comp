@@ -4,12 +4,17 @@
 // only the tokens whose id falls in it, so every element is written by exactly one dispatch.
 #extension GL_GOOGLE_include_directive : require
 #include "embedding.h"
+#include "matmul.h"
 #include "common/index.glsl"
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 3) const uint WTE_DTYPE = DTYPE_F32;
 layout(constant_id = 4) const uint WPE_DTYPE = DTYPE_F32;
 layout(constant_id = 5) const uint POSITION = POS_LEARNED;
+// wte in the matmul's Interleaved layout (a tied head on a device that reads it so): texel
+// (row, c / E) at (row / B * C / E + c / E) * B + row % B, B = MATMUL_BLOCK_ROWS, E = 16 bytes
+// of elements.
+layout(constant_id = 6) const bool WTE_INTERLEAVED = false;
 
 layout(binding = 0) writeonly buffer Out { float out_[]; };  // [T, C]
 layout(binding = 1) readonly buffer Ids { int ids[]; };      // [T]
@@ -67,7 +72,12 @@ void main() {
   // Ids are validated on the host (gpu::upload_ids); the clamp only keeps a bad buffer in bounds.
   uint id = uint(clamp(ids[t], 0, int(p.V) - 1));
   if (id < p.v_begin || id >= p.v_end) return;
-  float x = load_wte(p.wte_skip + (id - p.v_begin) * p.C + c);
+  const uint row = id - p.v_begin;
+  uint e = WTE_DTYPE == DTYPE_F16 ? 8 : 4;
+  uint at = row * p.C + c;
+  const uint B = MATMUL_BLOCK_ROWS;
+  if (WTE_INTERLEAVED) at = ((row / B * (p.C / e) + c / e) * B + row % B) * e + c % e;
+  float x = load_wte(p.wte_skip + at);
   if (POSITION == POS_LEARNED) x += load_wpe(p.wpe_skip + t * p.C + c);
   if (POSITION == POS_SINUSOIDAL) x += sinusoid(p.pos_offset + t, c);
   out_[i] = x;

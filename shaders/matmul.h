@@ -8,6 +8,11 @@ PUSH_NAMESPACE_BEGIN
 // Weight layout, a specialization constant.
 CONST MATMUL_KN = 0;  // W [K, N]: Hugging Face GPT-2 Conv1D, y = x W
 CONST MATMUL_NK = 1;  // W [N, K]: rows are outputs, y = x W^T (the tied head reading wte)
+// W [N, K] in blocks of B = MATMUL_BLOCK_ROWS rows, each block's texels of E elements (16 bytes)
+// interleaved row by row: texel (n, kt) at (n / B * K / E + kt) * B + n % B
+// (matmul_interleaved.comp).
+CONST MATMUL_INTERLEAVED = 2;
+CONST MATMUL_BLOCK_ROWS = 64;
 
 // Epilogue steps of one dispatch (bits of MatmulPush::flags). A call whose weight is split into
 // chunks spreads them over its dispatches: bias on the first, accumulation on the later ones.

@@ -96,9 +96,9 @@ TEST_CASE("bench: the table, and a profile of one submission and one wait per to
     // Every op kind of GPT-2's forward pass has a GPU time; greedy decoding reads back a top-1.
     for (const char* op : {"embedding", "layernorm", "kv_store", "attention", "topk"})
       CHECK(row_value(r.out, section, op).find("<no row") == std::string::npos);
-    // The matmul kernel depends on the device (texel on CPU devices) and on T.
+    // The matmul kernel depends on the device (interleaved texel on CPU devices) and on T.
     bool matmul = false;
-    for (const char* op : {"matmul_vec_texel", "matmul_vec", "matmul"})
+    for (const char* op : {"matmul_interleaved", "matmul_vec_texel", "matmul_vec", "matmul"})
       matmul = matmul || row_value(r.out, section, op).find("<no row") == std::string::npos;
     CHECK(matmul);
   }

@@ -13,6 +13,7 @@
 #include "model/cpu/common.h"
 #include "model/cpu/embedding.h"
 #include "model/gpu/embedding.h"
+#include "model/gpu/matmul.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"
 #include "vk/check.h"
@@ -58,14 +59,30 @@ struct Case {
   uint32_t T, C, V, n_pos, pos_offset;
   DType wte_dtype, wpe_dtype;
   PositionKind position;
+  bool interleaved = false;  // wte in matmul's Interleaved layout
 };
+
+// wte's values repacked into the Interleaved layout, in a new span.
+gpu::Weight interleaved_wte(const vkr::Device& device, vkr::Arena& arena, const HostWeight& wte,
+                            uint32_t C, uint32_t V) {
+  std::vector<uint8_t> packed(gpu::interleaved_bytes(wte.gpu.dtype, C, V));
+  if (wte.gpu.dtype == DType::F16) {
+    std::vector<uint16_t> half = gpu::to_half(wte.seen.data(), wte.seen.size());
+    gpu::interleave(packed.data(), half.data(), gpu::WeightLayout::NK, DType::F16, C, V);
+  } else {
+    gpu::interleave(packed.data(), wte.seen.data(), gpu::WeightLayout::NK, DType::F32, C, V);
+  }
+  gpu::Weight w{arena.alloc(packed.size()), wte.gpu.dtype};
+  vkr::upload(device, w.span, packed.data(), packed.size());
+  return w;
+}
 
 // Runs one case on the kernels' device and returns the GPU output and the CPU reference.
 std::pair<std::vector<float>, std::vector<float>> run_case(vkr::Kernels& kernels, const Case& c,
                                                            uint32_t* dispatches = nullptr) {
   const vkr::Device& device = kernels.device();
   const size_t TC = size_t{c.T} * c.C;
-  vkr::Arena arena(device, (size_t{c.V} + c.n_pos + c.T) * c.C * 4 + c.T * 4 + 4096,
+  vkr::Arena arena(device, (2 * size_t{c.V} + 64 + c.n_pos + c.T) * c.C * 4 + c.T * 4 + 8192,
                    vkr::MemoryKind::Device, "test embedding");
   HostWeight wte = make_weight(device, arena, size_t{c.V} * c.C, c.wte_dtype, c.V + c.C);
   HostWeight wpe = make_weight(device, arena, size_t{c.n_pos} * c.C, c.wpe_dtype, c.n_pos + 7);
@@ -75,8 +92,10 @@ std::pair<std::vector<float>, std::vector<float>> run_case(vkr::Kernels& kernels
 
   vkr::Recorder rec(device);
   rec.begin();
-  gpu::embedding(kernels, rec, out, gids, wte.gpu, &wpe.gpu, c.T, c.C, c.V, c.n_pos, c.pos_offset,
-                 c.position);
+  const gpu::Weight wte_gpu =
+      c.interleaved ? interleaved_wte(device, arena, wte, c.C, c.V) : wte.gpu;
+  gpu::embedding(kernels, rec, out, gids, wte_gpu, &wpe.gpu, c.T, c.C, c.V, c.n_pos, c.pos_offset,
+                 c.position, c.interleaved);
   rec.run();
   if (dispatches) *dispatches = rec.stats().dispatches;
 
@@ -163,6 +182,24 @@ TEST_CASE("embedding splits a vocabulary larger than maxStorageBufferRange") {
     auto [got, ref] = run_case(small.kernels, c, &dispatches);
     CHECK(dispatches >= 2);                                   // really split
     CHECK(test::close("embedding split", got, ref, {0, 0}));  // exact, as above
+  }
+}
+
+TEST_CASE("embedding reads wte in matmul's Interleaved layout, whole or in blocks") {
+  GPU_TEST(g);
+  // V = 300: four whole blocks of 64 rows and one of 44; ids include both ends. With an 8 KiB
+  // range, fp32 rows of 96 bytes and fp16 rows of 64 bytes bind one block at a time.
+  static_assert(push::MATMUL_BLOCK_ROWS == 64, "the sizes below assume 64-row blocks");
+  test::LoweredGpu small(g, {.max_storage_buffer_range = 8192});
+  for (auto [C, dtype] : {std::pair{24u, DType::F32}, std::pair{32u, DType::F16}}) {
+    CAPTURE(C);
+    const Case c{30, C, 300, 64, 20, dtype, DType::F32, PositionKind::Learned, true};
+    auto [got, ref] = run_case(g.kernels, c);
+    CHECK(test::close("embedding interleaved", got, ref, {0, 0}));
+    uint32_t dispatches = 0;
+    auto [got_split, ref_split] = run_case(small.kernels, c, &dispatches);
+    CHECK(dispatches >= 3);
+    CHECK(test::close("embedding interleaved split", got_split, ref_split, {0, 0}));
   }
 }
 

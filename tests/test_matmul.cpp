@@ -16,6 +16,7 @@
 #include "model/gpu/matmul.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"
+#include "tests/matmul_problem.h"
 #include "vk/check.h"
 
 namespace {
@@ -24,112 +25,14 @@ using gpu::Activation;
 using gpu::DType;
 using gpu::MatmulKernel;
 using gpu::WeightLayout;
+using test::matches;
+using test::Residual;
+using test::run_gpu;
+using test::upload;
+using Case = test::MatmulCase;
+using Problem = test::MatmulProblem;
 
-constexpr double kTol = 1e-5;  // relative to mag (see the top of the file)
-
-enum class Residual { None, Separate, InPlace };
-
-struct Case {
-  uint32_t T, K, N;
-  bool bias = false;
-  Activation act = Activation::None;
-  Residual residual = Residual::None;
-  WeightLayout layout = WeightLayout::KN;
-  DType dtype = DType::F32;
-};
-
-std::string describe(const Case& c, MatmulKernel kernel) {
-  const char* res[] = {"", " +residual", " +residual in place"};
-  return "matmul T=" + std::to_string(c.T) + " K=" + std::to_string(c.K) +
-         " N=" + std::to_string(c.N) + (c.layout == WeightLayout::KN ? " [K,N]" : " [N,K]") +
-         (c.dtype == DType::F16 ? " fp16" : " fp32") + (c.bias ? " +bias" : "") + " act " +
-         std::to_string(static_cast<int>(c.act)) + res[static_cast<int>(c.residual)] +
-         (kernel == MatmulKernel::Vector        ? " (vector)"
-          : kernel == MatmulKernel::Tiled       ? " (tiled)"
-          : kernel == MatmulKernel::VectorTexel ? " (vector texel)"
-                                                : " (auto)");
-}
-
-// One case's host data and its CPU reference.
-struct Problem {
-  Case c;
-  std::vector<float> x, w, w_used, bias, residual, ref, mag;
-};
-
-Problem make_problem(const Case& c, unsigned seed) {
-  Problem p{c, {}, {}, {}, {}, {}, {}, {}};
-  const size_t T = c.T, K = c.K, N = c.N;
-  p.x = test::random_floats(T * K, seed);
-  p.w = test::random_floats(K * N, seed + 1);
-  p.w_used = p.w;
-  if (c.dtype == DType::F16)
-    for (float& v : p.w_used) v = cpu::round_to_half(v);
-  if (c.bias) p.bias = test::random_floats(N, seed + 2);
-  if (c.residual != Residual::None) p.residual = test::random_floats(T * N, seed + 3);
-  p.ref.resize(T * N);
-  cpu::matmul(p.ref.data(), p.x.data(), p.w_used.data(), c.bias ? p.bias.data() : nullptr,
-              c.residual != Residual::None ? p.residual.data() : nullptr, T, K, N, c.layout, c.act);
-  // The magnitudes, with |x| and |W| through the same reference.
-  std::vector<float> ax(p.x), aw(p.w_used), ab(p.bias), ar(p.residual);
-  for (auto* v : {&ax, &aw, &ab, &ar})
-    for (float& e : *v) e = std::fabs(e);
-  p.mag.resize(T * N);
-  cpu::matmul(p.mag.data(), ax.data(), aw.data(), c.bias ? ab.data() : nullptr,
-              c.residual != Residual::None ? ar.data() : nullptr, T, K, N, c.layout);
-  return p;
-}
-
-vkr::BufferSpan upload(const vkr::Device& dev, vkr::Arena& arena, const void* data, size_t bytes) {
-  vkr::BufferSpan s = arena.alloc(bytes);
-  vkr::upload(dev, s, data, bytes);
-  return s;
-}
-
-// Runs the GPU op for `p` with `kernel` and returns out; `stats` gets the recorder's counters.
-std::vector<float> run_gpu(const vkr::Device& dev, vkr::Kernels& kernels, const Problem& p,
-                           MatmulKernel kernel, vkr::RecorderStats* stats = nullptr) {
-  const Case& c = p.c;
-  const size_t TN = size_t(c.T) * c.N;
-  vkr::Arena arena(dev, (p.x.size() + p.w.size() + p.bias.size() + 2 * TN) * 4 + 8 * 1024,
-                   vkr::MemoryKind::Device, "test matmul");
-  vkr::BufferSpan x = upload(dev, arena, p.x.data(), p.x.size() * 4);
-  gpu::Weight w{{}, c.dtype};
-  if (c.dtype == DType::F16) {
-    std::vector<uint16_t> h = gpu::to_half(p.w.data(), p.w.size());
-    w.span = upload(dev, arena, h.data(), h.size() * 2);
-  } else {
-    w.span = upload(dev, arena, p.w.data(), p.w.size() * 4);
-  }
-  vkr::BufferSpan bias = c.bias ? upload(dev, arena, p.bias.data(), p.bias.size() * 4) : x;
-  // In place, out starts as the residual; otherwise with NaNs, so unwritten outputs show.
-  std::vector<float> init =
-      c.residual == Residual::InPlace ? p.residual : std::vector<float>(TN, NAN);
-  vkr::BufferSpan out = upload(dev, arena, init.data(), TN * 4);
-  vkr::BufferSpan residual =
-      c.residual == Residual::Separate ? upload(dev, arena, p.residual.data(), TN * 4) : out;
-
-  vkr::Recorder rec(dev);
-  rec.begin();
-  gpu::matmul(kernels, rec, out, x, w, c.bias ? &bias : nullptr,
-              c.residual != Residual::None ? &residual : nullptr, c.T, c.K, c.N,
-              {c.layout, c.act, kernel});
-  rec.run();
-  if (stats) *stats = rec.stats();
-  std::vector<float> got(TN);
-  vkr::download(dev, got.data(), out, TN * 4);
-  return got;
-}
-
-// GPU against the reference, both divided by mag so one absolute tolerance is "relative to the
-// row's magnitude".
-bool matches(const Problem& p, const std::vector<float>& got, const std::string& what) {
-  std::vector<float> g(got.size()), r(got.size());
-  for (size_t i = 0; i < got.size(); i++) {
-    g[i] = static_cast<float>(got[i] / p.mag[i]);
-    r[i] = static_cast<float>(p.ref[i] / p.mag[i]);
-  }
-  return test::close(what + ", values / mag", g, r, {kTol, 0});
-}
+constexpr double kTol = test::kMatmulTol;
 
 // The kernels that can run `c` on `dev`: both storage-buffer ones, and the texel one where the
 // device and the shape allow it.
@@ -143,9 +46,9 @@ std::vector<MatmulKernel> kernels_for(const vkr::Device& dev, const Case& c) {
 // Every kernel on the same problem.
 void check_kernels(const vkr::Device& dev, vkr::Kernels& kernels, const Case& c,
                         unsigned seed) {
-  Problem p = make_problem(c, seed);
+  Problem p = test::make_problem(c, seed);
   for (MatmulKernel kernel : kernels_for(dev, c)) {
-    std::string what = describe(c, kernel);
+    std::string what = test::describe(c, kernel);
     CAPTURE(what);
     CHECK(matches(p, run_gpu(dev, kernels, p, kernel), what));
   }
@@ -212,9 +115,9 @@ TEST_CASE("matmul splits tensors larger than maxStorageBufferRange") {
         Case full{T, 41, 71, true, Activation::GeluTanh, Residual::Separate, layout, dtype};
         Case in_place{T, 41, 71, true, Activation::None, Residual::InPlace, layout, dtype};
         for (const Case& c : {full, in_place}) {
-          Problem p = make_problem(c, seed += 10);
+          Problem p = test::make_problem(c, seed += 10);
           for (MatmulKernel kernel : {MatmulKernel::Vector, MatmulKernel::Tiled}) {
-            std::string what = describe(c, kernel);
+            std::string what = test::describe(c, kernel);
             CAPTURE(what);
             vkr::RecorderStats stats;
             CHECK(matches(p, run_gpu(small, kernels, p, kernel, &stats), what));
@@ -225,10 +128,10 @@ TEST_CASE("matmul splits tensors larger than maxStorageBufferRange") {
 
   // An activation over an in-place residual cannot survive a split over K; a row of x wider
   // than the range cannot be split at all.
-  Problem act_in_place = make_problem({5, 41, 71, false, Activation::Relu, Residual::InPlace}, 1);
+  Problem act_in_place = test::make_problem({5, 41, 71, false, Activation::Relu, Residual::InPlace}, 1);
   CHECK_THROWS_WITH_AS(run_gpu(small, kernels, act_in_place, MatmulKernel::Auto),
                        doctest::Contains("in-place residual"), vkr::Error);
-  Problem wide = make_problem({1, 1000, 8}, 2);
+  Problem wide = test::make_problem({1, 1000, 8}, 2);
   CHECK_THROWS_WITH_AS(run_gpu(small, kernels, wide, MatmulKernel::Auto),
                        doctest::Contains("maxStorageBufferRange"), vkr::Error);
 }
@@ -251,8 +154,8 @@ TEST_CASE("matmul's texel kernel splits tensors larger than maxTexelBufferElemen
         Case cc = c;
         cc.layout = layout;
         cc.dtype = dtype;
-        Problem p = make_problem(cc, seed += 10);
-        std::string what = describe(cc, MatmulKernel::VectorTexel);
+        Problem p = test::make_problem(cc, seed += 10);
+        std::string what = test::describe(cc, MatmulKernel::VectorTexel);
         CAPTURE(what);
         vkr::RecorderStats stats;
         CHECK(matches(p, run_gpu(small.device, small.kernels, p, MatmulKernel::VectorTexel, &stats),

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "model/gpu/matmul.h"
 #include "vk/check.h"
 
 namespace gpu {
@@ -16,8 +17,8 @@ uint64_t weight_bytes(DType t, uint64_t n) {
   return t == DType::F16 ? (n + 1) / 2 * 4 : n * 4;
 }
 
-void check_weight(const char* what, const Weight& w, uint64_t rows, uint32_t C, uint64_t align) {
-  require_elements("embedding", what, w.span, weight_bytes(w.dtype, rows * C), 1);
+void check_weight(const char* what, const Weight& w, uint64_t bytes, uint64_t align) {
+  require_elements("embedding", what, w.span, bytes, 1);
   if (w.span.offset % align != 0)
     fail(std::string(what) + " starts at offset " + std::to_string(w.span.offset) +
          ", not a multiple of minStorageBufferOffsetAlignment " + std::to_string(align));
@@ -27,14 +28,19 @@ void check_weight(const char* what, const Weight& w, uint64_t rows, uint32_t C, 
 
 void embedding(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
                const vkr::BufferSpan& ids, const Weight& wte, const Weight* wpe, uint32_t T,
-               uint32_t C, uint32_t V, uint32_t n_pos, uint32_t pos_offset, PositionKind position) {
+               uint32_t C, uint32_t V, uint32_t n_pos, uint32_t pos_offset, PositionKind position,
+               bool wte_interleaved) {
   const vkr::DeviceCaps& caps = k.device().caps();
   const uint64_t align = binding_alignment(caps);
   if (T == 0 || C == 0 || V == 0) fail("T, C and V must be positive");
   if (uint64_t{T} * C > UINT32_MAX) fail("T * C exceeds 2^32 elements");
   require_elements("embedding", "out", out, uint64_t{T} * C);
   require_elements("embedding", "ids", ids, T, sizeof(int32_t));
-  check_weight("wte", wte, V, C, align);
+  if (wte_interleaved && C % (16 / dtype_bytes(wte.dtype)) != 0)
+    fail("an interleaved wte needs C in whole 16-byte texels (C = " + std::to_string(C) + ")");
+  const uint64_t wte_bytes = wte_interleaved ? interleaved_bytes(wte.dtype, C, V)
+                                             : weight_bytes(wte.dtype, uint64_t{V} * C);
+  check_weight("wte", wte, wte_bytes, align);
 
   push::EmbeddingPush push{T, C, V, pos_offset, 0, V, 0, 0};
   Window pos{ids, 0};  // an unused binding still needs a buffer: the ids are always in range
@@ -43,19 +49,20 @@ void embedding(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
     if (uint64_t{pos_offset} + T > n_pos)
       fail("positions " + std::to_string(pos_offset) + ".." + std::to_string(pos_offset + T - 1) +
            " exceed the " + std::to_string(n_pos) + " rows of wpe");
-    check_weight("wpe", *wpe, n_pos, C, align);
+    check_weight("wpe", *wpe, weight_bytes(wpe->dtype, uint64_t{n_pos} * C), align);
     pos = window(wpe->span, uint64_t{pos_offset} * C, uint64_t{T} * C, dtype_bytes(wpe->dtype),
                  align);
     push.wpe_skip = pos.skip;
   }
 
   // Vocabulary rows per dispatch: as many as one binding may hold, leaving room for the aligned
-  // start (up to align bytes before row v_begin) and the round-up to a whole word.
+  // start (up to align bytes before row v_begin) and the round-up to a whole word; whole blocks
+  // of rows when interleaved.
   const uint64_t row_bytes = uint64_t{C} * dtype_bytes(wte.dtype);
   const uint64_t range = caps.max_storage_buffer_range;
-  const uint64_t rows = weight_bytes(wte.dtype, uint64_t{V} * C) <= range
-                            ? V
-                            : (range > align + 4 ? (range - align - 4) / row_bytes : 0);
+  const uint64_t block = wte_interleaved ? push::MATMUL_BLOCK_ROWS : 1;
+  const uint64_t rows =
+      wte_bytes <= range ? V : (range > align + 4 ? (range - align - 4) / row_bytes : 0) / block * block;
   if (rows == 0)
     fail("one wte row of " + std::to_string(row_bytes) +
          " bytes does not fit in maxStorageBufferRange " + std::to_string(range));
@@ -65,15 +72,17 @@ void embedding(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
   const vkr::Pipeline& p =
       k.get("embedding",
             {{default_workgroup(caps), 1, 1},
-             {static_cast<uint32_t>(wte.dtype), dtype_pos, static_cast<uint32_t>(position)}});
+             {static_cast<uint32_t>(wte.dtype), dtype_pos, static_cast<uint32_t>(position),
+              wte_interleaved ? 1u : 0u}});
   const vkr::Groups groups = vkr::groups_for(k.device(), p, uint64_t{T} * C);
   for (uint64_t v0 = 0; v0 < V; v0 += rows) {
     const uint64_t v1 = std::min<uint64_t>(V, v0 + rows);
-    const Window block = window(wte.span, v0 * C, (v1 - v0) * C, dtype_bytes(wte.dtype), align);
+    const uint64_t held = (v1 - v0 + block - 1) / block * block;  // padding rows of the last block
+    const Window rows_bound = window(wte.span, v0 * C, held * C, dtype_bytes(wte.dtype), align);
     push.v_begin = static_cast<uint32_t>(v0);
     push.v_end = static_cast<uint32_t>(v1);
-    push.wte_skip = block.skip;
-    rec.dispatch(p, {out, ids, block.span, pos.span}, push, groups);
+    push.wte_skip = rows_bound.skip;
+    rec.dispatch(p, {out, ids, rows_bound.span, pos.span}, push, groups);
   }
 }
 

@@ -19,9 +19,11 @@ enum class PositionKind : uint32_t {
 // the shader clamps out-of-range ids into [0, V) only so a bad buffer cannot read out of bounds.
 // An fp16 weight's span holds its elements as packed pairs, rounded up to a whole 32-bit word.
 // wte may exceed maxStorageBufferRange: it is then bound as blocks of rows, one dispatch each.
+// wte_interleaved: wte is in matmul's WeightLayout::Interleaved (a tied head that reads it so).
 void embedding(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
                const vkr::BufferSpan& ids, const Weight& wte, const Weight* wpe, uint32_t T,
-               uint32_t C, uint32_t V, uint32_t n_pos, uint32_t pos_offset, PositionKind position);
+               uint32_t C, uint32_t V, uint32_t n_pos, uint32_t pos_offset, PositionKind position,
+               bool wte_interleaved = false);
 
 // Checks every id against the vocabulary [0, V) and uploads them as int32 [T] into dst. Throws
 // vkr::Error naming the first bad position and id, before anything is copied.

@@ -1,6 +1,7 @@
 #include "model/gpu/matmul.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "vk/check.h"
@@ -112,6 +113,23 @@ void plan_texel(vkr::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype
                    : plan.last;
 }
 
+// The interleaved kernel: 8 invocations per block of rows of W (see matmul_interleaved.comp),
+// no shared memory, so only the workgroup size limits apply.
+void plan_interleaved(vkr::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype,
+                      uint32_t T) {
+  const vkr::DeviceCaps& caps = k.device().caps();
+  uint32_t rows = 1;
+  while (rows < std::min(T, kMatmulVecRows)) rows *= 2;
+  const uint32_t wg = std::max(
+      8u, floor_pow2(std::min({caps.max_workgroup_invocations, caps.max_workgroup_size[0], 32u})));
+  plan.out_per_group = wg / 8 * push::MATMUL_BLOCK_ROWS;
+  plan.rows = std::min(plan.rows, rows);
+  const vkr::Specialization spec{{wg, 1, 1},
+                                 {static_cast<uint32_t>(o.layout), static_cast<uint32_t>(dtype),
+                                  static_cast<uint32_t>(o.act), rows}};
+  plan.last = plan.plain = &k.get("matmul_interleaved", spec);
+}
+
 void plan_tiled(vkr::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype, uint32_t N) {
   const vkr::DeviceCaps& caps = k.device().caps();
   const Tile& t = tile_for(caps);
@@ -142,11 +160,15 @@ bool overlaps(const vkr::BufferSpan& a, uint64_t a_bytes, const vkr::BufferSpan&
 
 void check_arguments(const vkr::BufferSpan& out, const vkr::BufferSpan& x, const Weight& w,
                      const vkr::BufferSpan* bias, const vkr::BufferSpan* residual, uint64_t T,
-                     uint64_t K, uint64_t N, uint64_t x_row) {
+                     uint64_t K, uint64_t N, const MatmulOptions& o) {
   if (T == 0 || K == 0 || N == 0)
     fail("T, K and N must be positive (got T = " + std::to_string(T) +
          ", K = " + std::to_string(K) + ", N = " + std::to_string(N) + ")");
-  const uint64_t w_bytes = ceil_div(K * N * dtype_bytes(w.dtype), 4) * 4;  // whole fp16 pairs
+  const uint64_t x_row = o.x_row;
+  const uint64_t w_bytes = o.layout == WeightLayout::Interleaved
+                               ? interleaved_bytes(w.dtype, static_cast<uint32_t>(K),
+                                                   static_cast<uint32_t>(N))
+                               : ceil_div(K * N * dtype_bytes(w.dtype), 4) * 4;  // fp16 pairs
   require_elements("matmul", "out", out, T * N);
   require_elements("matmul", "x", x, (x_row + T) * K);
   require_elements("matmul", "w", w.span, w_bytes, 1);
@@ -189,9 +211,11 @@ Plan make_plan(vkr::Kernels& k, const MatmulOptions& o, const vkr::BufferSpan& x
   const vkr::DeviceCaps& caps = k.device().caps();
   const DType dtype = w.dtype;
   const uint64_t texel_align = std::max(binding_alignment(caps), caps.texel_buffer_alignment);
-  const bool texel_ok = matmul_texel_supported(caps, dtype, o.layout, K, N) &&
-                        x.offset % texel_align == 0 && w.span.offset % texel_align == 0;
-  const MatmulKernel kernel = choose_kernel(caps, o, texel_ok, T);
+  const bool interleaved = o.layout == WeightLayout::Interleaved;
+  const bool aligned = x.offset % texel_align == 0 && w.span.offset % texel_align == 0;
+  const bool texel_ok = aligned && (interleaved ? matmul_interleaved_supported(caps, dtype, K)
+                                                : matmul_texel_supported(caps, dtype, o.layout, K, N));
+  const MatmulKernel kernel = interleaved ? MatmulKernel::VectorTexel : choose_kernel(caps, o, texel_ok, T);
   if (kernel == MatmulKernel::VectorTexel && !texel_ok)
     fail("the texel-buffer kernel cannot run K = " + std::to_string(K) + ", N = " +
          std::to_string(N) + " on device '" + caps.name +
@@ -203,19 +227,26 @@ Plan make_plan(vkr::Kernels& k, const MatmulOptions& o, const vkr::BufferSpan& x
   uint64_t range = caps.max_storage_buffer_range;
   if (texel) range = std::min<uint64_t>(range, uint64_t(caps.max_texel_buffer_elements) * 16);
   const uint64_t room = range - std::min(range, plan.align + 4);
-  const bool nk = o.layout == WeightLayout::NK;
+  const bool nk = o.layout != WeightLayout::KN;
   const uint32_t w_row = nk ? K : N, w_rows = nk ? N : K;  // W as rows, split into chunks
   plan.rows = static_cast<uint32_t>(std::min<uint64_t>(T, room / (uint64_t(4) * std::max(K, N))));
   plan.chunk =
       static_cast<uint32_t>(std::min<uint64_t>(w_rows, room / (w_row * dtype_bytes(dtype))));
   // The texel kernel reads x in texels of 4 from k_base, the first row of a chunk of W [K, N].
   if (texel && !nk && plan.chunk < w_rows) plan.chunk = plan.chunk / 4 * 4;
+  // Interleaved chunks are whole blocks of rows, padding included.
+  if (interleaved)
+    plan.chunk = static_cast<uint32_t>(std::min<uint64_t>(room / (uint64_t(K) * dtype_bytes(dtype)),
+                                                          interleaved_bytes(dtype, K, N) / K)) /
+                 push::MATMUL_BLOCK_ROWS * push::MATMUL_BLOCK_ROWS;
   if (plan.rows == 0 || plan.chunk == 0)
     fail("a row of x, out or W does not fit in this device's maxStorageBufferRange (" +
          std::to_string(caps.max_storage_buffer_range) + " bytes)" +
          (texel ? " or maxTexelBufferElements" : ""));
   plan.split_k = !nk && plan.chunk < w_rows;
-  if (kernel == MatmulKernel::Vector)
+  if (interleaved)
+    plan_interleaved(k, plan, o, dtype, T);
+  else if (kernel == MatmulKernel::Vector)
     plan_vector(k, plan, o, dtype, T);
   else if (texel)
     plan_texel(k, plan, o, dtype, T);
@@ -233,6 +264,35 @@ bool matmul_texel_supported(const vkr::DeviceCaps& caps, DType dtype, WeightLayo
          (layout == WeightLayout::NK ? K : N) % per_texel == 0;
 }
 
+bool matmul_interleaved_supported(const vkr::DeviceCaps& caps, DType dtype, uint32_t K) {
+  return caps.storage_texel_buffers && caps.max_texel_buffer_elements > 0 &&
+         K % (16 / dtype_bytes(dtype)) == 0;
+}
+
+uint64_t interleaved_bytes(DType dtype, uint32_t K, uint32_t N) {
+  return ceil_div(N, push::MATMUL_BLOCK_ROWS) * push::MATMUL_BLOCK_ROWS * K * dtype_bytes(dtype);
+}
+
+void interleave(void* dst, const void* src, WeightLayout from, DType dtype, uint32_t K,
+                uint32_t N) {
+  const size_t size = dtype_bytes(dtype), e = 16 / size, B = push::MATMUL_BLOCK_ROWS;
+  if (K % e != 0 || from == WeightLayout::Interleaved)
+    fail("interleave: K = " + std::to_string(K) + " is not in whole texels");
+  auto* out = static_cast<uint8_t*>(dst);
+  const auto* in = static_cast<const uint8_t*>(src);
+  std::memset(out, 0, interleaved_bytes(dtype, K, N));
+  const size_t kts = K / e;
+  for (size_t n = 0; n < N; n++)
+    for (size_t kt = 0; kt < kts; kt++) {
+      uint8_t* texel = out + ((n / B * kts + kt) * B + n % B) * 16;
+      if (from == WeightLayout::NK)
+        std::memcpy(texel, in + (n * K + kt * e) * size, 16);
+      else
+        for (size_t i = 0; i < e; i++)
+          std::memcpy(texel + i * size, in + ((kt * e + i) * N + n) * size, size);
+    }
+}
+
 bool matmul_prefers_texel(const vkr::DeviceCaps& caps) {
   return caps.type == VK_PHYSICAL_DEVICE_TYPE_CPU;
 }
@@ -241,10 +301,11 @@ void matmul(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
             const vkr::BufferSpan& x, const Weight& w, const vkr::BufferSpan* bias,
             const vkr::BufferSpan* residual, uint32_t T, uint32_t K, uint32_t N,
             const MatmulOptions& o) {
-  check_arguments(out, x, w, bias, residual, T, K, N, o.x_row);
+  check_arguments(out, x, w, bias, residual, T, K, N, o);
   const Plan plan = make_plan(k, o, x, w, T, K, N);
   const uint64_t align = plan.align;
-  const bool nk = o.layout == WeightLayout::NK;
+  const bool nk = o.layout != WeightLayout::KN;
+  const bool interleaved = o.layout == WeightLayout::Interleaved;
   const uint32_t w_row = nk ? K : N, w_rows = nk ? N : K;
   const uint32_t chunks = static_cast<uint32_t>(ceil_div(w_rows, plan.chunk));
   const bool in_place =
@@ -264,7 +325,11 @@ void matmul(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
     const Window rw = residual ? window(*residual, os, uint64_t(rows) * N, 4, align) : xw;
     for (uint32_t c = 0; c < chunks; c++) {
       const uint32_t r0 = c * plan.chunk, count = std::min(plan.chunk, w_rows - r0);
-      const Window ww = window(w.span, uint64_t(r0) * w_row, uint64_t(count) * w_row,
+      // An interleaved chunk is whole blocks of rows, padding included.
+      const uint64_t held = interleaved ? ceil_div(count, push::MATMUL_BLOCK_ROWS) *
+                                              push::MATMUL_BLOCK_ROWS
+                                        : count;
+      const Window ww = window(w.span, uint64_t(r0) * w_row, held * w_row,
                                dtype_bytes(w.dtype), align);
       // A chunk of W [N, K] is a whole block of outputs. Chunks of W [K, N] sum into out: the
       // bias goes on the first, the activation on the last, and the residual on the first when

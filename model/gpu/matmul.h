@@ -9,6 +9,10 @@ namespace gpu {
 enum class WeightLayout : uint32_t {
   KN = push::MATMUL_KN,  // W [K, N], y = x W: Hugging Face GPT-2 Conv1D (c_attn, c_proj, c_fc)
   NK = push::MATMUL_NK,  // W [N, K], y = x W^T: rows are outputs (the tied head reading wte)
+  // W [N, K] repacked by interleave() for matmul_interleaved.comp: the fast layout where
+  // matmul_prefers_texel() (see matmul_interleaved_supported()). One layout for decode and
+  // prefill; embedding() reads a tied wte in it too.
+  Interleaved = push::MATMUL_INTERLEAVED,
 };
 
 enum class MatmulKernel : uint32_t {
@@ -41,6 +45,16 @@ struct MatmulOptions {
 // and the weight's contiguous axis (N of [K, N], K of [N, K]) in whole texels (8 fp16, 4 fp32).
 bool matmul_texel_supported(const vkr::DeviceCaps& caps, DType dtype, WeightLayout layout,
                             uint32_t K, uint32_t N);
+// Whether an Interleaved weight of this shape can run here: rgba32 storage texel buffers and
+// K in whole texels (8 fp16 or 4 fp32 elements).
+bool matmul_interleaved_supported(const vkr::DeviceCaps& caps, DType dtype, uint32_t K);
+// Bytes of W [N, K] in the Interleaved layout: N rounded up to whole blocks of
+// push::MATMUL_BLOCK_ROWS rows.
+uint64_t interleaved_bytes(DType dtype, uint32_t K, uint32_t N);
+// Repacks W, given as elements of dtype's size in `from` layout (KN or NK), into the Interleaved
+// layout at dst (interleaved_bytes() of them; padding rows are zero). K % (16 / size) == 0.
+void interleave(void* dst, const void* src, WeightLayout from, DType dtype, uint32_t K, uint32_t N);
+
 // Whether Auto picks VectorTexel on this device: CPU devices (llvmpipe), where storage-buffer
 // loads that differ per lane run as scalar loops and texel loads are several times faster. GPUs
 // read storage buffers at full speed and keep Vector.

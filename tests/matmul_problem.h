@@ -1,0 +1,45 @@
+// A matmul problem for the tests: random host data, its CPU reference and the magnitudes the
+// tolerance is relative to, run on the GPU with a chosen kernel or weight layout.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "model/gpu/matmul.h"
+
+namespace test {
+
+constexpr double kMatmulTol = 1e-5;  // relative to mag (see tests/test_matmul.cpp)
+
+enum class Residual { None, Separate, InPlace };
+
+struct MatmulCase {
+  uint32_t T, K, N;
+  bool bias = false;
+  gpu::Activation act = gpu::Activation::None;
+  Residual residual = Residual::None;
+  gpu::WeightLayout layout = gpu::WeightLayout::KN;  // of the data, and of the reference
+  gpu::DType dtype = gpu::DType::F32;
+  bool interleave = false;  // the GPU reads W repacked by gpu::interleave()
+};
+
+std::string describe(const MatmulCase& c, gpu::MatmulKernel kernel);
+
+// One case's host data and its CPU reference.
+struct MatmulProblem {
+  MatmulCase c;
+  std::vector<float> x, w, w_used, bias, residual, ref, mag;
+};
+
+MatmulProblem make_problem(const MatmulCase& c, unsigned seed);
+
+// Runs the GPU op for `p` with `kernel` and returns out; `stats` gets the recorder's counters.
+std::vector<float> run_gpu(const vkr::Device& dev, vkr::Kernels& kernels, const MatmulProblem& p,
+                           gpu::MatmulKernel kernel, vkr::RecorderStats* stats = nullptr);
+
+// GPU against the reference, both divided by mag so one absolute tolerance is "relative to the
+// row's magnitude".
+bool matches(const MatmulProblem& p, const std::vector<float>& got, const std::string& what);
+
+vkr::BufferSpan upload(const vkr::Device& dev, vkr::Arena& arena, const void* data, size_t bytes);
+
+}  // namespace test

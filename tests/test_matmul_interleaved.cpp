@@ -1,0 +1,116 @@
+// matmul over weights in the Interleaved layout (shaders/matmul_interleaved.comp) against the CPU
+// reference, with the tolerance of tests/test_matmul.cpp: the reference multiplies the weights as
+// given ([K, N] or [N, K]); the GPU reads them repacked by gpu::interleave().
+#include <doctest/doctest.h>
+
+
+#include "model/gpu/matmul.h"
+#include "tests/gpu.h"
+#include "tests/matmul_problem.h"
+#include "vk/check.h"
+
+namespace {
+
+using gpu::Activation;
+using gpu::DType;
+using gpu::MatmulKernel;
+using gpu::WeightLayout;
+using test::MatmulCase;
+using test::Residual;
+
+bool supported(const vkr::Device& dev, const MatmulCase& c) {
+  return gpu::matmul_interleaved_supported(dev.caps(), c.dtype, c.K);
+}
+
+void check(const vkr::Device& dev, vkr::Kernels& kernels, MatmulCase c, unsigned seed,
+           uint32_t min_dispatches = 1) {
+  c.interleave = true;
+  const test::MatmulProblem p = test::make_problem(c, seed);
+  const std::string what = test::describe(c, MatmulKernel::Auto);
+  CAPTURE(what);
+  vkr::RecorderStats stats;
+  CHECK(test::matches(p, test::run_gpu(dev, kernels, p, MatmulKernel::Auto, &stats), what));
+  CHECK(stats.dispatches >= min_dispatches);
+}
+
+}  // namespace
+
+TEST_CASE("interleave puts texel (n, kt) at (n / B * K / E + kt) * B + n % B, zero padded") {
+  // W [N, K] = [B + 8, 8] fp32 (E = 4): two blocks, the second with 8 rows and B - 8 of padding.
+  const uint32_t B = push::MATMUL_BLOCK_ROWS, K = 8, N = B + 8;
+  std::vector<float> nk(size_t(N) * K), kn(size_t(K) * N);
+  for (uint32_t n = 0; n < N; n++)
+    for (uint32_t k = 0; k < K; k++) nk[n * K + k] = kn[k * N + n] = float(n * 100 + k + 1);
+  REQUIRE(gpu::interleaved_bytes(DType::F32, K, N) == 2 * B * K * 4);
+  for (WeightLayout from : {WeightLayout::NK, WeightLayout::KN}) {
+    std::vector<float> out(2 * B * K, -1.0f);
+    gpu::interleave(out.data(), from == WeightLayout::NK ? nk.data() : kn.data(), from,
+                    DType::F32, K, N);
+    for (uint32_t n = 0; n < 2 * B; n++)
+      for (uint32_t k = 0; k < K; k++) {
+        const float got = out[((n / B * 2 + k / 4) * B + n % B) * 4 + k % 4];
+        CHECK(got == (n < N ? float(n * 100 + k + 1) : 0.0f));
+      }
+  }
+  std::vector<uint16_t> h(size_t(N) * 12), dst(2 * B * 12);
+  CHECK_THROWS_WITH_AS(gpu::interleave(dst.data(), h.data(), WeightLayout::NK, DType::F16, 12, N),
+                       doctest::Contains("whole texels"), vkr::Error);
+}
+
+TEST_CASE("matmul with interleaved weights matches the CPU reference") {
+  GPU_TEST(g);
+  if (!g.device.caps().storage_texel_buffers) {
+    MESSAGE("SKIPPED: no rgba32 storage texel buffers for the interleaved kernel");
+    return;
+  }
+  const MatmulCase shapes[] = {
+      {1, 768, 2304, true},                                           // c_attn, decode
+      {7, 768, 2304, true},                                           // c_attn, short prompt
+      {1, 3072, 768, true, Activation::None, Residual::InPlace},      // mlp c_proj, decode
+      {2, 64, 5003},                                                  // a vocabulary-like N
+      {3, 1600, 40, true, Activation::GeluTanh},                      // GPT-2 XL's C as K
+      {4, 8, 24, true, Activation::GeluTanh, Residual::Separate},     // C = 8
+      {33, 96, 67, true, Activation::GeluTanh, Residual::Separate},   // N off the blocks
+  };
+  unsigned seed = 2100;
+  for (MatmulCase c : shapes)
+    for (WeightLayout layout : {WeightLayout::KN, WeightLayout::NK})
+      for (DType dtype : {DType::F32, DType::F16}) {
+        c.layout = layout;
+        c.dtype = dtype;
+        check(g.device, g.kernels, c, seed += 10);
+      }
+  // Every epilogue over 20 rows (three passes).
+  for (Activation act :
+       {Activation::None, Activation::GeluTanh, Activation::GeluErf, Activation::Relu})
+    for (Residual residual : {Residual::None, Residual::Separate, Residual::InPlace})
+      check(g.device, g.kernels, {20, 40, 50, true, act, residual, WeightLayout::KN, DType::F32},
+            seed += 10);
+}
+
+TEST_CASE("matmul with interleaved weights splits them into blocks past maxTexelBufferElements") {
+  GPU_TEST(g);
+  if (!g.device.caps().storage_texel_buffers) {
+    MESSAGE("SKIPPED: no rgba32 storage texel buffers for the interleaved kernel");
+    return;
+  }
+  // With 64-row blocks, 1200 texels per view hold one block of rows of 12 or 18 texels, two of 9,
+  // three of 6: W [130 or 200, K] splits into 2 to 4 chunks; x and out into passes of 8 rows.
+  static_assert(push::MATMUL_BLOCK_ROWS == 64, "the sizes below assume 64-row blocks");
+  test::LoweredGpu small(g, {.max_texel_buffer_elements = 1200});
+  unsigned seed = 2500;
+  for (DType dtype : {DType::F32, DType::F16})
+    for (const MatmulCase& base :
+         {MatmulCase{5, 48, 200, true, Activation::GeluTanh, Residual::Separate},
+          MatmulCase{11, 72, 130, true, Activation::None, Residual::InPlace}}) {
+      MatmulCase c = base;
+      c.dtype = dtype;
+      if (supported(small.device, c)) check(small.device, small.kernels, c, seed += 10, 2);
+    }
+  // A block of rows that does not fit one view cannot be split.
+  MatmulCase wide{1, 1024, 64};
+  wide.interleave = true;
+  const test::MatmulProblem p = test::make_problem(wide, 7);
+  CHECK_THROWS_WITH_AS(test::run_gpu(small.device, small.kernels, p, MatmulKernel::Auto),
+                       doctest::Contains("does not fit"), vkr::Error);
+}
