@@ -140,6 +140,8 @@ class GpuModel final : public Model {
   std::vector<size_t> k_cache_, v_cache_;
   Packer io_;     // host-visible: ids in, best candidates out
   size_t ids_, top_ids_, top_values_, scratch_;
+  size_t partials_;      // greedy decoding: the head's argmax partials (gpu::matmul_argmax)
+  bool argmax_ = false;  // this pass: the head is matmul_argmax, not logits and a top-k
 
   std::unique_ptr<vkr::Arena> logits_arena_;  // [rows, V], grown when more rows are asked for
   vkr::BufferSpan logits_;
@@ -258,6 +260,7 @@ void GpuModel::plan_state() {
   top_ids_ = io_.add(k * 4);
   top_values_ = io_.add(k * 4);
   scratch_ = io_.add(std::max<uint64_t>(4, gpu::topk_scratch_bytes(device_.caps(), c.n_vocab, k)));
+  partials_ = io_.add(uint64_t{2} * gpu::matmul_argmax_partials(c.n_vocab) * 4);
   io_.allocate(vkr::MemoryKind::Staging);
   ensure_logits(1);
 }
@@ -290,10 +293,12 @@ void GpuModel::run(std::span<const int32_t> ids, bool all_rows, uint32_t k,
   if (taps_on_ && all_rows) ensure_taps();
   std::memcpy(io_.span(ids_).mapped, ids.data(), ids.size_bytes());
 
+  // Greedy decoding on an interleaved head finds the best logit in the head's own pass.
+  argmax_ = !all_rows && k == 1 && interleaved(w_.head) && V <= (1u << 24);
   rec_.begin();
   GpuBackend b{*this};
   forward(b, c, w_, T, length(), !all_rows);
-  const bool best_k = !all_rows && k > 0;
+  const bool best_k = !all_rows && k > 0 && !argmax_;
   if (best_k)
     gpu::topk(kernels_, rec_, io_.span(top_ids_), io_.span(top_values_), logits_,
               io_.span(scratch_), V, k);
@@ -302,7 +307,13 @@ void GpuModel::run(std::span<const int32_t> ids, bool all_rows, uint32_t k,
   rec_.wait();
   stats_ = rec_.stats();
 
-  if (best_k) {
+  if (argmax_) {
+    const auto [id, value] = gpu::argmax_of_partials(
+        reinterpret_cast<const float*>(io_.span(partials_).mapped), gpu::matmul_argmax_partials(V));
+    if (id < 0) throw vkr::Error("every logit is NaN: the model's weights or activations are broken");
+    top_ids.assign(1, id);
+    logits.assign(1, value);
+  } else if (best_k) {
     top_ids.resize(k);
     logits.resize(k);
     std::memcpy(top_ids.data(), io_.span(top_ids_).mapped, k * 4);
@@ -346,6 +357,10 @@ void GpuBackend::layernorm(Buf out, Buf in, const gpu::Weight* gamma, const gpu:
 void GpuBackend::linear(Buf out, Buf in, const gpu::Weight* w, const gpu::Weight* bias,
                         const Buf* residual, uint32_t T, uint32_t K, uint32_t N,
                         gpu::Activation act, gpu::WeightLayout layout, uint32_t in_row) {
+  if (out == Buf::LOGITS && m.argmax_) {
+    gpu::matmul_argmax(m.kernels_, m.rec_, m.io_.span(m.partials_), buf(in), *w, K, N, in_row);
+    return;
+  }
   if (m.interleaved(w)) layout = gpu::WeightLayout::Interleaved;
   gpu::matmul(m.kernels_, m.rec_, buf(out), buf(in), *w, bias ? &bias->span : nullptr,
               residual ? &buf(*residual) : nullptr, T, K, N,

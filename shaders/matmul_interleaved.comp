@@ -19,6 +19,11 @@
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 6) const uint ROWS = 1;  // rows of x per dispatch, at most
+// Instead of the outputs, each invocation writes the best of its own (row 0 only) as the pair
+// out[2 i] = value, out[2 i + 1] = n, i its invocation index plus 8 per block before the
+// dispatch's first: greedy decoding's head, whose host finishes the argmax over these partials
+// (gpu::matmul_argmax), without writing the logits or a top-k pass.
+layout(constant_id = 7) const bool ARGMAX = false;
 
 layout(binding = 1, rgba32f) uniform readonly imageBuffer xt;    // [T, K / 4]
 layout(binding = 2, rgba32ui) uniform readonly uimageBuffer wt;  // [N / B, K / E, B]
@@ -63,6 +68,24 @@ void main() {
     }
   }
 
+  if (ARGMAX) {
+    // The first best row wins ties, so the host's "lowest n" rule holds across partials.
+    // NaN counts as -inf, by its bits: a driver may assume floats are never NaN.
+    float best = uintBitsToFloat(0xff800000u);  // -inf
+    int best_n = -1;
+    for (uint r = 0; r < PER_LANE; r++) {
+      const uint n = block * BLOCK + r * LANES + lane;
+      const bool nan = (floatBitsToUint(acc[0][r]) & 0x7fffffffu) > 0x7f800000u;
+      if (n < p.n_count && !nan && (best_n < 0 || acc[0][r] > best)) {
+        best = acc[0][r];
+        best_n = int(p.n_base + n);
+      }
+    }
+    const uint i = p.out_off + 2 * (p.n_base / BLOCK * LANES + id);
+    out_[i] = best;
+    out_[i + 1] = float(best_n);
+    return;
+  }
   for (uint r = 0; r < PER_LANE; r++) {
     const uint n = block * BLOCK + r * LANES + lane;
     if (n < p.n_count)

@@ -3,8 +3,11 @@
 // given ([K, N] or [N, K]); the GPU reads them repacked by gpu::interleave().
 #include <doctest/doctest.h>
 
+#include <cmath>
 
+#include "model/cpu/common.h"
 #include "model/gpu/matmul.h"
+#include "tests/compare.h"
 #include "tests/gpu.h"
 #include "tests/matmul_problem.h"
 #include "vk/check.h"
@@ -113,4 +116,101 @@ TEST_CASE("matmul with interleaved weights splits them into blocks past maxTexel
   const test::MatmulProblem p = test::make_problem(wide, 7);
   CHECK_THROWS_WITH_AS(test::run_gpu(small.device, small.kernels, p, MatmulKernel::Auto),
                        doctest::Contains("does not fit"), vkr::Error);
+}
+
+namespace {
+
+// The argmax of W [N, K] x over n on the GPU, as (n, value).
+std::pair<int32_t, float> gpu_argmax(const vkr::Device& dev, vkr::Kernels& kernels,
+                                     const std::vector<float>& x, const std::vector<float>& w_nk,
+                                     DType dtype, uint32_t K, uint32_t N,
+                                     vkr::RecorderStats* stats = nullptr) {
+  std::vector<uint8_t> packed(gpu::interleaved_bytes(dtype, K, N));
+  if (dtype == DType::F16) {
+    std::vector<uint16_t> h = gpu::to_half(w_nk.data(), w_nk.size());
+    gpu::interleave(packed.data(), h.data(), WeightLayout::NK, dtype, K, N);
+  } else {
+    gpu::interleave(packed.data(), w_nk.data(), WeightLayout::NK, dtype, K, N);
+  }
+  const uint32_t count = gpu::matmul_argmax_partials(N);
+  vkr::Arena arena(dev, packed.size() + (x.size() + 2 * count) * 4 + 4096, vkr::MemoryKind::Device,
+                   "test argmax");
+  const vkr::BufferSpan xs = test::upload(dev, arena, x.data(), x.size() * 4);
+  const gpu::Weight w{test::upload(dev, arena, packed.data(), packed.size()), dtype};
+  const vkr::BufferSpan partials = arena.alloc(2 * count * 4);
+  vkr::Recorder rec(dev);
+  rec.begin();
+  gpu::matmul_argmax(kernels, rec, partials, xs, w, K, N, uint32_t(x.size() / K - 1));
+  rec.run();
+  if (stats) *stats = rec.stats();
+  std::vector<float> host(2 * count);
+  vkr::download(dev, host.data(), partials, host.size() * 4);
+  return gpu::argmax_of_partials(host.data(), count);
+}
+
+}  // namespace
+
+TEST_CASE("matmul_argmax finds the best output of an interleaved head, ties to the lower id") {
+  GPU_TEST(g);
+  if (!g.device.caps().storage_texel_buffers) {
+    MESSAGE("SKIPPED: no rgba32 storage texel buffers for the interleaved kernel");
+    return;
+  }
+  // x has two rows; the head reads the last, as decoding does.
+  for (DType dtype : {DType::F32, DType::F16})
+    for (auto [K, N] : {std::pair{64u, 5003u}, std::pair{768u, 300u}, std::pair{8u, 1u}}) {
+      CAPTURE(K);
+      CAPTURE(N);
+      std::vector<float> x = test::random_floats(2 * size_t(K), K + N);
+      std::vector<float> w = test::random_floats(size_t(N) * K, K * N);
+      // Row N / 2 is the clear winner; a copy of it after it must lose the tie.
+      for (uint32_t k = 0; k < K; k++) w[size_t(N / 2) * K + k] = x[K + k] > 0 ? 0.5f : -0.5f;
+      if (N > 2)
+        for (uint32_t k = 0; k < K; k++) w[size_t(N - 1) * K + k] = w[size_t(N / 2) * K + k];
+      // The reference: the same rounded weights, in double.
+      std::vector<float> used(w);
+      if (dtype == DType::F16)
+        for (float& v : used) v = cpu::round_to_half(v);
+      double best = 0;
+      int32_t best_n = -1;
+      for (uint32_t n = 0; n < N; n++) {
+        double s = 0;
+        for (uint32_t k = 0; k < K; k++) s += double(x[K + k]) * double(used[size_t(n) * K + k]);
+        if (best_n < 0 || s > best) {
+          best = s;
+          best_n = int32_t(n);
+        }
+      }
+      auto [id, value] = gpu_argmax(g.device, g.kernels, x, w, dtype, K, N);
+      CHECK(id == best_n);
+      CHECK(std::fabs(double(value) - best) <= 1e-5 * std::fabs(best));
+    }
+}
+
+TEST_CASE("matmul_argmax: NaN outputs count as -inf; an interleaved head splits into blocks") {
+  GPU_TEST(g);
+  if (!g.device.caps().storage_texel_buffers) {
+    MESSAGE("SKIPPED: no rgba32 storage texel buffers for the interleaved kernel");
+    return;
+  }
+  const uint32_t K = 16, N = 300;
+  std::vector<float> x(K, 1.0f), w(size_t(N) * K, -1.0f);
+  for (uint32_t k = 0; k < K; k++) {
+    w[size_t(7) * K + k] = NAN;   // a NaN output ahead of the best
+    w[size_t(250) * K + k] = 2;   // the best, in the fourth block
+  }
+  auto [id, value] = gpu_argmax(g.device, g.kernels, x, w, DType::F32, K, N);
+  CHECK(id == 250);
+  CHECK(value == 32.0f);
+  // 600 texels per view hold two 64-row blocks of 4 texels (and the alignment slack): five
+  // blocks, three chunks.
+  test::LoweredGpu small(g, {.max_texel_buffer_elements = 600});
+  vkr::RecorderStats stats;
+  auto [id2, value2] = gpu_argmax(small.device, small.kernels, x, w, DType::F32, K, N, &stats);
+  CHECK(stats.dispatches == 3);
+  CHECK(id2 == 250);
+  CHECK(value2 == 32.0f);
+  // Every output NaN: no winner.
+  std::vector<float> all_nan(size_t(N) * K, NAN);
+  CHECK(gpu_argmax(g.device, g.kernels, x, all_nan, DType::F32, K, N).first == -1);
 }

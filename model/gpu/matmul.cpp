@@ -116,7 +116,7 @@ void plan_texel(vkr::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype
 // The interleaved kernel: 8 invocations per block of rows of W (see matmul_interleaved.comp),
 // no shared memory, so only the workgroup size limits apply.
 void plan_interleaved(vkr::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype,
-                      uint32_t T) {
+                      uint32_t T, bool argmax) {
   const vkr::DeviceCaps& caps = k.device().caps();
   uint32_t rows = 1;
   while (rows < std::min(T, kMatmulVecRows)) rows *= 2;
@@ -126,7 +126,7 @@ void plan_interleaved(vkr::Kernels& k, Plan& plan, const MatmulOptions& o, DType
   plan.rows = std::min(plan.rows, rows);
   const vkr::Specialization spec{{wg, 1, 1},
                                  {static_cast<uint32_t>(o.layout), static_cast<uint32_t>(dtype),
-                                  static_cast<uint32_t>(o.act), rows}};
+                                  static_cast<uint32_t>(o.act), rows, argmax ? 1u : 0u}};
   plan.last = plan.plain = &k.get("matmul_interleaved", spec);
 }
 
@@ -207,7 +207,7 @@ MatmulKernel choose_kernel(const vkr::DeviceCaps& caps, const MatmulOptions& o, 
 // maxTexelBufferElements for texel bindings). A window may hold `room` bytes besides its
 // alignment slack and word rounding.
 Plan make_plan(vkr::Kernels& k, const MatmulOptions& o, const vkr::BufferSpan& x, const Weight& w,
-               uint32_t T, uint32_t K, uint32_t N) {
+               uint32_t T, uint32_t K, uint32_t N, bool argmax = false) {
   const vkr::DeviceCaps& caps = k.device().caps();
   const DType dtype = w.dtype;
   const uint64_t texel_align = std::max(binding_alignment(caps), caps.texel_buffer_alignment);
@@ -245,7 +245,7 @@ Plan make_plan(vkr::Kernels& k, const MatmulOptions& o, const vkr::BufferSpan& x
          (texel ? " or maxTexelBufferElements" : ""));
   plan.split_k = !nk && plan.chunk < w_rows;
   if (interleaved)
-    plan_interleaved(k, plan, o, dtype, T);
+    plan_interleaved(k, plan, o, dtype, T, argmax);
   else if (kernel == MatmulKernel::Vector)
     plan_vector(k, plan, o, dtype, T);
   else if (texel)
@@ -345,6 +345,52 @@ void matmul(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
                    groups(k.device(), plan, p.n_count, rows));
     }
   }
+}
+
+}  // namespace gpu
+
+namespace gpu {
+
+uint32_t matmul_argmax_partials(uint32_t N) {
+  return static_cast<uint32_t>(ceil_div(N, push::MATMUL_BLOCK_ROWS) * 8);
+}
+
+void matmul_argmax(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& partials,
+                   const vkr::BufferSpan& x, const Weight& w, uint32_t K, uint32_t N,
+                   uint32_t x_row) {
+  const MatmulOptions o{WeightLayout::Interleaved, Activation::None, MatmulKernel::Auto, x_row};
+  if (K == 0 || N == 0) fail("K and N must be positive");
+  if (N > (1u << 24)) fail("argmax ids travel as floats, exact up to 2^24 outputs");
+  require_elements("matmul argmax", "partials", partials, 2 * uint64_t{matmul_argmax_partials(N)});
+  require_elements("matmul argmax", "x", x, (uint64_t{x_row} + 1) * K);
+  require_elements("matmul argmax", "w", w.span, interleaved_bytes(w.dtype, K, N), 1);
+  const Plan plan = make_plan(k, o, x, w, 1, K, N, true);
+  const Window xw = window(x, uint64_t{x_row} * K, K, 4, plan.align);
+  const Window pw = window(partials, 0, 2 * uint64_t{matmul_argmax_partials(N)}, 4, plan.align);
+  for (uint32_t r0 = 0; r0 < N; r0 += plan.chunk) {
+    const uint32_t count = std::min(plan.chunk, N - r0);
+    const uint64_t held = ceil_div(count, push::MATMUL_BLOCK_ROWS) * push::MATMUL_BLOCK_ROWS;
+    const Window ww = window(w.span, uint64_t{r0} * K, held * K, dtype_bytes(w.dtype), plan.align);
+    const push::MatmulPush p{1, K, N, 0, K, r0, count, xw.skip, ww.skip, pw.skip, 0, 0};
+    const vkr::BufferSpan unused = xw.span;  // bias and residual: not read
+    rec.dispatch(*plan.last, {pw.span, xw.span, ww.span, unused, unused}, p,
+                 groups(k.device(), plan, count, 1));
+  }
+}
+
+std::pair<int32_t, float> argmax_of_partials(const float* partials, uint32_t count) {
+  int32_t best_id = -1;
+  float best = 0;
+  for (uint32_t i = 0; i < count; i++) {
+    const float v = partials[2 * i];
+    const auto id = static_cast<int32_t>(partials[2 * i + 1]);
+    if (id < 0) continue;
+    if (best_id < 0 || v > best || (v == best && id < best_id)) {
+      best = v;
+      best_id = id;
+    }
+  }
+  return {best_id, best};
 }
 
 }  // namespace gpu

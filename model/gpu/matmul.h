@@ -1,6 +1,8 @@
 // Host wrapper of shaders/matmul.comp (tiled, for prefill) and shaders/matmul_vec.comp
 // (matrix-vector, for decode): the linear layer y = act(x W + b) + residual.
 #pragma once
+#include <utility>
+
 #include "model/gpu/common.h"
 #include "shaders/matmul.h"
 
@@ -73,5 +75,17 @@ void matmul(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
             const vkr::BufferSpan& x, const Weight& w, const vkr::BufferSpan* bias,
             const vkr::BufferSpan* residual, uint32_t T, uint32_t K, uint32_t N,
             const MatmulOptions& options = {});
+
+// Greedy decoding's head: the argmax over n of x[x_row] . W[n] for an Interleaved W [N, K],
+// without writing the N outputs or running a top-k: each invocation of matmul_interleaved.comp
+// writes the best of its rows as a (value, n) pair of floats into `partials`
+// (matmul_argmax_partials(N) pairs), and argmax_of_partials() finishes on the host. NaN outputs
+// count as -inf; ties go to the lower n. N <= 2^24 (ids travel as floats).
+uint32_t matmul_argmax_partials(uint32_t N);
+void matmul_argmax(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& partials,
+                   const vkr::BufferSpan& x, const Weight& w, uint32_t K, uint32_t N,
+                   uint32_t x_row = 0);
+// The best (n, value) of `count` partial pairs; n = -1 when every output was NaN.
+std::pair<int32_t, float> argmax_of_partials(const float* partials, uint32_t count);
 
 }  // namespace gpu
