@@ -273,24 +273,36 @@ uint64_t interleaved_bytes(DType dtype, uint32_t K, uint32_t N) {
   return ceil_div(N, push::MATMUL_BLOCK_ROWS) * push::MATMUL_BLOCK_ROWS * K * dtype_bytes(dtype);
 }
 
+namespace {
+
+// interleave() for elements of type E (uint16_t or uint32_t bits). Both loops write the output
+// in order; [K, N] sources are read a row of k at a time, across the block's n.
+template <class E>
+void interleave_as(E* out, const E* in, WeightLayout from, size_t K, size_t N) {
+  constexpr size_t e = 16 / sizeof(E), B = push::MATMUL_BLOCK_ROWS;
+  const size_t kts = K / e;
+  for (size_t n0 = 0; n0 < N; n0 += B) {
+    const size_t rows = std::min(B, N - n0);
+    for (size_t kt = 0; kt < kts; kt++, out += B * e)
+      for (size_t r = 0; r < rows; r++)
+        for (size_t i = 0; i < e; i++)
+          out[r * e + i] = from == WeightLayout::NK ? in[(n0 + r) * K + kt * e + i]
+                                                    : in[(kt * e + i) * N + n0 + r];
+  }
+}
+
+}  // namespace
+
 void interleave(void* dst, const void* src, WeightLayout from, DType dtype, uint32_t K,
                 uint32_t N) {
-  const size_t size = dtype_bytes(dtype), e = 16 / size, B = push::MATMUL_BLOCK_ROWS;
-  if (K % e != 0 || from == WeightLayout::Interleaved)
+  const size_t size = dtype_bytes(dtype);
+  if (K % (16 / size) != 0 || from == WeightLayout::Interleaved)
     fail("interleave: K = " + std::to_string(K) + " is not in whole texels");
-  auto* out = static_cast<uint8_t*>(dst);
-  const auto* in = static_cast<const uint8_t*>(src);
-  std::memset(out, 0, interleaved_bytes(dtype, K, N));
-  const size_t kts = K / e;
-  for (size_t n = 0; n < N; n++)
-    for (size_t kt = 0; kt < kts; kt++) {
-      uint8_t* texel = out + ((n / B * kts + kt) * B + n % B) * 16;
-      if (from == WeightLayout::NK)
-        std::memcpy(texel, in + (n * K + kt * e) * size, 16);
-      else
-        for (size_t i = 0; i < e; i++)
-          std::memcpy(texel + i * size, in + ((kt * e + i) * N + n) * size, size);
-    }
+  std::memset(dst, 0, interleaved_bytes(dtype, K, N));  // the last block's padding rows
+  if (size == 2)
+    interleave_as(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), from, K, N);
+  else
+    interleave_as(static_cast<uint32_t*>(dst), static_cast<const uint32_t*>(src), from, K, N);
 }
 
 bool matmul_prefers_texel(const vkr::DeviceCaps& caps) {
