@@ -120,6 +120,10 @@ void run_shapes(Bench& b, uint32_t T, uint32_t L, gpu::DType dtype) {
   b.time("attention", t + " L=" + std::to_string(L) + " H=12", [&](vkr::Recorder& r) {
     gpu::attention(k, r, y, qkv, 3 * C, kc, vc, T, L, C, H);
   });
+  if (T == 1)  // decode at the end of GPT-2's context
+    b.time("attention", t + " L=1024 H=12", [&](vkr::Recorder& r) {
+      gpu::attention(k, r, y, qkv, 3 * C, kc, vc, T, N_CTX, C, H);
+    });
   b.time("matmul proj +res", t + " 768->768", [&](vkr::Recorder& r) {
     gpu::matmul(k, r, x, y, w_proj, &b1, &x, T, C, C, kn);
   });

@@ -1,4 +1,5 @@
-// Push constants of shaders/attention.comp, shared by GLSL and C++ (see shaders/common/types.h).
+// Push constants of shaders/attention.comp and shaders/attention_texel.comp, shared by GLSL and
+// C++ (see shaders/common/types.h).
 #ifndef GPT2VK_ATTENTION_H
 #define GPT2VK_ATTENTION_H
 #include "common/types.h"

@@ -1,13 +1,17 @@
-// attention: GPU against the CPU reference (double accumulation, exact exp, rounded once).
+// attention: GPU against the CPU reference (double accumulation, exact exp, rounded once), for
+// both kernels: the portable one (storage buffers) everywhere, and the texel one (storage texel
+// buffers, what CPU devices take) wherever the device and the shape allow it.
 //
 // Tolerance: atol 1e-6 + rtol 1e-5. Every output is a convex combination of V values in [-1, 1]
 // that often nearly cancel, so the error is absolute on that scale and a pure relative bound would
 // fail near zero. The GPU sums the D-term dot products and the L-term weighted sums in fp32, in
-// another order (parts, chunks), and its exp may be off by (3 + 2|x|) ulp (Vulkan's bound): a
-// score's absolute error becomes the same relative error of its weight. Lavapipe stays within
-// 1.5e-7 absolute on every case here; the bound leaves room for a GPU's coarser exp.
+// another order (parts, chunks, key blocks, split keys), the texel kernel scales q before the dot
+// product rather than after, and exp may be off by (3 + 2|x|) ulp (Vulkan's bound): a score's
+// absolute error becomes the same relative error of its weight. Lavapipe stays within 1.5e-7
+// absolute on every case here; the bound leaves room for a GPU's coarser exp.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -17,6 +21,7 @@
 #include "model/cpu/kv_store.h"
 #include "model/gpu/attention.h"
 #include "model/gpu/kv_store.h"
+#include "shaders/attention.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"
 #include "vk/check.h"
@@ -42,8 +47,10 @@ Inputs make_inputs(const Case& c, unsigned seed, float lo = -1, float hi = 1) {
           test::random_floats(size_t{c.L} * c.C, seed + 2)};
 }
 
-// Runs gpu::attention on the kernels' device (the shared one or a LoweredGpu) and reads out back.
-std::vector<float> run_gpu(vkr::Kernels& kernels, const Case& c, const Inputs& in) {
+// Runs gpu::attention on the kernels' device (the shared one or a LoweredGpu) and reads out back;
+// with `shader`, also the name of the shader it dispatched (the device must have timestamps).
+std::vector<float> run_gpu(vkr::Kernels& kernels, const Case& c, const Inputs& in,
+                           std::string* shader = nullptr) {
   const vkr::Device& device = kernels.device();
   const size_t bytes = (in.qkv.size() + in.k_cache.size() * 2 + size_t{c.T} * c.C) * sizeof(float);
   vkr::Arena arena(device, bytes + 4096, vkr::MemoryKind::Device, "test attention");
@@ -51,10 +58,15 @@ std::vector<float> run_gpu(vkr::Kernels& kernels, const Case& c, const Inputs& i
                   k = test::to_gpu(device, arena, in.k_cache),
                   v = test::to_gpu(device, arena, in.v_cache);
   vkr::BufferSpan out = arena.alloc(size_t{c.T} * c.C * sizeof(float));
-  vkr::Recorder rec(device);
+  vkr::Recorder rec(device, shader != nullptr);
   rec.begin();
   gpu::attention(kernels, rec, out, qkv, 3 * c.C, k, v, c.T, c.L, c.C, c.H, c.options);
   rec.run();
+  if (shader) {
+    const std::vector<vkr::DispatchTime> t = rec.timings();
+    REQUIRE(t.size() == 1);
+    *shader = t[0].shader;
+  }
   return test::from_gpu(device, out, size_t{c.T} * c.C);
 }
 
@@ -68,23 +80,41 @@ std::vector<float> run_cpu(const Case& c, const Inputs& in) {
 std::string name(const char* what, const Case& c) {
   return std::string(what) + " T=" + std::to_string(c.T) + " L=" + std::to_string(c.L) +
          " C=" + std::to_string(c.C) + " H=" + std::to_string(c.H) +
-         (c.options.causal ? " causal" : " bidirectional");
+         (c.options.causal ? " causal" : " bidirectional") +
+         (c.options.kernel == gpu::AttentionKernel::Texel ? " (texel)" : " (portable)");
 }
 
-void check_case(vkr::Kernels& kernels, const Case& c, unsigned seed, const char* what) {
-  Inputs in = make_inputs(c, seed);
-  CHECK(test::close(name(what, c), run_gpu(kernels, c, in), run_cpu(c, in), kTol));
+// Whether the texel kernel takes this shape on this device: the arenas here align every span.
+bool texel_runs(const vkr::DeviceCaps& caps, const Case& c) {
+  const uint32_t D = c.C / c.H;
+  return caps.storage_texel_buffers && D % 4 == 0 && D <= gpu::kAttentionTexelMaxD;
+}
+
+// The case on the portable kernel, and on the texel kernel where it runs.
+void check_case(vkr::Kernels& kernels, Case c, unsigned seed, const char* what, float lo = -1,
+                float hi = 1) {
+  Inputs in = make_inputs(c, seed, lo, hi);
+  const std::vector<float> ref = run_cpu(c, in);
+  c.options.kernel = gpu::AttentionKernel::Portable;
+  CHECK(test::close(name(what, c), run_gpu(kernels, c, in), ref, kTol));
+  if (!texel_runs(kernels.device().caps(), c)) return;
+  c.options.kernel = gpu::AttentionKernel::Texel;
+  CHECK(test::close(name(what, c), run_gpu(kernels, c, in), ref, kTol));
 }
 
 }  // namespace
 
 TEST_CASE("attention prefill matches the CPU reference") {
   GPU_TEST(g);
-  // T = L. Head dims D = 1, 8, 16, 32, 64, 80 (does not divide the workgroup: idle invocations),
-  // 128; one head, GPT-2 small's 12 and XL's 25 heads, and T = L = 1024 with a small C.
-  const Case cases[] = {{1, 1, 8, 1},     {7, 7, 4, 4},    {7, 7, 24, 3},
-                        {64, 64, 64, 4},  {33, 33, 80, 1}, {20, 20, 256, 2},
-                        {7, 7, 1600, 25}, {5, 5, 768, 12}, {1024, 1024, 64, 2}};
+  // T = L. Head dims D = 1, 8, 12 (3 texels), 16, 32, 64, 80 (does not divide the workgroup:
+  // idle invocations), 128, 256 (the texel kernel's largest); one head, GPT-2 small's 12 and XL's
+  // 25 heads, and T = L = 1024 with a small C. The texel kernel splits the keys of fewer than 16
+  // queries over a workgroup (T = 1, 5, 7, 15) and gives each invocation 4 queries from 16 on,
+  // whole (16, 20, 64, 1024) or not (33, 37: a last invocation with 1 query, the rest idle).
+  const Case cases[] = {{1, 1, 8, 1},       {7, 7, 4, 4},      {7, 7, 24, 3},
+                        {64, 64, 64, 4},    {33, 33, 80, 1},   {20, 20, 256, 2},
+                        {7, 7, 1600, 25},   {5, 5, 768, 12},   {1024, 1024, 64, 2},
+                        {37, 37, 36, 3},    {15, 15, 96, 2},   {16, 16, 256, 1}};
   unsigned seed = 100;
   for (const Case& c : cases) check_case(g.kernels, c, seed += 10, "prefill");
 }
@@ -113,6 +143,7 @@ TEST_CASE("attention with more keys than one chunk takes the online-softmax path
   check_case(g.kernels, {1, 3000, 64, 2}, 400, "decode, 2 chunks");
   check_case(g.kernels, {4, 2500, 32, 1}, 410, "chunked prefill, 2 chunks");
   check_case(g.kernels, {3, 2100, 16, 1, {false, 0}}, 420, "encoder, 2 chunks");
+  check_case(g.kernels, {40, 2100, 32, 1}, 430, "chunked prefill, 2 chunks, 4 queries each");
 }
 
 TEST_CASE("attention on a device with little shared memory and small or odd workgroups") {
@@ -125,9 +156,17 @@ TEST_CASE("attention on a device with little shared memory and small or odd work
     check_case(small.kernels, {1, 1000, 128, 2}, 510, "2 KiB shared, decode");
     check_case(small.kernels, {40, 450, 8, 8, {false, 0}}, 520, "2 KiB shared, encoder");
     // D = 256 with 256 reduction slots does not fit 512 floats: a clear error, not a bad kernel.
-    const Case too_big{1, 4, 256, 1};
-    CHECK_THROWS_WITH_AS(run_gpu(small.kernels, too_big, make_inputs(too_big, 530)),
-                         doctest::Contains("shared memory"), vkr::Error);
+    // The texel kernel needs shared memory only to merge split keys; without room for that
+    // (8 x 257 floats here) one invocation takes all keys of a query.
+    Case too_big{1, 4, 256, 1, {.kernel = gpu::AttentionKernel::Portable}};
+    Inputs in = make_inputs(too_big, 530);
+    CHECK_THROWS_WITH_AS(run_gpu(small.kernels, too_big, in), doctest::Contains("shared memory"),
+                         vkr::Error);
+    if (texel_runs(small.device.caps(), too_big)) {
+      too_big.options.kernel = gpu::AttentionKernel::Texel;
+      CHECK(test::close(name("2 KiB shared, no room to split", too_big),
+                        run_gpu(small.kernels, too_big, in), run_cpu(too_big, in), kTol));
+    }
   }
   {
     // 32-invocation workgroups: D = 80 and 128 exceed the workgroup (several dims per
@@ -153,17 +192,24 @@ TEST_CASE("attention on a device with little shared memory and small or odd work
 
 TEST_CASE("attention: the last row of a prefill equals a decode step at that position") {
   GPU_TEST(g);
-  const Case prefill{40, 40, 96, 3}, decode{1, 40, 96, 3};
-  Inputs in = make_inputs(prefill, 600);
-  std::vector<float> rows = run_gpu(g.kernels, prefill, in);
-  Inputs last = in;  // the same cache; the decode query is the prefill's last query row
-  last.qkv.assign(in.qkv.end() - 3 * 96, in.qkv.end());
-  std::vector<float> step = run_gpu(g.kernels, decode, last);
-  std::vector<float> last_row(rows.end() - 96, rows.end());
-  CHECK(test::close("prefill", rows, run_cpu(prefill, in), kTol));
-  CHECK(test::close("decode", step, run_cpu(decode, last), kTol));
-  // Exact: the same workgroup does the same arithmetic for the same query position.
-  CHECK(test::close("prefill's last row vs decode", last_row, step, {0, 0}));
+  for (gpu::AttentionKernel kernel : {gpu::AttentionKernel::Portable, gpu::AttentionKernel::Texel}) {
+    Case prefill{40, 40, 96, 3, {.kernel = kernel}}, decode{1, 40, 96, 3, {.kernel = kernel}};
+    if (!texel_runs(g.device.caps(), prefill) && kernel == gpu::AttentionKernel::Texel) continue;
+    Inputs in = make_inputs(prefill, 600);
+    std::vector<float> rows = run_gpu(g.kernels, prefill, in);
+    Inputs last = in;  // the same cache; the decode query is the prefill's last query row
+    last.qkv.assign(in.qkv.end() - 3 * 96, in.qkv.end());
+    std::vector<float> step = run_gpu(g.kernels, decode, last);
+    std::vector<float> last_row(rows.end() - 96, rows.end());
+    CHECK(test::close(name("prefill", prefill), rows, run_cpu(prefill, in), kTol));
+    CHECK(test::close(name("decode", decode), step, run_cpu(decode, last), kTol));
+    // Portable: exact, the same workgroup does the same arithmetic for the same query position.
+    // Texel: decode splits the keys over a workgroup, prefill does not, so the sums run in
+    // another order.
+    const bool exact = kernel == gpu::AttentionKernel::Portable;
+    CHECK(test::close(name("prefill's last row vs decode", decode), last_row, step,
+                      exact ? test::Tolerance{0, 0} : kTol));
+  }
 }
 
 TEST_CASE("attention of a chunked prefill through the KV cache") {
@@ -196,22 +242,29 @@ TEST_CASE("attention: large scores do not overflow, masked keys are never read")
   GPU_TEST(g);
   // q, k uniform in [-30, 30), scale 1: |q.k| reaches thousands. Without the max subtraction
   // exp() overflows to inf and the output is NaN.
-  const Case big{20, 20, 64, 1, {true, 1.0f}};
-  Inputs in = make_inputs(big, 800, -30, 30);
-  CHECK(test::close("large scores", run_gpu(g.kernels, big, in), run_cpu(big, in), kTol));
+  check_case(g.kernels, {20, 20, 64, 1, {true, 1.0f}}, 800, "large scores", -30, 30);
 
-  // A NaN in the last key and value row: only the last query may see it; exp(-1e9)-style
-  // masking would turn it into NaN * 0 = NaN for every row.
-  const Case c{8, 8, 32, 2};
-  Inputs poisoned = make_inputs(c, 810);
-  for (uint32_t d = 0; d < c.C; d++)
-    poisoned.k_cache[7 * c.C + d] = poisoned.v_cache[7 * c.C + d] =
-        std::numeric_limits<float>::quiet_NaN();
-  std::vector<float> got = run_gpu(g.kernels, c, poisoned), ref = run_cpu(c, poisoned);
-  const size_t seen = 7 * c.C;  // rows 0..6
-  CHECK(test::close("rows before the NaN key", std::span(got).first(seen),
-                    std::span(ref).first(seen), kTol));
-  CHECK(std::isnan(got.back()));
+  // A NaN in key and value row P: only the queries at P and later may see it; exp(-1e9)-style
+  // masking would turn it into NaN * 0 = NaN for every row. T = 8: the texel kernel splits each
+  // query's keys; T = 20: its invocation with queries 16..19 reads row 17 for the later ones, and
+  // query 16 must still not see it.
+  for (const uint32_t T : {8u, 20u})
+    for (gpu::AttentionKernel kernel :
+         {gpu::AttentionKernel::Portable, gpu::AttentionKernel::Texel}) {
+      const Case c{T, T, 32, 2, {.kernel = kernel}};
+      if (kernel == gpu::AttentionKernel::Texel && !texel_runs(g.device.caps(), c)) continue;
+      const uint32_t P = T - 3;
+      Inputs poisoned = make_inputs(c, 810);
+      for (uint32_t d = 0; d < c.C; d++)
+        poisoned.k_cache[P * c.C + d] = poisoned.v_cache[P * c.C + d] =
+            std::numeric_limits<float>::quiet_NaN();
+      std::vector<float> got = run_gpu(g.kernels, c, poisoned), ref = run_cpu(c, poisoned);
+      const size_t seen = size_t{P} * c.C;  // rows 0 .. P-1
+      CHECK(test::close(name("rows before the NaN key", c), std::span(got).first(seen),
+                        std::span(ref).first(seen), kTol));
+      CHECK(std::all_of(got.begin() + static_cast<std::ptrdiff_t>(seen), got.end(),
+                        [](float x) { return std::isnan(x); }));
+    }
 }
 
 TEST_CASE("attention with more queries than maxComputeWorkGroupCount[0]") {
@@ -223,6 +276,59 @@ TEST_CASE("attention with more queries than maxComputeWorkGroupCount[0]") {
   // 32-invocation workgroups: lavapipe takes ~5 s for 65k workgroups of 256, ~0.4 s for these.
   test::LoweredGpu small(g, {.max_workgroup_invocations = 32});
   check_case(small.kernels, {T, 2, 2, 1, {false, 0}}, 900, "folded");
+}
+
+TEST_CASE("attention picks its kernel by device and shape") {
+  GPU_TEST(g);
+  const vkr::DeviceCaps& caps = g.device.caps();
+  if (!caps.timestamps) {
+    MESSAGE("SKIPPED: no timestamps to name the dispatched shaders");
+    return;
+  }
+  // CPU devices take the texel kernel where the head dim is whole texels; GPUs the portable one.
+  const bool texel = gpu::attention_prefers_texel(caps) && caps.storage_texel_buffers;
+  std::string shader;
+  const Case d16{20, 20, 64, 4}, d5{20, 20, 60, 12};
+  CHECK(test::close(name("auto", d16), run_gpu(g.kernels, d16, make_inputs(d16, 950), &shader),
+                    run_cpu(d16, make_inputs(d16, 950)), kTol));
+  CHECK(shader == (texel ? "attention_texel" : "attention"));
+  CHECK(test::close(name("auto", d5), run_gpu(g.kernels, d5, make_inputs(d5, 960), &shader),
+                    run_cpu(d5, make_inputs(d5, 960)), kTol));
+  CHECK(shader == "attention");
+}
+
+TEST_CASE("attention past maxTexelBufferElements: Auto falls back, Texel refuses") {
+  GPU_TEST(g);
+  if (!g.device.caps().storage_texel_buffers || !g.device.caps().timestamps) {
+    MESSAGE("SKIPPED: no storage texel buffers or no timestamps");
+    return;
+  }
+  // A cache of L rows of C = 64 is 16 L texels, q (T rows of 3C) 48 (T - 1) + 16: 4096 texels
+  // hold L = 256 cache rows, or T = 86 query rows.
+  test::LoweredGpu small(g, {.max_texel_buffer_elements = 4096});
+  const bool texel = gpu::attention_prefers_texel(small.device.caps());
+  struct Limit {
+    Case c;
+    bool fits;
+  };
+  const Limit limits[] = {{{1, 256, 64, 2}, true},  {{1, 257, 64, 2}, false},
+                          {{86, 90, 64, 2}, true},  {{87, 90, 64, 2}, false},
+                          {{40, 300, 64, 1, {false, 0}}, false}};
+  unsigned seed = 970;
+  for (const Limit& l : limits) {
+    Inputs in = make_inputs(l.c, seed += 10);
+    const std::vector<float> ref = run_cpu(l.c, in);
+    std::string shader;
+    CHECK(test::close(name("auto", l.c), run_gpu(small.kernels, l.c, in, &shader), ref, kTol));
+    CHECK(shader == (texel && l.fits ? "attention_texel" : "attention"));
+    Case forced = l.c;
+    forced.options.kernel = gpu::AttentionKernel::Texel;
+    if (l.fits)
+      CHECK(test::close(name("forced", forced), run_gpu(small.kernels, forced, in), ref, kTol));
+    else
+      CHECK_THROWS_WITH_AS(run_gpu(small.kernels, forced, in),
+                           doctest::Contains("over maxTexelBufferElements 4096"), vkr::Error);
+  }
 }
 
 TEST_CASE("attention rejects bad arguments") {
@@ -247,5 +353,22 @@ TEST_CASE("attention rejects bad arguments") {
   CHECK_THROWS_AS(gpu::attention(g.kernels, rec, out, q, 192, k, v, 0, 8, 64, 4), vkr::Error);
   CHECK_THROWS_AS(gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 8, 64, 0), vkr::Error);
   gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 8, 64, 4);  // the same buffers are fine
+
+  // The texel kernel, asked for where it cannot run: D = 5 and D = 260 (not whole texels, too
+  // many registers), q_stride not whole texels, q not at a texel-aligned offset.
+  if (g.device.caps().storage_texel_buffers) {
+    const gpu::AttentionOptions texel{.kernel = gpu::AttentionKernel::Texel};
+    vkr::BufferSpan wide = arena.alloc(3 * 260 * 4);
+    CHECK_THROWS_WITH_AS(gpu::attention(g.kernels, rec, out, q, 180, k, v, 4, 8, 60, 12, texel),
+                         doctest::Contains("texel kernel cannot run"), vkr::Error);
+    CHECK_THROWS_WITH_AS(
+        gpu::attention(g.kernels, rec, wide, wide, 260, wide, wide, 1, 1, 260, 1, texel),
+        doctest::Contains("D=260 is not a multiple of 4 up to 256"), vkr::Error);
+    CHECK_THROWS_WITH_AS(gpu::attention(g.kernels, rec, out, q, 190, k, v, 4, 8, 64, 4, texel),
+                         doctest::Contains("q_stride=190 is not a multiple of 4"), vkr::Error);
+    CHECK_THROWS_WITH_AS(
+        gpu::attention(g.kernels, rec, out, q.sub(4, q.size - 4), 192, k, v, 4, 8, 64, 4, texel),
+        doctest::Contains("minTexelBufferOffsetAlignment"), vkr::Error);
+  }
   rec.end();
 }

@@ -1,13 +1,36 @@
-// Host wrapper of shaders/attention.comp.
+// Host wrapper of shaders/attention.comp (storage buffers, any device) and
+// shaders/attention_texel.comp (storage texel buffers, for CPU devices).
 #pragma once
 #include "model/gpu/common.h"
 
 namespace gpu {
 
+enum class AttentionKernel : uint32_t {
+  // Texel where attention_prefers_texel() and the call allows it, otherwise Portable.
+  Auto,
+  // attention.comp: one workgroup per (query, head) reading storage buffers, keys spread over
+  // its invocations. Any head dim, any device.
+  Portable,
+  // attention_texel.comp: an invocation owns whole queries of one head and reads q and the
+  // caches through rgba32f storage texel buffers. Needs rgba32f storage texel buffers, D % 4 == 0,
+  // D <= kAttentionTexelMaxD, q_stride % 4 == 0, q and the caches aligned to
+  // minTexelBufferOffsetAlignment and within maxTexelBufferElements; throws otherwise.
+  Texel,
+};
+
+// The largest head dim the texel kernel takes: it keeps a query and its sums in registers.
+constexpr uint32_t kAttentionTexelMaxD = 256;
+
 struct AttentionOptions {
   bool causal = true;  // false: bidirectional (an encoder), every query sees all L keys
   float scale = 0;     // multiplies q . k; 0 means 1 / sqrt(D)
+  AttentionKernel kernel = AttentionKernel::Auto;
 };
+
+// Whether Auto picks Texel on this device where it can: CPU devices (llvmpipe), whose
+// storage-buffer loads that differ per lane run as scalar loops while texel loads are vector
+// gathers. GPUs keep Portable.
+bool attention_prefers_texel(const vkr::DeviceCaps& caps);
 
 // Multi-head scaled dot-product attention of T queries against the first L rows of a KV cache.
 // The queries sit at absolute positions L-T .. L-1 (prefill: T = L; decode: T = 1); in causal
