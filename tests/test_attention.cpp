@@ -111,10 +111,9 @@ TEST_CASE("attention prefill matches the CPU reference") {
   // 25 heads, and T = L = 1024 with a small C. The texel kernel splits the keys of fewer than 16
   // queries over a workgroup (T = 1, 5, 7, 15) and gives each invocation 4 queries from 16 on,
   // whole (16, 20, 64, 1024) or not (33, 37: a last invocation with 1 query, the rest idle).
-  const Case cases[] = {{1, 1, 8, 1},       {7, 7, 4, 4},      {7, 7, 24, 3},
-                        {64, 64, 64, 4},    {33, 33, 80, 1},   {20, 20, 256, 2},
-                        {7, 7, 1600, 25},   {5, 5, 768, 12},   {1024, 1024, 64, 2},
-                        {37, 37, 36, 3},    {15, 15, 96, 2},   {16, 16, 256, 1}};
+  const Case cases[] = {{1, 1, 8, 1},        {7, 7, 4, 4},     {7, 7, 24, 3},    {64, 64, 64, 4},
+                        {33, 33, 80, 1},     {20, 20, 256, 2}, {7, 7, 1600, 25}, {5, 5, 768, 12},
+                        {1024, 1024, 64, 2}, {37, 37, 36, 3},  {15, 15, 96, 2},  {16, 16, 256, 1}};
   unsigned seed = 100;
   for (const Case& c : cases) check_case(g.kernels, c, seed += 10, "prefill");
 }
@@ -192,7 +191,8 @@ TEST_CASE("attention on a device with little shared memory and small or odd work
 
 TEST_CASE("attention: the last row of a prefill equals a decode step at that position") {
   GPU_TEST(g);
-  for (gpu::AttentionKernel kernel : {gpu::AttentionKernel::Portable, gpu::AttentionKernel::Texel}) {
+  for (gpu::AttentionKernel kernel :
+       {gpu::AttentionKernel::Portable, gpu::AttentionKernel::Texel}) {
     Case prefill{40, 40, 96, 3, {.kernel = kernel}}, decode{1, 40, 96, 3, {.kernel = kernel}};
     if (!texel_runs(g.device.caps(), prefill) && kernel == gpu::AttentionKernel::Texel) continue;
     Inputs in = make_inputs(prefill, 600);
@@ -311,8 +311,10 @@ TEST_CASE("attention past maxTexelBufferElements: Auto falls back, Texel refuses
     Case c;
     bool fits;
   };
-  const Limit limits[] = {{{1, 256, 64, 2}, true},  {{1, 257, 64, 2}, false},
-                          {{86, 90, 64, 2}, true},  {{87, 90, 64, 2}, false},
+  const Limit limits[] = {{{1, 256, 64, 2}, true},
+                          {{1, 257, 64, 2}, false},
+                          {{86, 90, 64, 2}, true},
+                          {{87, 90, 64, 2}, false},
                           {{40, 300, 64, 1, {false, 0}}, false}};
   unsigned seed = 970;
   for (const Limit& l : limits) {

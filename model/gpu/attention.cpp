@@ -79,11 +79,11 @@ void dispatch_portable(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpa
   const vkr::Pipeline& p = k.get("attention", {{wg, 1, 1}, {D, chunk, dpt}});
   const uint64_t row_bytes = uint64_t{C} * sizeof(float);
   // Bind only what is read or written: the first L cache rows (same offset, so still aligned).
-  rec.dispatch(p,
-               {out.sub(0, T * row_bytes),
-                q.sub(0, (uint64_t{T - 1} * q_stride + C) * sizeof(float)),
-                k_cache.sub(0, L * row_bytes), v_cache.sub(0, L * row_bytes)},
-               push, groups(caps, T, H));
+  rec.dispatch(
+      p,
+      {out.sub(0, T * row_bytes), q.sub(0, (uint64_t{T - 1} * q_stride + C) * sizeof(float)),
+       k_cache.sub(0, L * row_bytes), v_cache.sub(0, L * row_bytes)},
+      push, groups(caps, T, H));
 }
 
 // Why the texel kernel cannot run this call on this device; empty when it can.
@@ -129,11 +129,11 @@ void dispatch_texel(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& 
       k.get("attention_texel", {{lanes, 1, 1}, {D, splits, queries, kTexelKeys, merge}});
   const uint32_t per_group = lanes / splits * queries;
   const uint64_t row_bytes = uint64_t{C} * sizeof(float);
-  rec.dispatch(p,
-               {out.sub(0, T * row_bytes),
-                q.sub(0, (uint64_t{T - 1} * q_stride + C) * sizeof(float)),
-                k_cache.sub(0, L * row_bytes), v_cache.sub(0, L * row_bytes)},
-               push, groups(caps, (T + per_group - 1) / per_group, H));
+  rec.dispatch(
+      p,
+      {out.sub(0, T * row_bytes), q.sub(0, (uint64_t{T - 1} * q_stride + C) * sizeof(float)),
+       k_cache.sub(0, L * row_bytes), v_cache.sub(0, L * row_bytes)},
+      push, groups(caps, (T + per_group - 1) / per_group, H));
 }
 
 }  // namespace
@@ -152,12 +152,13 @@ void attention(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
   const float scale = options.scale != 0 ? options.scale : 1.0f / std::sqrt(static_cast<float>(D));
   const push::AttentionPush push{T, L, C, q_stride, options.causal ? 1u : 0u, scale};
   AttentionKernel kernel = options.kernel;
-  const std::string why_not = kernel == AttentionKernel::Portable
-                                  ? std::string("not asked for")
-                                  : texel_unsupported(caps, q, q_stride, k_cache, v_cache, T, L, C, H);
+  const std::string why_not =
+      kernel == AttentionKernel::Portable
+          ? std::string("not asked for")
+          : texel_unsupported(caps, q, q_stride, k_cache, v_cache, T, L, C, H);
   if (kernel == AttentionKernel::Auto)
     kernel = why_not.empty() && attention_prefers_texel(caps) ? AttentionKernel::Texel
-                                                               : AttentionKernel::Portable;
+                                                              : AttentionKernel::Portable;
   if (kernel == AttentionKernel::Texel && !why_not.empty())
     throw vkr::Error("attention: the texel kernel cannot run on device '" + caps.name +
                      "': " + why_not);
