@@ -124,6 +124,10 @@ void run_shapes(Bench& b, uint32_t T, uint32_t L, gpu::DType dtype) {
     b.time("attention", t + " L=1024 H=12", [&](vkr::Recorder& r) {
       gpu::attention(k, r, y, qkv, 3 * C, kc, vc, T, N_CTX, C, H);
     });
+  // What the model runs: kv_store and attention, one dispatch where the texel kernel runs.
+  b.time("attention_store", t + " pos=" + std::to_string(L - T) + " H=12", [&](vkr::Recorder& r) {
+    gpu::attention_store(k, r, y, kc, vc, qkv, T, L - T, C, H);
+  });
   b.time("matmul proj +res", t + " 768->768", [&](vkr::Recorder& r) {
     gpu::matmul(k, r, x, y, w_proj, &b1, &x, T, C, C, kn);
   });

@@ -12,7 +12,6 @@
 #include "model/gpu/attention.h"
 #include "model/gpu/common.h"
 #include "model/gpu/embedding.h"
-#include "model/gpu/kv_store.h"
 #include "model/gpu/layernorm.h"
 #include "model/gpu/matmul.h"
 #include "model/gpu/topk.h"
@@ -371,9 +370,8 @@ void GpuBackend::attention(uint32_t layer, uint32_t T, uint32_t pos) {
   const Config& c = m.config_;
   const vkr::BufferSpan& kc = m.state_.span(m.k_cache_[layer]);
   const vkr::BufferSpan& vc = m.state_.span(m.v_cache_[layer]);
-  gpu::kv_store(m.kernels_, m.rec_, kc, vc, buf(Buf::QKV), T, c.n_embd, pos);
-  gpu::attention(m.kernels_, m.rec_, buf(Buf::ATT), buf(Buf::QKV), 3 * c.n_embd, kc, vc, T,
-                 pos + T, c.n_embd, c.n_head, {c.causal, c.attention_scale});
+  gpu::attention_store(m.kernels_, m.rec_, buf(Buf::ATT), kc, vc, buf(Buf::QKV), T, pos, c.n_embd,
+                       c.n_head, {c.causal, c.attention_scale});
 }
 
 void GpuBackend::tap(uint32_t layer, uint32_t T) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/gpu/kv_store.h"
 #include "shaders/attention.h"
 #include "vk/check.h"
 
@@ -59,13 +60,23 @@ vkr::Groups groups(const vkr::DeviceCaps& caps, uint32_t blocks, uint32_t H) {
   return {gx, H, gz};
 }
 
+// One call's tensors and sizes, as gpu::attention takes them. store: attention_store's call, q
+// being the [T, 3C] QKV projection whose keys and values go to cache rows L - T .. L - 1.
+struct Call {
+  const vkr::BufferSpan &out, &q, &k_cache, &v_cache;
+  uint32_t q_stride, T, L, C, H;
+  bool store;
+  uint64_t row_bytes() const { return uint64_t{C} * sizeof(float); }
+  uint64_t q_floats() const {
+    return store ? uint64_t{T} * q_stride : uint64_t{T - 1} * q_stride + C;
+  }
+};
+
 // The portable kernel: one workgroup per (query, head), keys in chunks of shared-memory scores.
-void dispatch_portable(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
-                       const vkr::BufferSpan& q, uint32_t q_stride, const vkr::BufferSpan& k_cache,
-                       const vkr::BufferSpan& v_cache, uint32_t T, uint32_t L, uint32_t C,
-                       uint32_t H, const push::AttentionPush& push) {
+void dispatch_portable(vkr::Kernels& k, vkr::Recorder& rec, const Call& c,
+                       const push::AttentionPush& push) {
   const vkr::DeviceCaps& caps = k.device().caps();
-  const uint32_t D = C / H;
+  const uint32_t D = c.C / c.H;
   const uint32_t wg = default_workgroup(caps);
   // Shared memory holds CHUNK scores, WG reduction slots and the D-float query slice.
   const uint32_t budget = std::min(16384u, caps.max_shared_memory) / uint32_t{sizeof(float)};
@@ -77,63 +88,89 @@ void dispatch_portable(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpa
   if (chunk > wg) chunk -= chunk % wg;  // whole rounds of the score loop
   const uint32_t dpt = (D + wg - 1) / wg;
   const vkr::Pipeline& p = k.get("attention", {{wg, 1, 1}, {D, chunk, dpt}});
-  const uint64_t row_bytes = uint64_t{C} * sizeof(float);
   // Bind only what is read or written: the first L cache rows (same offset, so still aligned).
-  rec.dispatch(
-      p,
-      {out.sub(0, T * row_bytes), q.sub(0, (uint64_t{T - 1} * q_stride + C) * sizeof(float)),
-       k_cache.sub(0, L * row_bytes), v_cache.sub(0, L * row_bytes)},
-      push, groups(caps, T, H));
+  rec.dispatch(p,
+               {c.out.sub(0, c.T * c.row_bytes()), c.q.sub(0, c.q_floats() * sizeof(float)),
+                c.k_cache.sub(0, c.L * c.row_bytes()), c.v_cache.sub(0, c.L * c.row_bytes())},
+               push, groups(caps, c.T, c.H));
+}
+
+// The cache rows the texel kernels bind: all that both spans hold, up to what one texel view
+// (and, to store, one storage-buffer binding) may cover. The same rows at every step let the
+// Recorder keep one view per cache rather than make one per cache length.
+uint64_t texel_cache_rows(const vkr::DeviceCaps& caps, const Call& c) {
+  uint64_t bytes =
+      std::min({c.k_cache.size, c.v_cache.size, uint64_t{caps.max_texel_buffer_elements} * 16});
+  if (c.store) bytes = std::min(bytes, caps.max_storage_buffer_range);
+  return bytes / c.row_bytes();
 }
 
 // Why the texel kernel cannot run this call on this device; empty when it can.
-std::string texel_unsupported(const vkr::DeviceCaps& caps, const vkr::BufferSpan& q,
-                              uint32_t q_stride, const vkr::BufferSpan& k_cache,
-                              const vkr::BufferSpan& v_cache, uint32_t T, uint32_t L, uint32_t C,
-                              uint32_t H) {
-  const uint32_t D = C / H;
+std::string texel_unsupported(const vkr::DeviceCaps& caps, const Call& c) {
+  const uint32_t D = c.C / c.H;
   if (!caps.storage_texel_buffers) return "no rgba32f storage texel buffers";
   if (D % 4 != 0 || D > kAttentionTexelMaxD)
     return "head dim D=" + str(D) + " is not a multiple of 4 up to " + str(kAttentionTexelMaxD);
-  if (q_stride % 4 != 0) return "q_stride=" + str(q_stride) + " is not a multiple of 4";
+  if (c.q_stride % 4 != 0) return "q_stride=" + str(c.q_stride) + " is not a multiple of 4";
   const uint64_t align = std::max(binding_alignment(caps), caps.texel_buffer_alignment);
-  if (q.offset % align != 0 || k_cache.offset % align != 0 || v_cache.offset % align != 0)
+  if (c.q.offset % align != 0 || c.k_cache.offset % align != 0 || c.v_cache.offset % align != 0)
     return "q or a cache is not aligned to minTexelBufferOffsetAlignment " + str(align);
-  const uint64_t texels =
-      std::max(uint64_t{T - 1} * q_stride + C, uint64_t{L} * C) / 4;  // q's and a cache's
+  const uint64_t texels = std::max(c.q_floats(), uint64_t{c.L} * c.C) / 4;  // q's, L cache rows'
   if (texels > caps.max_texel_buffer_elements)
     return "q or the caches span " + str(texels) + " texels, over maxTexelBufferElements " +
            str(caps.max_texel_buffer_elements);
+  if (texel_cache_rows(caps, c) < c.L)
+    return "L=" + str(c.L) + " cache rows exceed maxStorageBufferRange";
   return {};
 }
 
 // The texel kernel. Prefill: each invocation owns kTexelQueries queries, all their keys. Fewer
 // than kTexelSplitBelow queries (decode): a workgroup per query, whose invocations take every
 // lanes-th key and merge in shared memory, so that a single query still fills the SIMD lanes.
-void dispatch_texel(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
-                    const vkr::BufferSpan& q, uint32_t q_stride, const vkr::BufferSpan& k_cache,
-                    const vkr::BufferSpan& v_cache, uint32_t T, uint32_t L, uint32_t C, uint32_t H,
+void dispatch_texel(vkr::Kernels& k, vkr::Recorder& rec, const Call& c,
                     const push::AttentionPush& push) {
   const vkr::DeviceCaps& caps = k.device().caps();
-  const uint32_t D = C / H;
+  const uint32_t D = c.C / c.H;
   // llvmpipe's SIMD width: one workgroup is one SIMD group.
   const uint32_t lanes =
       std::min({kTexelLanes, caps.max_workgroup_invocations, caps.max_workgroup_size[0]});
   const uint32_t budget = std::min(16384u, caps.max_shared_memory) / uint32_t{sizeof(float)};
-  uint32_t splits = 1, queries = T < kTexelSplitBelow ? 1 : kTexelQueries, merge = 1;
-  if (T < kTexelSplitBelow && lanes * (D + 1) <= budget) {
+  const bool split = c.T < kTexelSplitBelow;
+  uint32_t splits = 1, queries = split ? 1 : kTexelQueries, merge = 1;
+  if (split && lanes * (D + 1) <= budget) {
     splits = lanes;
     merge = lanes * (D + 1);  // each invocation's sum of weights and D partial outputs
   }
-  const vkr::Pipeline& p =
-      k.get("attention_texel", {{lanes, 1, 1}, {D, splits, queries, kTexelKeys, merge}});
+  const vkr::Pipeline& p = k.get(c.store ? "attention_texel_store" : "attention_texel",
+                                 {{lanes, 1, 1}, {D, splits, queries, kTexelKeys, merge}});
   const uint32_t per_group = lanes / splits * queries;
-  const uint64_t row_bytes = uint64_t{C} * sizeof(float);
-  rec.dispatch(
-      p,
-      {out.sub(0, T * row_bytes), q.sub(0, (uint64_t{T - 1} * q_stride + C) * sizeof(float)),
-       k_cache.sub(0, L * row_bytes), v_cache.sub(0, L * row_bytes)},
-      push, groups(caps, (T + per_group - 1) / per_group, H));
+  const vkr::Groups g = groups(caps, (c.T + per_group - 1) / per_group, c.H);
+  const uint64_t cache_bytes = texel_cache_rows(caps, c) * c.row_bytes();
+  const vkr::BufferSpan out = c.out.sub(0, c.T * c.row_bytes());
+  const vkr::BufferSpan q = c.q.sub(0, c.q_floats() * sizeof(float));
+  const vkr::BufferSpan kc = c.k_cache.sub(0, cache_bytes), vc = c.v_cache.sub(0, cache_bytes);
+  if (c.store)
+    rec.dispatch(p, {out, q, kc, vc, kc, vc}, push, g);  // texel reads, storage-buffer writes
+  else
+    rec.dispatch(p, {out, q, kc, vc}, push, g);
+}
+
+// The kernel a call runs: the one asked for, or for Auto the device's choice where it can run.
+AttentionKernel choose_kernel(const vkr::DeviceCaps& caps, const Call& c, AttentionKernel asked) {
+  if (asked == AttentionKernel::Portable) return asked;
+  const std::string why_not = texel_unsupported(caps, c);
+  if (asked == AttentionKernel::Texel && !why_not.empty())
+    throw vkr::Error("attention: the texel kernel cannot run on device '" + caps.name +
+                     "': " + why_not);
+  return why_not.empty() && (asked == AttentionKernel::Texel || attention_prefers_texel(caps))
+             ? AttentionKernel::Texel
+             : AttentionKernel::Portable;
+}
+
+push::AttentionPush make_push(const Call& c, const AttentionOptions& options) {
+  const float D = static_cast<float>(c.C / c.H);
+  const float scale = options.scale != 0 ? options.scale : 1.0f / std::sqrt(D);
+  return {c.T, c.L, c.C, c.q_stride, options.causal ? 1u : 0u, scale};
 }
 
 }  // namespace
@@ -147,25 +184,33 @@ void attention(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
                const vkr::BufferSpan& v_cache, uint32_t T, uint32_t L, uint32_t C, uint32_t H,
                const AttentionOptions& options) {
   check_shapes(out, q, q_stride, k_cache, v_cache, T, L, C, H, options.causal);
-  const vkr::DeviceCaps& caps = k.device().caps();
-  const uint32_t D = C / H;
-  const float scale = options.scale != 0 ? options.scale : 1.0f / std::sqrt(static_cast<float>(D));
-  const push::AttentionPush push{T, L, C, q_stride, options.causal ? 1u : 0u, scale};
-  AttentionKernel kernel = options.kernel;
-  const std::string why_not =
-      kernel == AttentionKernel::Portable
-          ? std::string("not asked for")
-          : texel_unsupported(caps, q, q_stride, k_cache, v_cache, T, L, C, H);
-  if (kernel == AttentionKernel::Auto)
-    kernel = why_not.empty() && attention_prefers_texel(caps) ? AttentionKernel::Texel
-                                                              : AttentionKernel::Portable;
-  if (kernel == AttentionKernel::Texel && !why_not.empty())
-    throw vkr::Error("attention: the texel kernel cannot run on device '" + caps.name +
-                     "': " + why_not);
-  if (kernel == AttentionKernel::Texel)
-    dispatch_texel(k, rec, out, q, q_stride, k_cache, v_cache, T, L, C, H, push);
+  const Call c{out, q, k_cache, v_cache, q_stride, T, L, C, H, false};
+  if (choose_kernel(k.device().caps(), c, options.kernel) == AttentionKernel::Texel)
+    dispatch_texel(k, rec, c, make_push(c, options));
   else
-    dispatch_portable(k, rec, out, q, q_stride, k_cache, v_cache, T, L, C, H, push);
+    dispatch_portable(k, rec, c, make_push(c, options));
+}
+
+void attention_store(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
+                     const vkr::BufferSpan& k_cache, const vkr::BufferSpan& v_cache,
+                     const vkr::BufferSpan& qkv, uint32_t T, uint32_t pos, uint32_t C, uint32_t H,
+                     const AttentionOptions& options) {
+  if (C == 0) throw vkr::Error("attention_store: C must be positive");
+  const uint64_t n_ctx = std::min(k_cache.size, v_cache.size) / (uint64_t{C} * sizeof(float));
+  const uint64_t end = uint64_t{pos} + T;
+  if (end > n_ctx)
+    throw vkr::Error("attention_store: rows " + str(pos) + ".." + str(end - 1) +
+                     " do not fit the cache of n_ctx = " + str(n_ctx) + " rows of C = " + str(C));
+  const uint32_t L = pos + T;
+  require_elements("attention_store", "qkv", qkv, uint64_t{T} * 3 * C);
+  check_shapes(out, qkv, 3 * C, k_cache, v_cache, T, L, C, H, options.causal);
+  const Call c{out, qkv, k_cache, v_cache, 3 * C, T, L, C, H, true};
+  if (choose_kernel(k.device().caps(), c, options.kernel) == AttentionKernel::Texel) {
+    dispatch_texel(k, rec, c, make_push(c, options));
+    return;
+  }
+  kv_store(k, rec, k_cache, v_cache, qkv, T, C, pos);
+  attention(k, rec, out, qkv, 3 * C, k_cache, v_cache, T, L, C, H, options);
 }
 
 }  // namespace gpu

@@ -1,5 +1,5 @@
 // Host wrapper of shaders/attention.comp (storage buffers, any device) and
-// shaders/attention_texel.comp (storage texel buffers, for CPU devices).
+// shaders/attention_texel{,_store}.comp (storage texel buffers, for CPU devices).
 #pragma once
 #include "model/gpu/common.h"
 
@@ -11,8 +11,9 @@ enum class AttentionKernel : uint32_t {
   // attention.comp: one workgroup per (query, head) reading storage buffers, keys spread over
   // its invocations. Any head dim, any device.
   Portable,
-  // attention_texel.comp: an invocation owns whole queries of one head and reads q and the
-  // caches through rgba32f storage texel buffers. Needs rgba32f storage texel buffers, D % 4 == 0,
+  // attention_texel.comp (attention_texel_store.comp with kv_store fused in): an invocation
+  // owns whole queries of one head and reads q and the caches through rgba32f storage texel
+  // buffers. Needs rgba32f storage texel buffers, D % 4 == 0,
   // D <= kAttentionTexelMaxD, q_stride % 4 == 0, q and the caches aligned to
   // minTexelBufferOffsetAlignment and within maxTexelBufferElements; throws otherwise.
   Texel,
@@ -42,5 +43,16 @@ void attention(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
                const vkr::BufferSpan& q, uint32_t q_stride, const vkr::BufferSpan& k_cache,
                const vkr::BufferSpan& v_cache, uint32_t T, uint32_t L, uint32_t C, uint32_t H,
                const AttentionOptions& options = {});
+
+// gpu::kv_store then gpu::attention of the same T new tokens: their keys and values (columns
+// [C, 2C) and [2C, 3C) of the fused QKV projection) go to cache rows pos .. pos+T-1, then their
+// queries (columns [0, C)) attend all pos + T cached keys. With the texel kernel this is one
+// dispatch, which reads the new keys and values from qkv while it copies them to the caches;
+// otherwise the two ops' dispatches. pos + T > n_ctx, the rows the caches hold, throws.
+//   qkv [T, 3C] -> out [T, C]; k_cache, v_cache [n_ctx, C], rows pos .. pos+T-1 written
+void attention_store(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
+                     const vkr::BufferSpan& k_cache, const vkr::BufferSpan& v_cache,
+                     const vkr::BufferSpan& qkv, uint32_t T, uint32_t pos, uint32_t C, uint32_t H,
+                     const AttentionOptions& options = {});
 
 }  // namespace gpu

@@ -1,0 +1,188 @@
+// The texel attention kernels' body: shaders/attention.comp's attention for CPU devices
+// (llvmpipe), reading q and the keys and values through storage texel buffers. llvmpipe runs an
+// invocation as one SIMD lane; a storage-buffer load whose address differs per lane becomes a
+// scalar loop over the lanes, an imageLoad one vector gather. So an invocation owns whole queries
+// and does all their arithmetic in registers, with no shared memory or barrier in the loop: QPL
+// queries of one head, against every SPLITS-th of their visible keys. Prefill gives each
+// invocation its own queries (SPLITS = 1); decode, one query, splits its keys over the workgroup
+// and merges the parts once at the end.
+//
+// ATTENTION_STORE 0 (attention_texel.comp): every key and value comes from the caches.
+// ATTENTION_STORE 1 (attention_texel_store.comp): kv_store fused in. q is the fused QKV
+// projection of the T new tokens, at positions pos = L - T ..; their keys and values are read
+// from it, and copied to cache rows pos .., while the older keys come from the caches. The copy
+// never races the reads: no invocation reads cache rows pos .. in this dispatch.
+//
+// Keys go in blocks of KB with an online softmax: the block's scores, their maximum m, the
+// running sums rescaled by exp(m_old - m_new) once per block. A masked key is read only when a
+// later query of the same invocation sees it (rows past the last visible one are never read),
+// and then it adds nothing: its weight is selected away, not multiplied by zero, so even a NaN
+// there stays out.
+#include "attention.h"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 3) const uint D = 64;       // head dim, a multiple of 4
+layout(constant_id = 4) const uint SPLITS = 1;   // invocations sharing one query's keys
+layout(constant_id = 5) const uint QPL = 1;      // queries per invocation (SPLITS = 1 only)
+layout(constant_id = 6) const uint KB = 8;       // keys per online-softmax block
+layout(constant_id = 7) const uint MERGE = 1;    // shared floats for the merge: WG * (D + 1)
+
+layout(binding = 0) writeonly buffer Out { float out_[]; };          // [T, C]
+layout(binding = 1, rgba32f) uniform readonly imageBuffer q;         // [T, q_stride / 4]
+layout(binding = 2, rgba32f) uniform readonly imageBuffer k_cache;   // [>= L, C / 4]
+layout(binding = 3, rgba32f) uniform readonly imageBuffer v_cache;   // [>= L, C / 4]
+#if ATTENTION_STORE
+// The same caches, for the new rows: q's columns [C, 2C) and [2C, 3C) go to rows pos .. pos+T-1.
+layout(binding = 4) writeonly buffer KStore { vec4 k_store[]; };   // [>= L, C / 4]
+layout(binding = 5) writeonly buffer VStore { vec4 v_store[]; };   // [>= L, C / 4]
+#endif
+layout(push_constant) uniform Push { AttentionPush p; };
+
+const uint WG = gl_WorkGroupSize.x;
+const uint DT = D / 4;  // texels of one head's row
+const float LOWEST = -3.402823466e38;  // a finite -inf: exp(LOWEST - m) is 0, never NaN
+
+shared float merge[MERGE];  // SPLITS > 1: each invocation's max, then its sum and outputs
+
+// This invocation's state, global so that the functions below work on it in place.
+uint head;                // first texel of the head in a row
+uint cached;              // keys below this come from the caches, the others from q
+uint n[QPL];              // visible keys of each query; 0 for queries past T
+uint lim[QPL], lim_max;   // the keys of the current segment: below lim[r] for query r
+vec4 qv[QPL][DT];         // the queries, times the scale
+float m[QPL], l[QPL];     // running max of the scores, sum of exp(score - m)
+vec4 acc[QPL][DT];        // sum of exp(score - m) v
+
+// Keys j0 + b * SPLITS, b < KB, into every query's running sums, from the caches or (from_q)
+// from q's rows of the new tokens. masked: some of them may be at or past some lim[r]
+// (at most lim_max - 1 is read; weights past lim[r] are 0).
+void keys(uint j0, bool masked, bool from_q) {
+  const uint row_texels = p.C / 4;
+  uint k_at[KB], v_at[KB];  // texel index of the key's and the value's head slice
+  float s[QPL][KB];
+  for (uint b = 0; b < KB; b++) {
+    const uint j = masked ? min(j0 + b * SPLITS, lim_max - 1) : j0 + b * SPLITS;
+    if (from_q) {
+      k_at[b] = (j - cached) * (p.q_stride / 4) + row_texels + head;
+      v_at[b] = k_at[b] + row_texels;
+    } else {
+      k_at[b] = v_at[b] = j * row_texels + head;
+    }
+    for (uint r = 0; r < QPL; r++) s[r][b] = 0.0;
+    for (uint i = 0; i < DT; i++) {
+      vec4 kv;
+      if (from_q)
+        kv = imageLoad(q, int(k_at[b] + i));
+      else
+        kv = imageLoad(k_cache, int(k_at[b] + i));
+      for (uint r = 0; r < QPL; r++) s[r][b] += dot(qv[r][i], kv);
+    }
+  }
+  float alpha[QPL];
+  for (uint r = 0; r < QPL; r++) {
+    float m_new = m[r];
+    for (uint b = 0; b < KB; b++)
+      if (!masked || j0 + b * SPLITS < lim[r]) m_new = max(m_new, s[r][b]);
+    alpha[r] = exp(m[r] - m_new);
+    m[r] = m_new;
+    l[r] *= alpha[r];
+    for (uint b = 0; b < KB; b++) {
+      s[r][b] = !masked || j0 + b * SPLITS < lim[r] ? exp(s[r][b] - m_new) : 0.0;
+      l[r] += s[r][b];
+    }
+  }
+  for (uint i = 0; i < DT; i++) {
+    vec4 vv[KB];
+    for (uint b = 0; b < KB; b++) {
+      if (from_q)
+        vv[b] = imageLoad(q, int(v_at[b] + i));
+      else
+        vv[b] = imageLoad(v_cache, int(v_at[b] + i));
+    }
+    for (uint r = 0; r < QPL; r++) {
+      vec4 a = acc[r][i] * alpha[r];
+      for (uint b = 0; b < KB; b++)
+        if (!masked || j0 + b * SPLITS < lim[r]) a += s[r][b] * vv[b];
+      acc[r][i] = a;
+    }
+  }
+}
+
+// This invocation's keys first, first + SPLITS, ... below end: the segment of keys from one
+// source, first being the segment's first key in this invocation's share.
+void segment(uint first, uint end, bool from_q) {
+  lim_max = 0;
+  uint lim_min = end;
+  for (uint r = 0; r < QPL; r++) {
+    lim[r] = min(n[r], end);
+    lim_max = max(lim_max, lim[r]);
+    lim_min = min(lim_min, lim[r]);
+  }
+  uint j0 = first;
+  for (; j0 + (KB - 1) * SPLITS < lim_min; j0 += KB * SPLITS) keys(j0, false, from_q);
+  for (; j0 < lim_max; j0 += KB * SPLITS) keys(j0, true, from_q);
+}
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x;
+  const uint split = tid % SPLITS;
+  const uint block = gl_WorkGroupID.x + gl_WorkGroupID.z * gl_NumWorkGroups.x;
+  const uint t0 = (block * (WG / SPLITS) + tid / SPLITS) * QPL;  // this invocation's 1st query
+  head = gl_WorkGroupID.y * DT;
+  cached = ATTENTION_STORE != 0 ? p.L - p.T : p.L;
+
+  for (uint r = 0; r < QPL; r++) {
+    const uint t = t0 + r;
+    n[r] = t >= p.T ? 0 : p.causal != 0 ? p.L - p.T + t + 1 : p.L;
+    const uint src = min(t, p.T - 1) * (p.q_stride / 4) + head;
+    for (uint i = 0; i < DT; i++) qv[r][i] = imageLoad(q, int(src + i)) * p.scale;
+    m[r] = LOWEST;
+    l[r] = 0.0;
+    for (uint i = 0; i < DT; i++) acc[r][i] = vec4(0.0);
+#if ATTENTION_STORE
+    // The query's own key and value, split over the invocations that share it.
+    if (t < p.T) {
+      const uint dst = (cached + t) * (p.C / 4) + head, c4 = p.C / 4;
+      for (uint i = split; i < DT; i += SPLITS) {
+        k_store[dst + i] = imageLoad(q, int(src + c4 + i));
+        v_store[dst + i] = imageLoad(q, int(src + 2 * c4 + i));
+      }
+    }
+#endif
+  }
+
+  segment(split, cached, false);
+  if (ATTENTION_STORE != 0) segment(cached + (split + SPLITS - cached % SPLITS) % SPLITS, p.L, true);
+
+  if (SPLITS == 1) {
+    for (uint r = 0; r < QPL; r++) {
+      if (n[r] == 0) continue;
+      const uint dst = (t0 + r) * p.C + head * 4;
+      for (uint i = 0; i < DT; i++)
+        for (uint c = 0; c < 4; c++) out_[dst + i * 4 + c] = acc[r][i][c] / l[r];
+    }
+    return;
+  }
+
+  // Merge the SPLITS parts of each query: the common maximum, then sums rescaled to it.
+  const uint first = tid - split;  // the query's first invocation
+  merge[tid] = m[0];
+  barrier();
+  float mq = LOWEST;
+  for (uint s = 0; s < SPLITS; s++) mq = max(mq, merge[first + s]);
+  const float alpha = exp(m[0] - mq);
+  barrier();  // every maximum is read before the slots are reused
+  merge[tid] = l[0] * alpha;
+  for (uint i = 0; i < DT; i++)
+    for (uint c = 0; c < 4; c++) merge[WG + tid * D + i * 4 + c] = acc[0][i][c] * alpha;
+  barrier();
+  if (n[0] == 0) return;
+  float total = 0.0;
+  for (uint s = 0; s < SPLITS; s++) total += merge[first + s];
+  const uint dst = t0 * p.C + head * 4;
+  for (uint d = split; d < D; d += SPLITS) {
+    float sum = 0.0;
+    for (uint s = 0; s < SPLITS; s++) sum += merge[WG + (first + s) * D + d];
+    out_[dst + d] = sum / total;
+  }
+}
