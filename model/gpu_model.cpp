@@ -171,10 +171,11 @@ void GpuModel::upload_weights(const Checkpoint& ckpt, bool progress) {
       host.assign(dst.size, 0);
       out = host.data();
     }
-    if (dtypes[i] == gpu::DType::F16)
-      to_f16(src, reinterpret_cast<uint16_t*>(out), 0, n);
-    else
-      to_f32(src, reinterpret_cast<float*>(out), 0, n);
+    const bool f16 = dtypes[i] == gpu::DType::F16;
+    const uint64_t bad = f16 ? to_f16(src, reinterpret_cast<uint16_t*>(out), 0, n)
+                             : to_f32(src, reinterpret_cast<float*>(out), 0, n);
+    warn_nonfinite(ckpt, expected[i].name, bad, n,
+                   f16 && src.dtype != TensorDType::F16 ? "f16" : nullptr);
     if (!dst.mapped) vkr::upload(device_, dst, host.data(), dst.size);
     bar.advance(dst.size);
     tensors_[expected[i].name] = gpu::Weight{dst, dtypes[i]};
