@@ -92,11 +92,12 @@ class GpuModel final : public Model {
       : config_(ckpt.config()),
         device_(device),
         precision_(o.precision),
+        split_layers_(o.split_layers),
         kernels_(device),
-        rec_(device, o.timestamps),
         weights_(device, "weights"),
         state_(device, "activations"),
-        io_(device, "io") {
+        io_(device, "io"),
+        rec_(device, o.timestamps) {
     upload_weights(ckpt, o.progress);
     plan_state();
   }
@@ -121,8 +122,8 @@ class GpuModel final : public Model {
   Config config_;
   const vkr::Device& device_;
   Precision precision_;
+  uint32_t split_layers_;  // blocks per submission; 0 = the whole pass in one
   vkr::Kernels kernels_;
-  vkr::Recorder rec_;
   vkr::RecorderStats stats_;
 
   Packer weights_;
@@ -140,6 +141,8 @@ class GpuModel final : public Model {
   uint32_t logit_rows_ = 0;
   std::unique_ptr<vkr::Arena> taps_arena_;
   std::vector<vkr::BufferSpan> tap_spans_;  // [layer][n_ctx, C]
+  // Last: destroyed first, so a pending submission settles before the memory it uses is freed.
+  vkr::Recorder rec_;
 };
 
 void GpuModel::upload_weights(const Checkpoint& ckpt, bool progress) {
@@ -309,9 +312,13 @@ void GpuBackend::attention(uint32_t layer, uint32_t T, uint32_t pos) {
 }
 
 void GpuBackend::tap(uint32_t layer, uint32_t T) {
-  if (!m.taps_on_ || !m.taps_arena_) return;
-  gpu::activation(m.kernels_, m.rec_, m.tap_spans_[layer], buf(Buf::X), T * m.config_.n_embd,
-                  gpu::Activation::None);
+  if (m.taps_on_ && m.taps_arena_)
+    gpu::activation(m.kernels_, m.rec_, m.tap_spans_[layer], buf(Buf::X), T * m.config_.n_embd,
+                    gpu::Activation::None);
+  // The end of a block: with split_layers, the end of a submission too (not after the last
+  // block, whose submission runs the head).
+  const uint32_t n = m.split_layers_;
+  if (n && (layer + 1) % n == 0 && layer + 1 < m.config_.n_layer) m.rec_.flush();
 }
 
 }  // namespace
