@@ -206,6 +206,8 @@ TEST_CASE("device faults: a lost device is an error, and every later use of it t
                                          {{"GPT2VK_LOSE_DEVICE_AT_WAIT", "1"}});
   check_error(r, lost);
   CHECK(test::no_validation_messages(r));
+  // The text streamed before the failure (none where uploads wait first) ends its line.
+  CHECK((r.out.empty() || r.out.ends_with("\n")));
 }
 
 TEST_CASE("--split-layers: the same logits from one submission per N blocks") {
