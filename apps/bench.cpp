@@ -301,7 +301,7 @@ void print_profile(FILE* out, const std::string& title, const Profile& p, const 
 // Where the time of a prefill pass and of a decoded token goes, on a model instance of its own
 // with timestamps on, warmed up first like the timed runs.
 void profile(const model::Checkpoint& ckpt, const vkr::Device& device, model::Precision precision,
-             uint32_t prompt, uint32_t gen, FILE* out) {
+             uint32_t split_layers, uint32_t prompt, uint32_t gen, FILE* out) {
   if (!device.caps().timestamps)
     std::fprintf(out, "\n'%s' has no compute timestamps: the op times are missing\n",
                  device.caps().name.c_str());
@@ -309,6 +309,7 @@ void profile(const model::Checkpoint& ckpt, const vkr::Device& device, model::Pr
   o.precision = precision;
   o.progress = false;
   o.timestamps = true;
+  o.split_layers = split_layers;
   std::unique_ptr<model::Model> m = model::make_gpu_model(ckpt, device, o);
   const int32_t first = first_token(m->config());
   time_decode(*m, first, 1);
@@ -370,8 +371,8 @@ int bench(const BenchArgs& args) {
     if (!gen) gen = t.n_gen;
   }
   // With --json, stdout holds only the JSON.
-  profile(*s.checkpoint, *s.device, model::parse_precision(args.model.precision), prompt, gen,
-          args.json ? stderr : stdout);
+  profile(*s.checkpoint, *s.device, model::parse_precision(args.model.precision),
+          args.model.split_layers, prompt, gen, args.json ? stderr : stdout);
   return 0;
 }
 

@@ -30,7 +30,15 @@ int generate(const GenerateArgs& args) {
     std::fflush(stdout);
   };
   auto note = [](const std::string& line) { std::fprintf(stderr, "\ngpt2vk: %s\n", line.c_str()); };
-  const model::GenerateResult r = model::generate(*s.model, prompt, o, print, note);
+  model::GenerateResult r;
+  try {
+    r = model::generate(*s.model, prompt, o, print, note);
+  } catch (...) {
+    // A failure mid-stream (a lost device, ...): end the text's line, then main reports it.
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+    throw;
+  }
   const std::string rest = stream.finish();
   std::fwrite(rest.data(), 1, rest.size(), stdout);
   std::fputc('\n', stdout);

@@ -18,9 +18,10 @@ struct ModelArgs {
   std::string device;             // index, name, or "cpu"; "" = the first GPU
   std::string precision = "f16";  // weight storage: f16 | f32
   bool validation = false;
+  uint32_t split_layers = 0;  // blocks per submission; 0 = one submission per forward pass
 };
 
-// Adds --model, and unless `model_only`, --device, --precision and --validation.
+// Adds --model, and unless `model_only`, --device, --precision, --split-layers, --validation.
 void add_model_options(CLI::App& cmd, ModelArgs& args, bool model_only = false);
 
 // The folder --model names, or the shipped demo model (with a clear error if it is missing).
@@ -39,6 +40,9 @@ Session open_checkpoint(const ModelArgs& args);
 // ... and the model: on the GPU --device names, or the CPU reference for --device cpu.
 Session open_session(const ModelArgs& args);
 // A GPU model on `device_select` (never the CPU) for an open checkpoint: compare's GPU side.
+// The device takes vkr::DeviceOptions::from_env() (GPT2VK_FENCE_TIMEOUT, ...).
 void open_gpu(Session& s, const ModelArgs& args);
+// The model's load warnings (NaN or infinite weights) on stderr.
+void print_warnings(const model::Model& m);
 
 }  // namespace app

@@ -1,5 +1,6 @@
 // The CPU reference forward pass: model/graph.h over the cpu:: ops, in double accumulation.
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "model/checkpoint.h"
@@ -37,9 +38,15 @@ class CpuModel final : public Model {
     const Config& c = config_;
     // Matrices rounded to fp16 as the GPU stores them; vectors (LayerNorm, biases) stay fp32.
     for (const ExpectedTensor& e : expected_tensors(c)) {
-      std::vector<float> v = to_f32(ckpt.tensor(e.name));
-      if (precision == Precision::F16 && e.shape.size() == 2)
+      const TensorView& t = ckpt.tensor(e.name);
+      std::vector<float> v = to_f32(t);
+      const bool f16 = precision == Precision::F16 && e.shape.size() == 2;
+      if (f16)
         for (float& x : v) x = cpu::round_to_half(x);
+      uint64_t bad = 0;
+      for (float x : v) bad += !std::isfinite(x);
+      warn_nonfinite(ckpt, e.name, bad, v.size(),
+                     f16 && t.dtype != TensorDType::F16 ? "f16" : nullptr);
       tensors_[e.name] = std::move(v);
     }
     weights_ = map_weights<const float*>(c, [&](const std::string& name) -> const float* {

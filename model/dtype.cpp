@@ -97,44 +97,85 @@ uint16_t load16(const std::byte* p) {
   return v;
 }
 
-}  // namespace
-
-void to_f32(const TensorView& t, float* dst, uint64_t first, uint64_t count) {
-  check_range(t, first, count);
-  if (count == 0) return;  // an empty tensor's bytes may be null, which memcpy must not get
-  const std::byte* src = t.bytes.data() + first * dtype_size(t.dtype);
-  switch (t.dtype) {
-    case TensorDType::F32:
-      std::memcpy(dst, src, count * 4);
-      return;
-    case TensorDType::F16:
-      for (uint64_t i = 0; i < count; ++i) dst[i] = f16_to_f32(load16(src + 2 * i));
-      return;
-    case TensorDType::BF16:
-      for (uint64_t i = 0; i < count; ++i) dst[i] = bf16_to_f32(load16(src + 2 * i));
-      return;
+// Copies `count` values of `Bits` from src to dst and counts those with all `mask` bits set (an
+// all-ones exponent: NaN or infinity). Chunks pass through a buffer that stays in L1, so the
+// count is a vectorised loop that adds no pass over memory, and dst (maybe uncached mapped
+// device memory) is only written.
+template <class Bits>
+uint64_t copy_counting(void* dst, const std::byte* src, uint64_t count, Bits mask) {
+  constexpr uint64_t kChunk = 4096;
+  Bits local[kChunk] = {};
+  uint64_t bad = 0;
+  for (uint64_t i = 0; i < count; i += kChunk) {
+    const uint64_t n = std::min(kChunk, count - i);
+    std::memcpy(local, src + i * sizeof(Bits), n * sizeof(Bits));
+    if (n < kChunk) std::memset(local + n, 0, (kChunk - n) * sizeof(Bits));
+    // A fixed trip count: what -O2's cheap vectoriser takes.
+    Bits chunk_bad = 0;  // at most kChunk, which fits
+    for (uint64_t k = 0; k < kChunk; ++k)
+      chunk_bad = static_cast<Bits>(chunk_bad + ((local[k] & mask) == mask));
+    bad += chunk_bad;
+    std::memcpy(static_cast<std::byte*>(dst) + i * sizeof(Bits), local, n * sizeof(Bits));
   }
+  return bad;
 }
 
-void to_f16(const TensorView& t, uint16_t* dst, uint64_t first, uint64_t count) {
+}  // namespace
+
+// The conversions count NaN and infinity (an all-ones exponent) among the values they write, in
+// the same loop, so that a checkpoint's bad weights are found without another pass over it.
+uint64_t to_f32(const TensorView& t, float* dst, uint64_t first, uint64_t count) {
   check_range(t, first, count);
-  if (count == 0) return;  // an empty tensor's bytes may be null, which memcpy must not get
+  if (count == 0) return 0;  // an empty tensor's bytes may be null, which memcpy must not get
   const std::byte* src = t.bytes.data() + first * dtype_size(t.dtype);
+  uint64_t bad = 0;
+  switch (t.dtype) {
+    case TensorDType::F32:
+      return copy_counting<uint32_t>(dst, src, count, 0x7f800000u);
+    case TensorDType::F16:
+      for (uint64_t i = 0; i < count; ++i) {
+        const uint16_t h = load16(src + 2 * i);
+        bad += (h & 0x7c00u) == 0x7c00u;
+        dst[i] = f16_to_f32(h);
+      }
+      return bad;
+    case TensorDType::BF16:
+      for (uint64_t i = 0; i < count; ++i) {
+        const uint16_t h = load16(src + 2 * i);
+        bad += (h & 0x7f80u) == 0x7f80u;
+        dst[i] = bf16_to_f32(h);
+      }
+      return bad;
+  }
+  return bad;
+}
+
+uint64_t to_f16(const TensorView& t, uint16_t* dst, uint64_t first, uint64_t count) {
+  check_range(t, first, count);
+  if (count == 0) return 0;  // an empty tensor's bytes may be null, which memcpy must not get
+  const std::byte* src = t.bytes.data() + first * dtype_size(t.dtype);
+  uint64_t bad = 0;
   switch (t.dtype) {
     case TensorDType::F16:
-      std::memcpy(dst, src, count * 2);
-      return;
+      return copy_counting<uint16_t>(dst, src, count, 0x7c00u);
     case TensorDType::F32:
       for (uint64_t i = 0; i < count; ++i) {
         float v;
         std::memcpy(&v, src + 4 * i, 4);
-        dst[i] = f32_to_f16(v);
+        const uint16_t h = f32_to_f16(v);  // never read back dst: it may be uncached memory
+        bad += (h & 0x7c00u) == 0x7c00u;     // also values past fp16's range, now infinite
+        dst[i] = h;
       }
-      return;
+      return bad;
     case TensorDType::BF16:  // bf16 -> fp32 is exact, so this rounds once
-      for (uint64_t i = 0; i < count; ++i) dst[i] = f32_to_f16(bf16_to_f32(load16(src + 2 * i)));
-      return;
+      for (uint64_t i = 0; i < count; ++i) {
+        const uint16_t h = f32_to_f16(bf16_to_f32(load16(src + 2 * i)));
+        bad += (h & 0x7c00u) == 0x7c00u;
+        dst[i] = h;
+      }
+      return bad;
   }
+  return bad;
 }
 
 std::vector<float> to_f32(const TensorView& t) {

@@ -50,6 +50,9 @@ GenerateResult generate(Model& model, std::span<const int32_t> prompt, const Gen
     if (!c.causal) {
       // No cache for a bidirectional model: the (cropped) sequence again, every step.
       const size_t keep = std::min<size_t>(seq.size(), c.n_ctx);
+      if (seq.size() == size_t(c.n_ctx) + 1 && on_note)
+        on_note("context full (" + std::to_string(c.n_ctx) +
+                " tokens): each step now reads only the last " + std::to_string(keep) + " tokens");
       model.reset();
       cand = model.next(std::span(seq).last(keep), k);
     } else if (model.length() == c.n_ctx) {

@@ -34,7 +34,8 @@ void check_prompt(const Config& config, size_t tokens);
 // A prompt longer than n_ctx is refused. When the sequence fills n_ctx, the window slides:
 // the last n_ctx / 2 tokens are run again from position 0 and generation goes on, as
 // GPT-2's own sampling scripts crop their input. A bidirectional model re-reads its whole
-// (cropped) sequence every step: its earlier outputs depend on later tokens, so no cache applies.
+// (cropped) sequence every step: its earlier outputs depend on later tokens, so no cache applies;
+// a note says when the crop begins. So max_new may pass n_ctx for every model.
 GenerateResult generate(Model& model, std::span<const int32_t> prompt, const GenerateOptions& o,
                         const std::function<void(int32_t)>& on_token,
                         const std::function<void(const std::string&)>& on_note = {});

@@ -93,11 +93,12 @@ class GpuModel final : public Model {
       : config_(ckpt.config()),
         device_(device),
         precision_(o.precision),
+        split_layers_(o.split_layers),
         kernels_(device),
-        rec_(device, o.timestamps),
         weights_(device, "weights"),
         state_(device, "activations"),
-        io_(device, "io") {
+        io_(device, "io"),
+        rec_(device, o.timestamps) {
     upload_weights(ckpt, o.progress);
     plan_state();
   }
@@ -125,8 +126,8 @@ class GpuModel final : public Model {
   Config config_;
   const vkr::Device& device_;
   Precision precision_;
+  uint32_t split_layers_;  // blocks per submission; 0 = the whole pass in one
   vkr::Kernels kernels_;
-  vkr::Recorder rec_;
   vkr::RecorderStats stats_;
 
   Packer weights_;
@@ -147,6 +148,8 @@ class GpuModel final : public Model {
   uint32_t logit_rows_ = 0;
   std::unique_ptr<vkr::Arena> taps_arena_;
   std::vector<vkr::BufferSpan> tap_spans_;  // [layer][n_ctx, C]
+  // Last: destroyed first, so a pending submission settles before the memory it uses is freed.
+  vkr::Recorder rec_;
 };
 
 // A matrix's K (inputs) and N (outputs), given the layout the checkpoint stores it in.
@@ -221,10 +224,10 @@ void GpuModel::upload_weights(const Checkpoint& ckpt, bool progress) {
       plain.resize(n * gpu::dtype_bytes(plans[i].dtype));
       converted = plain.data();
     }
-    if (plans[i].dtype == gpu::DType::F16)
-      to_f16(src, reinterpret_cast<uint16_t*>(converted), 0, n);
-    else
-      to_f32(src, reinterpret_cast<float*>(converted), 0, n);
+    const bool f16 = plans[i].dtype == gpu::DType::F16;
+    const uint64_t bad = f16 ? to_f16(src, reinterpret_cast<uint16_t*>(converted), 0, n)
+                             : to_f32(src, reinterpret_cast<float*>(converted), 0, n);
+    warn_nonfinite(ckpt, e.name, bad, n, f16 && src.dtype != TensorDType::F16 ? "f16" : nullptr);
     if (interleaved)
       gpu::interleave(out, converted, plans[i].from, plans[i].dtype, matrix_k(e, plans[i].from),
                       matrix_n(e, plans[i].from));
@@ -375,9 +378,13 @@ void GpuBackend::attention(uint32_t layer, uint32_t T, uint32_t pos) {
 }
 
 void GpuBackend::tap(uint32_t layer, uint32_t T) {
-  if (!m.taps_on_ || !m.taps_arena_) return;
-  gpu::activation(m.kernels_, m.rec_, m.tap_spans_[layer], buf(Buf::X), T * m.config_.n_embd,
-                  gpu::Activation::None);
+  if (m.taps_on_ && m.taps_arena_)
+    gpu::activation(m.kernels_, m.rec_, m.tap_spans_[layer], buf(Buf::X), T * m.config_.n_embd,
+                    gpu::Activation::None);
+  // The end of a block: with split_layers, the end of a submission too (not after the last
+  // block, whose submission runs the head).
+  const uint32_t n = m.split_layers_;
+  if (n && (layer + 1) % n == 0 && layer + 1 < m.config_.n_layer) m.rec_.flush();
 }
 
 }  // namespace

@@ -15,6 +15,9 @@ struct GpuModelOptions {
   Precision precision = Precision::F16;
   bool progress = true;          // a progress bar on stderr while weights upload
   bool timestamps = false;       // per-dispatch GPU times (Recorder::timings)
+  // A forward pass is one submission; with N > 0 it is one per N blocks (the last also runs the
+  // head), for drivers whose watchdog ends long submissions. Same logits either way.
+  uint32_t split_layers = 0;
 };
 
 // `device` must outlive the model.

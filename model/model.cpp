@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "model/checkpoint.h"
+
 namespace model {
 
 const char* precision_name(Precision p) { return p == Precision::F16 ? "f16" : "f32"; }
@@ -10,6 +12,14 @@ Precision parse_precision(const std::string& name) {
   if (name == "f16") return Precision::F16;
   if (name == "f32") return Precision::F32;
   throw std::runtime_error("unknown precision '" + name + "' (expected f16 or f32)");
+}
+
+void Model::warn_nonfinite(const Checkpoint& ckpt, const std::string& tensor, uint64_t bad,
+                           uint64_t total, const char* as) {
+  if (bad == 0) return;
+  warnings_.push_back((ckpt.dir() / "model.safetensors").string() + ": " + tensor + ": " +
+                      std::to_string(bad) + " of " + std::to_string(total) +
+                      " values are NaN or infinite" + (as ? std::string(" as ") + as : ""));
 }
 
 void Model::check(std::span<const int32_t> ids) const {

@@ -46,6 +46,11 @@ class Model {
   void set_taps(bool on) { taps_on_ = on; }
   const std::vector<std::vector<float>>& taps() const { return taps_; }
 
+  // What loading the weights found worth telling: one line per tensor holding NaN or infinite
+  // values ("<file>: <tensor>: 3 of 3072 values are NaN or infinite"). Not errors: the model
+  // still runs, though its logits will likely be NaN where such a weight takes part.
+  const std::vector<std::string>& warnings() const { return warnings_; }
+
   static constexpr uint32_t kMaxCandidates = 256;
 
  protected:
@@ -54,6 +59,11 @@ class Model {
                    std::vector<int32_t>& top_ids) = 0;
   bool taps_on_ = false;
   std::vector<std::vector<float>> taps_;
+  std::vector<std::string> warnings_;
+  // Adds the warning for `bad` NaN or infinite values of `total` in `tensor` (none if bad == 0);
+  // `as` names the precision they were converted to, when that is not the file's own.
+  void warn_nonfinite(const Checkpoint& ckpt, const std::string& tensor, uint64_t bad,
+                      uint64_t total, const char* as);
 
  private:
   void check(std::span<const int32_t> ids) const;

@@ -29,9 +29,10 @@ struct TensorView {
 };
 
 // Converts any dtype to fp32 / to fp16 bits (round to nearest even), for `count` elements
-// starting at element `first` of t.
-void to_f32(const TensorView& t, float* dst, uint64_t first, uint64_t count);
-void to_f16(const TensorView& t, uint16_t* dst, uint64_t first, uint64_t count);
+// starting at element `first` of t. Returns how many converted values are NaN or infinite
+// (counted in the same pass, so a checkpoint's bad weights cost nothing to find).
+uint64_t to_f32(const TensorView& t, float* dst, uint64_t first, uint64_t count);
+uint64_t to_f16(const TensorView& t, uint16_t* dst, uint64_t first, uint64_t count);
 std::vector<float> to_f32(const TensorView& t);
 
 // One value at a time: IEEE binary16 and bfloat16 bits <-> fp32. Narrowing rounds to nearest

@@ -10,7 +10,7 @@
 
 namespace test {
 
-CliResult gpt2vk(const std::vector<std::string>& args) {
+CliResult gpt2vk(const std::vector<std::string>& args, const Env& env) {
   TempDir dir;
   const std::string out = (dir / "out").string(), err = (dir / "err").string();
   std::fflush(stdout);  // or the child would write the parent's buffered output again
@@ -20,6 +20,7 @@ CliResult gpt2vk(const std::vector<std::string>& args) {
   if (pid == 0) {
     if (!freopen(out.c_str(), "w", stdout) || !freopen(err.c_str(), "w", stderr)) _exit(127);
     setenv("GPT2VK_VALIDATION", "1", 1);
+    for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
     std::vector<char*> argv;
     std::string binary = GPT2VK_BINARY;
     argv.push_back(binary.data());

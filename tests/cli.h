@@ -1,6 +1,7 @@
 // Running the gpt2vk binary from a test: its exit code, stdout and stderr.
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace test {
@@ -10,9 +11,12 @@ struct CliResult {
   std::string out, err;
 };
 
+// Environment variables for the child: (name, value) pairs set on top of the test's own.
+using Env = std::vector<std::pair<std::string, std::string>>;
+
 // Runs gpt2vk with `args` (each passed as one argument, no shell). The Khronos validation layer
 // is on (GPT2VK_VALIDATION=1); messages it prints land in err.
-CliResult gpt2vk(const std::vector<std::string>& args);
+CliResult gpt2vk(const std::vector<std::string>& args, const Env& env = {});
 
 // True when err carries no validation-layer message.
 bool no_validation_messages(const CliResult& r);

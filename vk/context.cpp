@@ -8,6 +8,12 @@
 
 #include "vk/check.h"
 
+#if defined(_WIN32)
+#include <windows.h>
+#else
+#include <dlfcn.h>
+#endif
+
 namespace vkr {
 namespace {
 
@@ -172,12 +178,15 @@ std::string lower(std::string s) {
   return s;
 }
 
+// One line: errors are one line (" device 0 'llvmpipe': usable; device 1 '...': ...").
 std::string describe_all(const std::vector<PhysicalDevice>& devices) {
   std::string s;
   for (const auto& d : devices)
-    s += "\n  device " + std::to_string(d.index) + " '" + d.caps.name + "': " +
-         (d.unusable.empty() ? "usable" : d.unusable);
-  return s.empty() ? "\n  (the Vulkan loader reports no physical device)" : s;
+    s += (s.empty() ? " device " : "; device ") + std::to_string(d.index) + " '" + d.caps.name +
+         "': " + (d.unusable.empty() ? "usable" : d.unusable);
+  return s.empty() ? " the Vulkan loader reports no physical device (is a driver installed? "
+                     "the CPU reference runs without one: --device cpu)"
+                   : s;
 }
 
 const PhysicalDevice& choose(const std::vector<PhysicalDevice>& devices, const std::string& sel) {
@@ -199,7 +208,68 @@ const PhysicalDevice& choose(const std::vector<PhysicalDevice>& devices, const s
                   "' cannot be used: " + d.unusable);
     return d;
   }
-  throw Error("no Vulkan device matches '" + sel + "'; devices:" + describe_all(devices));
+  throw Error("no Vulkan device matches '" + sel + "' (by " + (by_index ? "index" : "name") +
+              "); devices:" + describe_all(devices));
+}
+
+// Loads the Vulkan loader: the system's, or the library `path` names.
+void load_loader(const std::string& path) {
+  if (path.empty()) {
+    if (volkInitialize() != VK_SUCCESS)
+      throw Error(
+          "no Vulkan loader found (libvulkan.so.1 / vulkan-1.dll / libvulkan.dylib): install the "
+          "Vulkan loader (Debian: libvulkan1) and a driver; the CPU reference runs without one: "
+          "--device cpu");
+    return;
+  }
+  // Kept loaded for the process's lifetime, as volkInitialize keeps the system's.
+#if defined(_WIN32)
+  HMODULE lib = LoadLibraryA(path.c_str());
+  auto gipa = lib ? reinterpret_cast<PFN_vkGetInstanceProcAddr>(
+                        reinterpret_cast<void (*)()>(GetProcAddress(lib, "vkGetInstanceProcAddr")))
+                  : nullptr;
+  const std::string why = lib ? "it has no vkGetInstanceProcAddr" : "it cannot be loaded";
+#else
+  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  const char* err = lib ? nullptr : dlerror();
+  PFN_vkGetInstanceProcAddr gipa = nullptr;
+  if (lib) {
+    void* sym = dlsym(lib, "vkGetInstanceProcAddr");
+    static_assert(sizeof(sym) == sizeof(gipa));
+    std::memcpy(&gipa, &sym, sizeof(sym));  // object to function pointer, as POSIX allows
+  }
+  const std::string why = lib ? "it has no vkGetInstanceProcAddr" : (err ? err : "dlopen failed");
+#endif
+  if (!gipa)
+    throw Error("the Vulkan loader '" + path + "' (GPT2VK_VULKAN_LOADER) is unusable: " + why +
+                "; the CPU reference runs without one: --device cpu");
+  volkInitializeCustom(gipa);
+}
+
+// A positive number from the environment variable `name`; 0 when it is unset or empty.
+double env_number(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return 0;
+  char* end = nullptr;
+  const double x = std::strtod(v, &end);
+  if (*end != '\0' || !(x > 0) || x > 1e15)
+    throw Error(std::string(name) + "='" + v + "': not a positive number");
+  return x;
+}
+
+// "1.5 GiB", "3.0 MiB", "9.0 KiB", "12 bytes".
+std::string size_str(uint64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  char s[32];
+  if (bytes >= (uint64_t{1} << 30))
+    std::snprintf(s, sizeof(s), "%.1f GiB", b / 1073741824.0);
+  else if (bytes >= (uint64_t{1} << 20))
+    std::snprintf(s, sizeof(s), "%.1f MiB", b / 1048576.0);
+  else if (bytes >= 1024)
+    std::snprintf(s, sizeof(s), "%.1f KiB", b / 1024.0);
+  else
+    std::snprintf(s, sizeof(s), "%llu bytes", static_cast<unsigned long long>(bytes));
+  return s;
 }
 
 }  // namespace
@@ -208,14 +278,21 @@ InstanceOptions InstanceOptions::from_env() {
   InstanceOptions o;
   const char* v = std::getenv("GPT2VK_VALIDATION");
   o.validation = v && *v && std::strcmp(v, "0") != 0;
+  if (const char* loader = std::getenv("GPT2VK_VULKAN_LOADER")) o.loader = loader;
+  return o;
+}
+
+DeviceOptions DeviceOptions::from_env() {
+  DeviceOptions o;
+  o.fence_timeout_s = env_number("GPT2VK_FENCE_TIMEOUT");
+  o.overrides.device_memory =
+      static_cast<uint64_t>(env_number("GPT2VK_DEVICE_MEMORY_MIB") * 1048576.0);
+  o.lose_device_at_wait = static_cast<uint32_t>(env_number("GPT2VK_LOSE_DEVICE_AT_WAIT"));
   return o;
 }
 
 Instance::Instance(const InstanceOptions& options) : log_(std::make_unique<ValidationLog>()) {
-  if (volkInitialize() != VK_SUCCESS)
-    throw Error(
-        "no Vulkan loader found (libvulkan.so.1 / vulkan-1.dll / libvulkan.dylib): install the "
-        "Vulkan loader and a driver");
+  load_loader(options.loader);
 
   std::vector<VkExtensionProperties> exts = instance_extensions();
   std::vector<const char*> enabled;
@@ -277,7 +354,8 @@ Instance::Instance(const InstanceOptions& options) : log_(std::make_unique<Valid
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER)
     throw Error(
         "no Vulkan driver found (the loader has no ICD supporting Vulkan 1.2): install a driver "
-        "(Debian: mesa-vulkan-drivers provides lavapipe)");
+        "(Debian: mesa-vulkan-drivers provides lavapipe); the CPU reference runs without one: "
+        "--device cpu");
   VK_CHECK(r);
   volkLoadInstance(instance_);  // device calls go through loader trampolines: any number of devices
   if (validation_) VK_CHECK(vkCreateDebugUtilsMessengerEXT(instance_, &messenger, nullptr, &messenger_));
@@ -311,6 +389,12 @@ Device::Device(const Instance& instance, const DeviceOptions& options) : instanc
   if (o.max_texel_buffer_elements)
     caps_.max_texel_buffer_elements =
         std::min(caps_.max_texel_buffer_elements, o.max_texel_buffer_elements);
+  if (o.device_memory) caps_.device_local_bytes = o.device_memory;
+  fence_timeout_s_ = options.fence_timeout_s > 0 ? options.fence_timeout_s
+                     : caps_.type == VK_PHYSICAL_DEVICE_TYPE_CPU ? DeviceOptions::kCpuFenceTimeout
+                                                                 : DeviceOptions::kGpuFenceTimeout;
+  lose_at_wait_ = options.lose_device_at_wait;
+  budget_ = o.device_memory;
 
   float priority = 1.0f;
   VkDeviceQueueCreateInfo queue{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
@@ -339,9 +423,75 @@ Device::Device(const Instance& instance, const DeviceOptions& options) : instanc
 
 Device::~Device() {
   if (device_) {
-    vkDeviceWaitIdle(device_);
+    vkDeviceWaitIdle(device_);  // returns in finite time on a lost device too
     vkDestroyDevice(device_, nullptr);
   }
+}
+
+void Device::reserve(uint64_t bytes, const std::string& what) const {
+  const uint64_t before = reserved_.fetch_add(bytes);
+  if (budget_ && before + bytes > budget_) {
+    reserved_ -= bytes;
+    throw Error(out_of_memory(what, bytes, VK_ERROR_OUT_OF_DEVICE_MEMORY));
+  }
+}
+
+std::string Device::out_of_memory(const std::string& what, uint64_t bytes, VkResult r) const {
+  return "out of device memory on '" + caps_.name + "': " + what + " needs " + size_str(bytes) +
+         ", with " + size_str(reserved_) + " already allocated, of the device's " +
+         size_str(caps_.device_local_bytes) + (budget_ ? " (a budget set for testing)" : "") +
+         " (" + result_name(r) + "): try --precision f16, a smaller model, or --device cpu";
+}
+
+void Device::check_usable() const {
+  if (!lost_) return;
+  std::lock_guard<std::mutex> lock(lost_mutex_);
+  throw Error("device '" + caps_.name + "' cannot run more work: " + lost_reason_);
+}
+
+void Device::wait_for(VkFence fence, double timeout_s) const {
+  if (timeout_s <= 0) timeout_s = fence_timeout_s_;
+  const auto ns = static_cast<uint64_t>(std::min(timeout_s, 1e9) * 1e9);
+  VkResult r = vkWaitForFences(device_, 1, &fence, VK_TRUE, ns);
+  if (r == VK_SUCCESS && lose_at_wait_ && ++waits_ == lose_at_wait_)
+    r = VK_ERROR_DEVICE_LOST;  // the test hook: the work is done, but report it lost
+  if (r == VK_SUCCESS) return;
+  std::string why;
+  char seconds[32];
+  std::snprintf(seconds, sizeof(seconds), "%g", timeout_s);
+  if (r == VK_TIMEOUT)
+    why = std::string("a submission did not finish within ") + seconds +
+          " s (a hung GPU, or work too long for it: try --split-layers N, or a longer "
+          "GPT2VK_FENCE_TIMEOUT)";
+  else if (r == VK_ERROR_DEVICE_LOST)
+    why = "the device was lost (VK_ERROR_DEVICE_LOST) while running a submission: the driver "
+          "reset the GPU after a hang, a fault or its watchdog (for a short watchdog: "
+          "--split-layers N)";
+  else
+    VK_CHECK(r);
+  {
+    std::lock_guard<std::mutex> lock(lost_mutex_);
+    if (lost_reason_.empty()) lost_reason_ = why;
+  }
+  lost_ = true;
+  throw Error("device '" + caps_.name + "': " + why);
+}
+
+void Device::settle(VkFence fence) const noexcept {
+  const double grace = std::max(fence_timeout_s_, 10.0);
+  const VkResult r =
+      vkWaitForFences(device_, 1, &fence, VK_TRUE, static_cast<uint64_t>(grace * 1e9));
+  if (r != VK_TIMEOUT) return;  // done, or lost: either way nothing runs any more
+  std::string reason;
+  {
+    std::lock_guard<std::mutex> lock(lost_mutex_);
+    reason = lost_reason_;
+  }
+  std::fprintf(stderr,
+               "gpt2vk: error: device '%s': %s; it still runs after a further %g s, and the memory "
+               "it uses cannot be freed safely: ending the process\n",
+               caps_.name.c_str(), reason.empty() ? "a submission hung" : reason.c_str(), grace);
+  std::_Exit(EXIT_FAILURE);
 }
 
 uint32_t Device::memory_type(uint32_t type_bits, bool device_local, bool host_visible) const {

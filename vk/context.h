@@ -18,7 +18,9 @@ namespace vkr {
 struct InstanceOptions {
   bool validation = false;          // Khronos validation layer with synchronization validation
   bool require_validation = false;  // fail (instead of warn) when the layer is not installed
-  // GPT2VK_VALIDATION=1 in the environment turns validation on for users.
+  // The Vulkan loader library to load; "" = the system's (libvulkan.so.1, vulkan-1.dll, ...).
+  std::string loader;
+  // GPT2VK_VALIDATION=1 turns validation on for users; GPT2VK_VULKAN_LOADER=PATH names a loader.
   static InstanceOptions from_env();
 };
 
@@ -73,6 +75,10 @@ struct LimitOverrides {
   uint32_t max_shared_memory = 0;
   uint32_t max_workgroup_invocations = 0;
   uint32_t max_texel_buffer_elements = 0;
+  // Device-local bytes all arenas together may take. Unlike the limits above it is enforced only
+  // when set: drivers' heap sizes are not hard limits (lavapipe reports 2 GiB and allocates
+  // more), so without it the driver's own VK_ERROR_OUT_OF_DEVICE_MEMORY is what refuses.
+  uint64_t device_memory = 0;
 };
 
 struct PhysicalDevice {
@@ -110,6 +116,20 @@ struct DeviceOptions {
   // index; anything else is matched case-insensitively against the device name.
   std::string select;
   LimitOverrides overrides;
+  // How long one submission may run before it counts as hung; 0 = kGpuFenceTimeout on GPUs,
+  // kCpuFenceTimeout on CPU devices (lavapipe runs a GPT-2 XL prefill for minutes).
+  double fence_timeout_s = 0;
+  // Test hook: the n-th fence wait on this device (counting from 1) reports
+  // VK_ERROR_DEVICE_LOST after the real wait, as a driver reset would. 0 = off.
+  uint32_t lose_device_at_wait = 0;
+
+  static constexpr double kGpuFenceTimeout = 20;
+  static constexpr double kCpuFenceTimeout = 600;
+
+  // The options the environment gives: GPT2VK_FENCE_TIMEOUT=SECONDS, and for tests
+  // GPT2VK_DEVICE_MEMORY_MIB=N (overrides.device_memory) and GPT2VK_LOSE_DEVICE_AT_WAIT=N.
+  // Throws vkr::Error naming the variable when a value is not a positive number.
+  static DeviceOptions from_env();
 };
 
 class Device {
@@ -131,6 +151,26 @@ class Device {
   // Memory type for a buffer with these requirements; host_visible asks for mappable memory.
   uint32_t memory_type(uint32_t type_bits, bool device_local, bool host_visible) const;
 
+  // Device-local memory the arenas hold, for the budget of overrides.device_memory and for the
+  // out-of-memory message. reserve() throws that message when `bytes` would pass the budget.
+  void reserve(uint64_t bytes, const std::string& what) const;
+  void unreserve(uint64_t bytes) const { reserved_ -= bytes; }
+  // "out of device memory on '<device>': <what> needs N MiB, with M MiB already allocated, of
+  // the device's H MiB ...": for the budget and for a driver's VK_ERROR_OUT_OF_DEVICE_MEMORY.
+  std::string out_of_memory(const std::string& what, uint64_t bytes, VkResult r) const;
+
+  // Fence waits and device loss. wait_for() waits at most timeout_s (0: fence_timeout_s());
+  // VK_TIMEOUT and VK_ERROR_DEVICE_LOST mark the device lost and throw a vkr::Error saying
+  // what happened. After that, check_usable() (called before every submission) throws.
+  double fence_timeout_s() const { return fence_timeout_s_; }
+  void wait_for(VkFence fence, double timeout_s = 0) const;
+  void check_usable() const;
+  bool lost() const { return lost_; }
+  // For destructors of things a submission still uses: waits for `fence` a while longer (at
+  // least 10 s). If it still has not signalled, the GPU is hung and nothing it uses can be freed
+  // safely: the process ends with the reason on stderr and exit code 1.
+  void settle(VkFence fence) const noexcept;
+
   template <typename T>
   Handle<T> own(T h, typename Handle<T>::Destroy destroy) const {
     return Handle<T>(device_, h, destroy);
@@ -142,6 +182,14 @@ class Device {
   DeviceCaps caps_;  // physical_.caps with the overrides applied
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
+  double fence_timeout_s_ = DeviceOptions::kGpuFenceTimeout;
+  uint32_t lose_at_wait_ = 0;
+  uint64_t budget_ = 0;  // overrides.device_memory; 0 = the driver decides
+  mutable std::atomic<uint32_t> waits_{0};
+  mutable std::atomic<uint64_t> reserved_{0};
+  mutable std::atomic<bool> lost_{false};
+  mutable std::mutex lost_mutex_;
+  mutable std::string lost_reason_;  // guarded by lost_mutex_
 };
 
 const char* device_type_name(VkPhysicalDeviceType t);

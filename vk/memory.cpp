@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <utility>
 
 #include "vk/check.h"
 #include "vk/context.h"
@@ -17,7 +18,7 @@ BufferSpan BufferSpan::sub(VkDeviceSize off, VkDeviceSize bytes) const {
 }
 
 Arena::Arena(const Device& device, VkDeviceSize capacity, MemoryKind kind, std::string name)
-    : name_(std::move(name)), capacity_(capacity) {
+    : name_(std::move(name)), capacity_(capacity), device_(&device) {
   const DeviceCaps& caps = device.caps();
   alignment_ = std::max<VkDeviceSize>(16, caps.storage_buffer_alignment);
   if (capacity > caps.max_allocation)
@@ -42,12 +43,14 @@ Arena::Arena(const Device& device, VkDeviceSize capacity, MemoryKind kind, std::
   alloc.allocationSize = req.size;
   alloc.memoryTypeIndex = device.memory_type(req.memoryTypeBits, kind == MemoryKind::Device, host_visible);
   VkDeviceMemory memory = VK_NULL_HANDLE;
+  const std::string what = "arena '" + name_ + "'";
+  if (kind == MemoryKind::Device) device.reserve(alloc.allocationSize, what);
   VkResult r = vkAllocateMemory(device.get(), &alloc, nullptr, &memory);
+  if (r != VK_SUCCESS && kind == MemoryKind::Device) device.unreserve(alloc.allocationSize);
   if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
-    throw Error("out of device memory: arena '" + name_ + "' needs " +
-                std::to_string(capacity >> 20) + " MiB on '" + caps.name + "' (" +
-                result_name(r) + ")");
+    throw Error(device.out_of_memory(what, alloc.allocationSize, r));
   VK_CHECK(r);
+  if (kind == MemoryKind::Device) reserved_ = alloc.allocationSize;
   memory_ = device.own(memory, vkFreeMemory);
   VK_CHECK(vkBindBufferMemory(device.get(), buffer, memory, 0));
   if (host_visible) {
@@ -57,7 +60,20 @@ Arena::Arena(const Device& device, VkDeviceSize capacity, MemoryKind kind, std::
   }
 }
 
-Arena::~Arena() = default;  // vkFreeMemory unmaps
+Arena::Arena(Arena&& o) noexcept
+    : name_(std::move(o.name_)),
+      capacity_(o.capacity_),
+      used_(o.used_),
+      alignment_(o.alignment_),
+      device_(o.device_),
+      reserved_(std::exchange(o.reserved_, 0)),
+      memory_(std::move(o.memory_)),
+      buffer_(std::move(o.buffer_)),
+      mapped_(std::exchange(o.mapped_, nullptr)) {}
+
+Arena::~Arena() {  // vkFreeMemory unmaps
+  if (reserved_) device_->unreserve(reserved_);
+}
 
 BufferSpan Arena::alloc(VkDeviceSize bytes) {
   VkDeviceSize start = (used_ + alignment_ - 1) / alignment_ * alignment_;
@@ -98,8 +114,14 @@ void one_shot(const Device& device, const std::function<void(VkCommandBuffer)>& 
   VkSubmitInfo submit{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   submit.commandBufferCount = 1;
   submit.pCommandBuffers = &cmd;
+  device.check_usable();
   VK_CHECK(vkQueueSubmit(device.queue(), 1, &submit, fence));
-  VK_CHECK(vkWaitForFences(device.get(), 1, &fence_handle, VK_TRUE, UINT64_MAX));
+  try {
+    device.wait_for(fence);
+  } catch (...) {
+    device.settle(fence);  // the pool and the fence go next: the copy must be over
+    throw;
+  }
 }
 
 void barrier(VkCommandBuffer cmd, VkPipelineStageFlags src_stage, VkAccessFlags src,

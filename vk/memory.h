@@ -32,8 +32,11 @@ enum class MemoryKind {
 // One VkDeviceMemory bound to one VkBuffer; alloc() hands out aligned sub-ranges in order.
 class Arena {
  public:
+  // A Device arena counts against the device's memory budget (Device::reserve); running out,
+  // by the budget or the driver, throws Device::out_of_memory's message.
   Arena(const Device& device, VkDeviceSize capacity, MemoryKind kind, std::string name);
-  Arena(Arena&&) = default;
+  Arena(Arena&& o) noexcept;
+  Arena& operator=(Arena&&) = delete;
   ~Arena();
 
   // Throws vkr::Error naming the arena when the request does not fit.
@@ -48,6 +51,8 @@ class Arena {
   VkDeviceSize capacity_ = 0;
   VkDeviceSize used_ = 0;
   VkDeviceSize alignment_ = 16;
+  const Device* device_ = nullptr;
+  VkDeviceSize reserved_ = 0;      // bytes counted against the device's budget
   Handle<VkDeviceMemory> memory_;  // declared before buffer_: destroyed after it
   Handle<VkBuffer> buffer_;
   uint8_t* mapped_ = nullptr;

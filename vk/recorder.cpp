@@ -61,8 +61,8 @@ Recorder::Recorder(const Device& device, bool timestamps) : device_(device) {
 }
 
 Recorder::~Recorder() {
-  // Resources a submission uses must outlive it.
-  if (pending_) vkWaitForFences(device_.get(), 1, fence_.ptr(), VK_TRUE, UINT64_MAX);
+  // Resources a submission uses must outlive it; a hung device ends the process (settle()).
+  if (pending_) device_.settle(fence_);
 }
 
 void Recorder::add_pool() {
@@ -96,21 +96,37 @@ VkDescriptorSet Recorder::allocate_set(VkDescriptorSetLayout layout) {
 
 void Recorder::begin() {
   if (pending_) wait();
-  VK_CHECK(vkResetCommandBuffer(cmd_, 0));
+  device_.check_usable();
   for (auto& p : descriptor_pools_) VK_CHECK(vkResetDescriptorPool(device_.get(), p, 0));
   current_pool_ = 0;
+  reads_.clear();
+  writes_.clear();
+  flushed_timings_.clear();
+  stats_ = {};
+  open();
+}
+
+void Recorder::open() {
+  VK_CHECK(vkResetCommandBuffer(cmd_, 0));
   VkCommandBufferBeginInfo info{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   VK_CHECK(vkBeginCommandBuffer(cmd_, &info));
   recording_ = true;
   bound_ = VK_NULL_HANDLE;
-  reads_.clear();
-  writes_.clear();
   timed_.clear();
-  stats_ = {};
   if (queries_) {
     vkCmdResetQueryPool(cmd_, queries_, 0, max_timestamps_);
     vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_, 0);
   }
+}
+
+void Recorder::flush() {
+  if (!recording_) throw Error("Recorder::flush() outside begin()/end()");
+  end();
+  submit();
+  wait();
+  const std::vector<DispatchTime> part = last_timings();
+  flushed_timings_.insert(flushed_timings_.end(), part.begin(), part.end());
+  open();  // the descriptor sets stay allocated: begin() resets the pools
 }
 
 bool Recorder::hazard(const Pipeline& p, std::initializer_list<BufferSpan> buffers) const {
@@ -262,6 +278,7 @@ void Recorder::end() {
 void Recorder::submit() {
   if (recording_) throw Error("Recorder::submit() before end()");
   if (pending_) wait();
+  device_.check_usable();
   VK_CHECK(vkResetFences(device_.get(), 1, fence_.ptr()));
   VkSubmitInfo info{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   info.commandBufferCount = 1;
@@ -273,17 +290,26 @@ void Recorder::submit() {
 
 void Recorder::wait(double timeout_s) {
   if (!pending_) return;
-  auto ns = static_cast<uint64_t>(timeout_s * 1e9);
-  VkResult r = vkWaitForFences(device_.get(), 1, fence_.ptr(), VK_TRUE, ns);
-  if (r == VK_TIMEOUT)
-    throw Error("the GPU did not finish a submission within " + std::to_string(timeout_s) +
-                " s (hung or very slow device)");
-  VK_CHECK(r);
+  try {
+    device_.wait_for(fence_, timeout_s);
+  } catch (const Error&) {
+    // A lost device runs nothing any more; a timed-out submission may still be running, and
+    // the destructor must settle it before anything it uses is freed.
+    if (device_.lost() && vkGetFenceStatus(device_.get(), fence_) != VK_NOT_READY) pending_ = false;
+    throw;
+  }
   pending_ = false;
   stats_.waits++;
 }
 
 std::vector<DispatchTime> Recorder::timings() const {
+  std::vector<DispatchTime> out = flushed_timings_;
+  const std::vector<DispatchTime> last = last_timings();
+  out.insert(out.end(), last.begin(), last.end());
+  return out;
+}
+
+std::vector<DispatchTime> Recorder::last_timings() const {
   std::vector<DispatchTime> out;
   if (!queries_ || timed_.empty() || pending_) return out;
   std::vector<uint64_t> ticks(timed_.size() + 1);

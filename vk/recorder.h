@@ -74,10 +74,17 @@ class Recorder {
   }
 
   void end();     // closes the recording; it may then be submitted any number of times
-  void submit();  // one vkQueueSubmit with the fence
-  // Waits on the fence; a submission that does not finish in time becomes a vkr::Error.
-  void wait(double timeout_s = 60.0);
+  void submit();  // one vkQueueSubmit with the fence; throws once the device is lost
+  // Waits on the fence at most timeout_s (0: the device's fence_timeout_s()); a submission that
+  // does not finish in time, or a lost device, becomes a vkr::Error (Device::wait_for).
+  void wait(double timeout_s = 0);
   void run() { end(); submit(); wait(); }
+  // Submits what is recorded so far, waits, and goes on recording: one pass in several
+  // submissions, for drivers whose watchdog ends long ones. Barrier tracking carries over, so a
+  // dispatch that touches what the earlier submission wrote still gets its barrier (submission
+  // order makes it cover the earlier batch). stats() and timings() add up over the parts; only
+  // the part after the last flush() is replayed by another submit().
+  void flush();
 
   // Tests use this to prove synchronization validation catches a missing barrier.
   void set_auto_barriers(bool on) { auto_barriers_ = on; }
@@ -97,6 +104,8 @@ class Recorder {
   void add_pool();
   bool hazard(const Pipeline& p, std::initializer_list<BufferSpan> buffers) const;
   VkBufferView texel_view(const Pipeline& p, const BindingInfo& b, const BufferSpan& s);
+  void open();  // begins the command buffer (and the timestamps) for more dispatches
+  std::vector<DispatchTime> last_timings() const;  // of the part last submitted
 
   const Device& device_;
   Handle<VkCommandPool> pool_;
@@ -113,6 +122,7 @@ class Recorder {
   VkPipeline bound_ = VK_NULL_HANDLE;
   std::vector<Range> reads_, writes_;  // since the last barrier
   std::vector<std::string> timed_;     // shader name per timestamp interval
+  std::vector<DispatchTime> flushed_timings_;  // of the parts flush() submitted
   uint32_t max_timestamps_ = 0;
   RecorderStats stats_;
 };

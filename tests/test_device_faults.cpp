@@ -1,0 +1,254 @@
+// When the Vulkan side fails: no loader, no driver, no such device, too little device memory, a
+// submission that does not finish in time, a lost device. Each is a clear error (one line, exit
+// code 1 on the command line), never a hang or a crash, and --device cpu works regardless.
+// And --split-layers, for drivers whose watchdog ends long submissions: the same logits from
+// several submissions.
+//
+// What is simulated, and how: the memory budget (vkr::LimitOverrides::device_memory,
+// GPT2VK_DEVICE_MEMORY_MIB) stands in for a small GPU; a lost device is the test hook
+// vkr::DeviceOptions::lose_device_at_wait (GPT2VK_LOSE_DEVICE_AT_WAIT), since lavapipe cannot
+// be made to lose itself. The timeout is real: a bound shorter than a real submission.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <regex>
+
+#include "model/gpu/activation.h"
+#include "model/gpu_model.h"
+#include "tests/cli.h"
+#include "tests/files.h"
+#include "tests/gpu.h"
+#include "tests/model_fixture.h"
+#include "vk/check.h"
+
+namespace {
+
+std::string tiny() {
+  return (test::source_dir() / "tests/data/models/gpt2-tiny").string();
+}
+
+// The last line of a command's stderr, and how many lines say "error".
+std::string last_line(const std::string& err) {
+  const size_t end = err.ends_with('\n') ? err.size() - 1 : err.size();
+  const size_t start = err.rfind('\n', end - 1);
+  return err.substr(start == std::string::npos ? 0 : start + 1,
+                    end - (start == std::string::npos ? 0 : start + 1));
+}
+
+size_t error_lines(const std::string& err) {
+  size_t n = 0;
+  for (size_t at = err.find("gpt2vk: error: "); at != std::string::npos;
+       at = err.find("gpt2vk: error: ", at + 1))
+    n++;
+  return n;
+}
+
+// An error exit whose last stderr line is the only error and says `message`.
+void check_error(const test::CliResult& r, const std::string& message) {
+  CAPTURE(r.err);
+  CHECK(r.exit_code == 1);
+  CHECK(error_lines(r.err) == 1);
+  CHECK(last_line(r.err).starts_with("gpt2vk: error: "));
+  CHECK(last_line(r.err).find(message) != std::string::npos);
+}
+
+vkr::DeviceOptions same_device(const test::Gpu& g) {
+  vkr::DeviceOptions o;
+  o.select = std::to_string(g.device.index());
+  return o;
+}
+
+// Four GELUs over 4M floats, x -> y -> x -> ...: tens of milliseconds on lavapipe, tens of
+// microseconds on a GPU, long next to a nanosecond either way.
+struct Work {
+  static constexpr uint32_t kFloats = 4u << 20;
+  vkr::Arena arena;
+  vkr::BufferSpan x, y;
+  explicit Work(const vkr::Device& d)
+      : arena(d, 2ull * kFloats * 4 + 1024, vkr::MemoryKind::Device, "work") {
+    x = arena.alloc(uint64_t{kFloats} * 4);
+    y = arena.alloc(uint64_t{kFloats} * 4);
+  }
+  void record(vkr::Kernels& k, vkr::Recorder& rec) {
+    rec.begin();
+    for (int i = 0; i < 4; i++)
+      gpu::activation(k, rec, i % 2 ? x : y, i % 2 ? y : x, kFloats, gpu::Activation::GeluTanh);
+    rec.end();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("device faults: an unknown device index or name lists the devices") {
+  GPU_TEST(g);
+  for (const char* sel : {"99", "no-such-gpu"}) {
+    const test::CliResult r = test::gpt2vk({"generate", "-m", tiny(), "-p", "a", "--device", sel});
+    check_error(r, std::string("no Vulkan device matches '") + sel + "' (by " +
+                       (sel[0] == '9' ? "index" : "name") + "); devices: device 0 '");
+    CHECK(r.out.empty());
+  }
+}
+
+TEST_CASE("device faults: no Vulkan driver, or no loader: a clear error; --device cpu still runs") {
+  GPU_TEST(g);  // the loader and a driver are installed; the tests take them away
+  const test::Env no_driver = {{"VK_ICD_FILENAMES", "/nonexistent/icd.json"},
+                               {"VK_DRIVER_FILES", "/nonexistent/icd.json"}};
+  const test::Env no_loader = {{"GPT2VK_VULKAN_LOADER", "/nonexistent/libvulkan.so.1"}};
+  const test::Env not_a_loader = {{"GPT2VK_VULKAN_LOADER", "libc.so.6"}};
+  struct Case {
+    const test::Env& env;
+    std::string message;
+  };
+  const Case cases[] = {
+      {no_driver, "no Vulkan driver found (the loader has no ICD supporting Vulkan 1.2)"},
+      {no_loader,
+       "the Vulkan loader '/nonexistent/libvulkan.so.1' (GPT2VK_VULKAN_LOADER) is unusable: "},
+      {not_a_loader,
+       "the Vulkan loader 'libc.so.6' (GPT2VK_VULKAN_LOADER) is unusable: it has no "
+       "vkGetInstanceProcAddr"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.message);
+    check_error(test::gpt2vk({"generate", "-m", tiny(), "-p", "a", "-n", "2"}, c.env), c.message);
+    check_error(test::gpt2vk({"devices"}, c.env), c.message);
+    const test::CliResult cpu =
+        test::gpt2vk({"generate", "-m", tiny(), "-p", "a", "-n", "2", "--device", "cpu"}, c.env);
+    CHECK(cpu.exit_code == 0);
+    CHECK(cpu.err.find("generated 2 tokens") != std::string::npos);
+  }
+  // The variable does load a real loader: the system's, by its soname.
+  const test::CliResult ok = test::gpt2vk({"generate", "-m", tiny(), "-p", "a", "-n", "2"},
+                                          {{"GPT2VK_VULKAN_LOADER", "libvulkan.so.1"}});
+  CHECK(ok.exit_code == 0);
+  CHECK(test::no_validation_messages(ok));
+}
+
+TEST_CASE("device faults: out of device memory says what was asked and what the device has") {
+  GPU_TEST(g);
+  vkr::DeviceOptions o = same_device(g);
+  o.overrides.device_memory = 1 << 20;
+  vkr::Device small(g.instance, o);
+  CHECK(small.caps().device_local_bytes == 1 << 20);
+  {
+    vkr::Arena a(small, 600 << 10, vkr::MemoryKind::Device, "a");
+    CHECK_THROWS_WITH_AS(vkr::Arena(small, 600 << 10, vkr::MemoryKind::Device, "b"),
+                         doctest::Contains(("out of device memory on '" + small.caps().name +
+                                            "': arena 'b' needs 600.0 KiB, with 600.0 KiB already "
+                                            "allocated, of the device's 1.0 MiB")
+                                               .c_str()),
+                         vkr::Error);
+    vkr::Arena staging(small, 600 << 10, vkr::MemoryKind::Staging, "staging");  // host memory
+  }
+  vkr::Arena b(small, 600 << 10, vkr::MemoryKind::Device, "b");  // a's memory came back
+
+  // A checkpoint larger than the device: the command names the arena, the sizes, the way out.
+  const test::CliResult r =
+      test::gpt2vk({"generate", "-m", tiny(), "-p", "a", "--precision", "f32"},
+                   {{"GPT2VK_DEVICE_MEMORY_MIB", "0.05"}});
+  check_error(r,
+              "out of device memory on '" + g.device.caps().name + "': arena 'weights 0' needs ");
+  CHECK(last_line(r.err).find("of the device's 51.2 KiB (a budget set for testing) "
+                              "(VK_ERROR_OUT_OF_DEVICE_MEMORY): try --precision f16, a smaller "
+                              "model, or --device cpu") != std::string::npos);
+  CHECK(test::no_validation_messages(r));
+}
+
+TEST_CASE(
+    "device faults: a submission past the fence bound is an error, and the device stays refused") {
+  GPU_TEST(g);
+  vkr::Device device(g.instance, same_device(g));
+  vkr::Kernels kernels(device);
+  Work work(device);
+  vkr::Recorder rec(device);  // after the memory it uses: destroyed first, settling the work
+  work.record(kernels, rec);
+  rec.submit();
+  CHECK_THROWS_WITH_AS(rec.wait(1e-9),
+                       doctest::Contains(("device '" + device.caps().name +
+                                          "': a submission did not finish within 1e-09 s (a hung "
+                                          "GPU, or work too long for it: try --split-layers N")
+                                             .c_str()),
+                       vkr::Error);
+  CHECK(device.lost());
+  CHECK_THROWS_WITH_AS(rec.submit(),
+                       doctest::Contains("cannot run more work: a submission did not finish"),
+                       vkr::Error);
+  // The command line: a bound below any real forward pass.
+  check_error(test::gpt2vk({"generate", "-m", tiny(), "-p", "Hello", "-n", "4"},
+                           {{"GPT2VK_FENCE_TIMEOUT", "1e-9"}}),
+              "a submission did not finish within 1e-09 s");
+  check_error(
+      test::gpt2vk({"generate", "-m", tiny(), "-p", "a"}, {{"GPT2VK_FENCE_TIMEOUT", "soon"}}),
+      "GPT2VK_FENCE_TIMEOUT='soon': not a positive number");
+}
+
+TEST_CASE("device faults: a lost device is an error, and every later use of it too") {
+  GPU_TEST(g);
+  vkr::DeviceOptions o = same_device(g);
+  o.lose_device_at_wait = 2;
+  vkr::Device device(g.instance, o);
+  vkr::Kernels kernels(device);
+  Work work(device);
+  vkr::Recorder rec(device);
+  work.record(kernels, rec);
+  rec.submit();
+  rec.wait();  // the first wait is fine
+  rec.submit();
+  const std::string lost = "the device was lost (VK_ERROR_DEVICE_LOST) while running a submission";
+  CHECK_THROWS_WITH_AS(rec.wait(),
+                       doctest::Contains(("device '" + device.caps().name + "': " + lost).c_str()),
+                       vkr::Error);
+  CHECK_THROWS_WITH_AS(rec.submit(), doctest::Contains(("cannot run more work: " + lost).c_str()),
+                       vkr::Error);
+  CHECK_THROWS_WITH_AS(work.record(kernels, rec), doctest::Contains("cannot run more work"),
+                       vkr::Error);
+
+  const test::CliResult r = test::gpt2vk({"generate", "-m", tiny(), "-p", "a", "-n", "4"},
+                                         {{"GPT2VK_LOSE_DEVICE_AT_WAIT", "1"}});
+  check_error(r, lost);
+  CHECK(test::no_validation_messages(r));
+  // The text streamed before the failure (none where uploads wait first) ends its line.
+  CHECK((r.out.empty() || r.out.ends_with("\n")));
+}
+
+TEST_CASE("--split-layers: the same logits from one submission per N blocks") {
+  GPU_TEST(g);
+  model::Config c = test::tiny_config();
+  c.n_layer = 5;
+  test::TinyModel m(c);
+  const std::vector<int32_t> ids = {3, 141, 59, 26, 5, 35, 89, 79};
+  const int32_t next[] = {32};
+  auto run = [&](uint32_t split, uint32_t submits) {
+    CAPTURE(split);
+    model::GpuModelOptions o{model::Precision::F16, false, true, split};
+    auto gpu = model::make_gpu_model(*m.checkpoint, g.device, o);
+    gpu->set_taps(true);
+    const std::vector<float> logits = gpu->logits(ids);
+    CHECK(model::gpu_stats(*gpu).submits == submits);
+    CHECK(model::gpu_stats(*gpu).waits == submits);
+
+    // Every dispatch of every part has its time.
+    CHECK(model::gpu_timings(*gpu).size() ==
+          (g.device.caps().timestamps ? model::gpu_stats(*gpu).dispatches : 0));
+    const std::vector<std::vector<float>> taps = gpu->taps();
+    gpu->set_taps(false);
+    const model::Candidates top = gpu->next(next, 5);
+    CHECK(model::gpu_stats(*gpu).submits == submits);
+    // The barriers too: a dispatch reading what an earlier part wrote still gets its barrier.
+    const uint32_t barriers = model::gpu_stats(*gpu).barriers;
+    return std::make_tuple(logits, taps, top.ids, top.logits, barriers);
+  };
+  const auto whole = run(0, 1);
+  // The same dispatches in the same order: the same bits.
+  CHECK((run(1, 5) == whole));  // not 6: the last block's submission runs the head
+  CHECK((run(2, 3) == whole));  // 2 + 2 + 1 blocks
+
+  // The command line: the profile counts the submissions of a decoded token.
+  const test::CliResult p = test::gpt2vk(
+      {"bench", "-m", tiny(), "-p", "4", "-n", "2", "-r", "1", "--profile", "--split-layers", "1"});
+  CAPTURE(p.out);
+  std::smatch row;
+  const std::string decode = p.out.substr(std::min(p.out.size(), p.out.find("profile: decode")));
+  REQUIRE(std::regex_search(decode, row, std::regex(R"(\|\s*submits\s*\|\s*([^|]*?)\s*\|)")));
+  CHECK(row[1] == "2");  // gpt2-tiny has 2 blocks
+  CHECK(test::no_validation_messages(p));
+}
