@@ -5,6 +5,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "model/checkpoint.h"
@@ -23,6 +24,8 @@ namespace model {
 namespace {
 
 uint64_t align_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+
+constexpr uint64_t kFuseNormBytes = uint64_t{1} << 20;
 
 // Tensors packed into as few arenas as the device's allocation limit allows (1 GiB at most
 // each, which every driver accepts as one buffer). The sizes are known up front, so every
@@ -75,8 +78,18 @@ class Packer {
 
 class GpuModel;
 
+// A LayerNorm whose output only feeds the next linear layer (pre-norm: ln_1 -> c_attn,
+// ln_2 -> c_fc) waits here, so that linear() can fuse it into a small interleaved matmul.
+struct PendingNorm {
+  Buf out, in;
+  const gpu::Weight *gamma, *beta;
+  uint32_t T;
+};
+
 struct GpuBackend {
   GpuModel& m;
+  std::optional<PendingNorm> pending;
+  void flush_norm();
   const vkr::BufferSpan& buf(Buf b) const;
   void embed(uint32_t T, uint32_t pos);
   void layernorm(Buf out, Buf in, const gpu::Weight* gamma, const gpu::Weight* beta, uint32_t T);
@@ -119,6 +132,9 @@ class GpuModel final : public Model {
                                   gpu::WeightLayout& from) const;
   void upload_weights(const Checkpoint& ckpt, bool progress);
   bool interleaved(const gpu::Weight* w) const { return interleaved_.count(w) != 0; }
+  // LayerNorms fused into the small matmuls after them (gpu::MatmulNorm), on devices that
+  // interleave, where texel-aligned LayerNorm parameters can be read as texels.
+  bool fuse_norms_ = false;
   void plan_state();
   void ensure_logits(uint32_t rows);
   void ensure_taps();
@@ -237,6 +253,7 @@ void GpuModel::upload_weights(const Checkpoint& ckpt, bool progress) {
     if (interleaved) interleaved_.insert(&tensors_[e.name]);
   }
   bar.finish();
+  fuse_norms_ = !interleaved_.empty();
   w_ = map_weights<const gpu::Weight*>(config_, [&](const std::string& name) -> const gpu::Weight* {
     auto it = tensors_.find(name);
     return it == tensors_.end() ? nullptr : &it->second;
@@ -298,8 +315,9 @@ void GpuModel::run(std::span<const int32_t> ids, bool all_rows, uint32_t k,
   // Greedy decoding on an interleaved head finds the best logit in the head's own pass.
   argmax_ = !all_rows && k == 1 && interleaved(w_.head) && V <= (1u << 24);
   rec_.begin();
-  GpuBackend b{*this};
+  GpuBackend b{*this, {}};
   forward(b, c, w_, T, length(), !all_rows);
+  b.flush_norm();
   const bool best_k = !all_rows && k > 0 && !argmax_;
   if (best_k)
     gpu::topk(kernels_, rec_, io_.span(top_ids_), io_.span(top_values_), logits_,
@@ -343,7 +361,17 @@ const vkr::BufferSpan& GpuBackend::buf(Buf b) const {
   return m.logits_;
 }
 
+void GpuBackend::flush_norm() {
+  if (!pending) return;
+  const PendingNorm n = *pending;
+  pending.reset();
+  const Config& c = m.config_;
+  gpu::layernorm(m.kernels_, m.rec_, buf(n.out), buf(n.in), n.gamma->span, n.beta->span, n.T,
+                 c.n_embd, c.layer_norm_epsilon, c.layer_norm);
+}
+
 void GpuBackend::embed(uint32_t T, uint32_t pos) {
+  flush_norm();
   const Config& c = m.config_;
   gpu::embedding(m.kernels_, m.rec_, buf(Buf::X), m.io_.span(m.ids_), *m.w_.wte, m.w_.wpe, T,
                  c.n_embd, c.n_vocab, c.n_ctx, pos, c.positions, m.interleaved(m.w_.wte));
@@ -351,6 +379,12 @@ void GpuBackend::embed(uint32_t T, uint32_t pos) {
 
 void GpuBackend::layernorm(Buf out, Buf in, const gpu::Weight* gamma, const gpu::Weight* beta,
                            uint32_t T) {
+  flush_norm();
+  // Only H, the pre-norm blocks' scratch, is read by nothing but the next linear layer.
+  if (out == Buf::H && m.fuse_norms_) {
+    pending = PendingNorm{out, in, gamma, beta, T};
+    return;
+  }
   const Config& c = m.config_;
   gpu::layernorm(m.kernels_, m.rec_, buf(out), buf(in), gamma->span, beta->span, T, c.n_embd,
                  c.layer_norm_epsilon, c.layer_norm);
@@ -359,17 +393,32 @@ void GpuBackend::layernorm(Buf out, Buf in, const gpu::Weight* gamma, const gpu:
 void GpuBackend::linear(Buf out, Buf in, const gpu::Weight* w, const gpu::Weight* bias,
                         const Buf* residual, uint32_t T, uint32_t K, uint32_t N,
                         gpu::Activation act, gpu::WeightLayout layout, uint32_t in_row) {
-  if (out == Buf::LOGITS && m.argmax_) {
+  // Fuse the waiting LayerNorm where dispatching it would cost more than the reads it adds: a
+  // dispatch costs about as much as reading 1 MiB of weights on llvmpipe (~40 us at ~25 GB/s).
+  std::optional<gpu::MatmulNorm> norm;
+  const uint64_t w_bytes = uint64_t{K} * N * gpu::dtype_bytes(w->dtype);
+  const bool argmax = out == Buf::LOGITS && m.argmax_;  // matmul_argmax takes no LayerNorm
+  if (pending && in == pending->out && m.interleaved(w) && w_bytes <= kFuseNormBytes &&
+      pending->T == T && in_row == 0 && !argmax) {
+    const Config& c = m.config_;
+    norm = gpu::MatmulNorm{pending->gamma->span, pending->beta->span, c.layer_norm,
+                           c.layer_norm_epsilon};
+    in = pending->in;
+    pending.reset();
+  }
+  flush_norm();
+  if (argmax) {
     gpu::matmul_argmax(m.kernels_, m.rec_, m.io_.span(m.partials_), buf(in), *w, K, N, in_row);
     return;
   }
   if (m.interleaved(w)) layout = gpu::WeightLayout::Interleaved;
   gpu::matmul(m.kernels_, m.rec_, buf(out), buf(in), *w, bias ? &bias->span : nullptr,
               residual ? &buf(*residual) : nullptr, T, K, N,
-              {layout, act, gpu::MatmulKernel::Auto, in_row});
+              {layout, act, gpu::MatmulKernel::Auto, in_row, norm ? &*norm : nullptr});
 }
 
 void GpuBackend::attention(uint32_t layer, uint32_t T, uint32_t pos) {
+  flush_norm();
   const Config& c = m.config_;
   const vkr::BufferSpan& kc = m.state_.span(m.k_cache_[layer]);
   const vkr::BufferSpan& vc = m.state_.span(m.v_cache_[layer]);
@@ -378,6 +427,7 @@ void GpuBackend::attention(uint32_t layer, uint32_t T, uint32_t pos) {
 }
 
 void GpuBackend::tap(uint32_t layer, uint32_t T) {
+  flush_norm();
   if (m.taps_on_ && m.taps_arena_)
     gpu::activation(m.kernels_, m.rec_, m.tap_spans_[layer], buf(Buf::X), T * m.config_.n_embd,
                     gpu::Activation::None);

@@ -37,6 +37,7 @@ struct MatmulPush {
   uint out_off;
   uint res_off;
   uint flags;  // MATMUL_BIAS | MATMUL_RESIDUAL | MATMUL_ACCUMULATE
+  float eps;   // matmul_interleaved.comp with a fused LayerNorm: its epsilon
 };
 PUSH_NAMESPACE_END
 

@@ -16,6 +16,7 @@
 #extension GL_GOOGLE_include_directive : require
 #define MATMUL_TEXEL
 #include "matmul.glsl"
+#include "layernorm.h"
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 6) const uint ROWS = 1;  // rows of x per dispatch, at most
@@ -25,12 +26,51 @@ layout(constant_id = 6) const uint ROWS = 1;  // rows of x per dispatch, at most
 // (gpu::matmul_argmax), without writing the logits or a top-k pass.
 layout(constant_id = 7) const bool ARGMAX = false;
 
-layout(binding = 1, rgba32f) uniform readonly imageBuffer xt;    // [T, K / 4]
-layout(binding = 2, rgba32ui) uniform readonly uimageBuffer wt;  // [N / B, K / E, B]
+// A LayerNorm fused in front (NORM: 1 + a LAYERNORM_* kind, 0 none): x is normalised row by row
+// as it is read, with layernorm.comp's two-pass formula, so the normalised rows are never
+// written. For small models, where a dispatch costs more than the extra reads.
+layout(constant_id = 8) const uint NORM = 0;
+
+layout(binding = 1, rgba32f) uniform readonly imageBuffer xt;     // [T, K / 4]
+layout(binding = 2, rgba32ui) uniform readonly uimageBuffer wt;   // [N / B, K / E, B]
+layout(binding = 5, rgba32f) uniform readonly imageBuffer gamma;  // [K / 4], NORM only
+layout(binding = 6, rgba32f) uniform readonly imageBuffer beta;   // [K / 4], NORM only
 
 const uint BLOCK = MATMUL_BLOCK_ROWS, LANES = 8, PER_LANE = BLOCK / LANES;
 
-vec4 x_texel(uint t, uint k) { return imageLoad(xt, int((p.x_off + t * p.K + k) / 4)); }
+vec4 x_raw(uint t, uint k) { return imageLoad(xt, int((p.x_off + t * p.K + k) / 4)); }
+
+// Per row of x: the provisional mean m1, the correction `shift` and the scale (layernorm.comp).
+float m1[ROWS], shift[ROWS], scale[ROWS];
+
+void norm_stats(uint rows) {
+  const float n = float(p.k_count);
+  for (uint t = 0; t < ROWS; t++) {
+    const uint r = min(t, rows - 1);
+    vec4 s = vec4(0.0);
+    for (uint k = 0; k < p.k_count; k += 4) s += x_raw(r, k);
+    m1[t] = (s.x + s.y + s.z + s.w) / n;
+    vec4 d = vec4(0.0), d2 = vec4(0.0);
+    for (uint k = 0; k < p.k_count; k += 4) {
+      const vec4 v = x_raw(r, k) - m1[t];
+      d += v;
+      d2 += v * v;
+    }
+    const float sd = d.x + d.y + d.z + d.w, sd2 = d2.x + d2.y + d2.z + d2.w;
+    shift[t] = sd / n;
+    const float m2 = max(sd2 - sd * shift[t], 0.0);
+    scale[t] = NORM - 1 == LAYERNORM_STANDARD ? inversesqrt(m2 / n + p.eps)
+                                              : 1.0 / (sqrt(m2 / (n - 1.0)) + p.eps);
+  }
+}
+
+// x[t, k .. k + 3], normalised when a LayerNorm is fused.
+vec4 x_texel(uint t, uint k) {
+  const vec4 v = x_raw(t, k);
+  if (NORM == 0) return v;
+  return ((v - m1[t]) - shift[t]) * scale[t] * imageLoad(gamma, int(k / 4)) +
+         imageLoad(beta, int(k / 4));
+}
 
 void main() {
   const uint e = DTYPE == DTYPE_F16 ? 8 : 4;
@@ -42,6 +82,7 @@ void main() {
   if (block * BLOCK >= p.n_count) return;
   const uint base = p.w_off / e + block * kt_count * BLOCK + lane;
   const uint last = p.rows - 1;  // rows past it read the last one and store nothing
+  if (NORM != 0) norm_stats(p.rows);
 
   float acc[ROWS][PER_LANE];
   for (uint t = 0; t < ROWS; t++)

@@ -29,11 +29,18 @@ MatmulProblem make_problem(const MatmulCase& c, unsigned seed) {
   const size_t T = c.T, K = c.K, N = c.N;
   p.x = random_floats(T * K, seed);
   p.w = random_floats(K * N, seed + 1);
+  if (c.bias) p.bias = random_floats(N, seed + 2);
+  if (c.residual != Residual::None) p.residual = random_floats(T * N, seed + 3);
+  return make_problem_from(p);
+}
+
+MatmulProblem make_problem_from(const MatmulProblem& from) {
+  MatmulProblem p = from;
+  const MatmulCase& c = p.c;
+  const size_t T = c.T, K = c.K, N = c.N;
   p.w_used = p.w;
   if (c.dtype == DType::F16)
     for (float& v : p.w_used) v = cpu::round_to_half(v);
-  if (c.bias) p.bias = random_floats(N, seed + 2);
-  if (c.residual != Residual::None) p.residual = random_floats(T * N, seed + 3);
   p.ref.resize(T * N);
   cpu::matmul(p.ref.data(), p.x.data(), p.w_used.data(), c.bias ? p.bias.data() : nullptr,
               c.residual != Residual::None ? p.residual.data() : nullptr, T, K, N, c.layout, c.act);
@@ -75,7 +82,8 @@ gpu::Weight upload_weight(const vkr::Device& dev, vkr::Arena& arena, const Matmu
 }  // namespace
 
 std::vector<float> run_gpu(const vkr::Device& dev, vkr::Kernels& kernels, const MatmulProblem& p,
-                           MatmulKernel kernel, vkr::RecorderStats* stats) {
+                           MatmulKernel kernel, vkr::RecorderStats* stats,
+                           const gpu::MatmulNorm* norm) {
   const MatmulCase& c = p.c;
   const size_t TN = size_t(c.T) * c.N;
   const size_t w_bytes = gpu::interleaved_bytes(DType::F32, c.K, c.N);  // covers every layout
@@ -95,7 +103,7 @@ std::vector<float> run_gpu(const vkr::Device& dev, vkr::Kernels& kernels, const 
   rec.begin();
   gpu::matmul(kernels, rec, out, x, w, c.bias ? &bias : nullptr,
               c.residual != Residual::None ? &residual : nullptr, c.T, c.K, c.N,
-              {c.interleave ? WeightLayout::Interleaved : c.layout, c.act, kernel});
+              {c.interleave ? WeightLayout::Interleaved : c.layout, c.act, kernel, 0, norm});
   rec.run();
   if (stats) *stats = rec.stats();
   std::vector<float> got(TN);

@@ -31,10 +31,14 @@ struct MatmulProblem {
 };
 
 MatmulProblem make_problem(const MatmulCase& c, unsigned seed);
+// The reference and magnitudes of p's case for p's own x, W, bias and residual.
+MatmulProblem make_problem_from(const MatmulProblem& p);
 
 // Runs the GPU op for `p` with `kernel` and returns out; `stats` gets the recorder's counters.
+// norm: a LayerNorm fused in front (interleaved weights only).
 std::vector<float> run_gpu(const vkr::Device& dev, vkr::Kernels& kernels, const MatmulProblem& p,
-                           gpu::MatmulKernel kernel, vkr::RecorderStats* stats = nullptr);
+                           gpu::MatmulKernel kernel, vkr::RecorderStats* stats = nullptr,
+                           const gpu::MatmulNorm* norm = nullptr);
 
 // GPU against the reference, both divided by mag so one absolute tolerance is "relative to the
 // row's magnitude".

@@ -4,8 +4,10 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "model/cpu/common.h"
+#include "model/cpu/layernorm.h"
 #include "model/gpu/matmul.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"
@@ -213,4 +215,43 @@ TEST_CASE("matmul_argmax: NaN outputs count as -inf; an interleaved head splits 
   // Every output NaN: no winner.
   std::vector<float> all_nan(size_t(N) * K, NAN);
   CHECK(gpu_argmax(g.device, g.kernels, x, all_nan, DType::F32, K, N).first == -1);
+}
+
+TEST_CASE("matmul with a fused LayerNorm matches layernorm then matmul on the CPU") {
+  GPU_TEST(g);
+  if (!g.device.caps().storage_texel_buffers) {
+    MESSAGE("SKIPPED: no rgba32 storage texel buffers for the interleaved kernel");
+    return;
+  }
+  // Rows like GPT-2's residual stream: a mean in the thousands, a small spread. The tolerance
+  // is the matmul's, relative to sum_k |layernorm(x)_k W(k, n)| + |b[n]| + |r[t, n]|.
+  unsigned seed = 3100;
+  for (gpu::LayerNormKind kind : {gpu::LayerNormKind::Standard, gpu::LayerNormKind::StdPlusEps})
+    for (DType dtype : {DType::F32, DType::F16})
+      for (auto [T, K, N] : {std::tuple{1u, 128u, 384u}, std::tuple{11u, 768u, 200u}}) {
+        CAPTURE(T);
+        CAPTURE(K);
+        CAPTURE(static_cast<int>(kind));
+        std::vector<float> x = test::random_floats(size_t(T) * K, seed++, -2.0f, 2.0f);
+        for (float& v : x) v += 3000.0f;
+        std::vector<float> gamma = test::random_floats(K, seed++, 0.5f, 1.5f);
+        std::vector<float> beta = test::random_floats(K, seed++);
+        MatmulCase c{T, K, N, true, Activation::GeluTanh, Residual::Separate, WeightLayout::KN,
+                     dtype, true};
+        test::MatmulProblem p = test::make_problem(c, seed++);
+        // The reference: layernorm in double, then the problem's own reference on its output.
+        std::vector<float> h(x.size());
+        cpu::layernorm(h.data(), x.data(), gamma.data(), beta.data(), T, K, 1e-5f, kind);
+        test::MatmulProblem ref = p;
+        ref.x = h;
+        ref = test::make_problem_from(ref);
+        // The GPU reads the raw rows and normalises them itself.
+        vkr::Arena arena(g.device, 2 * K * 4 + 1024, vkr::MemoryKind::Device, "test norm");
+        const gpu::MatmulNorm norm{test::upload(g.device, arena, gamma.data(), K * 4),
+                                   test::upload(g.device, arena, beta.data(), K * 4), kind, 1e-5f};
+        p.x = x;
+        const std::vector<float> got =
+            test::run_gpu(g.device, g.kernels, p, MatmulKernel::Auto, nullptr, &norm);
+        CHECK(test::matches(ref, got, test::describe(c, MatmulKernel::Auto) + " +layernorm"));
+      }
 }

@@ -126,7 +126,8 @@ void plan_interleaved(vkr::Kernels& k, Plan& plan, const MatmulOptions& o, DType
   plan.rows = std::min(plan.rows, rows);
   const vkr::Specialization spec{{wg, 1, 1},
                                  {static_cast<uint32_t>(o.layout), static_cast<uint32_t>(dtype),
-                                  static_cast<uint32_t>(o.act), rows, argmax ? 1u : 0u}};
+                                  static_cast<uint32_t>(o.act), rows, argmax ? 1u : 0u,
+                                  o.norm ? 1 + static_cast<uint32_t>(o.norm->kind) : 0u}};
   plan.last = plan.plain = &k.get("matmul_interleaved", spec);
 }
 
@@ -322,6 +323,13 @@ void matmul(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
   const uint32_t chunks = static_cast<uint32_t>(ceil_div(w_rows, plan.chunk));
   const bool in_place =
       residual && residual->buffer == out.buffer && residual->offset == out.offset;
+  if (o.norm && !interleaved) fail("a fused LayerNorm needs interleaved weights");
+  if (o.norm) {
+    require_elements("matmul", "gamma", o.norm->gamma, K);
+    require_elements("matmul", "beta", o.norm->beta, K);
+    if (o.norm->gamma.offset % plan.align != 0 || o.norm->beta.offset % plan.align != 0)
+      fail("gamma and beta must be aligned to minTexelBufferOffsetAlignment");
+  }
   if (plan.split_k && in_place && o.act != Activation::None)
     fail(
         "W [K, N] is split over K on this device, which cannot keep an in-place residual "
@@ -352,9 +360,17 @@ void matmul(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
       if (residual && (o.act == Activation::None ? first : last)) flags |= push::MATMUL_RESIDUAL;
       const push::MatmulPush p{
           rows,           K,      N,      nk ? 0 : r0, nk ? K : count, nk ? r0 : 0,
-          nk ? count : N, xw.skip, ww.skip, ow.skip, rw.skip,         flags};
-      rec.dispatch(last ? *plan.last : *plan.plain, {ow.span, xw.span, ww.span, bs, rw.span}, p,
-                   groups(k.device(), plan, p.n_count, rows));
+          nk ? count : N, xw.skip, ww.skip, ow.skip, rw.skip,         flags,
+          o.norm ? o.norm->eps : 0.0f};
+      const vkr::Pipeline& pipe = last ? *plan.last : *plan.plain;
+      const vkr::Groups g = groups(k.device(), plan, p.n_count, rows);
+      if (interleaved)  // gamma and beta, or x again where no LayerNorm reads them
+        rec.dispatch(pipe, {ow.span, xw.span, ww.span, bs, rw.span,
+                            o.norm ? o.norm->gamma.sub(0, uint64_t{K} * 4) : xw.span,
+                            o.norm ? o.norm->beta.sub(0, uint64_t{K} * 4) : xw.span},
+                     p, g);
+      else
+        rec.dispatch(pipe, {ow.span, xw.span, ww.span, bs, rw.span}, p, g);
     }
   }
 }
@@ -383,9 +399,9 @@ void matmul_argmax(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& p
     const uint32_t count = std::min(plan.chunk, N - r0);
     const uint64_t held = ceil_div(count, push::MATMUL_BLOCK_ROWS) * push::MATMUL_BLOCK_ROWS;
     const Window ww = window(w.span, uint64_t{r0} * K, held * K, dtype_bytes(w.dtype), plan.align);
-    const push::MatmulPush p{1, K, N, 0, K, r0, count, xw.skip, ww.skip, pw.skip, 0, 0};
-    const vkr::BufferSpan unused = xw.span;  // bias and residual: not read
-    rec.dispatch(*plan.last, {pw.span, xw.span, ww.span, unused, unused}, p,
+    const push::MatmulPush p{1, K, N, 0, K, r0, count, xw.skip, ww.skip, pw.skip, 0, 0, 0.0f};
+    const vkr::BufferSpan unused = xw.span;  // bias, residual, gamma, beta: not read
+    rec.dispatch(*plan.last, {pw.span, xw.span, ww.span, unused, unused, unused, unused}, p,
                  groups(k.device(), plan, count, 1));
   }
 }

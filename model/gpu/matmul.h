@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "model/gpu/common.h"
+#include "model/gpu/layernorm.h"
 #include "shaders/matmul.h"
 
 namespace gpu {
@@ -34,6 +35,12 @@ enum class MatmulKernel : uint32_t {
 // Rows of x the matrix-vector kernel handles in one pass (larger T loops over passes).
 constexpr uint32_t kMatmulVecRows = 8;
 
+struct MatmulNorm {
+  vkr::BufferSpan gamma, beta;
+  LayerNormKind kind = LayerNormKind::Standard;
+  float eps = 1e-5f;
+};
+
 struct MatmulOptions {
   WeightLayout layout = WeightLayout::KN;
   Activation act = Activation::None;  // applied after the bias, before the residual add
@@ -41,6 +48,9 @@ struct MatmulOptions {
   // The first row of x read: x rows [x_row, x_row + T) feed out rows [0, T). The head reads
   // only the last position's row this way, wherever its offset falls against the alignment.
   uint32_t x_row = 0;
+  // A LayerNorm of x's rows fused in front: out = act(layernorm(x) W + b) + r. Interleaved
+  // weights only; gamma and beta [K] fp32, texel-aligned spans.
+  const MatmulNorm* norm = nullptr;
 };
 
 // Whether VectorTexel can run this shape on this device: rgba32 storage texel buffers, K % 4 == 0
