@@ -24,6 +24,18 @@ std::string describe(const MatmulCase& c, MatmulKernel kernel) {
                                                 : " (auto)");
 }
 
+std::vector<MatmulCase> gpt2_matmul_shapes() {
+  using gpu::Activation;
+  return {
+      {1, 768, 2304, true},                                        // c_attn, decode
+      {7, 768, 2304, true},                                        // c_attn, short prompt
+      {1, 3072, 768, true, Activation::None, Residual::InPlace},   // mlp c_proj, decode
+      {2, 64, 5003},                                               // a vocabulary-like N
+      {3, 1600, 40, true, Activation::GeluTanh},                   // GPT-2 XL's C as K
+      {4, 8, 24, true, Activation::GeluTanh, Residual::Separate},  // C = 8
+  };
+}
+
 MatmulProblem make_problem(const MatmulCase& c, unsigned seed) {
   MatmulProblem p{c, {}, {}, {}, {}, {}, {}, {}};
   const size_t T = c.T, K = c.K, N = c.N;

@@ -24,6 +24,10 @@ struct MatmulCase {
 
 std::string describe(const MatmulCase& c, gpu::MatmulKernel kernel);
 
+// GPT-2's matmul shapes at decode and short-prompt sizes, all of whose K are whole texels; each
+// kernel's test adds its own awkward shapes.
+std::vector<MatmulCase> gpt2_matmul_shapes();
+
 // One case's host data and its CPU reference.
 struct MatmulProblem {
   MatmulCase c;

@@ -58,16 +58,9 @@ void check_kernels(const vkr::Device& dev, vkr::Kernels& kernels, const Case& c,
 
 TEST_CASE("matmul matches the CPU reference on GPT-2 shapes, both kernels, layouts and dtypes") {
   GPU_TEST(g);
-  const Case shapes[] = {
-      {1, 768, 2304, true},                                           // c_attn, decode
-      {7, 768, 2304, true},                                           // c_attn, short prompt
-      {1, 3072, 768, true, Activation::None, Residual::InPlace},      // mlp c_proj, decode
-      {2, 64, 5003},                                                  // a vocabulary-like N
-      {3, 1600, 40, true, Activation::GeluTanh},                      // GPT-2 XL's C as K
-      {4, 8, 24, true, Activation::GeluTanh, Residual::Separate},     // C = 8
-      {1024, 16, 24, true, Activation::None, Residual::InPlace},      // n_ctx rows
-      {33, 100, 67, true, Activation::GeluTanh, Residual::Separate},  // nothing a multiple
-  };
+  std::vector<Case> shapes = test::gpt2_matmul_shapes();
+  shapes.push_back({1024, 16, 24, true, Activation::None, Residual::InPlace});      // n_ctx rows
+  shapes.push_back({33, 100, 67, true, Activation::GeluTanh, Residual::Separate});  // no multiple
   unsigned seed = 100;
   for (Case c : shapes)
     for (WeightLayout layout : {WeightLayout::KN, WeightLayout::NK})

@@ -68,15 +68,8 @@ TEST_CASE("matmul with interleaved weights matches the CPU reference") {
     MESSAGE("SKIPPED: no rgba32 storage texel buffers for the interleaved kernel");
     return;
   }
-  const MatmulCase shapes[] = {
-      {1, 768, 2304, true},                                           // c_attn, decode
-      {7, 768, 2304, true},                                           // c_attn, short prompt
-      {1, 3072, 768, true, Activation::None, Residual::InPlace},      // mlp c_proj, decode
-      {2, 64, 5003},                                                  // a vocabulary-like N
-      {3, 1600, 40, true, Activation::GeluTanh},                      // GPT-2 XL's C as K
-      {4, 8, 24, true, Activation::GeluTanh, Residual::Separate},     // C = 8
-      {33, 96, 67, true, Activation::GeluTanh, Residual::Separate},   // N off the blocks
-  };
+  std::vector<MatmulCase> shapes = test::gpt2_matmul_shapes();
+  shapes.push_back({33, 96, 67, true, Activation::GeluTanh, Residual::Separate});  // N off blocks
   unsigned seed = 2100;
   for (MatmulCase c : shapes)
     for (WeightLayout layout : {WeightLayout::KN, WeightLayout::NK})
