@@ -129,6 +129,16 @@ std::unique_ptr<SafeTensors> SafeTensors::open(const std::filesystem::path& file
   return st;
 }
 
+std::unique_ptr<SafeTensors> SafeTensors::parse(std::span<const std::byte> bytes,
+                                                const std::filesystem::path& name) {
+  std::unique_ptr<SafeTensors> st(new SafeTensors());
+  st->path_ = name;
+  st->base_ = bytes.data();
+  st->size_ = bytes.size();
+  st->parse_header();
+  return st;
+}
+
 #if defined(_WIN32)
 void SafeTensors::map_file() {
   std::ifstream in(path_, std::ios::binary | std::ios::ate);

@@ -49,6 +49,10 @@ uint16_t f32_to_bf16(float value);
 class SafeTensors {
  public:
   static std::unique_ptr<SafeTensors> open(const std::filesystem::path& file);
+  // The same checks on bytes already in memory (the fuzz target): the views point into `bytes`,
+  // which must outlive the result; `name` stands for the file in messages.
+  static std::unique_ptr<SafeTensors> parse(std::span<const std::byte> bytes,
+                                            const std::filesystem::path& name);
   ~SafeTensors();
   SafeTensors(const SafeTensors&) = delete;
   SafeTensors& operator=(const SafeTensors&) = delete;
@@ -74,7 +78,7 @@ class SafeTensors {
   std::filesystem::path path_;
   const std::byte* base_ = nullptr;
   uint64_t size_ = 0;
-  bool mapped_ = false;              // base_ is an mmap; else it points into owned_
+  bool mapped_ = false;  // base_ is an mmap; else it points into owned_ or the caller's bytes
   std::vector<std::byte> owned_;     // the file's bytes where mmap is not available
   std::vector<TensorView> tensors_;  // in file order (ascending data offsets)
   std::map<std::string, size_t, std::less<>> index_;  // name -> position in tensors_

@@ -8,6 +8,7 @@ packages=(
   libvulkan-dev libvulkan-volk-dev glslang-tools spirv-tools spirv-cross
   mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
   doctest-dev libpcre2-dev nlohmann-json3-dev libcli11-dev
+  clang libclang-rt-dev  # the fuzz targets: clang's libFuzzer and sanitizer runtimes
 )
 
 if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-query >/dev/null 2>&1; then
@@ -19,6 +20,7 @@ On other systems install:
     spirv-val, spirv-cross, validation layers; on macOS it also carries MoltenVK
   - doctest, PCRE2, nlohmann-json, CLI11 (Homebrew: doctest pcre2 nlohmann-json cli11;
     vcpkg: doctest pcre2 nlohmann-json cli11)
+  - for the fuzz targets only: clang with libFuzzer (LLVM's compiler-rt)
 Then: cmake -S . -B build && cmake --build build
 MSG
   exit 1

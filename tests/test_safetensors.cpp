@@ -273,6 +273,31 @@ TEST_CASE("safetensors: files that are not there or not files") {
                        doctest::Contains("not a regular file"), std::runtime_error);
 }
 
+TEST_CASE("safetensors: parse() checks bytes in memory as open() checks a file") {
+  test::TempDir dir;
+  const std::vector<float> a = {1, -2}, b = {3};
+  model::write_safetensors(dir / "m.safetensors",
+                           {model::make_tensor("a", TensorDType::F32, {2}, a),
+                            model::make_tensor("b", TensorDType::BF16, {1}, b)});
+  const std::string raw = test::read_file(dir / "m.safetensors");
+  const auto bytes = std::as_bytes(std::span(raw));
+  const auto st = model::SafeTensors::parse(bytes, "in memory");
+  CHECK(st->path() == "in memory");
+  CHECK(st->file_bytes() == raw.size());
+  REQUIRE(st->tensors().size() == 2);
+  CHECK(model::to_f32(*st->find("a")) == a);
+  CHECK(model::to_f32(*st->find("b")) == b);
+  // The views point into the caller's bytes, not into a copy.
+  CHECK(st->find("b")->bytes.data() + 2 == bytes.data() + bytes.size());
+  // Errors name the source given, as open() names the file.
+  CHECK_THROWS_WITH_AS(model::SafeTensors::parse(bytes.first(bytes.size() - 1), "in memory"),
+                       doctest::Contains("in memory: b: data_offsets [8, 10) out of range: the "
+                                         "data area is 9 bytes"),
+                       std::runtime_error);
+  CHECK_THROWS_WITH_AS(model::SafeTensors::parse({}, "in memory"),
+                       doctest::Contains("in memory: truncated: 0 bytes"), std::runtime_error);
+}
+
 TEST_CASE("safetensors: empty tensors and gaps between tensors are accepted") {
   test::TempDir dir;
   const auto st = open_bytes(
