@@ -15,6 +15,12 @@ const char* __ubsan_default_options() {
   return "halt_on_error=1:print_stacktrace=1";
 }
 
+// The suppressions' statistics would follow a command's error line on stderr, where the tests
+// read a command's last line; what is suppressed is said below.
+const char* __lsan_default_options() {
+  return "print_suppressions=0";
+}
+
 // Allocations made by the Vulkan loader, Mesa's lavapipe (with its LLVM) and the Khronos
 // validation layer are not reported as leaks: over the whole test suite LSan finds ~66,000 of
 // lavapipe's (86 MB) and ~22,000 of the layer's (3 MB) unreachable at exit. Whether they are
