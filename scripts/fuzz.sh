@@ -14,8 +14,8 @@
 #   TARGET       config, gpt2_vocab, safetensors, tokenizer (fuzz/fuzz_<target>.cpp; default: all)
 #
 # The corpus each target grows is kept in DIR/fuzz-work/<target>/corpus (the next run starts
-# from it); the seeds in fuzz/corpus/<target> are read, never written. Logs and any failing
-# input are in DIR/fuzz-work/<target>/.
+# from it); the seeds in fuzz/corpus/<target> are read, never written, and fuzz/<target>.dict
+# is the mutator's dictionary. Logs and any failing input are in DIR/fuzz-work/<target>/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,9 +52,10 @@ cmake --build "$build" --target fuzz -j"$(nproc)"
 run_one() {
   local t="$1" work="$build/fuzz-work/$1"
   mkdir -p "$work/corpus" "$work/artifacts"
-  local rc=0
+  local rc=0 dict=()
+  [[ -f fuzz/$t.dict ]] && dict=(-dict="fuzz/$t.dict")  # the format's words, for the mutator
   "${nice_cmd[@]}" "$build/fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=10 \
-    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$work/artifacts/" \
+    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$work/artifacts/" "${dict[@]}" \
     "$work/corpus" "fuzz/corpus/$t" >"$work/log" 2>&1 || rc=$?
   echo "$rc" >"$work/rc"
 }
