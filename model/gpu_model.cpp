@@ -132,9 +132,9 @@ class GpuModel final : public Model {
                                   gpu::WeightLayout& from) const;
   void upload_weights(const Checkpoint& ckpt, bool progress);
   bool interleaved(const gpu::Weight* w) const { return interleaved_.count(w) != 0; }
-  // LayerNorms fused into the small matmuls after them (gpu::MatmulNorm), on devices that
-  // interleave, where texel-aligned LayerNorm parameters can be read as texels.
-  bool fuse_norms_ = false;
+  // LayerNorms fused into the small matmuls after them (gpu::MatmulNorm): on devices that
+  // interleave, whose texel-aligned LayerNorm parameters can be read as texels.
+  bool fuse_norms() const { return !interleaved_.empty(); }
   void plan_state();
   void ensure_logits(uint32_t rows);
   void ensure_taps();
@@ -253,7 +253,6 @@ void GpuModel::upload_weights(const Checkpoint& ckpt, bool progress) {
     if (interleaved) interleaved_.insert(&tensors_[e.name]);
   }
   bar.finish();
-  fuse_norms_ = !interleaved_.empty();
   w_ = map_weights<const gpu::Weight*>(config_, [&](const std::string& name) -> const gpu::Weight* {
     auto it = tensors_.find(name);
     return it == tensors_.end() ? nullptr : &it->second;
@@ -381,7 +380,7 @@ void GpuBackend::layernorm(Buf out, Buf in, const gpu::Weight* gamma, const gpu:
                            uint32_t T) {
   flush_norm();
   // Only H, the pre-norm blocks' scratch, is read by nothing but the next linear layer.
-  if (out == Buf::H && m.fuse_norms_) {
+  if (out == Buf::H && m.fuse_norms()) {
     pending = PendingNorm{out, in, gamma, beta, T};
     return;
   }
