@@ -54,7 +54,8 @@ run_one() {
   mkdir -p "$work/corpus" "$work/artifacts"
   local rc=0 dict=()
   [[ -f fuzz/$t.dict ]] && dict=(-dict="fuzz/$t.dict")  # the format's words, for the mutator
-  "${nice_cmd[@]}" "$build/fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=10 \
+  # -max_len: room for tensors past the conversions' 4096-value chunks, and for long texts.
+  "${nice_cmd[@]}" "$build/fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=10 -max_len=16384 \
     -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$work/artifacts/" "${dict[@]}" \
     "$work/corpus" "fuzz/corpus/$t" >"$work/log" 2>&1 || rc=$?
   echo "$rc" >"$work/rc"
