@@ -19,6 +19,7 @@ struct OpbenchArgs {
   std::string precision = "f16";
   int repeats = 10;
   uint32_t prefill = 128;     // tokens of the prefill shapes (decode attends to this many)
+  std::string only;           // time only the ops whose name contains this
 };
 int opbench(const OpbenchArgs& args);
 

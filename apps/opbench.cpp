@@ -30,6 +30,7 @@ struct Bench {
   vkr::Kernels& kernels;
   vkr::Arena& arena;
   int repeats;
+  std::string only;
 
   vkr::BufferSpan floats(size_t n) {
     vkr::BufferSpan s = arena.alloc(n * sizeof(float));
@@ -70,6 +71,7 @@ struct Bench {
 
   // Records `op` `repeats` times in one command buffer and prints its mean GPU time per call.
   void time(const std::string& name, const std::string& shape, const std::function<void(vkr::Recorder&)>& op) {
+    if (name.find(only) == std::string::npos) return;
     vkr::Recorder rec(device, true);
     rec.begin();
     op(rec);  // warm-up call, not counted
@@ -187,7 +189,7 @@ int opbench(const OpbenchArgs& args) {
   for (uint32_t T : {1u, args.prefill}) {
     // Weights and activations for one shape set; GPT-2 small in fp32 needs ~700 MB at T=128.
     vkr::Arena arena(device, 760ull << 20, vkr::MemoryKind::Device, "opbench");
-    Bench b{device, kernels, arena, args.repeats};
+    Bench b{device, kernels, arena, args.repeats, args.only};
     run_shapes(b, T, T == 1 ? args.prefill : T, dtype);
   }
   return 0;

@@ -54,6 +54,7 @@ struct Plan {
   uint32_t chunk = 0;                    // rows of W per chunk (of N for [N, K], of K for [K, N])
   uint32_t out_per_group = 0;            // outputs one workgroup covers (vector kernel)
   uint32_t tile_bn = 0, tile_bm = 0;     // (tiled kernel)
+  uint32_t tile_rows = 0;                // rows per workgroup along z (interleaved kernel)
   bool split_k = false;                  // W [K, N] in several chunks: plain is needed
   uint64_t align = 0;                    // of every binding's offset
 };
@@ -119,11 +120,14 @@ void plan_interleaved(vkr::Kernels& k, Plan& plan, const MatmulOptions& o, DType
                       uint32_t T, bool argmax) {
   const vkr::DeviceCaps& caps = k.device().caps();
   uint32_t rows = 1;
-  while (rows < std::min(T, kMatmulVecRows)) rows *= 2;
+  while (rows < std::min(T, kInterleavedRows)) rows *= 2;
   const uint32_t wg = std::max(
       8u, floor_pow2(std::min({caps.max_workgroup_invocations, caps.max_workgroup_size[0], 32u})));
   plan.out_per_group = wg / 8 * push::MATMUL_BLOCK_ROWS;
-  plan.rows = std::min(plan.rows, rows);
+  // A dispatch takes all the rows the bindings allow, `rows` per workgroup along z.
+  plan.tile_rows = rows;
+  plan.rows = static_cast<uint32_t>(
+      std::min<uint64_t>(plan.rows, uint64_t(caps.max_workgroup_count[2]) * rows));
   const vkr::Specialization spec{{wg, 1, 1},
                                  {static_cast<uint32_t>(o.layout), static_cast<uint32_t>(dtype),
                                   static_cast<uint32_t>(o.act), rows, argmax ? 1u : 0u,
@@ -189,7 +193,9 @@ vkr::Groups groups(const vkr::Device& device, const Plan& plan, uint32_t n_count
   if (plan.tile_bn)
     return {static_cast<uint32_t>(ceil_div(n_count, plan.tile_bn)),
             static_cast<uint32_t>(ceil_div(rows, plan.tile_bm)), 1};
-  return vkr::fold_groups(device, ceil_div(n_count, plan.out_per_group), "matmul");
+  vkr::Groups g = vkr::fold_groups(device, ceil_div(n_count, plan.out_per_group), "matmul");
+  if (plan.tile_rows) g.z = static_cast<uint32_t>(ceil_div(rows, plan.tile_rows));
+  return g;
 }
 
 // The kernel a call runs: o.kernel, or for Auto the one its T and the device call for.

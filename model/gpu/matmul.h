@@ -34,6 +34,9 @@ enum class MatmulKernel : uint32_t {
 
 // Rows of x the matrix-vector kernel handles in one pass (larger T loops over passes).
 constexpr uint32_t kMatmulVecRows = 8;
+// Rows of x one workgroup of matmul_interleaved.comp takes (a dispatch takes all the rows, in
+// workgroups along z).
+constexpr uint32_t kInterleavedRows = 16;
 
 struct MatmulNorm {
   vkr::BufferSpan gamma, beta;
