@@ -19,6 +19,7 @@
 namespace {
 
 using Kind = gpu::LayerNormKind;
+using Kernel = gpu::LayerNormKernel;
 
 struct Inputs {
   uint32_t T, C;
@@ -31,7 +32,8 @@ Inputs make_inputs(uint32_t T, uint32_t C, unsigned seed, float lo = -4.0f, floa
           test::random_floats(C, seed + 2, -0.5f, 0.5f)};
 }
 
-std::vector<float> run_gpu(vkr::Kernels& kernels, const Inputs& in, float eps, Kind kind) {
+std::vector<float> run_gpu(vkr::Kernels& kernels, const Inputs& in, float eps, Kind kind,
+                           Kernel kernel) {
   const vkr::Device& dev = kernels.device();
   const size_t n = in.x.size();
   vkr::Arena arena(dev, (2 * n + 2 * in.C) * sizeof(float) + 4096, vkr::MemoryKind::Device,
@@ -41,7 +43,7 @@ std::vector<float> run_gpu(vkr::Kernels& kernels, const Inputs& in, float eps, K
   vkr::BufferSpan out = arena.alloc(n * sizeof(float));
   vkr::Recorder rec(dev);
   rec.begin();
-  gpu::layernorm(kernels, rec, out, x, gamma, beta, in.T, in.C, eps, kind);
+  gpu::layernorm(kernels, rec, out, x, gamma, beta, in.T, in.C, eps, kind, kernel);
   rec.run();
   return test::from_gpu(dev, out, n);
 }
@@ -58,9 +60,16 @@ test::Tolerance tolerance(const std::vector<float>& ref) {
   return {1e-5 * static_cast<double>(peak), 1e-5};
 }
 
-bool check(vkr::Kernels& kernels, const Inputs& in, float eps, Kind kind) {
+bool check(vkr::Kernels& kernels, const Inputs& in, float eps, Kind kind,
+           Kernel kernel = Kernel::Portable) {
   std::vector<float> ref = run_cpu(in, eps, kind);
-  return test::close("layernorm", run_gpu(kernels, in, eps, kind), ref, tolerance(ref));
+  return test::close("layernorm", run_gpu(kernels, in, eps, kind, kernel), ref, tolerance(ref));
+}
+
+// The kernels that can run rows of C on this device: the texel one needs C % 4 == 0.
+std::vector<Kernel> kernels_for(const vkr::DeviceCaps& caps, uint32_t C) {
+  if (caps.storage_texel_buffers && C % 4 == 0) return {Kernel::Portable, Kernel::Texel};
+  return {Kernel::Portable};
 }
 
 }  // namespace
@@ -77,7 +86,10 @@ TEST_CASE("layernorm matches the CPU reference") {
       CAPTURE(static_cast<int>(kind));
       CAPTURE(s[0]);
       CAPTURE(s[1]);
-      CHECK(check(g.kernels, make_inputs(s[0], s[1], s[0] * 31 + s[1]), 1e-5f, kind));
+      for (Kernel kernel : kernels_for(g.device.caps(), s[1])) {
+        CAPTURE(static_cast<int>(kernel));
+        CHECK(check(g.kernels, make_inputs(s[0], s[1], s[0] * 31 + s[1]), 1e-5f, kind, kernel));
+      }
     }
   }
 }
@@ -96,7 +108,10 @@ TEST_CASE("layernorm is stable for rows with a large mean and a small spread") {
   }
   for (Kind kind : {Kind::Standard, Kind::StdPlusEps}) {
     CAPTURE(static_cast<int>(kind));
-    CHECK(check(g.kernels, in, 1e-5f, kind));
+    for (Kernel kernel : kernels_for(g.device.caps(), C)) {
+      CAPTURE(static_cast<int>(kernel));
+      CHECK(check(g.kernels, in, 1e-5f, kind, kernel));
+    }
   }
 
   // The test can fail: the one-pass fp32 variance E[x^2] - E[x]^2 of row 0 is off by far more
@@ -127,7 +142,9 @@ TEST_CASE("layernorm folds rows beyond maxComputeWorkGroupCount[0] into y") {
   GPU_TEST(g);
   const uint32_t max_x = test::group_count_limit_x(g, 1u << 17);
   if (max_x == 0) return;
-  CHECK(check(g.kernels, make_inputs(max_x + 3, 4, 5), 1e-5f, Kind::Standard));
+  // Past the limit for the texel kernel too, which takes up to 8 rows per workgroup.
+  for (Kernel kernel : kernels_for(g.device.caps(), 4))
+    CHECK(check(g.kernels, make_inputs(max_x * 8 + 3, 4, 5), 1e-5f, Kind::Standard, kernel));
 }
 
 TEST_CASE("layernorm with a workgroup that is not a power of two") {
@@ -163,4 +180,8 @@ TEST_CASE("layernorm rejects bad arguments") {
   ln(0, 16, 1e-5f, Kind::Standard);  // no rows: nothing to do
   rec.run();
   CHECK(rec.stats().dispatches == 0);
+  if (g.device.caps().storage_texel_buffers)
+    CHECK_THROWS_WITH_AS(gpu::layernorm(g.kernels, rec, out, x, gamma, beta, 1, 6, 1e-5f,
+                                        Kind::Standard, Kernel::Texel),
+                         doctest::Contains("not a multiple of 4"), vkr::Error);
 }

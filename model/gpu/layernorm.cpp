@@ -1,6 +1,8 @@
 #include "model/gpu/layernorm.h"
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "vk/check.h"
 
@@ -11,11 +13,41 @@ namespace {
   throw vkr::Error("layernorm: " + what);
 }
 
+std::string str(uint64_t v) { return std::to_string(v); }
+
+// Why the texel kernel cannot run this call on this device; empty when it can.
+std::string texel_unsupported(const vkr::DeviceCaps& caps, const vkr::BufferSpan& x,
+                              const vkr::BufferSpan& gamma, const vkr::BufferSpan& beta,
+                              uint32_t T, uint32_t C) {
+  if (!caps.storage_texel_buffers) return "no rgba32f storage texel buffers";
+  if (C % 4 != 0) return "C=" + str(C) + " is not a multiple of 4";
+  const uint64_t align = std::max(binding_alignment(caps), caps.texel_buffer_alignment);
+  if (x.offset % align != 0 || gamma.offset % align != 0 || beta.offset % align != 0)
+    return "x, gamma or beta is not aligned to minTexelBufferOffsetAlignment " + str(align);
+  if (uint64_t{T} * C / 4 > caps.max_texel_buffer_elements)
+    return "x spans " + str(uint64_t{T} * C / 4) + " texels, over maxTexelBufferElements " +
+           str(caps.max_texel_buffer_elements);
+  return {};
+}
+
+bool use_texel(const vkr::DeviceCaps& caps, const vkr::BufferSpan& x, const vkr::BufferSpan& gamma,
+               const vkr::BufferSpan& beta, uint32_t T, uint32_t C, LayerNormKernel asked) {
+  if (asked == LayerNormKernel::Portable) return false;
+  const std::string why_not = texel_unsupported(caps, x, gamma, beta, T, C);
+  if (asked == LayerNormKernel::Texel && !why_not.empty())
+    fail("the texel kernel cannot run on device '" + caps.name + "': " + why_not);
+  return why_not.empty() && (asked == LayerNormKernel::Texel || layernorm_prefers_texel(caps));
+}
+
 }  // namespace
+
+bool layernorm_prefers_texel(const vkr::DeviceCaps& caps) {
+  return caps.type == VK_PHYSICAL_DEVICE_TYPE_CPU;
+}
 
 void layernorm(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
                const vkr::BufferSpan& x, const vkr::BufferSpan& gamma, const vkr::BufferSpan& beta,
-               uint32_t T, uint32_t C, float eps, LayerNormKind kind) {
+               uint32_t T, uint32_t C, float eps, LayerNormKind kind, LayerNormKernel kernel) {
   if (kind != LayerNormKind::Standard && kind != LayerNormKind::StdPlusEps) fail("unknown kind");
   if (C == 0) fail("C must be at least 1");
   if (kind == LayerNormKind::StdPlusEps && C < 2)
@@ -33,10 +65,19 @@ void layernorm(vkr::Kernels& k, vkr::Recorder& rec, const vkr::BufferSpan& out,
          std::to_string(bytes) + " bytes, over this device's maxStorageBufferRange " +
          std::to_string(caps.max_storage_buffer_range));
 
-  const uint32_t wg = row_workgroup(caps, C, 2 * sizeof(float));  // a vec2 of shared memory each
-  const vkr::Pipeline& p = k.get("layernorm", {{wg, 1, 1}, {static_cast<uint32_t>(kind)}});
   // Exact ranges, so the recorder's barriers see only what this dispatch touches.
   const uint64_t row_bytes = uint64_t{C} * sizeof(float);
+  if (use_texel(caps, x, gamma, beta, T, C, kernel)) {
+    // Eight rows per workgroup, llvmpipe's SIMD width: a prompt's rows spread over its threads.
+    const uint32_t wg = std::min({8u, caps.max_workgroup_invocations, caps.max_workgroup_size[0]});
+    const vkr::Pipeline& p = k.get("layernorm_texel", {{wg, 1, 1}, {static_cast<uint32_t>(kind)}});
+    rec.dispatch(
+        p, {out.sub(0, bytes), x.sub(0, bytes), gamma.sub(0, row_bytes), beta.sub(0, row_bytes)},
+        push::LayerNormPush{T, C, eps}, vkr::groups_for(k.device(), p, T));
+    return;
+  }
+  const uint32_t wg = row_workgroup(caps, C, 2 * sizeof(float));  // a vec2 of shared memory each
+  const vkr::Pipeline& p = k.get("layernorm", {{wg, 1, 1}, {static_cast<uint32_t>(kind)}});
   rec.dispatch(
       p, {out.sub(0, bytes), x.sub(0, bytes), gamma.sub(0, row_bytes), beta.sub(0, row_bytes)},
       push::LayerNormPush{T, C, eps}, vkr::fold_groups(k.device(), T, "layernorm"));
