@@ -107,7 +107,7 @@ class GpuModel final : public Model {
         device_(device),
         precision_(o.precision),
         split_layers_(o.split_layers),
-        kernels_(device),
+        kernels_(device.kernels()),
         weights_(device, "weights"),
         state_(device, "activations"),
         io_(device, "io"),
@@ -143,7 +143,7 @@ class GpuModel final : public Model {
   const vkr::Device& device_;
   Precision precision_;
   uint32_t split_layers_;  // blocks per submission; 0 = the whole pass in one
-  vkr::Kernels kernels_;
+  vkr::Kernels& kernels_;  // the device's, shared with its other models
   vkr::RecorderStats stats_;
 
   Packer weights_;

@@ -5,14 +5,13 @@
 // side by side:  texel (n, kt) at (n / B * KT + kt) * B + n % B, KT = K / E.
 // For devices where storage texel buffers are the fast path (llvmpipe: a storage-buffer load
 // whose address differs per lane is a scalar loop over the lanes, an imageLoad one vector
-// gather). Eight consecutive invocations share a block: invocation `lane` owns rows lane,
-// lane + 8, ..., lane + 56 of it, so for each of those the eight lanes read one contiguous
-// 128-byte run. Each invocation sums all of K itself: no shared memory, no barriers. x is read as
-// rgba32f texels too (through a storage buffer, a load that is the same for all lanes measured
-// slower still); it is the same for the eight lanes of a block, so eight rows per lane share
-// each x load, and each weight load serves ROWS rows of x. On llvmpipe every imageLoad is a
-// per-lane gather whatever its address, so the register tile is what counts: measured on GPT-2
-// small's prefill, ROWS = 16 runs its matrix products 1.6-2x faster than 8, and 32 no faster.
+// gather). LANES consecutive invocations share a block: invocation `lane` owns rows lane,
+// lane + LANES, ... of it, so for each of those the lanes read one contiguous run. Each
+// invocation sums all of K itself: no shared memory, no barriers. x is read as rgba32f texels
+// too (through a storage buffer, a load that is the same for all lanes measured slower still);
+// each x load serves all of the invocation's rows of W, and each weight load ROWS rows of x. On
+// llvmpipe every imageLoad is a per-lane gather whatever its address, so the register tile
+// ROWS x BLOCK / LANES is what counts (the host picks it: gpu::kInterleavedRows).
 // The interface and epilogue are matmul.glsl's; the host guarantees K % E == 0, whole blocks
 // (the weight holds N rounded up to a whole block, padded with zeros) and texel-aligned windows.
 #extension GL_GOOGLE_include_directive : require
@@ -40,7 +39,9 @@ layout(binding = 2, rgba32ui) uniform readonly uimageBuffer wt;   // [N / B, K /
 layout(binding = 5, rgba32f) uniform readonly imageBuffer gamma;  // [K / 4], NORM only
 layout(binding = 6, rgba32f) uniform readonly imageBuffer beta;   // [K / 4], NORM only
 
-const uint BLOCK = MATMUL_BLOCK_ROWS, LANES = 8, PER_LANE = BLOCK / LANES;
+// Invocations per block of W's rows: each owns BLOCK / LANES of them. ARGMAX needs 8.
+layout(constant_id = 9) const uint LANES = 8;
+const uint BLOCK = MATMUL_BLOCK_ROWS, PER_LANE = BLOCK / LANES;
 
 uint t0;  // this workgroup's first row of x: gl_WorkGroupID.z * ROWS
 
@@ -136,12 +137,16 @@ void main() {
     out_[i + 1] = float(best_n);
     return;
   }
-  for (uint r = 0; r < PER_LANE; r++) {
-    const uint n = block * BLOCK + r * LANES + lane;
-    // A constant trip count with the row check inside: indexing acc by a loop bound from the
-    // push constants would keep acc in memory (llvmpipe: a masked per-lane store for every
-    // update in the main loop).
-    for (uint t = 0; t < ROWS; t++)
-      if (n < p.n_count && t < rows) store(t0 + t, n, acc[t][r]);
-  }
+  // A loop over the rows that is not unrolled (its bound is not constant), so the epilogue
+  // (activation, bias, residual) is compiled PER_LANE times rather than ROWS * PER_LANE times:
+  // at 32 x 16 that took lavapipe's compiler seconds per pipeline. acc is still read at constant
+  // indices only, picked by a select per row: an index that varies would keep acc in memory
+  // (llvmpipe: a masked per-lane store for every update in the main loop, twice as slow).
+  for (uint t = 0; t < rows; t++)
+    for (uint r = 0; r < PER_LANE; r++) {
+      float v = acc[0][r];
+      for (uint u = 1; u < ROWS; u++) v = u == t ? acc[u][r] : v;
+      const uint n = block * BLOCK + r * LANES + lane;
+      if (n < p.n_count) store(t0 + t, n, v);
+    }
 }

@@ -95,8 +95,7 @@ TEST_CASE("bench: the table, and a profile of one submission and one wait per to
     CHECK(std::stod(row_value(r.out, section, "descriptor writes")) >=
           std::stod(row_value(r.out, section, "dispatches")));
     // Every op kind of GPT-2's forward pass has a GPU time.
-    for (const char* op : {"embedding", "layernorm"})
-      CHECK(row_value(r.out, section, op).find("<no row") == std::string::npos);
+    CHECK(row_value(r.out, section, "embedding").find("<no row") == std::string::npos);
     // Greedy decoding reads back a top-1: from a top-k pass, or on CPU devices from the
     // interleaved head's own argmax (no top-k pass at all).
     if (gpu::matmul_prefers_texel(g.device.caps()))
@@ -112,6 +111,7 @@ TEST_CASE("bench: the table, and a profile of one submission and one wait per to
       return found;
     };
     CHECK(any_row({"matmul_interleaved", "matmul_vec_texel", "matmul_vec", "matmul"}));
+    CHECK(any_row({"layernorm_texel", "layernorm"}));
     const bool fused = any_row({"attention_texel_store"});
     CHECK((fused || (any_row({"kv_store"}) && any_row({"attention"}))));
   }

@@ -78,13 +78,13 @@ TEST_CASE("matmul with interleaved weights matches the CPU reference") {
         c.dtype = dtype;
         check(g.device, g.kernels, c, seed += 10);
       }
-  // Every epilogue over 20 rows: two workgroups along z (kInterleavedRows = 16), the second
-  // with 4 rows.
-  static_assert(gpu::kInterleavedRows == 16, "20 rows must span a partial second workgroup");
+  // Every epilogue over 40 rows: two workgroups along z (kInterleavedRows = 32), the second
+  // with 8 rows.
+  static_assert(gpu::kInterleavedRows == 32, "40 rows must span a partial second workgroup");
   for (Activation act :
        {Activation::None, Activation::GeluTanh, Activation::GeluErf, Activation::Relu})
     for (Residual residual : {Residual::None, Residual::Separate, Residual::InPlace})
-      check(g.device, g.kernels, {20, 40, 50, true, act, residual, WeightLayout::KN, DType::F32},
+      check(g.device, g.kernels, {40, 40, 50, true, act, residual, WeightLayout::KN, DType::F32},
             seed += 10);
 }
 
@@ -223,7 +223,7 @@ TEST_CASE("matmul with a fused LayerNorm matches layernorm then matmul on the CP
   unsigned seed = 3100;
   for (gpu::LayerNormKind kind : {gpu::LayerNormKind::Standard, gpu::LayerNormKind::StdPlusEps})
     for (DType dtype : {DType::F32, DType::F16})
-      for (auto [T, K, N] : {std::tuple{1u, 128u, 384u}, std::tuple{21u, 768u, 200u}}) {
+      for (auto [T, K, N] : {std::tuple{1u, 128u, 384u}, std::tuple{37u, 768u, 200u}}) {
         CAPTURE(T);
         CAPTURE(K);
         CAPTURE(static_cast<int>(kind));

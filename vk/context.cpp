@@ -8,6 +8,7 @@
 
 #include "vk/check.h"
 #include "vk/physical_device.h"
+#include "vk/pipeline.h"
 
 #if defined(_WIN32)
 #include <windows.h>
@@ -272,8 +273,14 @@ Device::Device(const Instance& instance, const DeviceOptions& options) : instanc
 Device::~Device() {
   if (device_) {
     vkDeviceWaitIdle(device_);  // returns in finite time on a lost device too
+    kernels_.reset();           // its pipelines belong to device_
     vkDestroyDevice(device_, nullptr);
   }
+}
+
+Kernels& Device::kernels() const {
+  if (!kernels_) kernels_ = std::make_unique<Kernels>(*this);
+  return *kernels_;
 }
 
 void Device::reserve(uint64_t bytes, const std::string& what) const {

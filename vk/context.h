@@ -132,6 +132,8 @@ struct DeviceOptions {
   static DeviceOptions from_env();
 };
 
+class Kernels;
+
 class Device {
  public:
   // Throws vkr::Error naming each device and why it was not taken.
@@ -171,6 +173,11 @@ class Device {
   // safely: the process ends with the reason on stderr and exit code 1.
   void settle(VkFence fence) const noexcept;
 
+  // The pipelines every model on this device shares (vk/pipeline.h), each created on first
+  // request: a second model, or a test's fortieth, compiles only what the first did not. Not
+  // thread-safe, like the rest of a Device's users.
+  Kernels& kernels() const;
+
   template <typename T>
   Handle<T> own(T h, typename Handle<T>::Destroy destroy) const {
     return Handle<T>(device_, h, destroy);
@@ -190,6 +197,7 @@ class Device {
   mutable std::atomic<bool> lost_{false};
   mutable std::mutex lost_mutex_;
   mutable std::string lost_reason_;  // guarded by lost_mutex_
+  mutable std::unique_ptr<Kernels> kernels_;
 };
 
 const char* device_type_name(VkPhysicalDeviceType t);

@@ -123,7 +123,10 @@ void plan_interleaved(vkr::Kernels& k, Plan& plan, const MatmulOptions& o, DType
   while (rows < std::min(T, kInterleavedRows)) rows *= 2;
   const uint32_t wg = std::max(
       8u, floor_pow2(std::min({caps.max_workgroup_invocations, caps.max_workgroup_size[0], 32u})));
-  plan.out_per_group = wg / 8 * push::MATMUL_BLOCK_ROWS;
+  // Short prompts and decoding keep 8 lanes (64 / 8 = 8 rows of W each), whose smaller tile
+  // compiles faster and wastes less on padding rows.
+  const uint32_t lanes = argmax || rows <= 8 ? 8 : kInterleavedLanes;
+  plan.out_per_group = wg / lanes * push::MATMUL_BLOCK_ROWS;
   // A dispatch takes all the rows the bindings allow, `rows` per workgroup along z.
   plan.tile_rows = rows;
   plan.rows = static_cast<uint32_t>(
@@ -131,7 +134,7 @@ void plan_interleaved(vkr::Kernels& k, Plan& plan, const MatmulOptions& o, DType
   const vkr::Specialization spec{{wg, 1, 1},
                                  {static_cast<uint32_t>(o.layout), static_cast<uint32_t>(dtype),
                                   static_cast<uint32_t>(o.act), rows, argmax ? 1u : 0u,
-                                  o.norm ? 1 + static_cast<uint32_t>(o.norm->kind) : 0u}};
+                                  o.norm ? 1 + static_cast<uint32_t>(o.norm->kind) : 0u, lanes}};
   plan.last = plan.plain = &k.get("matmul_interleaved", spec);
 }
 

@@ -34,9 +34,14 @@ enum class MatmulKernel : uint32_t {
 
 // Rows of x the matrix-vector kernel handles in one pass (larger T loops over passes).
 constexpr uint32_t kMatmulVecRows = 8;
-// Rows of x one workgroup of matmul_interleaved.comp takes (a dispatch takes all the rows, in
-// workgroups along z).
-constexpr uint32_t kInterleavedRows = 16;
+// The register tile of matmul_interleaved.comp for more than one row of x: each workgroup takes
+// kInterleavedRows rows of x (a dispatch takes all the rows, in workgroups along z), and
+// kInterleavedLanes invocations share a block of 64 rows of W, 16 rows each. Every imageLoad is
+// a per-lane gather on llvmpipe, so the larger the tile the fewer loads per product, until the
+// accumulators spill too much: measured on GPT-2 small's prefill, 32 x 16 beat 16 x 8, 16 x 16,
+// 32 x 8 and 32 x 32 by 5-15%, and 64 x 16 ran 4x slower. One row (decoding) keeps 8 lanes.
+constexpr uint32_t kInterleavedRows = 32;
+constexpr uint32_t kInterleavedLanes = 4;
 
 struct MatmulNorm {
   vkr::BufferSpan gamma, beta;
