@@ -137,16 +137,12 @@ void main() {
     out_[i + 1] = float(best_n);
     return;
   }
-  // A loop over the rows that is not unrolled (its bound is not constant), so the epilogue
-  // (activation, bias, residual) is compiled PER_LANE times rather than ROWS * PER_LANE times:
-  // at 32 x 16 that took lavapipe's compiler seconds per pipeline. acc is still read at constant
-  // indices only, picked by a select per row: an index that varies would keep acc in memory
-  // (llvmpipe: a masked per-lane store for every update in the main loop, twice as slow).
-  for (uint t = 0; t < rows; t++)
-    for (uint r = 0; r < PER_LANE; r++) {
-      float v = acc[0][r];
-      for (uint u = 1; u < ROWS; u++) v = u == t ? acc[u][r] : v;
-      const uint n = block * BLOCK + r * LANES + lane;
-      if (n < p.n_count) store(t0 + t, n, v);
-    }
+  for (uint r = 0; r < PER_LANE; r++) {
+    const uint n = block * BLOCK + r * LANES + lane;
+    // A constant trip count with the row check inside: indexing acc by a bound from the push
+    // constants would keep acc in memory (llvmpipe: a masked per-lane store for every update
+    // in the main loop, twice as slow).
+    for (uint t = 0; t < ROWS; t++)
+      if (n < p.n_count && t < rows) store(t0 + t, n, acc[t][r]);
+  }
 }
