@@ -112,7 +112,7 @@ std::string texel_unsupported(const vkr::DeviceCaps& caps, const Call& c) {
   if (D % 4 != 0 || D > kAttentionTexelMaxD)
     return "head dim D=" + str(D) + " is not a multiple of 4 up to " + str(kAttentionTexelMaxD);
   if (c.q_stride % 4 != 0) return "q_stride=" + str(c.q_stride) + " is not a multiple of 4";
-  const uint64_t align = std::max(binding_alignment(caps), caps.texel_buffer_alignment);
+  const uint64_t align = texel_binding_alignment(caps);
   if (c.q.offset % align != 0 || c.k_cache.offset % align != 0 || c.v_cache.offset % align != 0)
     return "q or a cache is not aligned to minTexelBufferOffsetAlignment " + str(align);
   const uint64_t texels = std::max(c.q_floats(), uint64_t{c.L} * c.C) / 4;  // q's, L cache rows'

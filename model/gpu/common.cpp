@@ -46,6 +46,10 @@ uint64_t binding_alignment(const vkr::DeviceCaps& caps) {
   return std::max<uint64_t>(4, caps.storage_buffer_alignment);
 }
 
+uint64_t texel_binding_alignment(const vkr::DeviceCaps& caps) {
+  return std::max(binding_alignment(caps), caps.texel_buffer_alignment);
+}
+
 Window window(const vkr::BufferSpan& s, uint64_t first, uint64_t count, size_t bytes_each,
               uint64_t align) {
   const uint64_t begin = first * bytes_each, lo = begin / align * align;

@@ -49,6 +49,9 @@ uint32_t row_workgroup(const vkr::DeviceCaps& caps, uint32_t n, uint32_t shared_
 // What a binding's offset must be a multiple of: minStorageBufferOffsetAlignment, and at least
 // a 32-bit word (shaders index 32-bit elements).
 uint64_t binding_alignment(const vkr::DeviceCaps& caps);
+// The same for a binding that may be a storage texel buffer: binding_alignment() and
+// minTexelBufferOffsetAlignment both.
+uint64_t texel_binding_alignment(const vkr::DeviceCaps& caps);
 
 // Elements [first, first + count) of `s` as a binding. Bindings must start at a multiple of
 // `align` (binding_alignment) and element `first` need not, so the binding starts at the aligned

@@ -21,7 +21,7 @@ std::string texel_unsupported(const vkr::DeviceCaps& caps, const vkr::BufferSpan
                               uint32_t T, uint32_t C) {
   if (!caps.storage_texel_buffers) return "no rgba32f storage texel buffers";
   if (C % 4 != 0) return "C=" + str(C) + " is not a multiple of 4";
-  const uint64_t align = std::max(binding_alignment(caps), caps.texel_buffer_alignment);
+  const uint64_t align = texel_binding_alignment(caps);
   if (x.offset % align != 0 || gamma.offset % align != 0 || beta.offset % align != 0)
     return "x, gamma or beta is not aligned to minTexelBufferOffsetAlignment " + str(align);
   if (uint64_t{T} * C / 4 > caps.max_texel_buffer_elements)

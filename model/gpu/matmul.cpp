@@ -220,7 +220,7 @@ Plan make_plan(vkr::Kernels& k, const MatmulOptions& o, const vkr::BufferSpan& x
                uint32_t T, uint32_t K, uint32_t N, bool argmax = false) {
   const vkr::DeviceCaps& caps = k.device().caps();
   const DType dtype = w.dtype;
-  const uint64_t texel_align = std::max(binding_alignment(caps), caps.texel_buffer_alignment);
+  const uint64_t texel_align = texel_binding_alignment(caps);
   const bool interleaved = o.layout == WeightLayout::Interleaved;
   const bool aligned = x.offset % texel_align == 0 && w.span.offset % texel_align == 0;
   const bool texel_ok = aligned && (interleaved ? matmul_interleaved_supported(caps, dtype, K)
