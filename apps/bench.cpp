@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "apps/commands.h"
-#include "model/checkpoint.h"
-#include "model/gpu_model.h"
+#include "model/formats/checkpoint.h"
+#include "model/forward/gpu_model.h"
 
 namespace app {
 namespace {
@@ -245,19 +245,19 @@ struct Profile {
     uint32_t dispatches = 0;
   };
   std::map<std::string, Op> ops;
-  vkr::RecorderStats stats;
+  vk::RecorderStats stats;
   uint32_t passes = 0;
   double wall_s = 0;
 
   void add(const model::Model& m, double seconds) {
     std::map<std::string, double> longest;
-    for (const vkr::DispatchTime& d : model::gpu_timings(m)) {
+    for (const vk::DispatchTime& d : model::gpu_timings(m)) {
       ops[d.shader].ms += d.ms;
       ops[d.shader].dispatches++;
       longest[d.shader] = std::max(longest[d.shader], d.ms);
     }
     for (const auto& [name, ms] : longest) ops[name].longest += ms;
-    const vkr::RecorderStats& st = model::gpu_stats(m);
+    const vk::RecorderStats& st = model::gpu_stats(m);
     stats.dispatches += st.dispatches;
     stats.barriers += st.barriers;
     stats.descriptor_writes += st.descriptor_writes;
@@ -287,7 +287,7 @@ void print_profile(FILE* out, const std::string& title, const Profile& p, const 
   std::fprintf(out, "\n%s\n\n", title.c_str());
   print_markdown(out, {"op kind", "dispatches/" + unit, "ms/" + unit, "share", "longest ms"},
                  {false, true, true, true, true}, rows);
-  const vkr::RecorderStats& st = p.stats;
+  const vk::RecorderStats& st = p.stats;
   std::fprintf(out, "\n");
   print_markdown(out, {"counter", "per " + unit}, {false, true},
                  {{"submits", format("%.4g", st.submits / n)},
@@ -300,14 +300,13 @@ void print_profile(FILE* out, const std::string& title, const Profile& p, const 
 
 // Where the time of a prefill pass and of a decoded token goes, on a model instance of its own
 // with timestamps on, warmed up first like the timed runs.
-void profile(const model::Checkpoint& ckpt, const vkr::Device& device, model::Precision precision,
+void profile(const model::Checkpoint& ckpt, const vk::Device& device, model::Precision precision,
              uint32_t split_layers, uint32_t prompt, uint32_t gen, FILE* out) {
   if (!device.caps().timestamps)
     std::fprintf(out, "\n'%s' has no compute timestamps: the op times are missing\n",
                  device.caps().name.c_str());
   model::GpuModelOptions o;
   o.precision = precision;
-  o.progress = false;
   o.timestamps = true;
   o.split_layers = split_layers;
   std::unique_ptr<model::Model> m = model::make_gpu_model(ckpt, device, o);

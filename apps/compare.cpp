@@ -9,9 +9,11 @@
 #include <cmath>
 #include <cstdio>
 
+#include "model/forward/cpu_model.h"
 #include "apps/commands.h"
-#include "model/generate.h"
-#include "model/gpu_model.h"
+#include "model/generation/generate.h"
+#include "model/forward/gpu_model.h"
+#include "model/text/utf8.h"
 
 namespace app {
 namespace {

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "apps/commands.h"
+#include "model/ops/gpu/policy.h"
 #include "vk/context.h"
 
 namespace app {
@@ -9,9 +10,9 @@ namespace {
 
 const char* yes(bool b) { return b ? "yes" : "no"; }
 
-void print(const vkr::PhysicalDevice& d) {
-  const vkr::DeviceCaps& c = d.caps;
-  std::printf("device %u: %s (%s)\n", d.index, c.name.c_str(), vkr::device_type_name(c.type));
+void print(const vk::PhysicalDevice& d, vk::KernelSet asked) {
+  const vk::DeviceCaps& c = d.caps;
+  std::printf("device %u: %s (%s)\n", d.index, c.name.c_str(), vk::device_type_name(c.type));
   if (!d.unusable.empty()) {
     std::printf("  unusable: %s\n", d.unusable.c_str());
     return;
@@ -40,20 +41,22 @@ void print(const vkr::PhysicalDevice& d) {
               c.uma ? "unified (host-visible device-local)" : "discrete (staging copies)",
               static_cast<double>(c.device_local_bytes) / (1024.0 * 1048576.0));
   if (c.portability_subset) std::printf("  portability subset      yes (VK_KHR_portability_subset)\n");
+  std::printf("  kernels                 %s\n", model::gpu::choose_policy(c, asked).describe().c_str());
 }
 
 }  // namespace
 
 int devices(const DevicesArgs& args) {
-  vkr::InstanceOptions options = vkr::InstanceOptions::from_env();
+  vk::InstanceOptions options = vk::InstanceOptions::from_env();
   options.validation = options.validation || args.validation;
-  vkr::Instance instance(options);
-  std::vector<vkr::PhysicalDevice> list = instance.devices();
+  vk::Instance instance(options);
+  std::vector<vk::PhysicalDevice> list = instance.devices();
   if (list.empty()) {
     std::fprintf(stderr, "gpt2vk: the Vulkan loader found no device (is a driver installed?)\n");
     return 1;
   }
-  for (const auto& d : list) print(d);
+  const vk::KernelSet asked = vk::DeviceOptions::from_env().kernels;
+  for (const auto& d : list) print(d, asked);
   return 0;
 }
 

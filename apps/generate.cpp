@@ -4,7 +4,8 @@
 #include <random>
 
 #include "apps/commands.h"
-#include "model/generate.h"
+#include "model/generation/generate.h"
+#include "model/text/utf8.h"
 
 namespace app {
 

@@ -23,6 +23,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000));
   opbench->add_option("-p,--prefill", opbench_args.prefill, "prefill tokens")
       ->check(CLI::Range(2, 1024));
+  opbench->add_option("--kernels", opbench_args.kernels,
+                      "the kernel set whose Auto kernels run: auto, gpu or cpu (default auto)")
+      ->check(CLI::IsMember({"auto", "gpu", "cpu"}));
   opbench->add_option("--only", opbench_args.only, "time only the ops whose name contains this");
 
   app::BenchArgs bench_args;

@@ -5,7 +5,7 @@
 #include <map>
 
 #include "apps/commands.h"
-#include "model/random_checkpoint.h"
+#include "model/formats/random_checkpoint.h"
 
 namespace app {
 

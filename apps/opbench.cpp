@@ -8,15 +8,13 @@
 #include <vector>
 
 #include "apps/commands.h"
-#include "model/gpu/activation.h"
-#include "model/gpu/add.h"
-#include "model/gpu/attention.h"
-#include "model/gpu/embedding.h"
-#include "model/gpu/kv_store.h"
-#include "model/gpu/layernorm.h"
-#include "model/gpu/matmul.h"
-#include "model/gpu/softmax.h"
-#include "model/gpu/topk.h"
+#include "model/ops/gpu/activation.h"
+#include "model/ops/gpu/attention.h"
+#include "model/ops/gpu/embedding.h"
+#include "model/ops/gpu/kv_store.h"
+#include "model/ops/gpu/layernorm.h"
+#include "model/ops/gpu/matmul.h"
+#include "model/ops/gpu/topk.h"
 #include "vk/check.h"
 
 namespace app {
@@ -26,53 +24,53 @@ namespace {
 constexpr uint32_t C = 768, H = 12, V = 50257, N_CTX = 1024;
 
 struct Bench {
-  vkr::Device& device;
-  vkr::Kernels& kernels;
-  vkr::Arena& arena;
+  vk::Device& device;
+  vk::Kernels& kernels;
+  vk::Arena& arena;
   int repeats;
   std::string only;
 
-  vkr::BufferSpan floats(size_t n) {
-    vkr::BufferSpan s = arena.alloc(n * sizeof(float));
+  vk::BufferSpan floats(size_t n) {
+    vk::BufferSpan s = arena.alloc(n * sizeof(float));
     std::vector<float> v(n);
     std::mt19937 rng(static_cast<unsigned>(n));
     std::uniform_real_distribution<float> dist(-0.5f, 0.5f);
     for (float& x : v) x = dist(rng);
-    vkr::upload(device, s, v.data(), s.size);
+    vk::upload(device, s, v.data(), s.size);
     return s;
   }
 
-  gpu::Weight weight(size_t n, gpu::DType dtype) {
-    if (dtype == gpu::DType::F32) return {floats(n), dtype};
+  model::gpu::Weight weight(size_t n, model::DType dtype) {
+    if (dtype == model::DType::F32) return {floats(n), dtype};
     std::vector<float> v(n, 0.01f);
-    std::vector<uint16_t> h = gpu::to_half(v.data(), n);
-    vkr::BufferSpan s = arena.alloc(h.size() * sizeof(uint16_t));
-    vkr::upload(device, s, h.data(), s.size);
+    std::vector<uint16_t> h = model::gpu::to_half(v.data(), n);
+    vk::BufferSpan s = arena.alloc(h.size() * sizeof(uint16_t));
+    vk::upload(device, s, h.data(), s.size);
     return {s, dtype};
   }
 
   // W [N, K] in the Interleaved layout (matmul_interleaved.comp), from random values.
-  gpu::Weight interleaved(uint32_t K, uint32_t N, gpu::DType dtype) {
+  model::gpu::Weight interleaved(uint32_t K, uint32_t N, model::DType dtype) {
     std::vector<float> v(size_t(K) * N);
     std::mt19937 rng(K ^ N);
     std::uniform_real_distribution<float> dist(-0.5f, 0.5f);
     for (float& x : v) x = dist(rng);
-    std::vector<uint8_t> packed(gpu::interleaved_bytes(dtype, K, N));
-    if (dtype == gpu::DType::F16) {
-      std::vector<uint16_t> h = gpu::to_half(v.data(), v.size());
-      gpu::interleave(packed.data(), h.data(), gpu::WeightLayout::NK, dtype, K, N);
+    std::vector<uint8_t> packed(model::gpu::interleaved_bytes(dtype, K, N));
+    if (dtype == model::DType::F16) {
+      std::vector<uint16_t> h = model::gpu::to_half(v.data(), v.size());
+      model::gpu::interleave(packed.data(), h.data(), model::WeightLayout::NK, dtype, K, N);
     } else {
-      gpu::interleave(packed.data(), v.data(), gpu::WeightLayout::NK, dtype, K, N);
+      model::gpu::interleave(packed.data(), v.data(), model::WeightLayout::NK, dtype, K, N);
     }
-    vkr::BufferSpan s = arena.alloc(packed.size());
-    vkr::upload(device, s, packed.data(), s.size);
+    vk::BufferSpan s = arena.alloc(packed.size());
+    vk::upload(device, s, packed.data(), s.size);
     return {s, dtype};
   }
 
   // Records `op` `repeats` times in one command buffer and prints its mean GPU time per call.
-  void time(const std::string& name, const std::string& shape, const std::function<void(vkr::Recorder&)>& op) {
+  void time(const std::string& name, const std::string& shape, const std::function<void(vk::Recorder&)>& op) {
     if (name.find(only) == std::string::npos) return;
-    vkr::Recorder rec(device, true);
+    vk::Recorder rec(device, true);
     rec.begin();
     op(rec);  // warm-up call, not counted
     rec.run();
@@ -80,115 +78,113 @@ struct Bench {
     for (int r = 0; r < repeats; r++) op(rec);
     rec.run();
     double total = 0;
-    for (const vkr::DispatchTime& t : rec.timings()) total += t.ms;
+    for (const vk::DispatchTime& t : rec.timings()) total += t.ms;
     std::printf("%-22s %-34s %4u %10.3f\n", name.c_str(), shape.c_str(),
                 rec.stats().dispatches / static_cast<uint32_t>(repeats), total / repeats);
   }
 };
 
-void run_shapes(Bench& b, uint32_t T, uint32_t L, gpu::DType dtype) {
+void run_shapes(Bench& b, uint32_t T, uint32_t L, model::DType dtype) {
   const std::string t = "T=" + std::to_string(T);
-  vkr::BufferSpan x = b.floats(size_t(T) * C), y = b.floats(size_t(T) * C);
-  vkr::BufferSpan qkv = b.floats(size_t(T) * 3 * C), h4 = b.floats(size_t(T) * 4 * C);
-  vkr::BufferSpan kc = b.floats(size_t(N_CTX) * C), vc = b.floats(size_t(N_CTX) * C);
-  vkr::BufferSpan gamma = b.floats(C), beta = b.floats(C), b3 = b.floats(3 * C),
+  vk::BufferSpan x = b.floats(size_t(T) * C), y = b.floats(size_t(T) * C);
+  vk::BufferSpan qkv = b.floats(size_t(T) * 3 * C), h4 = b.floats(size_t(T) * 4 * C);
+  vk::BufferSpan kc = b.floats(size_t(N_CTX) * C), vc = b.floats(size_t(N_CTX) * C);
+  vk::BufferSpan gamma = b.floats(C), beta = b.floats(C), b3 = b.floats(3 * C),
                   b4 = b.floats(4 * C), b1 = b.floats(C);
-  gpu::Weight w_qkv = b.weight(size_t(C) * 3 * C, dtype), w_proj = b.weight(size_t(C) * C, dtype);
-  gpu::Weight w_fc = b.weight(size_t(C) * 4 * C, dtype), w_fc2 = b.weight(size_t(4) * C * C, dtype);
-  gpu::Weight wte = b.weight(size_t(V) * C, dtype), wpe = b.weight(size_t(N_CTX) * C, dtype);
-  vkr::BufferSpan ids = b.arena.alloc(T * sizeof(int32_t));
-  gpu::upload_ids(b.device, ids, std::vector<int32_t>(T, 42), V);
-  vkr::BufferSpan logits = b.floats(size_t(T) * V), probs = b.floats(V);
-  vkr::BufferSpan top_ids = b.arena.alloc(64 * 4), top_vals = b.arena.alloc(64 * 4);
-  vkr::BufferSpan scratch =
-      b.arena.alloc(std::max<size_t>(16, gpu::topk_scratch_bytes(b.device.caps(), V, 40)));
-  vkr::Kernels& k = b.kernels;
-  gpu::MatmulOptions kn, nk, gelu;
-  nk.layout = gpu::WeightLayout::NK;
-  gelu.act = gpu::Activation::GeluTanh;
+  model::gpu::Weight w_qkv = b.weight(size_t(C) * 3 * C, dtype), w_proj = b.weight(size_t(C) * C, dtype);
+  model::gpu::Weight w_fc = b.weight(size_t(C) * 4 * C, dtype), w_fc2 = b.weight(size_t(4) * C * C, dtype);
+  model::gpu::Weight wte = b.weight(size_t(V) * C, dtype), wpe = b.weight(size_t(N_CTX) * C, dtype);
+  vk::BufferSpan ids = b.arena.alloc(T * sizeof(int32_t));
+  model::gpu::upload_ids(b.device, ids, std::vector<int32_t>(T, 42), V);
+  vk::BufferSpan logits = b.floats(size_t(T) * V);
+  vk::BufferSpan top_ids = b.arena.alloc(64 * 4), top_vals = b.arena.alloc(64 * 4);
+  vk::BufferSpan scratch =
+      b.arena.alloc(std::max<size_t>(16, model::gpu::topk_scratch_bytes(b.device, V, 40)));
+  vk::Kernels& k = b.kernels;
+  model::gpu::MatmulOptions kn, nk, gelu;
+  nk.layout = model::WeightLayout::NK;
+  gelu.act = model::Activation::GeluTanh;
 
-  b.time("embedding", t + " C=768", [&](vkr::Recorder& r) {
-    gpu::embedding(k, r, x, ids, wte, &wpe, T, C, V, N_CTX, L - T, gpu::PositionKind::Learned);
+  b.time("embedding", t + " C=768", [&](vk::Recorder& r) {
+    model::gpu::embedding(k, r, x, ids, wte, &wpe, T, C, V, N_CTX, L - T, model::PositionKind::Learned);
   });
-  b.time("layernorm", t + " C=768", [&](vkr::Recorder& r) {
-    gpu::layernorm(k, r, y, x, gamma, beta, T, C, 1e-5f);
+  b.time("layernorm", t + " C=768", [&](vk::Recorder& r) {
+    model::gpu::layernorm(k, r, y, x, gamma, beta, T, C, 1e-5f);
   });
-  b.time("matmul qkv +bias", t + " 768->2304", [&](vkr::Recorder& r) {
-    gpu::matmul(k, r, qkv, y, w_qkv, &b3, nullptr, T, C, 3 * C, kn);
+  b.time("matmul qkv +bias", t + " 768->2304", [&](vk::Recorder& r) {
+    model::gpu::matmul(k, r, qkv, y, w_qkv, &b3, nullptr, T, C, 3 * C, kn);
   });
-  b.time("kv_store", t + " pos=" + std::to_string(L - T), [&](vkr::Recorder& r) {
-    gpu::kv_store(k, r, kc, vc, qkv, T, C, L - T);
+  b.time("kv_store", t + " pos=" + std::to_string(L - T), [&](vk::Recorder& r) {
+    model::gpu::kv_store(k, r, kc, vc, qkv, T, C, L - T);
   });
-  b.time("attention", t + " L=" + std::to_string(L) + " H=12", [&](vkr::Recorder& r) {
-    gpu::attention(k, r, y, qkv, 3 * C, kc, vc, T, L, C, H);
+  b.time("attention", t + " L=" + std::to_string(L) + " H=12", [&](vk::Recorder& r) {
+    model::gpu::attention(k, r, y, qkv, 3 * C, kc, vc, T, L, C, H);
   });
   if (T == 1)  // decode at the end of GPT-2's context
-    b.time("attention", t + " L=1024 H=12", [&](vkr::Recorder& r) {
-      gpu::attention(k, r, y, qkv, 3 * C, kc, vc, T, N_CTX, C, H);
+    b.time("attention", t + " L=1024 H=12", [&](vk::Recorder& r) {
+      model::gpu::attention(k, r, y, qkv, 3 * C, kc, vc, T, N_CTX, C, H);
     });
   // What the model runs: kv_store and attention, one dispatch where the texel kernel runs.
-  b.time("attention_store", t + " pos=" + std::to_string(L - T) + " H=12", [&](vkr::Recorder& r) {
-    gpu::attention_store(k, r, y, kc, vc, qkv, T, L - T, C, H);
+  b.time("attention_store", t + " pos=" + std::to_string(L - T) + " H=12", [&](vk::Recorder& r) {
+    model::gpu::attention_store(k, r, y, kc, vc, qkv, T, L - T, C, H);
   });
-  b.time("matmul proj +res", t + " 768->768", [&](vkr::Recorder& r) {
-    gpu::matmul(k, r, x, y, w_proj, &b1, &x, T, C, C, kn);
+  b.time("matmul proj +res", t + " 768->768", [&](vk::Recorder& r) {
+    model::gpu::matmul(k, r, x, y, w_proj, &b1, &x, T, C, C, kn);
   });
-  b.time("matmul fc +gelu", t + " 768->3072", [&](vkr::Recorder& r) {
-    gpu::matmul(k, r, h4, y, w_fc, &b4, nullptr, T, C, 4 * C, gelu);
+  b.time("matmul fc +gelu", t + " 768->3072", [&](vk::Recorder& r) {
+    model::gpu::matmul(k, r, h4, y, w_fc, &b4, nullptr, T, C, 4 * C, gelu);
   });
-  b.time("matmul fc2 +res", t + " 3072->768", [&](vkr::Recorder& r) {
-    gpu::matmul(k, r, x, h4, w_fc2, &b1, &x, T, 4 * C, C, kn);
+  b.time("matmul fc2 +res", t + " 3072->768", [&](vk::Recorder& r) {
+    model::gpu::matmul(k, r, x, h4, w_fc2, &b1, &x, T, 4 * C, C, kn);
   });
-  b.time("activation gelu", t + " n=" + std::to_string(T * 4 * C), [&](vkr::Recorder& r) {
-    gpu::activation(k, r, h4, h4, T * 4 * C, gpu::Activation::GeluTanh);
+  b.time("activation gelu", t + " n=" + std::to_string(T * 4 * C), [&](vk::Recorder& r) {
+    model::gpu::activation(k, r, h4, h4, T * 4 * C, model::Activation::GeluTanh);
   });
-  b.time("add", t + " n=" + std::to_string(T * C), [&](vkr::Recorder& r) {
-    gpu::add(k, r, x, x, y, T * C);
+  b.time("matmul lm_head (wte^T)", t + " 768->50257", [&](vk::Recorder& r) {
+    model::gpu::matmul(k, r, logits, y, wte, nullptr, nullptr, T, C, V, nk);
   });
-  b.time("matmul lm_head (wte^T)", t + " 768->50257", [&](vkr::Recorder& r) {
-    gpu::matmul(k, r, logits, y, wte, nullptr, nullptr, T, C, V, nk);
-  });
-  if (gpu::matmul_interleaved_supported(b.device.caps(), dtype, C)) {
-    gpu::MatmulOptions il, il_gelu;
-    il.layout = il_gelu.layout = gpu::WeightLayout::Interleaved;
-    il_gelu.act = gpu::Activation::GeluTanh;
-    gpu::Weight i_qkv = b.interleaved(C, 3 * C, dtype), i_fc = b.interleaved(C, 4 * C, dtype);
-    gpu::Weight i_fc2 = b.interleaved(4 * C, C, dtype), i_head = b.interleaved(C, V, dtype);
-    b.time("interleaved qkv +bias", t + " 768->2304", [&](vkr::Recorder& r) {
-      gpu::matmul(k, r, qkv, y, i_qkv, &b3, nullptr, T, C, 3 * C, il);
+  if (model::gpu::matmul_interleaved_supported(b.device.caps(), dtype, C)) {
+    model::gpu::MatmulOptions il, il_gelu;
+    il.layout = il_gelu.layout = model::WeightLayout::Interleaved;
+    il_gelu.act = model::Activation::GeluTanh;
+    model::gpu::Weight i_qkv = b.interleaved(C, 3 * C, dtype), i_fc = b.interleaved(C, 4 * C, dtype);
+    model::gpu::Weight i_fc2 = b.interleaved(4 * C, C, dtype), i_head = b.interleaved(C, V, dtype);
+    b.time("interleaved qkv +bias", t + " 768->2304", [&](vk::Recorder& r) {
+      model::gpu::matmul(k, r, qkv, y, i_qkv, &b3, nullptr, T, C, 3 * C, il);
     });
-    b.time("interleaved fc +gelu", t + " 768->3072", [&](vkr::Recorder& r) {
-      gpu::matmul(k, r, h4, y, i_fc, &b4, nullptr, T, C, 4 * C, il_gelu);
+    b.time("interleaved fc +gelu", t + " 768->3072", [&](vk::Recorder& r) {
+      model::gpu::matmul(k, r, h4, y, i_fc, &b4, nullptr, T, C, 4 * C, il_gelu);
     });
-    b.time("interleaved fc2 +res", t + " 3072->768", [&](vkr::Recorder& r) {
-      gpu::matmul(k, r, x, h4, i_fc2, &b1, &x, T, 4 * C, C, il);
+    b.time("interleaved fc2 +res", t + " 3072->768", [&](vk::Recorder& r) {
+      model::gpu::matmul(k, r, x, h4, i_fc2, &b1, &x, T, 4 * C, C, il);
     });
-    b.time("interleaved lm_head", t + " 768->50257", [&](vkr::Recorder& r) {
-      gpu::matmul(k, r, logits, y, i_head, nullptr, nullptr, T, C, V, il);
+    b.time("interleaved lm_head", t + " 768->50257", [&](vk::Recorder& r) {
+      model::gpu::matmul(k, r, logits, y, i_head, nullptr, nullptr, T, C, V, il);
     });
   }
-  b.time("softmax", "R=1 N=50257", [&](vkr::Recorder& r) { gpu::softmax(k, r, probs, logits, 1, V); });
-  b.time("topk k=40", "V=50257", [&](vkr::Recorder& r) {
-    gpu::topk(k, r, top_ids, top_vals, logits, scratch, V, 40);
+  b.time("topk k=40", "V=50257", [&](vk::Recorder& r) {
+    model::gpu::topk(k, r, top_ids, top_vals, logits, scratch, V, 40);
   });
 }
 
 }  // namespace
 
 int opbench(const OpbenchArgs& args) {
-  vkr::Instance instance;
-  vkr::DeviceOptions options;
+  vk::Instance instance;
+  vk::DeviceOptions options;
   options.select = args.device;
-  vkr::Device device(instance, options);
-  if (!device.caps().timestamps) throw vkr::Error("device '" + device.caps().name + "' has no compute timestamps");
-  const gpu::DType dtype = args.precision == "f32" ? gpu::DType::F32 : gpu::DType::F16;
-  vkr::Kernels kernels(device);
-  std::printf("device: %s, weights %s, mean of %d calls after a warm-up\n", device.caps().name.c_str(),
+  options.kernels = vk::parse_kernel_set(args.kernels, "--kernels");
+  vk::Device device(instance, options);
+  if (!device.caps().timestamps) throw vk::Error("device '" + device.caps().name + "' has no compute timestamps");
+  const model::DType dtype = args.precision == "f32" ? model::DType::F32 : model::DType::F16;
+  vk::Kernels kernels(device);
+  std::printf("device: %s, %s kernels, weights %s, mean of %d calls after a warm-up\n",
+              device.caps().name.c_str(), model::gpu::kernel_policy(device).describe().c_str(),
               args.precision.c_str(), args.repeats);
   std::printf("%-22s %-34s %4s %10s\n", "op", "shape", "disp", "ms/call");
   for (uint32_t T : {1u, args.prefill}) {
     // Weights and activations for one shape set; GPT-2 small in fp32 needs ~700 MB at T=128.
-    vkr::Arena arena(device, 760ull << 20, vkr::MemoryKind::Device, "opbench");
+    vk::Arena arena(device, 760ull << 20, vk::MemoryKind::Device, "opbench");
     Bench b{device, kernels, arena, args.repeats, args.only};
     run_shapes(b, T, T == 1 ? args.prefill : T, dtype);
   }

@@ -1,8 +1,10 @@
+#include "model/forward/cpu_model.h"
 #include "apps/session.h"
 
 #include <cstdio>
 
-#include "model/gpu_model.h"
+#include "apps/progress.h"
+#include "model/forward/gpu_model.h"
 
 namespace app {
 
@@ -14,6 +16,10 @@ void add_model_options(CLI::App& cmd, ModelArgs& args, bool model_only) {
   cmd.add_option("--device", args.device, "GPU index or name, or cpu for the CPU reference");
   cmd.add_option("--precision", args.precision, "weight storage: f16 (default) or f32")
       ->check(CLI::IsMember({"f16", "f32"}));
+  cmd.add_option("--kernels", args.kernels,
+                 "the kernel set: gpu (what GPUs get), cpu (what CPU Vulkan devices such as "
+                 "lavapipe get) or auto (by the device; default, or GPT2VK_KERNELS)")
+      ->check(CLI::IsMember({"auto", "gpu", "cpu"}));
   cmd.add_option("--split-layers", args.split_layers,
                  "submit each forward pass in parts of N blocks, for GPU drivers whose watchdog "
                  "ends long submissions (default 0: one submission)")
@@ -41,17 +47,30 @@ Session open_checkpoint(const ModelArgs& args) {
   return s;
 }
 
-void open_gpu(Session& s, const ModelArgs& args) {
-  vkr::InstanceOptions io = vkr::InstanceOptions::from_env();
-  io.validation = io.validation || args.validation;
-  s.instance = std::make_unique<vkr::Instance>(io);
-  vkr::DeviceOptions d = vkr::DeviceOptions::from_env();
+vk::DeviceOptions device_options(const ModelArgs& args) {
+  vk::DeviceOptions d = vk::DeviceOptions::from_env();
   d.select = args.device;
-  s.device = std::make_unique<vkr::Device>(*s.instance, d);
+  if (!args.kernels.empty()) d.kernels = vk::parse_kernel_set(args.kernels, "--kernels");
+  return d;
+}
+
+void open_gpu(Session& s, const ModelArgs& args) {
+  vk::InstanceOptions io = vk::InstanceOptions::from_env();
+  io.validation = io.validation || args.validation;
+  s.instance = std::make_unique<vk::Instance>(io);
+  s.device = std::make_unique<vk::Device>(*s.instance, device_options(args));
   model::GpuModelOptions o;
   o.precision = model::parse_precision(args.precision);
   o.split_layers = args.split_layers;
+  std::unique_ptr<Progress> bar;
+  uint64_t shown = 0;
+  o.on_upload = [&](uint64_t done, uint64_t total) {
+    if (!bar) bar = std::make_unique<Progress>("uploading weights", total);
+    bar->advance(done - shown);
+    shown = done;
+  };
   s.model = model::make_gpu_model(*s.checkpoint, *s.device, o);
+  if (bar) bar->finish();
   print_warnings(*s.model);
 }
 

@@ -6,9 +6,9 @@
 #include <memory>
 #include <string>
 
-#include "model/checkpoint.h"
-#include "model/model.h"
-#include "model/tokenizer.h"
+#include "model/formats/checkpoint.h"
+#include "model/forward/model.h"
+#include "model/text/tokenizer.h"
 #include "vk/context.h"
 
 namespace app {
@@ -19,9 +19,11 @@ struct ModelArgs {
   std::string precision = "f16";  // weight storage: f16 | f32
   bool validation = false;
   uint32_t split_layers = 0;  // blocks per submission; 0 = one submission per forward pass
+  std::string kernels;        // auto | gpu | cpu; "" = GPT2VK_KERNELS, else auto
 };
 
-// Adds --model, and unless `model_only`, --device, --precision, --split-layers, --validation.
+// Adds --model, and unless `model_only`, --device, --precision, --kernels, --split-layers,
+// --validation.
 void add_model_options(CLI::App& cmd, ModelArgs& args, bool model_only = false);
 
 // The folder --model names, or the shipped demo model (with a clear error if it is missing).
@@ -30,8 +32,8 @@ std::filesystem::path model_dir(const ModelArgs& args);
 struct Session {
   std::unique_ptr<model::Checkpoint> checkpoint;
   std::unique_ptr<model::Tokenizer> tokenizer;
-  std::unique_ptr<vkr::Instance> instance;
-  std::unique_ptr<vkr::Device> device;
+  std::unique_ptr<vk::Instance> instance;
+  std::unique_ptr<vk::Device> device;
   std::unique_ptr<model::Model> model;
 };
 
@@ -40,9 +42,12 @@ Session open_checkpoint(const ModelArgs& args);
 // ... and the model: on the GPU --device names, or the CPU reference for --device cpu.
 Session open_session(const ModelArgs& args);
 // A GPU model on `device_select` (never the CPU) for an open checkpoint: compare's GPU side.
-// The device takes vkr::DeviceOptions::from_env() (GPT2VK_FENCE_TIMEOUT, ...).
+// The device takes vk::DeviceOptions::from_env() (GPT2VK_FENCE_TIMEOUT, GPT2VK_KERNELS, ...),
+// then --kernels. A progress bar on stderr while the weights upload.
 void open_gpu(Session& s, const ModelArgs& args);
 // The model's load warnings (NaN or infinite weights) on stderr.
 void print_warnings(const model::Model& m);
+// The device options the environment and --device, --kernels give.
+vk::DeviceOptions device_options(const ModelArgs& args);
 
 }  // namespace app

@@ -3,7 +3,8 @@
 #include <stdexcept>
 
 #include "apps/commands.h"
-#include "model/tokenizer.h"
+#include "model/text/tokenizer.h"
+#include "model/text/utf8.h"
 
 namespace app {
 

@@ -31,11 +31,11 @@ function(gpt2vk_embed_shaders target)
 #include <cstdint>
 #include \"vk/spirv_registry.h\"
 ${includes}
-namespace vkr {
+namespace vk {
 static const EmbeddedSpirv kModules[] = {
 ${entries}};
 std::span<const EmbeddedSpirv> embedded_spirv() { return kModules; }
-}  // namespace vkr
+}  // namespace vk
 ")
   add_library(${target} STATIC ${table} ${headers})
   target_include_directories(${target} PRIVATE ${out_dir} ${CMAKE_SOURCE_DIR})

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "fuzz/check.h"
-#include "model/checkpoint.h"
-#include "model/config.h"
-#include "model/tokenizer.h"
+#include "model/formats/checkpoint.h"
+#include "model/formats/config.h"
+#include "model/text/tokenizer.h"
 
 namespace {
 

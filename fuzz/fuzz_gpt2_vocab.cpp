@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "fuzz/check.h"
-#include "model/bpe.h"
-#include "model/gpt2_vocab.h"
+#include "model/text/bpe.h"
+#include "model/text/gpt2_vocab.h"
 
 namespace {
 

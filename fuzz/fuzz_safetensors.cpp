@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "fuzz/check.h"
-#include "model/safetensors.h"
+#include "model/formats/safetensors.h"
 
 namespace {
 

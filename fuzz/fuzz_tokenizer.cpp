@@ -17,7 +17,8 @@
 #include <vector>
 
 #include "fuzz/check.h"
-#include "model/tokenizer.h"
+#include "model/text/tokenizer.h"
+#include "model/text/utf8.h"
 
 namespace {
 

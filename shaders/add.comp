@@ -1,5 +1,6 @@
 #version 450
-// Residual add: out[n] = a[n] + b[n]. Element-wise, one invocation per element.
+// add: out[n] = a[n] + b[n], one invocation per element. The runtime tests' probe kernel
+// (tests/add.h); no model runs it.
 #extension GL_GOOGLE_include_directive : require
 #include "add.h"
 #include "common/index.glsl"

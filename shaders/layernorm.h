@@ -5,7 +5,7 @@
 #include "common/types.h"
 
 PUSH_NAMESPACE_BEGIN
-// The normalisation, a specialization constant (gpu::LayerNormKind mirrors these).
+// The normalisation, a specialization constant (model::LayerNormKind mirrors these).
 CONST LAYERNORM_STANDARD = 0;      // gamma (x - mean) / sqrt(var + eps) + beta, population var
 CONST LAYERNORM_STD_PLUS_EPS = 1;  // gamma (x - mean) / (std + eps) + beta, unbiased std
 

@@ -11,25 +11,30 @@ bool in_ci() {
   return ci && (std::strcmp(ci, "true") == 0 || std::strcmp(ci, "1") == 0);
 }
 
-vkr::DeviceOptions device_options() {
-  vkr::DeviceOptions o;
+vk::DeviceOptions device_options() {
+  vk::DeviceOptions o;
   if (const char* sel = std::getenv("GPT2VK_TEST_DEVICE")) o.select = sel;  // index or name
   return o;
 }
 
 }  // namespace
 
-Gpu::Gpu(const vkr::InstanceOptions& options)
+Gpu::Gpu(const vk::InstanceOptions& options)
     : instance(options), device(instance, device_options()), kernels(device) {}
 
+namespace {
+std::unique_ptr<Gpu> shared;
+std::string failure;
+bool tried = false;
+}  // namespace
+
+void release_gpu() { shared.reset(); }
+
 Gpu* gpu() {
-  static std::unique_ptr<Gpu> shared;
-  static std::string failure;
-  static bool tried = false;
   if (!tried) {
     tried = true;
     try {
-      vkr::InstanceOptions options;
+      vk::InstanceOptions options;
       options.validation = true;
       options.require_validation = true;
       shared = std::make_unique<Gpu>(options);
@@ -48,6 +53,17 @@ Gpu* gpu() {
   return nullptr;
 }
 
+const vk::Device& Gpu::with_kernels(vk::KernelSet set) {
+  std::unique_ptr<vk::Device>& d = forced_[set];
+  if (!d) {
+    vk::DeviceOptions o = device_options();
+    o.select = std::to_string(device.index());
+    o.kernels = set;
+    d = std::make_unique<vk::Device>(instance, o);
+  }
+  return *d;
+}
+
 ValidationScope::ValidationScope(Gpu& g) : g_(g), start_(g.instance.log().messages) {}
 
 uint32_t ValidationScope::seen() const { return g_.instance.log().messages - start_; }
@@ -57,7 +73,7 @@ ValidationScope::~ValidationScope() {
                                                                            << " message(s) (see stderr)");
 }
 
-LoweredGpu::LoweredGpu(Gpu& g, const vkr::LimitOverrides& limits)
+LoweredGpu::LoweredGpu(Gpu& g, const vk::LimitOverrides& limits)
     : device(g.instance, {std::to_string(g.device.index()), limits}), kernels(device) {}
 
 uint32_t group_count_limit_x(Gpu& g, uint32_t cheap) {
@@ -67,23 +83,23 @@ uint32_t group_count_limit_x(Gpu& g, uint32_t cheap) {
   return 0;
 }
 
-vkr::BufferSpan to_gpu(const vkr::Device& device, vkr::Arena& arena, std::span<const float> data) {
-  vkr::BufferSpan s = arena.alloc(data.size_bytes());
-  vkr::upload(device, s, data.data(), data.size_bytes());
+vk::BufferSpan to_gpu(const vk::Device& device, vk::Arena& arena, std::span<const float> data) {
+  vk::BufferSpan s = arena.alloc(data.size_bytes());
+  vk::upload(device, s, data.data(), data.size_bytes());
   return s;
 }
 
-std::vector<float> from_gpu(const vkr::Device& device, const vkr::BufferSpan& span, size_t count) {
+std::vector<float> from_gpu(const vk::Device& device, const vk::BufferSpan& span, size_t count) {
   std::vector<float> v(count);
-  vkr::download(device, v.data(), span, count * sizeof(float));
+  vk::download(device, v.data(), span, count * sizeof(float));
   return v;
 }
 
-vkr::BufferSpan to_gpu(Gpu& g, vkr::Arena& arena, std::span<const float> data) {
+vk::BufferSpan to_gpu(Gpu& g, vk::Arena& arena, std::span<const float> data) {
   return to_gpu(g.device, arena, data);
 }
 
-std::vector<float> from_gpu(Gpu& g, const vkr::BufferSpan& span, size_t count) {
+std::vector<float> from_gpu(Gpu& g, const vk::BufferSpan& span, size_t count) {
   return from_gpu(g.device, span, count);
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 #include <doctest/doctest.h>
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -16,15 +17,27 @@
 
 namespace test {
 
+// The kernel sets every whole-model test runs, both on whatever device the tests have: what GPUs
+// get, and what CPU Vulkan devices get (model/ops/gpu/policy.h).
+inline constexpr vk::KernelSet kKernelSets[] = {vk::KernelSet::Gpu, vk::KernelSet::Cpu};
+
 struct Gpu {
-  vkr::Instance instance;
-  vkr::Device device;
-  vkr::Kernels kernels;
-  explicit Gpu(const vkr::InstanceOptions& options);
+  vk::Instance instance;
+  vk::Device device;  // the kernel set its type calls for (or GPT2VK_KERNELS)
+  vk::Kernels kernels;
+  explicit Gpu(const vk::InstanceOptions& options);
+  // A device on the same physical device that runs `set`, created on first use and kept.
+  const vk::Device& with_kernels(vk::KernelSet set);
+
+ private:
+  std::map<vk::KernelSet, std::unique_ptr<vk::Device>> forced_;
 };
 
 // The shared GPU, or nullptr after reporting why: a skip locally, a failure when CI=true.
 Gpu* gpu();
+// Destroys the shared GPU (tests/main.cpp, after the last test): its devices go while the
+// validation layer's own state still exists, not among the exit handlers after it.
+void release_gpu();
 
 // Fails the current test if validation messages arrived during its lifetime, except the ones
 // a test provoked on purpose and accounted for with expect().
@@ -45,9 +58,9 @@ class ValidationScope {
 // device's own), so that small tests take the paths of huge tensors and small GPUs. It shares
 // the instance, so GPU_TEST's validation scope covers it too.
 struct LoweredGpu {
-  vkr::Device device;
-  vkr::Kernels kernels;
-  LoweredGpu(Gpu& g, const vkr::LimitOverrides& limits);
+  vk::Device device;
+  vk::Kernels kernels;
+  LoweredGpu(Gpu& g, const vk::LimitOverrides& limits);
 };
 
 // maxComputeWorkGroupCount[0] when at most `cheap` (a test can exceed it in reasonable time);
@@ -56,10 +69,10 @@ uint32_t group_count_limit_x(Gpu& g, uint32_t cheap);
 
 // Copies host floats into a new span of `arena`, and device floats back; on the shared device
 // or on another one (a LoweredGpu's).
-vkr::BufferSpan to_gpu(const vkr::Device& device, vkr::Arena& arena, std::span<const float> data);
-std::vector<float> from_gpu(const vkr::Device& device, const vkr::BufferSpan& span, size_t count);
-vkr::BufferSpan to_gpu(Gpu& g, vkr::Arena& arena, std::span<const float> data);
-std::vector<float> from_gpu(Gpu& g, const vkr::BufferSpan& span, size_t count);
+vk::BufferSpan to_gpu(const vk::Device& device, vk::Arena& arena, std::span<const float> data);
+std::vector<float> from_gpu(const vk::Device& device, const vk::BufferSpan& span, size_t count);
+vk::BufferSpan to_gpu(Gpu& g, vk::Arena& arena, std::span<const float> data);
+std::vector<float> from_gpu(Gpu& g, const vk::BufferSpan& span, size_t count);
 
 }  // namespace test
 

@@ -1,8 +1,12 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include "tests/gpu.h"
+
 int main(int argc, char** argv) {
   doctest::Context context;
   context.applyCommandLine(argc, argv);
-  return context.run();
+  const int status = context.run();
+  test::release_gpu();
+  return status;
 }

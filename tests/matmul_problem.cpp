@@ -2,14 +2,14 @@
 
 #include <cmath>
 
-#include "model/cpu/matmul.h"
+#include "model/ops/cpu/matmul.h"
 #include "tests/compare.h"
 
 namespace test {
 
-using gpu::DType;
-using gpu::MatmulKernel;
-using gpu::WeightLayout;
+using model::DType;
+using model::gpu::MatmulKernel;
+using model::WeightLayout;
 
 std::string describe(const MatmulCase& c, MatmulKernel kernel) {
   const char* res[] = {"", " +residual", " +residual in place"};
@@ -25,7 +25,7 @@ std::string describe(const MatmulCase& c, MatmulKernel kernel) {
 }
 
 std::vector<MatmulCase> gpt2_matmul_shapes() {
-  using gpu::Activation;
+  using model::Activation;
   return {
       {1, 768, 2304, true},                                        // c_attn, decode
       {7, 768, 2304, true},                                        // c_attn, short prompt
@@ -52,74 +52,74 @@ MatmulProblem make_problem_from(const MatmulProblem& from) {
   const size_t T = c.T, K = c.K, N = c.N;
   p.w_used = p.w;
   if (c.dtype == DType::F16)
-    for (float& v : p.w_used) v = cpu::round_to_half(v);
+    for (float& v : p.w_used) v = model::cpu::round_to_half(v);
   p.ref.resize(T * N);
-  cpu::matmul(p.ref.data(), p.x.data(), p.w_used.data(), c.bias ? p.bias.data() : nullptr,
+  model::cpu::matmul(p.ref.data(), p.x.data(), p.w_used.data(), c.bias ? p.bias.data() : nullptr,
               c.residual != Residual::None ? p.residual.data() : nullptr, T, K, N, c.layout, c.act);
   // The magnitudes, with |x| and |W| through the same reference.
   std::vector<float> ax(p.x), aw(p.w_used), ab(p.bias), ar(p.residual);
   for (auto* v : {&ax, &aw, &ab, &ar})
     for (float& e : *v) e = std::fabs(e);
   p.mag.resize(T * N);
-  cpu::matmul(p.mag.data(), ax.data(), aw.data(), c.bias ? ab.data() : nullptr,
+  model::cpu::matmul(p.mag.data(), ax.data(), aw.data(), c.bias ? ab.data() : nullptr,
               c.residual != Residual::None ? ar.data() : nullptr, T, K, N, c.layout);
   return p;
 }
 
-vkr::BufferSpan upload(const vkr::Device& dev, vkr::Arena& arena, const void* data, size_t bytes) {
-  vkr::BufferSpan s = arena.alloc(bytes);
-  vkr::upload(dev, s, data, bytes);
+vk::BufferSpan upload(const vk::Device& dev, vk::Arena& arena, const void* data, size_t bytes) {
+  vk::BufferSpan s = arena.alloc(bytes);
+  vk::upload(dev, s, data, bytes);
   return s;
 }
 
 namespace {
 
 // W as the device holds it: fp32 or fp16 bits, interleaved when the case asks.
-gpu::Weight upload_weight(const vkr::Device& dev, vkr::Arena& arena, const MatmulCase& c,
+model::gpu::Weight upload_weight(const vk::Device& dev, vk::Arena& arena, const MatmulCase& c,
                           const std::vector<float>& w) {
   std::vector<uint16_t> half;
   const void* data = w.data();
   size_t bytes = w.size() * 4;
   if (c.dtype == DType::F16) {
-    half = gpu::to_half(w.data(), w.size());
+    half = model::gpu::to_half(w.data(), w.size());
     data = half.data();
     bytes = half.size() * 2;
   }
   if (!c.interleave) return {upload(dev, arena, data, bytes), c.dtype};
-  std::vector<uint8_t> packed(gpu::interleaved_bytes(c.dtype, c.K, c.N));
-  gpu::interleave(packed.data(), data, c.layout, c.dtype, c.K, c.N);
+  std::vector<uint8_t> packed(model::gpu::interleaved_bytes(c.dtype, c.K, c.N));
+  model::gpu::interleave(packed.data(), data, c.layout, c.dtype, c.K, c.N);
   return {upload(dev, arena, packed.data(), packed.size()), c.dtype};
 }
 
 }  // namespace
 
-std::vector<float> run_gpu(const vkr::Device& dev, vkr::Kernels& kernels, const MatmulProblem& p,
-                           MatmulKernel kernel, vkr::RecorderStats* stats,
-                           const gpu::MatmulNorm* norm) {
+std::vector<float> run_gpu(const vk::Device& dev, vk::Kernels& kernels, const MatmulProblem& p,
+                           MatmulKernel kernel, vk::RecorderStats* stats,
+                           const model::gpu::MatmulNorm* norm) {
   const MatmulCase& c = p.c;
   const size_t TN = size_t(c.T) * c.N;
-  const size_t w_bytes = gpu::interleaved_bytes(DType::F32, c.K, c.N);  // covers every layout
-  vkr::Arena arena(dev, (p.x.size() + p.bias.size() + 2 * TN) * 4 + w_bytes + 8 * 1024,
-                   vkr::MemoryKind::Device, "test matmul");
-  vkr::BufferSpan x = upload(dev, arena, p.x.data(), p.x.size() * 4);
-  const gpu::Weight w = upload_weight(dev, arena, c, p.w);
-  vkr::BufferSpan bias = c.bias ? upload(dev, arena, p.bias.data(), p.bias.size() * 4) : x;
+  const size_t w_bytes = model::gpu::interleaved_bytes(DType::F32, c.K, c.N);  // covers every layout
+  vk::Arena arena(dev, (p.x.size() + p.bias.size() + 2 * TN) * 4 + w_bytes + 8 * 1024,
+                   vk::MemoryKind::Device, "test matmul");
+  vk::BufferSpan x = upload(dev, arena, p.x.data(), p.x.size() * 4);
+  const model::gpu::Weight w = upload_weight(dev, arena, c, p.w);
+  vk::BufferSpan bias = c.bias ? upload(dev, arena, p.bias.data(), p.bias.size() * 4) : x;
   // In place, out starts as the residual; otherwise with NaNs, so unwritten outputs show.
   std::vector<float> init =
       c.residual == Residual::InPlace ? p.residual : std::vector<float>(TN, NAN);
-  vkr::BufferSpan out = upload(dev, arena, init.data(), TN * 4);
-  vkr::BufferSpan residual =
+  vk::BufferSpan out = upload(dev, arena, init.data(), TN * 4);
+  vk::BufferSpan residual =
       c.residual == Residual::Separate ? upload(dev, arena, p.residual.data(), TN * 4) : out;
 
-  vkr::Recorder rec(dev);
+  vk::Recorder rec(dev);
   rec.begin();
-  gpu::matmul(kernels, rec, out, x, w, c.bias ? &bias : nullptr,
+  model::gpu::matmul(kernels, rec, out, x, w, c.bias ? &bias : nullptr,
               c.residual != Residual::None ? &residual : nullptr, c.T, c.K, c.N,
               {c.interleave ? WeightLayout::Interleaved : c.layout, c.act, kernel, 0, norm});
   rec.run();
   if (stats) *stats = rec.stats();
   std::vector<float> got(TN);
-  vkr::download(dev, got.data(), out, TN * 4);
+  vk::download(dev, got.data(), out, TN * 4);
   return got;
 }
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "model/gpu/matmul.h"
+#include "model/ops/gpu/matmul.h"
 
 namespace test {
 
@@ -15,14 +15,14 @@ enum class Residual { None, Separate, InPlace };
 struct MatmulCase {
   uint32_t T, K, N;
   bool bias = false;
-  gpu::Activation act = gpu::Activation::None;
+  model::Activation act = model::Activation::None;
   Residual residual = Residual::None;
-  gpu::WeightLayout layout = gpu::WeightLayout::KN;  // of the data, and of the reference
-  gpu::DType dtype = gpu::DType::F32;
-  bool interleave = false;  // the GPU reads W repacked by gpu::interleave()
+  model::WeightLayout layout = model::WeightLayout::KN;  // of the data, and of the reference
+  model::DType dtype = model::DType::F32;
+  bool interleave = false;  // the GPU reads W repacked by model::gpu::interleave()
 };
 
-std::string describe(const MatmulCase& c, gpu::MatmulKernel kernel);
+std::string describe(const MatmulCase& c, model::gpu::MatmulKernel kernel);
 
 // GPT-2's matmul shapes at decode and short-prompt sizes, all of whose K are whole texels; each
 // kernel's test adds its own awkward shapes.
@@ -40,14 +40,14 @@ MatmulProblem make_problem_from(const MatmulProblem& p);
 
 // Runs the GPU op for `p` with `kernel` and returns out; `stats` gets the recorder's counters.
 // norm: a LayerNorm fused in front (interleaved weights only).
-std::vector<float> run_gpu(const vkr::Device& dev, vkr::Kernels& kernels, const MatmulProblem& p,
-                           gpu::MatmulKernel kernel, vkr::RecorderStats* stats = nullptr,
-                           const gpu::MatmulNorm* norm = nullptr);
+std::vector<float> run_gpu(const vk::Device& dev, vk::Kernels& kernels, const MatmulProblem& p,
+                           model::gpu::MatmulKernel kernel, vk::RecorderStats* stats = nullptr,
+                           const model::gpu::MatmulNorm* norm = nullptr);
 
 // GPU against the reference, both divided by mag so one absolute tolerance is "relative to the
 // row's magnitude".
 bool matches(const MatmulProblem& p, const std::vector<float>& got, const std::string& what);
 
-vkr::BufferSpan upload(const vkr::Device& dev, vkr::Arena& arena, const void* data, size_t bytes);
+vk::BufferSpan upload(const vk::Device& dev, vk::Arena& arena, const void* data, size_t bytes);
 
 }  // namespace test

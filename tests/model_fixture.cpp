@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/forward/gpu_model.h"
 #include "tests/compare.h"
 
 namespace test {
@@ -17,6 +18,24 @@ model::Config tiny_config() {
   c.n_inner = 4 * 48;
   c.tokenizer.kind = model::TokenizerKind::Bytes;
   return c;
+}
+
+std::unique_ptr<model::Model> gpu_model(Gpu& g, const model::Checkpoint& checkpoint,
+                                        model::Precision precision, vk::KernelSet set) {
+  model::GpuModelOptions o;
+  o.precision = precision;
+  return model::make_gpu_model(checkpoint, g.with_kernels(set), o);
+}
+
+std::vector<std::pair<model::Precision, vk::KernelSet>> precisions_and_kernel_sets() {
+  std::vector<std::pair<model::Precision, vk::KernelSet>> all;
+  for (model::Precision p : {model::Precision::F32, model::Precision::F16})
+    for (vk::KernelSet ks : kKernelSets) all.emplace_back(p, ks);
+  return all;
+}
+
+std::string kernels_name(vk::KernelSet set) {
+  return std::string(vk::kernel_set_name(set)) + " kernels";
 }
 
 TinyModel::TinyModel(const model::Config& config, model::TensorDType dtype, uint64_t seed) {

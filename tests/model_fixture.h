@@ -4,10 +4,12 @@
 #include <span>
 #include <vector>
 
-#include "model/checkpoint.h"
-#include "model/config.h"
-#include "model/random_checkpoint.h"
+#include "model/formats/checkpoint.h"
+#include "model/forward/model.h"
+#include "model/formats/config.h"
+#include "model/formats/random_checkpoint.h"
 #include "tests/files.h"
+#include "tests/gpu.h"
 
 namespace test {
 
@@ -21,6 +23,14 @@ struct TinyModel {
   explicit TinyModel(const model::Config& config,
                      model::TensorDType dtype = model::TensorDType::F32, uint64_t seed = 1);
 };
+
+// A GPU model of `checkpoint` running kernel set `set` on the tests' GPU.
+std::unique_ptr<model::Model> gpu_model(Gpu& g, const model::Checkpoint& checkpoint,
+                                        model::Precision precision, vk::KernelSet set);
+// Every (precision, kernel set) pair: f32 and f16 weights under both kernel sets.
+std::vector<std::pair<model::Precision, vk::KernelSet>> precisions_and_kernel_sets();
+// "gpu kernels" / "cpu kernels", for test messages.
+std::string kernels_name(vk::KernelSet set);
 
 // Every row's largest |value| (at least 1): the scale logit tolerances are relative to.
 std::vector<double> row_scale(std::span<const float> x, size_t row);

@@ -15,20 +15,24 @@
 #include <string_view>
 #include <vector>
 
-#include "model/checkpoint.h"
-#include "model/generate.h"
-#include "model/gpu_model.h"
-#include "model/tokenizer.h"
+#include "model/forward/cpu_model.h"
+#include "model/formats/checkpoint.h"
+#include "model/forward/gpu_model.h"
+#include "model/generation/generate.h"
+#include "model/text/tokenizer.h"
 #include "tests/cli.h"
 #include "tests/files.h"
 #include "tests/gpu.h"
+#include "tests/model_fixture.h"
 
 namespace {
 
 constexpr double kTol = 1e-5;
 const model::Precision kPrecisions[] = {model::Precision::F32, model::Precision::F16};
 
-std::filesystem::path aab_dir() { return test::source_dir() / "models" / "aab"; }
+std::filesystem::path aab_dir() {
+  return test::source_dir() / "models" / "aab";
+}
 
 struct Aab {
   std::unique_ptr<model::Checkpoint> checkpoint = model::Checkpoint::load(aab_dir());
@@ -56,8 +60,8 @@ bool in_cycle(std::string_view s) {
 
 void check_logits(model::Model& m, const model::Tokenizer& tok) {
   // Every case of the README's table, and longer windows where other positions are visible.
-  for (const char* text : {"a", "b", "aa", "ab", "ba", "bb", "aab", "abba", "baaba", "bbbbb",
-                           "ababa", "aaaab"}) {
+  for (const char* text :
+       {"a", "b", "aa", "ab", "ba", "bb", "aab", "abba", "baaba", "bbbbb", "ababa", "aaaab"}) {
     CAPTURE(text);
     m.reset();
     const model::Candidates c = m.next(tok.encode(text), 0);  // all V logits
@@ -146,26 +150,30 @@ TEST_CASE("aab: CPU reference: the README's logits, 100% on aab x 10, recovery")
 TEST_CASE("aab: GPU: the README's logits, 100% on aab x 10, recovery") {
   GPU_TEST(g);
   Aab aab;
-  for (model::Precision p : kPrecisions) {
+  for (auto [p, ks] : test::precisions_and_kernel_sets()) {
     CAPTURE(model::precision_name(p));
-    auto gpu = model::make_gpu_model(*aab.checkpoint, g.device, {p, false, false});
+    CAPTURE(test::kernels_name(ks));
+    auto gpu = test::gpu_model(g, *aab.checkpoint, p, ks);
     check_logits(*gpu, *aab.tokenizer);
     check_accuracy(*gpu, *aab.tokenizer);
     check_recovery(*gpu, *aab.tokenizer);
   }
 }
 
-TEST_CASE("aab: gpt2vk generate continues aab, on the GPU and with --device cpu") {
+TEST_CASE("aab: gpt2vk generate continues aab with either kernel set and with --device cpu") {
   GPU_TEST(g);
-  for (const char* device : {"", "cpu"}) {
+  for (const char* device : {"--kernels=gpu", "--kernels=cpu", "--device=cpu"}) {
     CAPTURE(device);
-    std::vector<std::string> args = {"generate", "--model", aab_dir().string(), "--prompt", "aab",
-                                     "-n", "10", "--temp", "0"};
-    if (*device) args.insert(args.end(), {"--device", device});
+    const std::vector<std::string> args = {
+        "generate", "--model", aab_dir().string(), "--prompt", "aab",
+        "-n",       "10",      "--temp",           "0",        device};
     const test::CliResult r = test::gpt2vk(args);
     CAPTURE(r.err);
     CHECK(r.exit_code == 0);
-    CHECK(r.out == "aab" "aabaabaaba" "\n");
+    CHECK(r.out ==
+          "aab"
+          "aabaabaaba"
+          "\n");
     CHECK(r.err.find("context full") != std::string::npos);  // 3 + 10 tokens slid the window
     CHECK(test::no_validation_messages(r));
   }

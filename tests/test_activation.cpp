@@ -1,4 +1,4 @@
-// activation: GPU (shaders/common/activation.glsl in fp32) against cpu::activate in double.
+// activation: GPU (shaders/common/activation.glsl in fp32) against model::cpu::activate in double.
 // Tolerance for both gelus: |d| <= 1e-6 + 1e-6 |ref|. Measured on lavapipe over -20..20 (steps
 // of 1/4096) and 200k random points: max |d| 5.2e-7 (gelu) and 4.5e-7 (gelu_erf), about one ulp
 // of outputs near 5, where gelu(x) ~ x. A pure relative bound is impossible in the negative
@@ -11,15 +11,15 @@
 #include <cmath>
 #include <vector>
 
-#include "model/cpu/activation.h"
-#include "model/gpu/activation.h"
+#include "model/ops/cpu/activation.h"
+#include "model/ops/gpu/activation.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"
 #include "vk/check.h"
 
 namespace {
 
-using Act = gpu::Activation;
+using Act = model::Activation;
 
 // -20..20 in steps of 1/1024 (exact in fp32), random values in [-8, 8], and special points:
 // zeros, tiny and large magnitudes up to +-1e4 (x^3 ~ 1e12: must stay finite).
@@ -33,23 +33,23 @@ std::vector<float> inputs() {
   return x;
 }
 
-std::vector<float> run_gpu(vkr::Kernels& kernels, const std::vector<float>& x, Act kind,
+std::vector<float> run_gpu(vk::Kernels& kernels, const std::vector<float>& x, Act kind,
                            bool in_place = false) {
-  const vkr::Device& dev = kernels.device();
+  const vk::Device& dev = kernels.device();
   const size_t bytes = x.size() * sizeof(float);
-  vkr::Arena arena(dev, 2 * bytes + 1024, vkr::MemoryKind::Device, "test activation");
-  vkr::BufferSpan gx = test::to_gpu(dev, arena, x);
-  vkr::BufferSpan out = in_place ? gx : arena.alloc(bytes);
-  vkr::Recorder rec(dev);
+  vk::Arena arena(dev, 2 * bytes + 1024, vk::MemoryKind::Device, "test activation");
+  vk::BufferSpan gx = test::to_gpu(dev, arena, x);
+  vk::BufferSpan out = in_place ? gx : arena.alloc(bytes);
+  vk::Recorder rec(dev);
   rec.begin();
-  gpu::activation(kernels, rec, out, gx, static_cast<uint32_t>(x.size()), kind);
+  model::gpu::activation(kernels, rec, out, gx, static_cast<uint32_t>(x.size()), kind);
   rec.run();
   return test::from_gpu(dev, out, x.size());
 }
 
 std::vector<float> run_cpu(const std::vector<float>& x, Act kind) {
   std::vector<float> ref(x.size());
-  cpu::activation(ref.data(), x.data(), x.size(), kind);
+  model::cpu::activation(ref.data(), x.data(), x.size(), kind);
   return ref;
 }
 
@@ -95,15 +95,15 @@ TEST_CASE("activation in place and split over maxStorageBufferRange") {
 
 TEST_CASE("activation rejects bad arguments") {
   GPU_TEST(g);
-  vkr::Arena arena(g.device, 2 * 4096, vkr::MemoryKind::Device, "test activation errors");
-  vkr::BufferSpan out = arena.alloc(4096), x = arena.alloc(2048);
-  vkr::Recorder rec(g.device);
+  vk::Arena arena(g.device, 2 * 4096, vk::MemoryKind::Device, "test activation errors");
+  vk::BufferSpan out = arena.alloc(4096), x = arena.alloc(2048);
+  vk::Recorder rec(g.device);
   rec.begin();
-  CHECK_THROWS_WITH_AS(gpu::activation(g.kernels, rec, out, x, 1000, Act::Relu),
-                       doctest::Contains("activation: x"), vkr::Error);
-  CHECK_THROWS_WITH_AS(gpu::activation(g.kernels, rec, out, x, 16, static_cast<Act>(9)),
-                       doctest::Contains("unknown kind"), vkr::Error);
-  gpu::activation(g.kernels, rec, out, x, 0, Act::Relu);  // nothing to do
+  CHECK_THROWS_WITH_AS(model::gpu::activation(g.kernels, rec, out, x, 1000, Act::Relu),
+                       doctest::Contains("activation: x"), vk::Error);
+  CHECK_THROWS_WITH_AS(model::gpu::activation(g.kernels, rec, out, x, 16, static_cast<Act>(9)),
+                       doctest::Contains("unknown kind"), vk::Error);
+  model::gpu::activation(g.kernels, rec, out, x, 0, Act::Relu);  // nothing to do
   rec.run();
   CHECK(rec.stats().dispatches == 0);
 }

@@ -2,8 +2,7 @@
 // sides (the reference adds in double, which holds the exact sum of two floats, then rounds).
 #include <doctest/doctest.h>
 
-#include "model/cpu/add.h"
-#include "model/gpu/add.h"
+#include "tests/add.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"
 
@@ -14,17 +13,17 @@ TEST_CASE("add matches the CPU reference") {
     CAPTURE(n);
     std::vector<float> a = test::random_floats(n, 1 + n, -1000, 1000);
     std::vector<float> b = test::random_floats(n, 2 + n);
-    vkr::Arena arena(g.device, 3 * n * sizeof(float) + 1024, vkr::MemoryKind::Device, "test add");
-    vkr::BufferSpan ga = test::to_gpu(g, arena, a), gb = test::to_gpu(g, arena, b);
-    vkr::BufferSpan out = arena.alloc(n * sizeof(float));
+    vk::Arena arena(g.device, 3 * n * sizeof(float) + 1024, vk::MemoryKind::Device, "test add");
+    vk::BufferSpan ga = test::to_gpu(g, arena, a), gb = test::to_gpu(g, arena, b);
+    vk::BufferSpan out = arena.alloc(n * sizeof(float));
 
-    vkr::Recorder rec(g.device);
+    vk::Recorder rec(g.device);
     rec.begin();
-    gpu::add(g.kernels, rec, out, ga, gb, n);
+    test::gpu_add(g.kernels, rec, out, ga, gb, n);
     rec.run();
 
     std::vector<float> ref(n);
-    cpu::add(ref.data(), a.data(), b.data(), n);
+    test::cpu_add(ref.data(), a.data(), b.data(), n);
     CHECK(test::close("add", test::from_gpu(g, out, n), ref, {0, 0}));
   }
 }
@@ -33,14 +32,14 @@ TEST_CASE("add in place (out aliases a) chains through automatic barriers") {
   GPU_TEST(g);
   const uint32_t n = 1000;
   std::vector<float> x = test::random_floats(n, 11), d = test::random_floats(n, 12);
-  vkr::Arena arena(g.device, 2 * n * sizeof(float) + 256, vkr::MemoryKind::Device, "test add chain");
-  vkr::BufferSpan gx = test::to_gpu(g, arena, x), gd = test::to_gpu(g, arena, d);
-  vkr::Recorder rec(g.device);
+  vk::Arena arena(g.device, 2 * n * sizeof(float) + 256, vk::MemoryKind::Device, "test add chain");
+  vk::BufferSpan gx = test::to_gpu(g, arena, x), gd = test::to_gpu(g, arena, d);
+  vk::Recorder rec(g.device);
   rec.begin();
-  for (int step = 0; step < 3; step++) gpu::add(g.kernels, rec, gx, gx, gd, n);  // x += d, 3 times
+  for (int step = 0; step < 3; step++) test::gpu_add(g.kernels, rec, gx, gx, gd, n);  // x += d, 3 times
   rec.run();
   CHECK(rec.stats().barriers == 2);  // each step reads what the previous one wrote
   std::vector<float> ref = x;
-  for (int step = 0; step < 3; step++) cpu::add(ref.data(), ref.data(), d.data(), n);
+  for (int step = 0; step < 3; step++) test::cpu_add(ref.data(), ref.data(), d.data(), n);
   CHECK(test::close("add x3", test::from_gpu(g, gx, n), ref, {0, 0}));
 }

@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "model/cpu/attention.h"
-#include "model/cpu/kv_store.h"
-#include "model/gpu/attention.h"
-#include "model/gpu/kv_store.h"
+#include "model/ops/cpu/attention.h"
+#include "model/ops/cpu/kv_store.h"
+#include "model/ops/gpu/attention.h"
+#include "model/ops/gpu/kv_store.h"
 #include "shaders/attention.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"
@@ -32,7 +32,7 @@ constexpr test::Tolerance kTol{1e-6, 1e-5};
 
 struct Case {
   uint32_t T, L, C, H;
-  gpu::AttentionOptions options = {};
+  model::gpu::AttentionOptions options = {};
 };
 
 // The queries in the fused layout the model passes: qkv [T, 3C], q in columns [0, C). The caches
@@ -47,23 +47,23 @@ Inputs make_inputs(const Case& c, unsigned seed, float lo = -1, float hi = 1) {
           test::random_floats(size_t{c.L} * c.C, seed + 2)};
 }
 
-// Runs gpu::attention on the kernels' device (the shared one or a LoweredGpu) and reads out back;
+// Runs model::gpu::attention on the kernels' device (the shared one or a LoweredGpu) and reads out back;
 // with `shader`, also the name of the shader it dispatched (the device must have timestamps).
-std::vector<float> run_gpu(vkr::Kernels& kernels, const Case& c, const Inputs& in,
+std::vector<float> run_gpu(vk::Kernels& kernels, const Case& c, const Inputs& in,
                            std::string* shader = nullptr) {
-  const vkr::Device& device = kernels.device();
+  const vk::Device& device = kernels.device();
   const size_t bytes = (in.qkv.size() + in.k_cache.size() * 2 + size_t{c.T} * c.C) * sizeof(float);
-  vkr::Arena arena(device, bytes + 4096, vkr::MemoryKind::Device, "test attention");
-  vkr::BufferSpan qkv = test::to_gpu(device, arena, in.qkv),
+  vk::Arena arena(device, bytes + 4096, vk::MemoryKind::Device, "test attention");
+  vk::BufferSpan qkv = test::to_gpu(device, arena, in.qkv),
                   k = test::to_gpu(device, arena, in.k_cache),
                   v = test::to_gpu(device, arena, in.v_cache);
-  vkr::BufferSpan out = arena.alloc(size_t{c.T} * c.C * sizeof(float));
-  vkr::Recorder rec(device, shader != nullptr);
+  vk::BufferSpan out = arena.alloc(size_t{c.T} * c.C * sizeof(float));
+  vk::Recorder rec(device, shader != nullptr);
   rec.begin();
-  gpu::attention(kernels, rec, out, qkv, 3 * c.C, k, v, c.T, c.L, c.C, c.H, c.options);
+  model::gpu::attention(kernels, rec, out, qkv, 3 * c.C, k, v, c.T, c.L, c.C, c.H, c.options);
   rec.run();
   if (shader) {
-    const std::vector<vkr::DispatchTime> t = rec.timings();
+    const std::vector<vk::DispatchTime> t = rec.timings();
     REQUIRE(t.size() == 1);
     *shader = t[0].shader;
   }
@@ -72,7 +72,7 @@ std::vector<float> run_gpu(vkr::Kernels& kernels, const Case& c, const Inputs& i
 
 std::vector<float> run_cpu(const Case& c, const Inputs& in) {
   std::vector<float> ref(size_t{c.T} * c.C);
-  cpu::attention(ref.data(), in.qkv.data(), 3 * size_t{c.C}, in.k_cache.data(), in.v_cache.data(),
+  model::cpu::attention(ref.data(), in.qkv.data(), 3 * size_t{c.C}, in.k_cache.data(), in.v_cache.data(),
                  c.T, c.L, c.C, c.H, c.options);
   return ref;
 }
@@ -81,24 +81,24 @@ std::string name(const char* what, const Case& c) {
   return std::string(what) + " T=" + std::to_string(c.T) + " L=" + std::to_string(c.L) +
          " C=" + std::to_string(c.C) + " H=" + std::to_string(c.H) +
          (c.options.causal ? " causal" : " bidirectional") +
-         (c.options.kernel == gpu::AttentionKernel::Texel ? " (texel)" : " (portable)");
+         (c.options.kernel == model::gpu::AttentionKernel::Texel ? " (texel)" : " (portable)");
 }
 
 // Whether the texel kernel takes this shape on this device: the arenas here align every span.
-bool texel_runs(const vkr::DeviceCaps& caps, const Case& c) {
+bool texel_runs(const vk::DeviceCaps& caps, const Case& c) {
   const uint32_t D = c.C / c.H;
-  return caps.storage_texel_buffers && D % 4 == 0 && D <= gpu::kAttentionTexelMaxD;
+  return caps.storage_texel_buffers && D % 4 == 0 && D <= model::gpu::kAttentionTexelMaxD;
 }
 
 // The case on the portable kernel, and on the texel kernel where it runs.
-void check_case(vkr::Kernels& kernels, Case c, unsigned seed, const char* what, float lo = -1,
+void check_case(vk::Kernels& kernels, Case c, unsigned seed, const char* what, float lo = -1,
                 float hi = 1) {
   Inputs in = make_inputs(c, seed, lo, hi);
   const std::vector<float> ref = run_cpu(c, in);
-  c.options.kernel = gpu::AttentionKernel::Portable;
+  c.options.kernel = model::gpu::AttentionKernel::Portable;
   CHECK(test::close(name(what, c), run_gpu(kernels, c, in), ref, kTol));
   if (!texel_runs(kernels.device().caps(), c)) return;
-  c.options.kernel = gpu::AttentionKernel::Texel;
+  c.options.kernel = model::gpu::AttentionKernel::Texel;
   CHECK(test::close(name(what, c), run_gpu(kernels, c, in), ref, kTol));
 }
 
@@ -127,7 +127,7 @@ TEST_CASE("attention decode (T = 1) matches the CPU reference") {
 
 TEST_CASE("attention bidirectional and a caller's scale") {
   GPU_TEST(g);
-  gpu::AttentionOptions bidir{false, 0};
+  model::gpu::AttentionOptions bidir{false, 0};
   check_case(g.kernels, {50, 50, 96, 3, bidir}, 300, "encoder");
   check_case(g.kernels, {5, 20, 40, 5, bidir}, 310, "encoder, T < L");
   check_case(g.kernels, {1, 9, 8, 2, bidir}, 320, "encoder, T = 1");
@@ -157,12 +157,12 @@ TEST_CASE("attention on a device with little shared memory and small or odd work
     // D = 256 with 256 reduction slots does not fit 512 floats: a clear error, not a bad kernel.
     // The texel kernel needs shared memory only to merge split keys; without room for that
     // (8 x 257 floats here) one invocation takes all keys of a query.
-    Case too_big{1, 4, 256, 1, {.kernel = gpu::AttentionKernel::Portable}};
+    Case too_big{1, 4, 256, 1, {.kernel = model::gpu::AttentionKernel::Portable}};
     Inputs in = make_inputs(too_big, 530);
     CHECK_THROWS_WITH_AS(run_gpu(small.kernels, too_big, in), doctest::Contains("shared memory"),
-                         vkr::Error);
+                         vk::Error);
     if (texel_runs(small.device.caps(), too_big)) {
-      too_big.options.kernel = gpu::AttentionKernel::Texel;
+      too_big.options.kernel = model::gpu::AttentionKernel::Texel;
       CHECK(test::close(name("2 KiB shared, no room to split", too_big),
                         run_gpu(small.kernels, too_big, in), run_cpu(too_big, in), kTol));
     }
@@ -180,7 +180,7 @@ TEST_CASE("attention on a device with little shared memory and small or odd work
     // 100 invocations, not a power of two. D = 64 leaves 36 invocations idle in the weighted
     // sum, D = 8 makes 12 parts (4 idle), D = 160 takes two dims per invocation; chunks are 2000
     // keys, so L = 2100 takes two. (The softmax is exact for any m, so a wrong maximum would only
-    // show as overflow; the odd-size tree itself is checked by the layernorm and softmax tests.)
+    // show as overflow; the odd-size tree itself is checked by the layernorm tests.)
     test::LoweredGpu odd(g, {.max_workgroup_invocations = 100});
     check_case(odd.kernels, {5, 300, 128, 2}, 580, "100 invocations, D=64");
     check_case(odd.kernels, {9, 9, 24, 3}, 590, "100 invocations, D=8");
@@ -191,10 +191,10 @@ TEST_CASE("attention on a device with little shared memory and small or odd work
 
 TEST_CASE("attention: the last row of a prefill equals a decode step at that position") {
   GPU_TEST(g);
-  for (gpu::AttentionKernel kernel :
-       {gpu::AttentionKernel::Portable, gpu::AttentionKernel::Texel}) {
+  for (model::gpu::AttentionKernel kernel :
+       {model::gpu::AttentionKernel::Portable, model::gpu::AttentionKernel::Texel}) {
     Case prefill{40, 40, 96, 3, {.kernel = kernel}}, decode{1, 40, 96, 3, {.kernel = kernel}};
-    if (!texel_runs(g.device.caps(), prefill) && kernel == gpu::AttentionKernel::Texel) continue;
+    if (!texel_runs(g.device.caps(), prefill) && kernel == model::gpu::AttentionKernel::Texel) continue;
     Inputs in = make_inputs(prefill, 600);
     std::vector<float> rows = run_gpu(g.kernels, prefill, in);
     Inputs last = in;  // the same cache; the decode query is the prefill's last query row
@@ -206,7 +206,7 @@ TEST_CASE("attention: the last row of a prefill equals a decode step at that pos
     // Portable: exact, the same workgroup does the same arithmetic for the same query position.
     // Texel: decode splits the keys over a workgroup, prefill does not, so the sums run in
     // another order.
-    const bool exact = kernel == gpu::AttentionKernel::Portable;
+    const bool exact = kernel == model::gpu::AttentionKernel::Portable;
     CHECK(test::close(name("prefill's last row vs decode", decode), last_row, step,
                       exact ? test::Tolerance{0, 0} : kTol));
   }
@@ -220,21 +220,21 @@ TEST_CASE("attention of a chunked prefill through the KV cache") {
   std::vector<float> qkv0 = test::random_floats(T0 * 3 * C, 700),
                      qkv1 = test::random_floats(T1 * 3 * C, 701);
   std::vector<float> k_ref(n_ctx * C, 0.0f), v_ref(n_ctx * C, 0.0f);
-  vkr::Arena arena(g.device, 64 * 1024, vkr::MemoryKind::Device, "test chunked prefill");
-  vkr::BufferSpan g0 = test::to_gpu(g, arena, qkv0), g1 = test::to_gpu(g, arena, qkv1);
-  vkr::BufferSpan k = test::to_gpu(g, arena, k_ref), v = test::to_gpu(g, arena, v_ref);
-  vkr::BufferSpan out = arena.alloc(T1 * C * sizeof(float));
-  vkr::Recorder rec(g.device);
+  vk::Arena arena(g.device, 64 * 1024, vk::MemoryKind::Device, "test chunked prefill");
+  vk::BufferSpan g0 = test::to_gpu(g, arena, qkv0), g1 = test::to_gpu(g, arena, qkv1);
+  vk::BufferSpan k = test::to_gpu(g, arena, k_ref), v = test::to_gpu(g, arena, v_ref);
+  vk::BufferSpan out = arena.alloc(T1 * C * sizeof(float));
+  vk::Recorder rec(g.device);
   rec.begin();
-  gpu::kv_store(g.kernels, rec, k, v, g0, T0, C, 0);
-  gpu::kv_store(g.kernels, rec, k, v, g1, T1, C, T0);
-  gpu::attention(g.kernels, rec, out, g1, 3 * C, k, v, T1, T0 + T1, C, H);
+  model::gpu::kv_store(g.kernels, rec, k, v, g0, T0, C, 0);
+  model::gpu::kv_store(g.kernels, rec, k, v, g1, T1, C, T0);
+  model::gpu::attention(g.kernels, rec, out, g1, 3 * C, k, v, T1, T0 + T1, C, H);
   rec.run();
 
-  cpu::kv_store(k_ref.data(), v_ref.data(), qkv0.data(), T0, C, 0);
-  cpu::kv_store(k_ref.data(), v_ref.data(), qkv1.data(), T1, C, T0);
+  model::cpu::kv_store(k_ref.data(), v_ref.data(), qkv0.data(), T0, C, 0);
+  model::cpu::kv_store(k_ref.data(), v_ref.data(), qkv1.data(), T1, C, T0);
   std::vector<float> ref(T1 * C);
-  cpu::attention(ref.data(), qkv1.data(), 3 * C, k_ref.data(), v_ref.data(), T1, T0 + T1, C, H);
+  model::cpu::attention(ref.data(), qkv1.data(), 3 * C, k_ref.data(), v_ref.data(), T1, T0 + T1, C, H);
   CHECK(test::close("chunked prefill", test::from_gpu(g, out, T1 * C), ref, kTol));
 }
 
@@ -249,10 +249,10 @@ TEST_CASE("attention: large scores do not overflow, masked keys are never read")
   // query's keys; T = 20: its invocation with queries 16..19 reads row 17 for the later ones, and
   // query 16 must still not see it.
   for (const uint32_t T : {8u, 20u})
-    for (gpu::AttentionKernel kernel :
-         {gpu::AttentionKernel::Portable, gpu::AttentionKernel::Texel}) {
+    for (model::gpu::AttentionKernel kernel :
+         {model::gpu::AttentionKernel::Portable, model::gpu::AttentionKernel::Texel}) {
       const Case c{T, T, 32, 2, {.kernel = kernel}};
-      if (kernel == gpu::AttentionKernel::Texel && !texel_runs(g.device.caps(), c)) continue;
+      if (kernel == model::gpu::AttentionKernel::Texel && !texel_runs(g.device.caps(), c)) continue;
       const uint32_t P = T - 3;
       Inputs poisoned = make_inputs(c, 810);
       for (uint32_t d = 0; d < c.C; d++)
@@ -280,13 +280,14 @@ TEST_CASE("attention with more queries than maxComputeWorkGroupCount[0]") {
 
 TEST_CASE("attention picks its kernel by device and shape") {
   GPU_TEST(g);
-  const vkr::DeviceCaps& caps = g.device.caps();
+  const vk::DeviceCaps& caps = g.device.caps();
   if (!caps.timestamps) {
     MESSAGE("SKIPPED: no timestamps to name the dispatched shaders");
     return;
   }
-  // CPU devices take the texel kernel where the head dim is whole texels; GPUs the portable one.
-  const bool texel = gpu::attention_prefers_texel(caps) && caps.storage_texel_buffers;
+  // The CPU kernel set takes the texel kernel where the head dim is whole texels; the GPU set
+  // the portable one.
+  const bool texel = model::gpu::kernel_policy(g.device).texel_attention && caps.storage_texel_buffers;
   std::string shader;
   const Case d16{20, 20, 64, 4}, d5{20, 20, 60, 12};
   CHECK(test::close(name("auto", d16), run_gpu(g.kernels, d16, make_inputs(d16, 950), &shader),
@@ -306,7 +307,7 @@ TEST_CASE("attention past maxTexelBufferElements: Auto falls back, Texel refuses
   // A cache of L rows of C = 64 is 16 L texels, q (T rows of 3C) 48 (T - 1) + 16: 4096 texels
   // hold L = 256 cache rows, or T = 86 query rows.
   test::LoweredGpu small(g, {.max_texel_buffer_elements = 4096});
-  const bool texel = gpu::attention_prefers_texel(small.device.caps());
+  const bool texel = model::gpu::kernel_policy(small.device).texel_attention;
   struct Limit {
     Case c;
     bool fits;
@@ -324,53 +325,53 @@ TEST_CASE("attention past maxTexelBufferElements: Auto falls back, Texel refuses
     CHECK(test::close(name("auto", l.c), run_gpu(small.kernels, l.c, in, &shader), ref, kTol));
     CHECK(shader == (texel && l.fits ? "attention_texel" : "attention"));
     Case forced = l.c;
-    forced.options.kernel = gpu::AttentionKernel::Texel;
+    forced.options.kernel = model::gpu::AttentionKernel::Texel;
     if (l.fits)
       CHECK(test::close(name("forced", forced), run_gpu(small.kernels, forced, in), ref, kTol));
     else
       CHECK_THROWS_WITH_AS(run_gpu(small.kernels, forced, in),
-                           doctest::Contains("over maxTexelBufferElements 4096"), vkr::Error);
+                           doctest::Contains("over maxTexelBufferElements 4096"), vk::Error);
   }
 }
 
 TEST_CASE("attention rejects bad arguments") {
   GPU_TEST(g);
-  vkr::Arena arena(g.device, 64 * 1024, vkr::MemoryKind::Device, "test attention errors");
-  vkr::BufferSpan out = arena.alloc(4 * 64 * 4), q = arena.alloc(4 * 192 * 4),
+  vk::Arena arena(g.device, 64 * 1024, vk::MemoryKind::Device, "test attention errors");
+  vk::BufferSpan out = arena.alloc(4 * 64 * 4), q = arena.alloc(4 * 192 * 4),
                   k = arena.alloc(8 * 64 * 4), v = arena.alloc(8 * 64 * 4);
-  vkr::Recorder rec(g.device);
+  vk::Recorder rec(g.device);
   rec.begin();
-  CHECK_THROWS_WITH_AS(gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 8, 64, 5),
-                       doctest::Contains("not a multiple of H"), vkr::Error);
-  CHECK_THROWS_WITH_AS(gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 9, 64, 4),
-                       doctest::Contains("k_cache holds only 8 rows"), vkr::Error);
+  CHECK_THROWS_WITH_AS(model::gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 8, 64, 5),
+                       doctest::Contains("not a multiple of H"), vk::Error);
+  CHECK_THROWS_WITH_AS(model::gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 9, 64, 4),
+                       doctest::Contains("k_cache holds only 8 rows"), vk::Error);
   CHECK_THROWS_WITH_AS(
-      gpu::attention(g.kernels, rec, out, q, 192, k, v.sub(0, 4 * 64 * 4), 1, 5, 64, 4),
-      doctest::Contains("v_cache holds only 4 rows"), vkr::Error);
-  CHECK_THROWS_WITH_AS(gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 3, 64, 4),
-                       doctest::Contains("T=4 > L=3"), vkr::Error);
-  CHECK_THROWS_WITH_AS(gpu::attention(g.kernels, rec, out, q, 32, k, v, 4, 8, 64, 4),
-                       doctest::Contains("q_stride"), vkr::Error);
-  CHECK_THROWS_AS(gpu::attention(g.kernels, rec, out, q, 256, k, v, 4, 8, 64, 4), vkr::Error);
-  CHECK_THROWS_AS(gpu::attention(g.kernels, rec, out, q, 192, k, v, 0, 8, 64, 4), vkr::Error);
-  CHECK_THROWS_AS(gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 8, 64, 0), vkr::Error);
-  gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 8, 64, 4);  // the same buffers are fine
+      model::gpu::attention(g.kernels, rec, out, q, 192, k, v.sub(0, 4 * 64 * 4), 1, 5, 64, 4),
+      doctest::Contains("v_cache holds only 4 rows"), vk::Error);
+  CHECK_THROWS_WITH_AS(model::gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 3, 64, 4),
+                       doctest::Contains("T=4 > L=3"), vk::Error);
+  CHECK_THROWS_WITH_AS(model::gpu::attention(g.kernels, rec, out, q, 32, k, v, 4, 8, 64, 4),
+                       doctest::Contains("q_stride"), vk::Error);
+  CHECK_THROWS_AS(model::gpu::attention(g.kernels, rec, out, q, 256, k, v, 4, 8, 64, 4), vk::Error);
+  CHECK_THROWS_AS(model::gpu::attention(g.kernels, rec, out, q, 192, k, v, 0, 8, 64, 4), vk::Error);
+  CHECK_THROWS_AS(model::gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 8, 64, 0), vk::Error);
+  model::gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 8, 64, 4);  // the same buffers are fine
 
   // The texel kernel, asked for where it cannot run: D = 5 and D = 260 (not whole texels, too
   // many registers), q_stride not whole texels, q not at a texel-aligned offset.
   if (g.device.caps().storage_texel_buffers) {
-    const gpu::AttentionOptions texel{.kernel = gpu::AttentionKernel::Texel};
-    vkr::BufferSpan wide = arena.alloc(3 * 260 * 4);
-    CHECK_THROWS_WITH_AS(gpu::attention(g.kernels, rec, out, q, 180, k, v, 4, 8, 60, 12, texel),
-                         doctest::Contains("texel kernel cannot run"), vkr::Error);
+    const model::gpu::AttentionOptions texel{.kernel = model::gpu::AttentionKernel::Texel};
+    vk::BufferSpan wide = arena.alloc(3 * 260 * 4);
+    CHECK_THROWS_WITH_AS(model::gpu::attention(g.kernels, rec, out, q, 180, k, v, 4, 8, 60, 12, texel),
+                         doctest::Contains("texel kernel cannot run"), vk::Error);
     CHECK_THROWS_WITH_AS(
-        gpu::attention(g.kernels, rec, wide, wide, 260, wide, wide, 1, 1, 260, 1, texel),
-        doctest::Contains("D=260 is not a multiple of 4 up to 256"), vkr::Error);
-    CHECK_THROWS_WITH_AS(gpu::attention(g.kernels, rec, out, q, 190, k, v, 4, 8, 64, 4, texel),
-                         doctest::Contains("q_stride=190 is not a multiple of 4"), vkr::Error);
+        model::gpu::attention(g.kernels, rec, wide, wide, 260, wide, wide, 1, 1, 260, 1, texel),
+        doctest::Contains("D=260 is not a multiple of 4 up to 256"), vk::Error);
+    CHECK_THROWS_WITH_AS(model::gpu::attention(g.kernels, rec, out, q, 190, k, v, 4, 8, 64, 4, texel),
+                         doctest::Contains("q_stride=190 is not a multiple of 4"), vk::Error);
     CHECK_THROWS_WITH_AS(
-        gpu::attention(g.kernels, rec, out, q.sub(4, q.size - 4), 192, k, v, 4, 8, 64, 4, texel),
-        doctest::Contains("minTexelBufferOffsetAlignment"), vkr::Error);
+        model::gpu::attention(g.kernels, rec, out, q.sub(4, q.size - 4), 192, k, v, 4, 8, 64, 4, texel),
+        doctest::Contains("minTexelBufferOffsetAlignment"), vk::Error);
   }
   rec.end();
 }

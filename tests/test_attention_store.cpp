@@ -1,5 +1,5 @@
 // attention_store: kv_store and attention of the same new tokens in one call (one dispatch with
-// the texel kernel), over sequences of calls, against cpu::kv_store + cpu::attention.
+// the texel kernel), over sequences of calls, against model::cpu::kv_store + model::cpu::attention.
 //
 // Tolerance: test_attention.cpp's, atol 1e-6 + rtol 1e-5, for the same reasons (the same
 // kernels); the cache copies are exact.
@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "model/cpu/attention.h"
-#include "model/cpu/kv_store.h"
-#include "model/gpu/attention.h"
+#include "model/ops/cpu/attention.h"
+#include "model/ops/cpu/kv_store.h"
+#include "model/ops/gpu/attention.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"
 #include "vk/check.h"
@@ -23,40 +23,40 @@ constexpr test::Tolerance kTol{1e-6, 1e-5};
 
 // attention_store over a sequence of calls (prefill, chunks, decode steps) in one recording, so
 // each call reads the rows the earlier ones wrote: out after every call, and the caches at the
-// end, against cpu::kv_store + cpu::attention. The copies are exact; rows past the last written
+// end, against model::cpu::kv_store + model::cpu::attention. The copies are exact; rows past the last written
 // keep their initial values. Calls up to fused_to keys are expected to be one dispatch (the
 // texel kernel with kv_store fused in), later ones two (kv_store, attention).
-void check_store(vkr::Kernels& kernels, gpu::AttentionKernel kernel, uint32_t C, uint32_t H,
+void check_store(vk::Kernels& kernels, model::gpu::AttentionKernel kernel, uint32_t C, uint32_t H,
                  uint32_t n_ctx, std::initializer_list<uint32_t> steps, bool causal, unsigned seed,
                  uint32_t fused_to) {
-  const vkr::Device& device = kernels.device();
+  const vk::Device& device = kernels.device();
   std::vector<float> k_ref = test::random_floats(size_t{n_ctx} * C, seed),
                      v_ref = test::random_floats(size_t{n_ctx} * C, seed + 1);
-  vkr::Arena arena(device, (size_t{n_ctx} * 6 * C + 4 * k_ref.size()) * sizeof(float) + 65536,
-                   vkr::MemoryKind::Device, "test attention_store");
-  vkr::BufferSpan k = test::to_gpu(device, arena, k_ref), v = test::to_gpu(device, arena, v_ref);
+  vk::Arena arena(device, (size_t{n_ctx} * 6 * C + 4 * k_ref.size()) * sizeof(float) + 65536,
+                   vk::MemoryKind::Device, "test attention_store");
+  vk::BufferSpan k = test::to_gpu(device, arena, k_ref), v = test::to_gpu(device, arena, v_ref);
   std::vector<std::vector<float>> qkv, ref;
-  std::vector<vkr::BufferSpan> qkv_gpu, out_gpu;
-  vkr::Recorder rec(device);
+  std::vector<vk::BufferSpan> qkv_gpu, out_gpu;
+  vk::Recorder rec(device);
   rec.begin();
-  const gpu::AttentionOptions options{causal, 0, kernel};
+  const model::gpu::AttentionOptions options{causal, 0, kernel};
   uint32_t pos = 0;
   for (uint32_t T : steps) {
     qkv.push_back(test::random_floats(size_t{T} * 3 * C, seed += 10));
     qkv_gpu.push_back(test::to_gpu(device, arena, qkv.back()));
     out_gpu.push_back(arena.alloc(size_t{T} * C * sizeof(float)));
     const uint32_t before = rec.stats().dispatches;
-    gpu::attention_store(kernels, rec, out_gpu.back(), k, v, qkv_gpu.back(), T, pos, C, H, options);
+    model::gpu::attention_store(kernels, rec, out_gpu.back(), k, v, qkv_gpu.back(), T, pos, C, H, options);
     CHECK(rec.stats().dispatches - before == (pos + T <= fused_to ? 1u : 2u));
-    cpu::kv_store(k_ref.data(), v_ref.data(), qkv.back().data(), T, C, pos);
+    model::cpu::kv_store(k_ref.data(), v_ref.data(), qkv.back().data(), T, C, pos);
     ref.emplace_back(size_t{T} * C);
-    cpu::attention(ref.back().data(), qkv.back().data(), 3 * size_t{C}, k_ref.data(), v_ref.data(),
+    model::cpu::attention(ref.back().data(), qkv.back().data(), 3 * size_t{C}, k_ref.data(), v_ref.data(),
                    T, pos + T, C, H, options);
     pos += T;
   }
   rec.run();
-  const std::string what = std::string(kernel == gpu::AttentionKernel::Texel      ? "texel"
-                                       : kernel == gpu::AttentionKernel::Portable ? "portable"
+  const std::string what = std::string(kernel == model::gpu::AttentionKernel::Texel      ? "texel"
+                                       : kernel == model::gpu::AttentionKernel::Portable ? "portable"
                                                                                   : "auto") +
                            " C=" + std::to_string(C) + " H=" + std::to_string(H) +
                            (causal ? " causal" : " bidirectional");
@@ -75,10 +75,10 @@ void check_store(vkr::Kernels& kernels, gpu::AttentionKernel kernel, uint32_t C,
 
 TEST_CASE("attention_store: kv_store and attention in one call, step after step") {
   GPU_TEST(g);
-  for (gpu::AttentionKernel kernel :
-       {gpu::AttentionKernel::Portable, gpu::AttentionKernel::Texel}) {
-    if (kernel == gpu::AttentionKernel::Texel && !g.device.caps().storage_texel_buffers) continue;
-    const uint32_t fused_to = kernel == gpu::AttentionKernel::Texel ? UINT32_MAX : 0;
+  for (model::gpu::AttentionKernel kernel :
+       {model::gpu::AttentionKernel::Portable, model::gpu::AttentionKernel::Texel}) {
+    if (kernel == model::gpu::AttentionKernel::Texel && !g.device.caps().storage_texel_buffers) continue;
+    const uint32_t fused_to = kernel == model::gpu::AttentionKernel::Texel ? UINT32_MAX : 0;
     // A prefill of 37 (4 queries per invocation, the last with 1), a chunk of 5 (split keys, new
     // keys not a multiple of the 8 lanes from an odd start), decode steps; 12 rows stay unwritten.
     check_store(g.kernels, kernel, 96, 3, 64, {37, 5, 1, 1, 8}, true, 1000, fused_to);
@@ -95,27 +95,27 @@ TEST_CASE("attention_store past maxTexelBufferElements: kv_store and attention a
   // up to L = 256 keys are fused; from there on kv_store and the portable attention take over,
   // reading what the fused calls wrote.
   test::LoweredGpu small(g, {.max_texel_buffer_elements = 4096});
-  const vkr::DeviceCaps& caps = small.device.caps();
-  const bool texel = gpu::attention_prefers_texel(caps) && caps.storage_texel_buffers;
-  check_store(small.kernels, gpu::AttentionKernel::Auto, 64, 2, 300, {80, 80, 80, 20, 1}, true,
+  const vk::DeviceCaps& caps = small.device.caps();
+  const bool texel = model::gpu::kernel_policy(small.device).texel_attention && caps.storage_texel_buffers;
+  check_store(small.kernels, model::gpu::AttentionKernel::Auto, 64, 2, 300, {80, 80, 80, 20, 1}, true,
               1300, texel ? 256 : 0);
 }
 
 TEST_CASE("attention_store rejects rows past the cache") {
   GPU_TEST(g);
-  vkr::Arena arena(g.device, 64 * 1024, vkr::MemoryKind::Device, "test attention_store errors");
-  vkr::BufferSpan out = arena.alloc(4 * 64 * 4), qkv = arena.alloc(4 * 192 * 4),
+  vk::Arena arena(g.device, 64 * 1024, vk::MemoryKind::Device, "test attention_store errors");
+  vk::BufferSpan out = arena.alloc(4 * 64 * 4), qkv = arena.alloc(4 * 192 * 4),
                   k = arena.alloc(8 * 64 * 4), v = arena.alloc(8 * 64 * 4);
-  vkr::Recorder rec(g.device);
+  vk::Recorder rec(g.device);
   rec.begin();
-  CHECK_THROWS_WITH_AS(gpu::attention_store(g.kernels, rec, out, k, v, qkv, 4, 5, 64, 4),
+  CHECK_THROWS_WITH_AS(model::gpu::attention_store(g.kernels, rec, out, k, v, qkv, 4, 5, 64, 4),
                        doctest::Contains("rows 5..8 do not fit the cache of n_ctx = 8"),
-                       vkr::Error);
+                       vk::Error);
   CHECK_THROWS_WITH_AS(
-      gpu::attention_store(g.kernels, rec, out, k, v, qkv.sub(0, 256), 4, 0, 64, 4),
-      doctest::Contains("qkv holds"), vkr::Error);
-  CHECK_THROWS_WITH_AS(gpu::attention_store(g.kernels, rec, out, k, v, qkv, 4, 0, 64, 5),
-                       doctest::Contains("not a multiple of H"), vkr::Error);
-  gpu::attention_store(g.kernels, rec, out, k, v, qkv, 4, 4, 64, 4);  // the last 4 rows: fine
+      model::gpu::attention_store(g.kernels, rec, out, k, v, qkv.sub(0, 256), 4, 0, 64, 4),
+      doctest::Contains("qkv holds"), vk::Error);
+  CHECK_THROWS_WITH_AS(model::gpu::attention_store(g.kernels, rec, out, k, v, qkv, 4, 0, 64, 5),
+                       doctest::Contains("not a multiple of H"), vk::Error);
+  model::gpu::attention_store(g.kernels, rec, out, k, v, qkv, 4, 4, 64, 4);  // the last 4 rows: fine
   rec.end();
 }

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
-#include "model/gpu/matmul.h"
+#include "model/ops/gpu/matmul.h"
 #include "tests/cli.h"
 #include "tests/files.h"
 #include "tests/gpu.h"
@@ -74,46 +74,51 @@ TEST_CASE("bench: --json has one entry per test with positive rates and the mode
 
 TEST_CASE("bench: the table, and a profile of one submission and one wait per token") {
   GPU_TEST(g);
-  const test::CliResult r = test::gpt2vk(
-      {"bench", "-m", tiny(), "-p", "8", "-n", "4", "-r", "1", "--precision", "f32", "--profile"});
-  CAPTURE(r.out);
-  CAPTURE(r.err);
-  REQUIRE(r.exit_code == 0);
-  CHECK(test::no_validation_messages(r));
-  CHECK(r.out.find("| model ") != std::string::npos);
-  CHECK(std::regex_search(
-      r.out, std::regex(R"(\| gpt2-tiny .*\| +f32 +\| +pp8 \| +[0-9.]+ ± [0-9.]+ \|)")));
-  CHECK(std::regex_search(
-      r.out, std::regex(R"(\| gpt2-tiny .*\| +f32 +\| +tg4 \| +[0-9.]+ ± [0-9.]+ \|)")));
+  for (vk::KernelSet ks : test::kKernelSets) {
+    CAPTURE(vk::kernel_set_name(ks));
+    const model::gpu::KernelPolicy policy = model::gpu::choose_policy(g.device.caps(), ks);
+    const test::CliResult r =
+        test::gpt2vk({"bench", "-m", tiny(), "-p", "8", "-n", "4", "-r", "1", "--precision", "f32",
+                      "--profile", "--kernels", vk::kernel_set_name(ks)});
+    CAPTURE(r.out);
+    CAPTURE(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(test::no_validation_messages(r));
+    CHECK(r.out.find("| model ") != std::string::npos);
+    CHECK(std::regex_search(
+        r.out, std::regex(R"(\| gpt2-tiny .*\| +f32 +\| +pp8 \| +[0-9.]+ ± [0-9.]+ \|)")));
+    CHECK(std::regex_search(
+        r.out, std::regex(R"(\| gpt2-tiny .*\| +f32 +\| +tg4 \| +[0-9.]+ ± [0-9.]+ \|)")));
 
-  for (const char* section :
-       {"profile: prefill of 8 tokens", "profile: decode, mean of 4 tokens"}) {
-    CAPTURE(section);
-    CHECK(row_value(r.out, section, "submits") == "1");
-    CHECK(row_value(r.out, section, "fence waits") == "1");
-    CHECK(std::stod(row_value(r.out, section, "dispatches")) >= 10);
-    CHECK(std::stod(row_value(r.out, section, "descriptor writes")) >=
-          std::stod(row_value(r.out, section, "dispatches")));
-    // Every op kind of GPT-2's forward pass has a GPU time.
-    CHECK(row_value(r.out, section, "embedding").find("<no row") == std::string::npos);
-    // Greedy decoding reads back a top-1: from a top-k pass, or on CPU devices from the
-    // interleaved head's own argmax (no top-k pass at all).
-    if (gpu::matmul_prefers_texel(g.device.caps()))
-      CHECK(row_value(r.out, section, "topk").find("<no row") != std::string::npos);
-    else
-      CHECK(row_value(r.out, section, "topk").find("<no row") == std::string::npos);
-    // The matmul kernel depends on the device (interleaved texel on CPU devices) and on T, the
-    // attention kernel on the device: on CPU devices texel, with kv_store fused in.
-    const auto any_row = [&](std::initializer_list<const char*> ops) {
-      bool found = false;
-      for (const char* op : ops)
-        found = found || row_value(r.out, section, op).find("<no row") == std::string::npos;
-      return found;
-    };
-    CHECK(any_row({"matmul_interleaved", "matmul_vec_texel", "matmul_vec", "matmul"}));
-    CHECK(any_row({"layernorm_texel", "layernorm"}));
-    const bool fused = any_row({"attention_texel_store"});
-    CHECK((fused || (any_row({"kv_store"}) && any_row({"attention"}))));
+    for (const char* section :
+         {"profile: prefill of 8 tokens", "profile: decode, mean of 4 tokens"}) {
+      CAPTURE(section);
+      CHECK(row_value(r.out, section, "submits") == "1");
+      CHECK(row_value(r.out, section, "fence waits") == "1");
+      CHECK(std::stod(row_value(r.out, section, "dispatches")) >= 10);
+      CHECK(std::stod(row_value(r.out, section, "descriptor writes")) >=
+            std::stod(row_value(r.out, section, "dispatches")));
+      // Every op kind of GPT-2's forward pass has a GPU time.
+      CHECK(row_value(r.out, section, "embedding").find("<no row") == std::string::npos);
+      // Greedy decoding reads back a top-1: from a top-k pass, or with the CPU kernel set from
+      // the interleaved head's own argmax (no top-k pass at all).
+      if (policy.interleaved_weights)
+        CHECK(row_value(r.out, section, "topk").find("<no row") != std::string::npos);
+      else
+        CHECK(row_value(r.out, section, "topk").find("<no row") == std::string::npos);
+      // The matmul kernel depends on the device (interleaved texel on CPU devices) and on T, the
+      // attention kernel on the device: on CPU devices texel, with kv_store fused in.
+      const auto any_row = [&](std::initializer_list<const char*> ops) {
+        bool found = false;
+        for (const char* op : ops)
+          found = found || row_value(r.out, section, op).find("<no row") == std::string::npos;
+        return found;
+      };
+      CHECK(any_row({"matmul_interleaved", "matmul_vec_texel", "matmul_vec", "matmul"}));
+      CHECK(any_row({"layernorm_texel", "layernorm"}));
+      const bool fused = any_row({"attention_texel_store"});
+      CHECK((fused || (any_row({"kv_store"}) && any_row({"attention"}))));
+    }
   }
 }
 

@@ -7,10 +7,11 @@
 #include <bit>
 #include <cmath>
 
-#include "model/checkpoint.h"
-#include "model/random_checkpoint.h"
+#include "model/formats/checkpoint.h"
+#include "model/formats/random_checkpoint.h"
 #include "tests/files.h"
 #include "tests/tensor_files.h"
+#include "model/formats/safetensors_writer.h"
 
 using model::TensorDType;
 
@@ -35,7 +36,7 @@ model::Config bare_config() {
   c.attention_only = true;
   c.attention_bias = false;
   c.final_norm = false;
-  c.positions = gpu::PositionKind::None;
+  c.positions = model::PositionKind::None;
   return c;
 }
 
@@ -111,7 +112,7 @@ TEST_CASE("expected tensors follow the variants") {
   auto has = [](const std::vector<std::string>& n, const std::string& x) {
     return std::find(n.begin(), n.end(), x) != n.end();
   };
-  c.positions = gpu::PositionKind::Sinusoidal;
+  c.positions = model::PositionKind::Sinusoidal;
   c.attention_bias = false;
   c.tie_word_embeddings = false;
   auto n = names(c);
@@ -181,14 +182,14 @@ TEST_CASE("random checkpoints in the published layout load with the values writt
 
 TEST_CASE("random checkpoints of the variants load") {
   model::Config c = small_config();
-  c.positions = gpu::PositionKind::None;
+  c.positions = model::PositionKind::None;
   c.attention_bias = false;
   c.final_norm = false;
   c.pre_norm = false;
   model::Config only = small_config();
   only.attention_only = true;
   only.mlp_bias = false;
-  only.positions = gpu::PositionKind::Sinusoidal;
+  only.positions = model::PositionKind::Sinusoidal;
   for (const model::Config& cfg : {c, only}) {
     test::TempDir dir;
     model::RandomCheckpointOptions o;

@@ -5,7 +5,8 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "model/tokenizer.h"
+#include "model/text/tokenizer.h"
+#include "model/text/utf8.h"
 #include "tests/cli.h"
 #include "tests/files.h"
 #include "tests/gpu.h"
@@ -13,7 +14,9 @@
 
 namespace {
 
-std::string models(const char* name) { return (test::source_dir() / "tests/data/models" / name).string(); }
+std::string models(const char* name) {
+  return (test::source_dir() / "tests/data/models" / name).string();
+}
 
 nlohmann::json golden(const char* name) {
   return nlohmann::json::parse(test::read_file(models(name) + "/goldens.json"));
@@ -29,13 +32,18 @@ std::string expected_text(const nlohmann::json& g, size_t n) {
 
 }  // namespace
 
+// Each model command on the GPU runs under both kernel sets (--kernels), and where it has one,
+// on the CPU reference (--device cpu).
+const char* const kGpuKernels[] = {"--kernels=gpu", "--kernels=cpu"};
+
 TEST_CASE("cli: generate prints the prompt and the greedy continuation, on GPU and CPU") {
   GPU_TEST(g);
   const nlohmann::json gold = golden("gpt2-tiny");
-  for (const char* device : {"", "cpu"}) {
-    std::vector<std::string> args = {"generate", "-m", models("gpt2-tiny"), "-p", "Hello",
-                                     "-n", "16", "--temp", "0", "--precision", "f32"};
-    if (*device) args.insert(args.end(), {"--device", device});
+  for (const char* where : {"--kernels=gpu", "--kernels=cpu", "--device=cpu"}) {
+    CAPTURE(where);
+    const std::vector<std::string> args = {
+        "generate", "-m", models("gpt2-tiny"), "-p",  "Hello", "-n", "16",
+        "--temp",   "0",  "--precision",       "f32", where};
     const test::CliResult r = test::gpt2vk(args);
     CAPTURE(r.err);
     CHECK(r.exit_code == 0);
@@ -49,21 +57,30 @@ TEST_CASE("cli: generate prints the prompt and the greedy continuation, on GPU a
 
 TEST_CASE("cli: sampling with a seed is reproducible") {
   GPU_TEST(g);
-  const std::vector<std::string> args = {"generate", "-m", models("tinygpt"), "-p", "Hello",
-                                         "-n", "24", "--seed", "5"};
-  const test::CliResult a = test::gpt2vk(args), b = test::gpt2vk(args);
-  CHECK(a.exit_code == 0);
-  CHECK(a.out == b.out);
-  CHECK(a.out.rfind("Hello", 0) == 0);
+  std::vector<std::string> outs;
+  for (const char* kernels : kGpuKernels) {
+    CAPTURE(kernels);
+    const std::vector<std::string> args = {"generate", "-m", models("tinygpt"), "-p", "Hello",
+                                           "-n",       "24", "--seed",          "5",  kernels};
+    const test::CliResult a = test::gpt2vk(args), b = test::gpt2vk(args);
+    CHECK(a.exit_code == 0);
+    CHECK(a.out == b.out);
+    CHECK(a.out.rfind("Hello", 0) == 0);
+    outs.push_back(a.out);
+  }
+  CHECK(outs[0] == outs[1]);  // the same draws from either kernel set's logits
 }
 
 TEST_CASE("cli: compare passes on a golden model") {
   GPU_TEST(g);
-  const test::CliResult r = test::gpt2vk({"compare", "-m", models("post-norm"), "-p", "Hello, Vulkan"});
-  CAPTURE(r.out);
-  CHECK(r.exit_code == 0);
-  CHECK(r.out.find("OK: the GPU matches the CPU reference") != std::string::npos);
-  CHECK(test::no_validation_messages(r));
+  for (const char* kernels : kGpuKernels) {
+    const test::CliResult r =
+        test::gpt2vk({"compare", "-m", models("post-norm"), "-p", "Hello, Vulkan", kernels});
+    CAPTURE(r.out);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find("OK: the GPU matches the CPU reference") != std::string::npos);
+    CHECK(test::no_validation_messages(r));
+  }
 }
 
 TEST_CASE("cli: logits writes [T, V] float32 that matches the golden") {
@@ -71,19 +88,23 @@ TEST_CASE("cli: logits writes [T, V] float32 that matches the golden") {
   test::TempDir dir;
   const nlohmann::json gold = golden("gpt2-tiny");
   const std::vector<int32_t> ids = gold["ids"];
-  test::write_file(dir / "ids.bin", std::string_view(reinterpret_cast<const char*>(ids.data()), ids.size() * 4));
-  const test::CliResult r = test::gpt2vk({"logits", "-m", models("gpt2-tiny"), "--ids",
-                                          (dir / "ids.bin").string(), "-o", (dir / "out.bin").string(),
-                                          "--precision", "f32"});
-  CAPTURE(r.err);
-  REQUIRE(r.exit_code == 0);
-  const std::string got = test::read_file(dir / "out.bin");
-  const std::string ref = test::read_file(models("gpt2-tiny") + "/logits.bin");
-  REQUIRE(got.size() == ref.size());
-  std::vector<float> g32(got.size() / 4), r32(ref.size() / 4);
-  std::memcpy(g32.data(), got.data(), got.size());
-  std::memcpy(r32.data(), ref.data(), ref.size());
-  CHECK(test::close_rows("logits command", g32, r32, 256, 2e-5));
+  test::write_file(dir / "ids.bin",
+                   std::string_view(reinterpret_cast<const char*>(ids.data()), ids.size() * 4));
+  for (const char* kernels : kGpuKernels) {
+    CAPTURE(kernels);
+    const test::CliResult r =
+        test::gpt2vk({"logits", "-m", models("gpt2-tiny"), "--ids", (dir / "ids.bin").string(),
+                      "-o", (dir / "out.bin").string(), "--precision", "f32", kernels});
+    CAPTURE(r.err);
+    REQUIRE(r.exit_code == 0);
+    const std::string got = test::read_file(dir / "out.bin");
+    const std::string ref = test::read_file(models("gpt2-tiny") + "/logits.bin");
+    REQUIRE(got.size() == ref.size());
+    std::vector<float> g32(got.size() / 4), r32(ref.size() / 4);
+    std::memcpy(g32.data(), got.data(), got.size());
+    std::memcpy(r32.data(), ref.data(), ref.size());
+    CHECK(test::close_rows("logits command", g32, r32, 256, 2e-5));
+  }
 }
 
 TEST_CASE("cli: perplexity prints its result on the last line") {
@@ -92,20 +113,24 @@ TEST_CASE("cli: perplexity prints its result on the last line") {
   const nlohmann::json gold = golden("gpt2-tiny");
   test::write_file(dir / "text.txt", gold["text"].get<std::string>());
   // The whole 20-byte text in one window of 19 predictions: the golden's mean NLL.
-  const test::CliResult r = test::gpt2vk({"perplexity", "-m", models("gpt2-tiny"), "-f",
-                                          (dir / "text.txt").string(), "--precision", "f32"});
-  CAPTURE(r.err);
-  REQUIRE(r.exit_code == 0);
-  const size_t last = r.out.rfind("ppl = ");
-  REQUIRE(last != std::string::npos);
-  double ppl = 0;
-  unsigned count = 0;
-  REQUIRE(std::sscanf(r.out.c_str() + last, "ppl = %lf over %u tokens", &ppl, &count) == 2);
-  CHECK(count == 19);
-  CHECK(ppl == doctest::Approx(gold["perplexity"].get<double>()).epsilon(1e-5));
+  for (const char* kernels : kGpuKernels) {
+    CAPTURE(kernels);
+    const test::CliResult r =
+        test::gpt2vk({"perplexity", "-m", models("gpt2-tiny"), "-f", (dir / "text.txt").string(),
+                      "--precision", "f32", kernels});
+    CAPTURE(r.err);
+    REQUIRE(r.exit_code == 0);
+    const size_t last = r.out.rfind("ppl = ");
+    REQUIRE(last != std::string::npos);
+    double ppl = 0;
+    unsigned count = 0;
+    REQUIRE(std::sscanf(r.out.c_str() + last, "ppl = %lf over %u tokens", &ppl, &count) == 2);
+    CHECK(count == 19);
+    CHECK(ppl == doctest::Approx(gold["perplexity"].get<double>()).epsilon(1e-5));
+  }
   // Windows of 5: 19 predictions in windows of 5, 5, 5, 4, each from its own short context.
-  const test::CliResult w = test::gpt2vk({"perplexity", "-m", models("gpt2-tiny"), "-f",
-                                          (dir / "text.txt").string(), "--ctx", "5"});
+  const test::CliResult w = test::gpt2vk(
+      {"perplexity", "-m", models("gpt2-tiny"), "-f", (dir / "text.txt").string(), "--ctx", "5"});
   CHECK(w.exit_code == 0);
   CHECK(w.out.find("over 19 tokens") != std::string::npos);
 }
@@ -115,7 +140,8 @@ TEST_CASE("cli: tokenize prints ids and writes int32") {
   const std::string m = (test::source_dir() / "tests/data/models/chars").string();
   const test::CliResult r = test::gpt2vk({"tokenize", "-m", m, "-p", "hello"});
   CHECK(r.exit_code == 0);
-  const test::CliResult w = test::gpt2vk({"tokenize", "-m", m, "-p", "hello", "-o", (dir / "ids.bin").string()});
+  const test::CliResult w =
+      test::gpt2vk({"tokenize", "-m", m, "-p", "hello", "-o", (dir / "ids.bin").string()});
   CHECK(w.exit_code == 0);
   const std::string bytes = test::read_file(dir / "ids.bin");
   REQUIRE(bytes.size() == 5 * 4);

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "model/cpu/common.h"
-#include "model/gpu/common.h"
+#include "model/ops/cpu/common.h"
+#include "model/ops/gpu/common.h"
 
 namespace {
 
@@ -25,43 +25,43 @@ TEST_CASE("fp16 rounding agrees between the weight packer and the CPU reference"
                          123.456f, -7.77e-3f};
   for (float x : cases) {
     CAPTURE(x);
-    CHECK(from_half(gpu::to_half(x)) == cpu::round_to_half(x));
+    CHECK(from_half(model::gpu::to_half(x)) == model::cpu::round_to_half(x));
   }
-  CHECK(cpu::round_to_half(1.00048828125f) == 1.0f);          // tie: to even
-  CHECK(cpu::round_to_half(1.00146484375f) == 1.001953125f);  // tie: to even (up)
-  CHECK(std::isinf(cpu::round_to_half(65520.0f)));
-  CHECK(cpu::round_to_half(65519.0f) == 65504.0f);
-  CHECK(cpu::round_to_half(2.98023223876953125e-8f) == 0.0f);  // 2^-25: tie to even (zero)
+  CHECK(model::cpu::round_to_half(1.00048828125f) == 1.0f);          // tie: to even
+  CHECK(model::cpu::round_to_half(1.00146484375f) == 1.001953125f);  // tie: to even (up)
+  CHECK(std::isinf(model::cpu::round_to_half(65520.0f)));
+  CHECK(model::cpu::round_to_half(65519.0f) == 65504.0f);
+  CHECK(model::cpu::round_to_half(2.98023223876953125e-8f) == 0.0f);  // 2^-25: tie to even (zero)
   // Every half bit pattern round-trips.
   for (uint32_t h = 0; h < 0x7c00; h++) {
     float f = from_half(static_cast<uint16_t>(h));
-    REQUIRE(gpu::to_half(f) == h);
-    REQUIRE(cpu::round_to_half(f) == f);
+    REQUIRE(model::gpu::to_half(f) == h);
+    REQUIRE(model::cpu::round_to_half(f) == f);
   }
 }
 
 TEST_CASE("CPU activations") {
-  CHECK(cpu::activate(-1.0, gpu::Activation::Relu) == 0.0);
-  CHECK(cpu::activate(2.0, gpu::Activation::None) == 2.0);
-  CHECK(cpu::activate(1.0, gpu::Activation::GeluErf) == doctest::Approx(0.8413447460685429));
-  CHECK(cpu::activate(1.0, gpu::Activation::GeluTanh) == doctest::Approx(0.8411919906082768));
+  CHECK(model::cpu::activate(-1.0, model::Activation::Relu) == 0.0);
+  CHECK(model::cpu::activate(2.0, model::Activation::None) == 2.0);
+  CHECK(model::cpu::activate(1.0, model::Activation::GeluErf) == doctest::Approx(0.8413447460685429));
+  CHECK(model::cpu::activate(1.0, model::Activation::GeluTanh) == doctest::Approx(0.8411919906082768));
 }
 
-TEST_CASE("gpu::window starts aligned, skips to the first element, ends on a whole word") {
-  const vkr::BufferSpan s{VK_NULL_HANDLE, 256, 8192, nullptr};
+TEST_CASE("model::gpu::window starts aligned, skips to the first element, ends on a whole word") {
+  const vk::BufferSpan s{VK_NULL_HANDLE, 256, 8192, nullptr};
   // fp32 rows of 301 floats, alignment 64: rows 3 and 4 are bytes [3612, 6020); the binding
   // starts at 3584, 7 floats early.
-  gpu::Window w = gpu::window(s, 3 * 301, 2 * 301, sizeof(float), 64);
+  model::gpu::Window w = model::gpu::window(s, 3 * 301, 2 * 301, sizeof(float), 64);
   CHECK(w.span.offset == 256 + 3584);
   CHECK(w.span.size == 6020 - 3584);
   CHECK(w.skip == 7);
   // fp16, alignment 16: elements [75, 101) are bytes [150, 202), rounded up to the word at 204.
-  w = gpu::window(s, 75, 26, 2, 16);
+  w = model::gpu::window(s, 75, 26, 2, 16);
   CHECK(w.span.offset == 256 + 144);
   CHECK(w.span.size == 204 - 144);
   CHECK(w.skip == 3);
   // ...but never past the end of the span: 101 halves end at byte 202.
-  w = gpu::window(s.sub(0, 202), 100, 1, 2, 16);
+  w = model::gpu::window(s.sub(0, 202), 100, 1, 2, 16);
   CHECK(w.span.offset == 256 + 192);
   CHECK(w.span.size == 202 - 192);
   CHECK(w.skip == 4);

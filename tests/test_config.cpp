@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "model/checkpoint.h"
-#include "model/config.h"
+#include "model/formats/checkpoint.h"
+#include "model/formats/config.h"
 #include "tests/files.h"
 
 namespace {
@@ -77,13 +77,13 @@ TEST_CASE("config: the published GPT-2 configs") {
   CHECK(c.head_dim() == 64);
   CHECK(c.n_inner == 3072);
   CHECK(c.layer_norm_epsilon == 1e-5f);
-  CHECK(c.activation == gpu::Activation::GeluTanh);
+  CHECK(c.activation == model::Activation::GeluTanh);
   CHECK(c.tie_word_embeddings);
   CHECK(c.eos_token_id == 50256);
   CHECK(c == model::Config{50257, 1024, 768,   12,
-                           12,    3072, 1e-5f, gpu::Activation::GeluTanh,
-                           true,  true, true,  gpu::PositionKind::Learned,
-                           true,  true, true,  gpu::LayerNormKind::Standard,
+                           12,    3072, 1e-5f, model::Activation::GeluTanh,
+                           true,  true, true,  model::PositionKind::Learned,
+                           true,  true, true,  model::LayerNormKind::Standard,
                            false, 0.0f, 50256, {}});
   // Published parameter counts of the four sizes (tied head, no mask buffers).
   CHECK(model::parameter_count(c) == 124439808);
@@ -103,10 +103,10 @@ TEST_CASE("config: defaults and Hugging Face's spellings") {
   // n_ctx is the older name: read only where n_positions is absent.
   CHECK(parse(with("n_positions", "").insert(1, "\"n_ctx\": 5, ")).n_ctx == 5);
   CHECK(parse(with("n_ctx", "5")).n_ctx == 8);
-  CHECK(parse(with("activation_function", "\"gelu\"")).activation == gpu::Activation::GeluErf);
+  CHECK(parse(with("activation_function", "\"gelu\"")).activation == model::Activation::GeluErf);
   CHECK(parse(with("activation_function", "\"gelu_pytorch_tanh\"")).activation ==
-        gpu::Activation::GeluTanh);
-  CHECK(parse(with("activation_function", "\"relu\"")).activation == gpu::Activation::Relu);
+        model::Activation::GeluTanh);
+  CHECK(parse(with("activation_function", "\"relu\"")).activation == model::Activation::Relu);
   CHECK(!parse(with("tie_word_embeddings", "false")).tie_word_embeddings);
   CHECK(parse(with("scale_attn_weights", "false")).attention_scale == 1.0f);
   CHECK(parse(with("scale_attn_weights", "true")).attention_scale == 0.0f);
@@ -123,14 +123,14 @@ TEST_CASE("config: variant keys") {
   const model::Config c = parse(s);
   CHECK(!c.pre_norm);
   CHECK(!c.final_norm);
-  CHECK(c.positions == gpu::PositionKind::Sinusoidal);
+  CHECK(c.positions == model::PositionKind::Sinusoidal);
   CHECK(!c.attention_bias);
   CHECK(!c.mlp_bias);
   CHECK(!c.causal);
-  CHECK(c.layer_norm == gpu::LayerNormKind::StdPlusEps);
+  CHECK(c.layer_norm == model::LayerNormKind::StdPlusEps);
   CHECK(c.attention_only);
-  CHECK(parse(with("position_embedding", "\"none\"")).positions == gpu::PositionKind::None);
-  CHECK(parse(with("position_embedding", "\"learned\"")).positions == gpu::PositionKind::Learned);
+  CHECK(parse(with("position_embedding", "\"none\"")).positions == model::PositionKind::None);
+  CHECK(parse(with("position_embedding", "\"learned\"")).positions == model::PositionKind::Learned);
   CHECK(parse(with("norm_position", "\"pre\"")).pre_norm);
 }
 
@@ -175,22 +175,22 @@ TEST_CASE("config: config_json writes what parse_config reads back") {
   b.n_ctx = 33;
   b.n_inner = 100;
   b.layer_norm_epsilon = 3.7e-6f;
-  b.activation = gpu::Activation::Relu;
+  b.activation = model::Activation::Relu;
   b.tie_word_embeddings = false;
   b.eos_token_id.reset();
   b.pre_norm = false;
   b.final_norm = false;
-  b.positions = gpu::PositionKind::Sinusoidal;
+  b.positions = model::PositionKind::Sinusoidal;
   b.attention_bias = false;
   b.mlp_bias = false;
   b.causal = false;
-  b.layer_norm = gpu::LayerNormKind::StdPlusEps;
+  b.layer_norm = model::LayerNormKind::StdPlusEps;
   b.attention_only = true;
   b.attention_scale = 0.3f;
   b.tokenizer = {model::TokenizerKind::Chars, {"a", "\"", "\\", "\u00e9", " ", "\t", "\U0001F600"}};
   model::Config d = a;
-  d.activation = gpu::Activation::GeluErf;
-  d.positions = gpu::PositionKind::None;
+  d.activation = model::Activation::GeluErf;
+  d.positions = model::PositionKind::None;
   d.n_vocab = 256;
   d.eos_token_id = 0;
   d.tokenizer.kind = model::TokenizerKind::Bytes;
@@ -202,7 +202,7 @@ TEST_CASE("config: config_json writes what parse_config reads back") {
   CHECK(model::config_json(a).find("\"layer_norm_epsilon\": 1e-05") != std::string::npos);
   CHECK(model::config_json(a).find("\"n_positions\": 1024") != std::string::npos);
   model::Config none = a;
-  none.activation = gpu::Activation::None;
+  none.activation = model::Activation::None;
   CHECK_THROWS_AS(model::config_json(none), std::invalid_argument);
 }
 

@@ -4,17 +4,17 @@
 // And --split-layers, for drivers whose watchdog ends long submissions: the same logits from
 // several submissions.
 //
-// What is simulated, and how: the memory budget (vkr::LimitOverrides::device_memory,
+// What is simulated, and how: the memory budget (vk::LimitOverrides::device_memory,
 // GPT2VK_DEVICE_MEMORY_MIB) stands in for a small GPU; a lost device is the test hook
-// vkr::DeviceOptions::lose_device_at_wait (GPT2VK_LOSE_DEVICE_AT_WAIT), since lavapipe cannot
+// vk::DeviceOptions::lose_device_at_wait (GPT2VK_LOSE_DEVICE_AT_WAIT), since lavapipe cannot
 // be made to lose itself. The timeout is real: a bound shorter than a real submission.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <regex>
 
-#include "model/gpu/activation.h"
-#include "model/gpu_model.h"
+#include "model/forward/gpu_model.h"
+#include "model/ops/gpu/activation.h"
 #include "tests/cli.h"
 #include "tests/files.h"
 #include "tests/gpu.h"
@@ -52,8 +52,8 @@ void check_error(const test::CliResult& r, const std::string& message) {
   CHECK(last_line(r.err).find(message) != std::string::npos);
 }
 
-vkr::DeviceOptions same_device(const test::Gpu& g) {
-  vkr::DeviceOptions o;
+vk::DeviceOptions same_device(const test::Gpu& g) {
+  vk::DeviceOptions o;
   o.select = std::to_string(g.device.index());
   return o;
 }
@@ -62,17 +62,18 @@ vkr::DeviceOptions same_device(const test::Gpu& g) {
 // microseconds on a GPU, long next to a nanosecond either way.
 struct Work {
   static constexpr uint32_t kFloats = 4u << 20;
-  vkr::Arena arena;
-  vkr::BufferSpan x, y;
-  explicit Work(const vkr::Device& d)
-      : arena(d, 2ull * kFloats * 4 + 1024, vkr::MemoryKind::Device, "work") {
+  vk::Arena arena;
+  vk::BufferSpan x, y;
+  explicit Work(const vk::Device& d)
+      : arena(d, 2ull * kFloats * 4 + 1024, vk::MemoryKind::Device, "work") {
     x = arena.alloc(uint64_t{kFloats} * 4);
     y = arena.alloc(uint64_t{kFloats} * 4);
   }
-  void record(vkr::Kernels& k, vkr::Recorder& rec) {
+  void record(vk::Kernels& k, vk::Recorder& rec) {
     rec.begin();
     for (int i = 0; i < 4; i++)
-      gpu::activation(k, rec, i % 2 ? x : y, i % 2 ? y : x, kFloats, gpu::Activation::GeluTanh);
+      model::gpu::activation(k, rec, i % 2 ? x : y, i % 2 ? y : x, kFloats,
+                             model::Activation::GeluTanh);
     rec.end();
   }
 };
@@ -125,21 +126,21 @@ TEST_CASE("device faults: no Vulkan driver, or no loader: a clear error; --devic
 
 TEST_CASE("device faults: out of device memory says what was asked and what the device has") {
   GPU_TEST(g);
-  vkr::DeviceOptions o = same_device(g);
+  vk::DeviceOptions o = same_device(g);
   o.overrides.device_memory = 1 << 20;
-  vkr::Device small(g.instance, o);
+  vk::Device small(g.instance, o);
   CHECK(small.caps().device_local_bytes == 1 << 20);
   {
-    vkr::Arena a(small, 600 << 10, vkr::MemoryKind::Device, "a");
-    CHECK_THROWS_WITH_AS(vkr::Arena(small, 600 << 10, vkr::MemoryKind::Device, "b"),
+    vk::Arena a(small, 600 << 10, vk::MemoryKind::Device, "a");
+    CHECK_THROWS_WITH_AS(vk::Arena(small, 600 << 10, vk::MemoryKind::Device, "b"),
                          doctest::Contains(("out of device memory on '" + small.caps().name +
                                             "': arena 'b' needs 600.0 KiB, with 600.0 KiB already "
                                             "allocated, of the device's 1.0 MiB")
                                                .c_str()),
-                         vkr::Error);
-    vkr::Arena staging(small, 600 << 10, vkr::MemoryKind::Staging, "staging");  // host memory
+                         vk::Error);
+    vk::Arena staging(small, 600 << 10, vk::MemoryKind::Staging, "staging");  // host memory
   }
-  vkr::Arena b(small, 600 << 10, vkr::MemoryKind::Device, "b");  // a's memory came back
+  vk::Arena b(small, 600 << 10, vk::MemoryKind::Device, "b");  // a's memory came back
 
   // A checkpoint larger than the device: the command names the arena, the sizes, the way out.
   const test::CliResult r =
@@ -156,10 +157,10 @@ TEST_CASE("device faults: out of device memory says what was asked and what the 
 TEST_CASE(
     "device faults: a submission past the fence bound is an error, and the device stays refused") {
   GPU_TEST(g);
-  vkr::Device device(g.instance, same_device(g));
-  vkr::Kernels kernels(device);
+  vk::Device device(g.instance, same_device(g));
+  vk::Kernels kernels(device);
   Work work(device);
-  vkr::Recorder rec(device);  // after the memory it uses: destroyed first, settling the work
+  vk::Recorder rec(device);  // after the memory it uses: destroyed first, settling the work
   work.record(kernels, rec);
   rec.submit();
   CHECK_THROWS_WITH_AS(rec.wait(1e-9),
@@ -167,11 +168,11 @@ TEST_CASE(
                                           "': a submission did not finish within 1e-09 s (a hung "
                                           "GPU, or work too long for it: try --split-layers N")
                                              .c_str()),
-                       vkr::Error);
+                       vk::Error);
   CHECK(device.lost());
   CHECK_THROWS_WITH_AS(rec.submit(),
                        doctest::Contains("cannot run more work: a submission did not finish"),
-                       vkr::Error);
+                       vk::Error);
   // The command line: a bound below any real forward pass.
   check_error(test::gpt2vk({"generate", "-m", tiny(), "-p", "Hello", "-n", "4"},
                            {{"GPT2VK_FENCE_TIMEOUT", "1e-9"}}),
@@ -183,12 +184,12 @@ TEST_CASE(
 
 TEST_CASE("device faults: a lost device is an error, and every later use of it too") {
   GPU_TEST(g);
-  vkr::DeviceOptions o = same_device(g);
+  vk::DeviceOptions o = same_device(g);
   o.lose_device_at_wait = 2;
-  vkr::Device device(g.instance, o);
-  vkr::Kernels kernels(device);
+  vk::Device device(g.instance, o);
+  vk::Kernels kernels(device);
   Work work(device);
-  vkr::Recorder rec(device);
+  vk::Recorder rec(device);
   work.record(kernels, rec);
   rec.submit();
   rec.wait();  // the first wait is fine
@@ -196,11 +197,11 @@ TEST_CASE("device faults: a lost device is an error, and every later use of it t
   const std::string lost = "the device was lost (VK_ERROR_DEVICE_LOST) while running a submission";
   CHECK_THROWS_WITH_AS(rec.wait(),
                        doctest::Contains(("device '" + device.caps().name + "': " + lost).c_str()),
-                       vkr::Error);
+                       vk::Error);
   CHECK_THROWS_WITH_AS(rec.submit(), doctest::Contains(("cannot run more work: " + lost).c_str()),
-                       vkr::Error);
+                       vk::Error);
   CHECK_THROWS_WITH_AS(work.record(kernels, rec), doctest::Contains("cannot run more work"),
-                       vkr::Error);
+                       vk::Error);
 
   const test::CliResult r = test::gpt2vk({"generate", "-m", tiny(), "-p", "a", "-n", "4"},
                                          {{"GPT2VK_LOSE_DEVICE_AT_WAIT", "1"}});
@@ -217,30 +218,33 @@ TEST_CASE("--split-layers: the same logits from one submission per N blocks") {
   test::TinyModel m(c);
   const std::vector<int32_t> ids = {3, 141, 59, 26, 5, 35, 89, 79};
   const int32_t next[] = {32};
-  auto run = [&](uint32_t split, uint32_t submits) {
-    CAPTURE(split);
-    model::GpuModelOptions o{model::Precision::F16, false, true, split};
-    auto gpu = model::make_gpu_model(*m.checkpoint, g.device, o);
-    gpu->set_taps(true);
-    const std::vector<float> logits = gpu->logits(ids);
-    CHECK(model::gpu_stats(*gpu).submits == submits);
-    CHECK(model::gpu_stats(*gpu).waits == submits);
+  for (vk::KernelSet ks : test::kKernelSets) {
+    CAPTURE(test::kernels_name(ks));
+    auto run = [&](uint32_t split, uint32_t submits) {
+      CAPTURE(split);
+      model::GpuModelOptions o{model::Precision::F16, true, split, {}};
+      auto gpu = model::make_gpu_model(*m.checkpoint, g.with_kernels(ks), o);
+      gpu->set_taps(true);
+      const std::vector<float> logits = gpu->logits(ids);
+      CHECK(model::gpu_stats(*gpu).submits == submits);
+      CHECK(model::gpu_stats(*gpu).waits == submits);
 
-    // Every dispatch of every part has its time.
-    CHECK(model::gpu_timings(*gpu).size() ==
-          (g.device.caps().timestamps ? model::gpu_stats(*gpu).dispatches : 0));
-    const std::vector<std::vector<float>> taps = gpu->taps();
-    gpu->set_taps(false);
-    const model::Candidates top = gpu->next(next, 5);
-    CHECK(model::gpu_stats(*gpu).submits == submits);
-    // The barriers too: a dispatch reading what an earlier part wrote still gets its barrier.
-    const uint32_t barriers = model::gpu_stats(*gpu).barriers;
-    return std::make_tuple(logits, taps, top.ids, top.logits, barriers);
-  };
-  const auto whole = run(0, 1);
-  // The same dispatches in the same order: the same bits.
-  CHECK((run(1, 5) == whole));  // not 6: the last block's submission runs the head
-  CHECK((run(2, 3) == whole));  // 2 + 2 + 1 blocks
+      // Every dispatch of every part has its time.
+      CHECK(model::gpu_timings(*gpu).size() ==
+            (g.device.caps().timestamps ? model::gpu_stats(*gpu).dispatches : 0));
+      const std::vector<std::vector<float>> taps = gpu->taps();
+      gpu->set_taps(false);
+      const model::Candidates top = gpu->next(next, 5);
+      CHECK(model::gpu_stats(*gpu).submits == submits);
+      // The barriers too: a dispatch reading what an earlier part wrote still gets its barrier.
+      const uint32_t barriers = model::gpu_stats(*gpu).barriers;
+      return std::make_tuple(logits, taps, top.ids, top.logits, barriers);
+    };
+    const auto whole = run(0, 1);
+    // The same dispatches in the same order: the same bits.
+    CHECK((run(1, 5) == whole));  // not 6: the last block's submission runs the head
+    CHECK((run(2, 3) == whole));  // 2 + 2 + 1 blocks
+  }
 
   // The command line: the profile counts the submissions of a decoded token.
   const test::CliResult p = test::gpt2vk(

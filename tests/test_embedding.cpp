@@ -10,34 +10,34 @@
 #include <cmath>
 #include <random>
 
-#include "model/cpu/common.h"
-#include "model/cpu/embedding.h"
-#include "model/gpu/embedding.h"
-#include "model/gpu/matmul.h"
+#include "model/ops/cpu/common.h"
+#include "model/ops/cpu/embedding.h"
+#include "model/ops/gpu/embedding.h"
+#include "model/ops/gpu/matmul.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"
 #include "vk/check.h"
 
 namespace {
 
-using gpu::DType;
-using gpu::PositionKind;
+using model::DType;
+using model::PositionKind;
 
 // A weight on the device, and the values the GPU sees (fp16-rounded for DType::F16).
 struct HostWeight {
-  gpu::Weight gpu;
+  model::gpu::Weight gpu;
   std::vector<float> seen;
 };
 
-HostWeight make_weight(const vkr::Device& device, vkr::Arena& arena, size_t n, DType dtype,
+HostWeight make_weight(const vk::Device& device, vk::Arena& arena, size_t n, DType dtype,
                        unsigned seed) {
   HostWeight w{{}, test::random_floats(n, seed)};
   w.gpu.dtype = dtype;
   if (dtype == DType::F16) {
-    std::vector<uint16_t> half = gpu::to_half(w.seen.data(), n);
-    for (float& x : w.seen) x = cpu::round_to_half(x);
+    std::vector<uint16_t> half = model::gpu::to_half(w.seen.data(), n);
+    for (float& x : w.seen) x = model::cpu::round_to_half(x);
     w.gpu.span = arena.alloc(half.size() * sizeof(uint16_t));
-    vkr::upload(device, w.gpu.span, half.data(), half.size() * sizeof(uint16_t));
+    vk::upload(device, w.gpu.span, half.data(), half.size() * sizeof(uint16_t));
   } else {
     w.gpu.span = test::to_gpu(device, arena, w.seen);
   }
@@ -63,44 +63,44 @@ struct Case {
 };
 
 // wte's values repacked into the Interleaved layout, in a new span.
-gpu::Weight interleaved_wte(const vkr::Device& device, vkr::Arena& arena, const HostWeight& wte,
+model::gpu::Weight interleaved_wte(const vk::Device& device, vk::Arena& arena, const HostWeight& wte,
                             uint32_t C, uint32_t V) {
-  std::vector<uint8_t> packed(gpu::interleaved_bytes(wte.gpu.dtype, C, V));
+  std::vector<uint8_t> packed(model::gpu::interleaved_bytes(wte.gpu.dtype, C, V));
   if (wte.gpu.dtype == DType::F16) {
-    std::vector<uint16_t> half = gpu::to_half(wte.seen.data(), wte.seen.size());
-    gpu::interleave(packed.data(), half.data(), gpu::WeightLayout::NK, DType::F16, C, V);
+    std::vector<uint16_t> half = model::gpu::to_half(wte.seen.data(), wte.seen.size());
+    model::gpu::interleave(packed.data(), half.data(), model::WeightLayout::NK, DType::F16, C, V);
   } else {
-    gpu::interleave(packed.data(), wte.seen.data(), gpu::WeightLayout::NK, DType::F32, C, V);
+    model::gpu::interleave(packed.data(), wte.seen.data(), model::WeightLayout::NK, DType::F32, C, V);
   }
-  gpu::Weight w{arena.alloc(packed.size()), wte.gpu.dtype};
-  vkr::upload(device, w.span, packed.data(), packed.size());
+  model::gpu::Weight w{arena.alloc(packed.size()), wte.gpu.dtype};
+  vk::upload(device, w.span, packed.data(), packed.size());
   return w;
 }
 
 // Runs one case on the kernels' device and returns the GPU output and the CPU reference.
-std::pair<std::vector<float>, std::vector<float>> run_case(vkr::Kernels& kernels, const Case& c,
+std::pair<std::vector<float>, std::vector<float>> run_case(vk::Kernels& kernels, const Case& c,
                                                            uint32_t* dispatches = nullptr) {
-  const vkr::Device& device = kernels.device();
+  const vk::Device& device = kernels.device();
   const size_t TC = size_t{c.T} * c.C;
-  vkr::Arena arena(device, (2 * size_t{c.V} + 64 + c.n_pos + c.T) * c.C * 4 + c.T * 4 + 8192,
-                   vkr::MemoryKind::Device, "test embedding");
+  vk::Arena arena(device, (2 * size_t{c.V} + 64 + c.n_pos + c.T) * c.C * 4 + c.T * 4 + 8192,
+                   vk::MemoryKind::Device, "test embedding");
   HostWeight wte = make_weight(device, arena, size_t{c.V} * c.C, c.wte_dtype, c.V + c.C);
   HostWeight wpe = make_weight(device, arena, size_t{c.n_pos} * c.C, c.wpe_dtype, c.n_pos + 7);
   std::vector<int32_t> ids = make_ids(c.T, c.V, c.T + c.C);
-  vkr::BufferSpan gids = arena.alloc(c.T * sizeof(int32_t)), out = arena.alloc(TC * 4);
-  gpu::upload_ids(device, gids, ids, c.V);
+  vk::BufferSpan gids = arena.alloc(c.T * sizeof(int32_t)), out = arena.alloc(TC * 4);
+  model::gpu::upload_ids(device, gids, ids, c.V);
 
-  vkr::Recorder rec(device);
+  vk::Recorder rec(device);
   rec.begin();
-  const gpu::Weight wte_gpu =
+  const model::gpu::Weight wte_gpu =
       c.interleaved ? interleaved_wte(device, arena, wte, c.C, c.V) : wte.gpu;
-  gpu::embedding(kernels, rec, out, gids, wte_gpu, &wpe.gpu, c.T, c.C, c.V, c.n_pos, c.pos_offset,
+  model::gpu::embedding(kernels, rec, out, gids, wte_gpu, &wpe.gpu, c.T, c.C, c.V, c.n_pos, c.pos_offset,
                  c.position, c.interleaved);
   rec.run();
   if (dispatches) *dispatches = rec.stats().dispatches;
 
   std::vector<float> got = test::from_gpu(device, out, TC), ref(TC);
-  cpu::embedding(ref.data(), ids.data(), wte.seen.data(), wpe.seen.data(), c.T, c.C, c.V, c.n_pos,
+  model::cpu::embedding(ref.data(), ids.data(), wte.seen.data(), wpe.seen.data(), c.T, c.C, c.V, c.n_pos,
                  c.pos_offset, c.position);
   return {got, ref};
 }
@@ -206,27 +206,27 @@ TEST_CASE("embedding reads wte in matmul's Interleaved layout, whole or in block
 TEST_CASE("upload_ids rejects ids outside the vocabulary; the shader clamps a bad buffer") {
   GPU_TEST(g);
   const uint32_t C = 8, V = 10;
-  vkr::Arena arena(g.device, 4096, vkr::MemoryKind::Device, "test embedding ids");
-  vkr::BufferSpan ids = arena.alloc(16), out = arena.alloc(4 * C * 4);
+  vk::Arena arena(g.device, 4096, vk::MemoryKind::Device, "test embedding ids");
+  vk::BufferSpan ids = arena.alloc(16), out = arena.alloc(4 * C * 4);
   std::vector<int32_t> bad_high = {0, 9, 10, 3}, bad_low = {-1, 2};
-  CHECK_THROWS_WITH_AS(gpu::upload_ids(g.device, ids, bad_high, V),
-                       doctest::Contains("token id 10 at position 2"), vkr::Error);
-  CHECK_THROWS_WITH_AS(gpu::upload_ids(g.device, ids, bad_low, V),
-                       doctest::Contains("token id -1 at position 0"), vkr::Error);
+  CHECK_THROWS_WITH_AS(model::gpu::upload_ids(g.device, ids, bad_high, V),
+                       doctest::Contains("token id 10 at position 2"), vk::Error);
+  CHECK_THROWS_WITH_AS(model::gpu::upload_ids(g.device, ids, bad_low, V),
+                       doctest::Contains("token id -1 at position 0"), vk::Error);
   std::vector<int32_t> five(5, 0);
-  CHECK_THROWS_AS(gpu::upload_ids(g.device, ids, five, V), vkr::Error);  // dst too small
+  CHECK_THROWS_AS(model::gpu::upload_ids(g.device, ids, five, V), vk::Error);  // dst too small
 
   // Bypassing upload_ids: the shader reads the nearest valid row instead of out of bounds.
   HostWeight wte = make_weight(g.device, arena, V * C, DType::F32, 3);
   std::vector<int32_t> raw = {-5, 10, 1 << 30, 4};
-  vkr::upload(g.device, ids, raw.data(), 16);
-  vkr::Recorder rec(g.device);
+  vk::upload(g.device, ids, raw.data(), 16);
+  vk::Recorder rec(g.device);
   rec.begin();
-  gpu::embedding(g.kernels, rec, out, ids, wte.gpu, nullptr, 4, C, V, 0, 0, PositionKind::None);
+  model::gpu::embedding(g.kernels, rec, out, ids, wte.gpu, nullptr, 4, C, V, 0, 0, PositionKind::None);
   rec.run();
   std::vector<int32_t> clamped = {0, 9, 9, 4};
   std::vector<float> ref(4 * C);
-  cpu::embedding(ref.data(), clamped.data(), wte.seen.data(), nullptr, 4, C, V, 0, 0,
+  model::cpu::embedding(ref.data(), clamped.data(), wte.seen.data(), nullptr, 4, C, V, 0, 0,
                  PositionKind::None);
   CHECK(test::close("embedding clamped", test::from_gpu(g, out, 4 * C), ref, {0, 0}));
 }
@@ -234,26 +234,26 @@ TEST_CASE("upload_ids rejects ids outside the vocabulary; the shader clamps a ba
 TEST_CASE("embedding rejects bad arguments") {
   GPU_TEST(g);
   const uint32_t C = 8, V = 10, n_pos = 6;
-  vkr::Arena arena(g.device, 8192, vkr::MemoryKind::Device, "test embedding errors");
+  vk::Arena arena(g.device, 8192, vk::MemoryKind::Device, "test embedding errors");
   HostWeight wte = make_weight(g.device, arena, V * C, DType::F32, 1);
   HostWeight wpe = make_weight(g.device, arena, n_pos * C, DType::F16, 2);
-  vkr::BufferSpan ids = arena.alloc(16), out = arena.alloc(4 * C * 4);
-  vkr::Recorder rec(g.device);
+  vk::BufferSpan ids = arena.alloc(16), out = arena.alloc(4 * C * 4);
+  vk::Recorder rec(g.device);
   rec.begin();
-  auto run = [&](uint32_t T, uint32_t pos_offset, const gpu::Weight* p, PositionKind kind,
+  auto run = [&](uint32_t T, uint32_t pos_offset, const model::gpu::Weight* p, PositionKind kind,
                  uint32_t vocab = 10) {
-    gpu::embedding(g.kernels, rec, out, ids, wte.gpu, p, T, C, vocab, n_pos, pos_offset, kind);
+    model::gpu::embedding(g.kernels, rec, out, ids, wte.gpu, p, T, C, vocab, n_pos, pos_offset, kind);
   };
   CHECK_THROWS_WITH_AS(run(3, 4, &wpe.gpu, PositionKind::Learned),
-                       doctest::Contains("exceed the 6 rows"), vkr::Error);
+                       doctest::Contains("exceed the 6 rows"), vk::Error);
   CHECK_THROWS_WITH_AS(run(3, 0, nullptr, PositionKind::Learned), doctest::Contains("wpe"),
-                       vkr::Error);
-  CHECK_THROWS_AS(run(5, 0, nullptr, PositionKind::None), vkr::Error);  // ids and out hold 4 tokens
-  CHECK_THROWS_AS(run(0, 0, nullptr, PositionKind::None), vkr::Error);
+                       vk::Error);
+  CHECK_THROWS_AS(run(5, 0, nullptr, PositionKind::None), vk::Error);  // ids and out hold 4 tokens
+  CHECK_THROWS_AS(run(0, 0, nullptr, PositionKind::None), vk::Error);
   CHECK_THROWS_WITH_AS(run(1, 0, nullptr, PositionKind::None, 2 * V), doctest::Contains("wte"),
-                       vkr::Error);  // wte holds V rows only
-  gpu::Weight short_wpe{wpe.gpu.span.sub(0, 16), DType::F16};
-  CHECK_THROWS_AS(run(1, 0, &short_wpe, PositionKind::Learned), vkr::Error);
+                       vk::Error);  // wte holds V rows only
+  model::gpu::Weight short_wpe{wpe.gpu.span.sub(0, 16), DType::F16};
+  CHECK_THROWS_AS(run(1, 0, &short_wpe, PositionKind::Learned), vk::Error);
   run(3, 3, &wpe.gpu, PositionKind::Learned);  // the last rows of wpe are fine
   rec.end();
 }

@@ -12,12 +12,13 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "model/checkpoint.h"
-#include "model/random_checkpoint.h"
+#include "model/formats/checkpoint.h"
+#include "model/formats/random_checkpoint.h"
 #include "tests/cli.h"
 #include "tests/files.h"
 #include "tests/gpu.h"
 #include "tests/tensor_files.h"
+#include "model/formats/safetensors_writer.h"
 
 namespace {
 

@@ -15,9 +15,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "model/checkpoint.h"
-#include "model/generate.h"
-#include "model/gpu_model.h"
+#include "model/forward/cpu_model.h"
+#include "model/formats/checkpoint.h"
+#include "model/forward/gpu_model.h"
+#include "model/generation/generate.h"
 #include "tests/files.h"
 #include "tests/gpu.h"
 #include "tests/model_fixture.h"
@@ -38,7 +39,8 @@ struct Golden {
 
 std::vector<Golden> goldens() {
   std::vector<Golden> all;
-  for (const auto& e : std::filesystem::directory_iterator(test::source_dir() / "tests/data/models"))
+  for (const auto& e :
+       std::filesystem::directory_iterator(test::source_dir() / "tests/data/models"))
     if (std::filesystem::exists(e.path() / "goldens.json"))
       all.push_back({e.path(), nlohmann::json::parse(test::read_file(e.path() / "goldens.json"))});
   std::sort(all.begin(), all.end(), [](const Golden& a, const Golden& b) { return a.dir < b.dir; });
@@ -84,22 +86,24 @@ TEST_CASE("goldens: the CPU reference matches PyTorch's logits and greedy ids") 
   }
 }
 
+// Both kernel sets: what a GPU runs and what a CPU device runs, each as a whole model.
 TEST_CASE("goldens: the GPU matches PyTorch's logits and greedy ids at fp32 and fp16") {
   GPU_TEST(gpu);
   for (const Golden& g : goldens()) {
-    const std::string name = g.dir.filename().string();
-    CAPTURE(name);
     auto ckpt = model::Checkpoint::load(g.dir);
     const size_t V = ckpt->config().n_vocab;
     const std::vector<int32_t> prompt = g.j["greedy_prompt"];
+    for (vk::KernelSet ks : test::kKernelSets) {
+      const std::string name = g.dir.filename().string() + ", " + test::kernels_name(ks);
+      CAPTURE(name);
+      auto f32 = test::gpu_model(gpu, *ckpt, model::Precision::F32, ks);
+      CHECK(test::close_rows(name + " f32", f32->logits(g.ids()), g.logits("logits_f32"), V, 2e-5));
+      CHECK(greedy(*f32, prompt, 32) == g.j["greedy_ids"].get<std::vector<int32_t>>());
 
-    auto f32 = model::make_gpu_model(*ckpt, gpu.device, {model::Precision::F32, false, false});
-    CHECK(test::close_rows(name + " gpu f32", f32->logits(g.ids()), g.logits("logits_f32"), V, 2e-5));
-    CHECK(greedy(*f32, prompt, 32) == g.j["greedy_ids"].get<std::vector<int32_t>>());
-
-    auto f16 = model::make_gpu_model(*ckpt, gpu.device, {model::Precision::F16, false, false});
-    CHECK(test::close_rows(name + " gpu f16", f16->logits(g.ids()), g.logits("logits_f16_weights"), V,
-                           2e-5));
-    CHECK(greedy(*f16, prompt, 32) == g.j["greedy_ids_f16_weights"].get<std::vector<int32_t>>());
+      auto f16 = test::gpu_model(gpu, *ckpt, model::Precision::F16, ks);
+      CHECK(test::close_rows(name + " f16", f16->logits(g.ids()), g.logits("logits_f16_weights"), V,
+                             2e-5));
+      CHECK(greedy(*f16, prompt, 32) == g.j["greedy_ids_f16_weights"].get<std::vector<int32_t>>());
+    }
   }
 }

@@ -3,8 +3,8 @@
 
 #include <vector>
 
-#include "model/cpu/kv_store.h"
-#include "model/gpu/kv_store.h"
+#include "model/ops/cpu/kv_store.h"
+#include "model/ops/gpu/kv_store.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"
 #include "vk/check.h"
@@ -28,16 +28,16 @@ TEST_CASE("kv_store writes K and V rows at the cache position, and nothing else"
     // Caches start as a sentinel pattern, so rows written by mistake show up.
     std::vector<float> k_ref = test::random_floats(size_t{c.n_ctx} * c.C, seed++, 5, 6);
     std::vector<float> v_ref = test::random_floats(size_t{c.n_ctx} * c.C, seed++, 7, 8);
-    vkr::Arena arena(g.device,
+    vk::Arena arena(g.device,
                      (2 * k_ref.size() + 3 * size_t{c.n_ctx} * c.C * c.steps.size()) * 4 + 4096,
-                     vkr::MemoryKind::Device, "test kv_store");
-    vkr::BufferSpan k = test::to_gpu(g, arena, k_ref), v = test::to_gpu(g, arena, v_ref);
-    vkr::Recorder rec(g.device);
+                     vk::MemoryKind::Device, "test kv_store");
+    vk::BufferSpan k = test::to_gpu(g, arena, k_ref), v = test::to_gpu(g, arena, v_ref);
+    vk::Recorder rec(g.device);
     rec.begin();
     for (const Step& s : c.steps) {
       std::vector<float> qkv = test::random_floats(size_t{s.T} * 3 * c.C, seed++);
-      gpu::kv_store(g.kernels, rec, k, v, test::to_gpu(g, arena, qkv), s.T, c.C, s.pos);
-      cpu::kv_store(k_ref.data(), v_ref.data(), qkv.data(), s.T, c.C, s.pos);
+      model::gpu::kv_store(g.kernels, rec, k, v, test::to_gpu(g, arena, qkv), s.T, c.C, s.pos);
+      model::cpu::kv_store(k_ref.data(), v_ref.data(), qkv.data(), s.T, c.C, s.pos);
     }
     rec.run();
     CHECK(test::close("k_cache", test::from_gpu(g, k, k_ref.size()), k_ref, {0, 0}));
@@ -47,19 +47,19 @@ TEST_CASE("kv_store writes K and V rows at the cache position, and nothing else"
 
 TEST_CASE("kv_store rejects rows past the cache and short inputs") {
   GPU_TEST(g);
-  vkr::Arena arena(g.device, 64 * 1024, vkr::MemoryKind::Device, "test kv_store errors");
+  vk::Arena arena(g.device, 64 * 1024, vk::MemoryKind::Device, "test kv_store errors");
   const uint32_t C = 16, n_ctx = 8;
-  vkr::BufferSpan k = arena.alloc(n_ctx * C * 4), v = arena.alloc(n_ctx * C * 4),
+  vk::BufferSpan k = arena.alloc(n_ctx * C * 4), v = arena.alloc(n_ctx * C * 4),
                   qkv = arena.alloc(4 * 3 * C * 4);
-  vkr::Recorder rec(g.device);
+  vk::Recorder rec(g.device);
   rec.begin();
-  CHECK_THROWS_WITH_AS(gpu::kv_store(g.kernels, rec, k, v, qkv, 4, C, 5),
-                       doctest::Contains("n_ctx = 8"), vkr::Error);
-  CHECK_THROWS_WITH_AS(gpu::kv_store(g.kernels, rec, k, v.sub(0, 6 * C * 4), qkv, 1, C, 6),
-                       doctest::Contains("n_ctx = 6"), vkr::Error);
-  CHECK_THROWS_WITH_AS(gpu::kv_store(g.kernels, rec, k, v, qkv, 5, C, 0), doctest::Contains("qkv"),
-                       vkr::Error);
-  CHECK_THROWS_AS(gpu::kv_store(g.kernels, rec, k, v, qkv, 0, C, 0), vkr::Error);
-  gpu::kv_store(g.kernels, rec, k, v, qkv, 4, C, 4);  // the last 4 rows fit exactly
+  CHECK_THROWS_WITH_AS(model::gpu::kv_store(g.kernels, rec, k, v, qkv, 4, C, 5),
+                       doctest::Contains("n_ctx = 8"), vk::Error);
+  CHECK_THROWS_WITH_AS(model::gpu::kv_store(g.kernels, rec, k, v.sub(0, 6 * C * 4), qkv, 1, C, 6),
+                       doctest::Contains("n_ctx = 6"), vk::Error);
+  CHECK_THROWS_WITH_AS(model::gpu::kv_store(g.kernels, rec, k, v, qkv, 5, C, 0), doctest::Contains("qkv"),
+                       vk::Error);
+  CHECK_THROWS_AS(model::gpu::kv_store(g.kernels, rec, k, v, qkv, 0, C, 0), vk::Error);
+  model::gpu::kv_store(g.kernels, rec, k, v, qkv, 4, C, 4);  // the last 4 rows fit exactly
   rec.end();
 }

@@ -10,16 +10,16 @@
 #include <cmath>
 #include <vector>
 
-#include "model/cpu/layernorm.h"
-#include "model/gpu/layernorm.h"
+#include "model/ops/cpu/layernorm.h"
+#include "model/ops/gpu/layernorm.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"
 #include "vk/check.h"
 
 namespace {
 
-using Kind = gpu::LayerNormKind;
-using Kernel = gpu::LayerNormKernel;
+using Kind = model::LayerNormKind;
+using Kernel = model::gpu::LayerNormKernel;
 
 struct Inputs {
   uint32_t T, C;
@@ -32,25 +32,25 @@ Inputs make_inputs(uint32_t T, uint32_t C, unsigned seed, float lo = -4.0f, floa
           test::random_floats(C, seed + 2, -0.5f, 0.5f)};
 }
 
-std::vector<float> run_gpu(vkr::Kernels& kernels, const Inputs& in, float eps, Kind kind,
+std::vector<float> run_gpu(vk::Kernels& kernels, const Inputs& in, float eps, Kind kind,
                            Kernel kernel) {
-  const vkr::Device& dev = kernels.device();
+  const vk::Device& dev = kernels.device();
   const size_t n = in.x.size();
-  vkr::Arena arena(dev, (2 * n + 2 * in.C) * sizeof(float) + 4096, vkr::MemoryKind::Device,
+  vk::Arena arena(dev, (2 * n + 2 * in.C) * sizeof(float) + 4096, vk::MemoryKind::Device,
                    "test layernorm");
-  vkr::BufferSpan x = test::to_gpu(dev, arena, in.x), gamma = test::to_gpu(dev, arena, in.gamma),
+  vk::BufferSpan x = test::to_gpu(dev, arena, in.x), gamma = test::to_gpu(dev, arena, in.gamma),
                   beta = test::to_gpu(dev, arena, in.beta);
-  vkr::BufferSpan out = arena.alloc(n * sizeof(float));
-  vkr::Recorder rec(dev);
+  vk::BufferSpan out = arena.alloc(n * sizeof(float));
+  vk::Recorder rec(dev);
   rec.begin();
-  gpu::layernorm(kernels, rec, out, x, gamma, beta, in.T, in.C, eps, kind, kernel);
+  model::gpu::layernorm(kernels, rec, out, x, gamma, beta, in.T, in.C, eps, kind, kernel);
   rec.run();
   return test::from_gpu(dev, out, n);
 }
 
 std::vector<float> run_cpu(const Inputs& in, float eps, Kind kind) {
   std::vector<float> ref(in.x.size());
-  cpu::layernorm(ref.data(), in.x.data(), in.gamma.data(), in.beta.data(), in.T, in.C, eps, kind);
+  model::cpu::layernorm(ref.data(), in.x.data(), in.gamma.data(), in.beta.data(), in.T, in.C, eps, kind);
   return ref;
 }
 
@@ -60,14 +60,14 @@ test::Tolerance tolerance(const std::vector<float>& ref) {
   return {1e-5 * static_cast<double>(peak), 1e-5};
 }
 
-bool check(vkr::Kernels& kernels, const Inputs& in, float eps, Kind kind,
+bool check(vk::Kernels& kernels, const Inputs& in, float eps, Kind kind,
            Kernel kernel = Kernel::Portable) {
   std::vector<float> ref = run_cpu(in, eps, kind);
   return test::close("layernorm", run_gpu(kernels, in, eps, kind, kernel), ref, tolerance(ref));
 }
 
 // The kernels that can run rows of C on this device: the texel one needs C % 4 == 0.
-std::vector<Kernel> kernels_for(const vkr::DeviceCaps& caps, uint32_t C) {
+std::vector<Kernel> kernels_for(const vk::DeviceCaps& caps, uint32_t C) {
   if (caps.storage_texel_buffers && C % 4 == 0) return {Kernel::Portable, Kernel::Texel};
   return {Kernel::Portable};
 }
@@ -130,10 +130,10 @@ TEST_CASE("layernorm CPU reference: hand-computed values of both kinds") {
   // StdPlusEps uses torch.std's unbiased std sqrt(5 / 3), as the Annotated Transformer does.
   const float x[4] = {1, 2, 3, 4}, gamma[4] = {1, 1, 1, 2}, beta[4] = {0, 0, 0, 1};
   float out[4];
-  cpu::layernorm(out, x, gamma, beta, 1, 4, 0.0f, Kind::Standard);
+  model::cpu::layernorm(out, x, gamma, beta, 1, 4, 0.0f, Kind::Standard);
   CHECK(out[0] == doctest::Approx(-1.5 / std::sqrt(1.25)).epsilon(1e-6));
   CHECK(out[3] == doctest::Approx(2 * 1.5 / std::sqrt(1.25) + 1).epsilon(1e-6));
-  cpu::layernorm(out, x, gamma, beta, 1, 4, 0.5f, Kind::StdPlusEps);
+  model::cpu::layernorm(out, x, gamma, beta, 1, 4, 0.5f, Kind::StdPlusEps);
   CHECK(out[0] == doctest::Approx(-1.5 / (std::sqrt(5.0 / 3.0) + 0.5)).epsilon(1e-6));
   CHECK(out[3] == doctest::Approx(2 * 1.5 / (std::sqrt(5.0 / 3.0) + 0.5) + 1).epsilon(1e-6));
 }
@@ -160,28 +160,28 @@ TEST_CASE("layernorm with a workgroup that is not a power of two") {
 
 TEST_CASE("layernorm rejects bad arguments") {
   GPU_TEST(g);
-  vkr::Arena arena(g.device, 4 * 4096, vkr::MemoryKind::Device, "test layernorm errors");
-  vkr::BufferSpan out = arena.alloc(4096), x = arena.alloc(4096), gamma = arena.alloc(64),
+  vk::Arena arena(g.device, 4 * 4096, vk::MemoryKind::Device, "test layernorm errors");
+  vk::BufferSpan out = arena.alloc(4096), x = arena.alloc(4096), gamma = arena.alloc(64),
                   beta = arena.alloc(64);
-  vkr::Recorder rec(g.device);
+  vk::Recorder rec(g.device);
   rec.begin();
   auto ln = [&](uint32_t T, uint32_t C, float eps, Kind kind) {
-    gpu::layernorm(g.kernels, rec, out, x, gamma, beta, T, C, eps, kind);
+    model::gpu::layernorm(g.kernels, rec, out, x, gamma, beta, T, C, eps, kind);
   };
-  CHECK_THROWS_WITH_AS(ln(1, 0, 1e-5f, Kind::Standard), doctest::Contains("C must be"), vkr::Error);
-  CHECK_THROWS_WITH_AS(ln(1, 1, 1e-5f, Kind::StdPlusEps), doctest::Contains("C >= 2"), vkr::Error);
-  CHECK_THROWS_WITH_AS(ln(1, 8, -1.0f, Kind::Standard), doctest::Contains("eps"), vkr::Error);
-  CHECK_THROWS_WITH_AS(ln(1, 8, NAN, Kind::Standard), doctest::Contains("eps"), vkr::Error);
-  CHECK_THROWS_WITH_AS(ln(1, 17, 1e-5f, Kind::Standard), doctest::Contains("gamma"), vkr::Error);
+  CHECK_THROWS_WITH_AS(ln(1, 0, 1e-5f, Kind::Standard), doctest::Contains("C must be"), vk::Error);
+  CHECK_THROWS_WITH_AS(ln(1, 1, 1e-5f, Kind::StdPlusEps), doctest::Contains("C >= 2"), vk::Error);
+  CHECK_THROWS_WITH_AS(ln(1, 8, -1.0f, Kind::Standard), doctest::Contains("eps"), vk::Error);
+  CHECK_THROWS_WITH_AS(ln(1, 8, NAN, Kind::Standard), doctest::Contains("eps"), vk::Error);
+  CHECK_THROWS_WITH_AS(ln(1, 17, 1e-5f, Kind::Standard), doctest::Contains("gamma"), vk::Error);
   CHECK_THROWS_WITH_AS(ln(2, 16, 1e-5f, static_cast<Kind>(5)), doctest::Contains("kind"),
-                       vkr::Error);
+                       vk::Error);
   CHECK_THROWS_WITH_AS(ln(65, 16, 1e-5f, Kind::Standard), doctest::Contains("layernorm: out"),
-                       vkr::Error);
+                       vk::Error);
   ln(0, 16, 1e-5f, Kind::Standard);  // no rows: nothing to do
   rec.run();
   CHECK(rec.stats().dispatches == 0);
   if (g.device.caps().storage_texel_buffers)
-    CHECK_THROWS_WITH_AS(gpu::layernorm(g.kernels, rec, out, x, gamma, beta, 1, 6, 1e-5f,
+    CHECK_THROWS_WITH_AS(model::gpu::layernorm(g.kernels, rec, out, x, gamma, beta, 1, 6, 1e-5f,
                                         Kind::Standard, Kernel::Texel),
-                         doctest::Contains("not a multiple of 4"), vkr::Error);
+                         doctest::Contains("not a multiple of 4"), vk::Error);
 }

@@ -12,8 +12,8 @@
 #include <cmath>
 #include <string>
 
-#include "model/cpu/matmul.h"
-#include "model/gpu/matmul.h"
+#include "model/ops/cpu/matmul.h"
+#include "model/ops/gpu/matmul.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"
 #include "tests/matmul_problem.h"
@@ -21,10 +21,10 @@
 
 namespace {
 
-using gpu::Activation;
-using gpu::DType;
-using gpu::MatmulKernel;
-using gpu::WeightLayout;
+using model::Activation;
+using model::DType;
+using model::gpu::MatmulKernel;
+using model::WeightLayout;
 using test::matches;
 using test::Residual;
 using test::run_gpu;
@@ -36,15 +36,15 @@ constexpr double kTol = test::kMatmulTol;
 
 // The kernels that can run `c` on `dev`: both storage-buffer ones, and the texel one where the
 // device and the shape allow it.
-std::vector<MatmulKernel> kernels_for(const vkr::Device& dev, const Case& c) {
+std::vector<MatmulKernel> kernels_for(const vk::Device& dev, const Case& c) {
   std::vector<MatmulKernel> k{MatmulKernel::Vector, MatmulKernel::Tiled};
-  if (gpu::matmul_texel_supported(dev.caps(), c.dtype, c.layout, c.K, c.N))
+  if (model::gpu::matmul_texel_supported(dev.caps(), c.dtype, c.layout, c.K, c.N))
     k.push_back(MatmulKernel::VectorTexel);
   return k;
 }
 
 // Every kernel on the same problem.
-void check_kernels(const vkr::Device& dev, vkr::Kernels& kernels, const Case& c,
+void check_kernels(const vk::Device& dev, vk::Kernels& kernels, const Case& c,
                         unsigned seed) {
   Problem p = test::make_problem(c, seed);
   for (MatmulKernel kernel : kernels_for(dev, c)) {
@@ -95,11 +95,11 @@ TEST_CASE("matmul splits tensors larger than maxStorageBufferRange") {
   // into 2 to 5 chunks (of K for [K, N], of N for [N, K]), and T = 37 splits x, out and the
   // residual into passes too. Rows of 41 and 71 floats make the chunks and passes start off the
   // 16-byte (or coarser) binding alignment, and fp16 chunks start at odd elements.
-  vkr::DeviceOptions options;
+  vk::DeviceOptions options;
   options.select = std::to_string(g.device.index());
   options.overrides.max_storage_buffer_range = 3072;
-  vkr::Device small(g.instance, options);
-  vkr::Kernels kernels(small);
+  vk::Device small(g.instance, options);
+  vk::Kernels kernels(small);
   unsigned seed = 900;
   for (uint32_t T : {5u, 37u})
     for (WeightLayout layout : {WeightLayout::KN, WeightLayout::NK})
@@ -112,7 +112,7 @@ TEST_CASE("matmul splits tensors larger than maxStorageBufferRange") {
           for (MatmulKernel kernel : {MatmulKernel::Vector, MatmulKernel::Tiled}) {
             std::string what = test::describe(c, kernel);
             CAPTURE(what);
-            vkr::RecorderStats stats;
+            vk::RecorderStats stats;
             CHECK(matches(p, run_gpu(small, kernels, p, kernel, &stats), what));
             CHECK(stats.dispatches >= 2);
           }
@@ -123,10 +123,10 @@ TEST_CASE("matmul splits tensors larger than maxStorageBufferRange") {
   // than the range cannot be split at all.
   Problem act_in_place = test::make_problem({5, 41, 71, false, Activation::Relu, Residual::InPlace}, 1);
   CHECK_THROWS_WITH_AS(run_gpu(small, kernels, act_in_place, MatmulKernel::Auto),
-                       doctest::Contains("in-place residual"), vkr::Error);
+                       doctest::Contains("in-place residual"), vk::Error);
   Problem wide = test::make_problem({1, 1000, 8}, 2);
   CHECK_THROWS_WITH_AS(run_gpu(small, kernels, wide, MatmulKernel::Auto),
-                       doctest::Contains("maxStorageBufferRange"), vkr::Error);
+                       doctest::Contains("maxStorageBufferRange"), vk::Error);
 }
 
 TEST_CASE("matmul's texel kernel splits tensors larger than maxTexelBufferElements") {
@@ -150,7 +150,7 @@ TEST_CASE("matmul's texel kernel splits tensors larger than maxTexelBufferElemen
         Problem p = test::make_problem(cc, seed += 10);
         std::string what = test::describe(cc, MatmulKernel::VectorTexel);
         CAPTURE(what);
-        vkr::RecorderStats stats;
+        vk::RecorderStats stats;
         CHECK(matches(p, run_gpu(small.device, small.kernels, p, MatmulKernel::VectorTexel, &stats),
                       what));
         CHECK(stats.dispatches >= 4);
@@ -161,12 +161,12 @@ TEST_CASE("matmul falls back to small tiles and workgroups on small device limit
   GPU_TEST(g);
   // 1 KiB of shared memory and 64 invocations: the tiled kernel takes 16 x 16 tiles, the
   // vector kernel 32-invocation workgroups (with one lane per output for W [K, N]).
-  vkr::DeviceOptions options;
+  vk::DeviceOptions options;
   options.select = std::to_string(g.device.index());
   options.overrides.max_shared_memory = 1024;
   options.overrides.max_workgroup_invocations = 64;
-  vkr::Device small(g.instance, options);
-  vkr::Kernels kernels(small);
+  vk::Device small(g.instance, options);
+  vk::Kernels kernels(small);
   unsigned seed = 1300;
   for (WeightLayout layout : {WeightLayout::KN, WeightLayout::NK})
     for (DType dtype : {DType::F32, DType::F16})
@@ -181,23 +181,23 @@ TEST_CASE("matmul picks its kernel by T and by device") {
     MESSAGE("SKIPPED: no timestamps to name the dispatched shaders");
     return;
   }
-  vkr::Arena arena(g.device, 1 << 16, vkr::MemoryKind::Device, "test matmul auto");
-  vkr::BufferSpan x = arena.alloc(16 * 64 * 4), out = arena.alloc(16 * 32 * 4);
-  gpu::Weight w{arena.alloc(64 * 32 * 4), DType::F32};
-  vkr::Recorder rec(g.device, true);
+  vk::Arena arena(g.device, 1 << 16, vk::MemoryKind::Device, "test matmul auto");
+  vk::BufferSpan x = arena.alloc(16 * 64 * 4), out = arena.alloc(16 * 32 * 4);
+  model::gpu::Weight w{arena.alloc(64 * 32 * 4), DType::F32};
+  vk::Recorder rec(g.device, true);
   rec.begin();
-  gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, 1, 64, 32);
-  gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, gpu::kMatmulVecRows, 64, 32);
-  gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, gpu::kMatmulVecRows + 1, 64, 32);
+  model::gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, 1, 64, 32);
+  model::gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, model::gpu::kMatmulVecRows, 64, 32);
+  model::gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, model::gpu::kMatmulVecRows + 1, 64, 32);
   rec.run();
-  std::vector<vkr::DispatchTime> t = rec.timings();
+  std::vector<vk::DispatchTime> t = rec.timings();
   // CPU devices take the texel kernel wherever the shape allows it, as this one does, for any T
   // (in passes of kMatmulVecRows rows); GPUs the matrix-vector kernel up to kMatmulVecRows rows,
   // then the tiles.
-  const vkr::DeviceCaps& caps = g.device.caps();
-  if (gpu::matmul_prefers_texel(caps) && caps.storage_texel_buffers) {
+  const vk::DeviceCaps& caps = g.device.caps();
+  if (model::gpu::kernel_policy(g.device).texel_matmul && caps.storage_texel_buffers) {
     REQUIRE(t.size() == 4);  // T = 9: two passes
-    for (const vkr::DispatchTime& d : t) CHECK(d.shader == "matmul_vec_texel");
+    for (const vk::DispatchTime& d : t) CHECK(d.shader == "matmul_vec_texel");
   } else {
     REQUIRE(t.size() == 3);
     CHECK(t[0].shader == "matmul_vec");
@@ -208,34 +208,34 @@ TEST_CASE("matmul picks its kernel by T and by device") {
 
 TEST_CASE("matmul rejects bad arguments") {
   GPU_TEST(g);
-  vkr::Arena arena(g.device, 1 << 16, vkr::MemoryKind::Device, "test matmul errors");
-  vkr::BufferSpan x = arena.alloc(4 * 64 * 4), out = arena.alloc(4 * 32 * 4);
-  vkr::BufferSpan bias = arena.alloc(32 * 4);
-  gpu::Weight w{arena.alloc(64 * 32 * 4), DType::F32};
-  gpu::Weight w16{arena.alloc(64 * 32 * 2), DType::F16};
-  vkr::Recorder rec(g.device);
+  vk::Arena arena(g.device, 1 << 16, vk::MemoryKind::Device, "test matmul errors");
+  vk::BufferSpan x = arena.alloc(4 * 64 * 4), out = arena.alloc(4 * 32 * 4);
+  vk::BufferSpan bias = arena.alloc(32 * 4);
+  model::gpu::Weight w{arena.alloc(64 * 32 * 4), DType::F32};
+  model::gpu::Weight w16{arena.alloc(64 * 32 * 2), DType::F16};
+  vk::Recorder rec(g.device);
   rec.begin();
   auto throws = [&](auto call, const char* message) {
-    CHECK_THROWS_WITH_AS(call(), doctest::Contains(message), vkr::Error);
+    CHECK_THROWS_WITH_AS(call(), doctest::Contains(message), vk::Error);
   };
-  throws([&] { gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, 0, 64, 32); },
+  throws([&] { model::gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, 0, 64, 32); },
          "must be positive");
-  throws([&] { gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, 5, 64, 32); }, "out holds");
-  throws([&] { gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, 1, 65, 32); }, "w holds");
-  throws([&] { gpu::matmul(g.kernels, rec, out, x, w16, nullptr, nullptr, 1, 64, 33); }, "w holds");
-  const gpu::MatmulOptions texel{WeightLayout::KN, Activation::None, MatmulKernel::VectorTexel};
-  throws([&] { gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, 1, 62, 30, texel); },
+  throws([&] { model::gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, 5, 64, 32); }, "out holds");
+  throws([&] { model::gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, 1, 65, 32); }, "w holds");
+  throws([&] { model::gpu::matmul(g.kernels, rec, out, x, w16, nullptr, nullptr, 1, 64, 33); }, "w holds");
+  const model::gpu::MatmulOptions texel{WeightLayout::KN, Activation::None, MatmulKernel::VectorTexel};
+  throws([&] { model::gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, 1, 62, 30, texel); },
          "texel-buffer kernel cannot run");
-  vkr::BufferSpan short_bias = bias.sub(0, 16 * 4);
-  throws([&] { gpu::matmul(g.kernels, rec, out, x, w, &short_bias, nullptr, 4, 64, 32); },
+  vk::BufferSpan short_bias = bias.sub(0, 16 * 4);
+  throws([&] { model::gpu::matmul(g.kernels, rec, out, x, w, &short_bias, nullptr, 4, 64, 32); },
          "bias holds");
-  vkr::BufferSpan inside = out.sub(16, 16 * 4);
-  throws([&] { gpu::matmul(g.kernels, rec, inside, out, w, nullptr, nullptr, 1, 16, 16); },
+  vk::BufferSpan inside = out.sub(16, 16 * 4);
+  throws([&] { model::gpu::matmul(g.kernels, rec, inside, out, w, nullptr, nullptr, 1, 16, 16); },
          "out overlaps x");
-  vkr::BufferSpan shifted = out.sub(64, 3 * 32 * 4);
-  throws([&] { gpu::matmul(g.kernels, rec, out, x, w, &bias, &shifted, 3, 64, 32); },
+  vk::BufferSpan shifted = out.sub(64, 3 * 32 * 4);
+  throws([&] { model::gpu::matmul(g.kernels, rec, out, x, w, &bias, &shifted, 3, 64, 32); },
          "residual overlaps out");
-  throws([&] { gpu::matmul(g.kernels, rec, bias, x, w, &bias, nullptr, 1, 64, 32); },
+  throws([&] { model::gpu::matmul(g.kernels, rec, bias, x, w, &bias, nullptr, 1, 64, 32); },
          "out overlaps bias");
   rec.end();
 }
@@ -247,34 +247,34 @@ TEST_CASE("matmul reads x from row x_row, wherever it falls against the alignmen
   std::vector<float> x = test::random_floats(size_t(rows) * K, 7);
   std::vector<float> w = test::random_floats(size_t(N) * K, 8);
   std::vector<float> ref(N), mag(N), ax(x), aw(w);
-  cpu::matmul(ref.data(), x.data() + size_t(x_row) * K, w.data(), nullptr, nullptr, 1, K, N,
+  model::cpu::matmul(ref.data(), x.data() + size_t(x_row) * K, w.data(), nullptr, nullptr, 1, K, N,
               WeightLayout::NK);
   for (float& v : ax) v = std::fabs(v);
   for (float& v : aw) v = std::fabs(v);
-  cpu::matmul(mag.data(), ax.data() + size_t(x_row) * K, aw.data(), nullptr, nullptr, 1, K, N,
+  model::cpu::matmul(mag.data(), ax.data() + size_t(x_row) * K, aw.data(), nullptr, nullptr, 1, K, N,
               WeightLayout::NK);
-  vkr::Arena arena(g.device, 1 << 16, vkr::MemoryKind::Device, "test matmul x_row");
-  vkr::BufferSpan xs = upload(g.device, arena, x.data(), x.size() * 4);
-  gpu::Weight ws{upload(g.device, arena, w.data(), w.size() * 4), DType::F32};
-  vkr::BufferSpan out = arena.alloc(2 * N * 4);  // room for the 2 rows of the bad call below
+  vk::Arena arena(g.device, 1 << 16, vk::MemoryKind::Device, "test matmul x_row");
+  vk::BufferSpan xs = upload(g.device, arena, x.data(), x.size() * 4);
+  model::gpu::Weight ws{upload(g.device, arena, w.data(), w.size() * 4), DType::F32};
+  vk::BufferSpan out = arena.alloc(2 * N * 4);  // room for the 2 rows of the bad call below
   for (MatmulKernel kernel : {MatmulKernel::Vector, MatmulKernel::Tiled}) {
-    vkr::Recorder rec(g.device);
+    vk::Recorder rec(g.device);
     rec.begin();
-    gpu::matmul(g.kernels, rec, out, xs, ws, nullptr, nullptr, 1, K, N,
+    model::gpu::matmul(g.kernels, rec, out, xs, ws, nullptr, nullptr, 1, K, N,
                 {WeightLayout::NK, Activation::None, kernel, x_row});
     rec.run();
     std::vector<float> got(N), gn(N), rn(N);
-    vkr::download(g.device, got.data(), out, N * 4);
+    vk::download(g.device, got.data(), out, N * 4);
     for (size_t i = 0; i < N; i++) {
       gn[i] = got[i] / mag[i];
       rn[i] = ref[i] / mag[i];
     }
     CHECK(test::close("matmul x_row, values / mag", gn, rn, {kTol, 0}));
   }
-  vkr::Recorder rec(g.device);
+  vk::Recorder rec(g.device);
   rec.begin();
-  CHECK_THROWS_WITH_AS(gpu::matmul(g.kernels, rec, out, xs, ws, nullptr, nullptr, 2, K, N,
+  CHECK_THROWS_WITH_AS(model::gpu::matmul(g.kernels, rec, out, xs, ws, nullptr, nullptr, 2, K, N,
                                    {WeightLayout::NK, Activation::None, MatmulKernel::Auto, x_row}),
-                       doctest::Contains("x holds"), vkr::Error);
+                       doctest::Contains("x holds"), vk::Error);
   rec.end();
 }

@@ -1,14 +1,14 @@
 // matmul over weights in the Interleaved layout (shaders/matmul_interleaved.comp) against the CPU
 // reference, with the tolerance of tests/test_matmul.cpp: the reference multiplies the weights as
-// given ([K, N] or [N, K]); the GPU reads them repacked by gpu::interleave().
+// given ([K, N] or [N, K]); the GPU reads them repacked by model::gpu::interleave().
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <tuple>
 
-#include "model/cpu/common.h"
-#include "model/cpu/layernorm.h"
-#include "model/gpu/matmul.h"
+#include "model/ops/cpu/common.h"
+#include "model/ops/cpu/layernorm.h"
+#include "model/ops/gpu/matmul.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"
 #include "tests/matmul_problem.h"
@@ -16,24 +16,24 @@
 
 namespace {
 
-using gpu::Activation;
-using gpu::DType;
-using gpu::MatmulKernel;
-using gpu::WeightLayout;
+using model::Activation;
+using model::DType;
+using model::gpu::MatmulKernel;
+using model::WeightLayout;
 using test::MatmulCase;
 using test::Residual;
 
-bool supported(const vkr::Device& dev, const MatmulCase& c) {
-  return gpu::matmul_interleaved_supported(dev.caps(), c.dtype, c.K);
+bool supported(const vk::Device& dev, const MatmulCase& c) {
+  return model::gpu::matmul_interleaved_supported(dev.caps(), c.dtype, c.K);
 }
 
-void check(const vkr::Device& dev, vkr::Kernels& kernels, MatmulCase c, unsigned seed,
+void check(const vk::Device& dev, vk::Kernels& kernels, MatmulCase c, unsigned seed,
            uint32_t min_dispatches = 1) {
   c.interleave = true;
   const test::MatmulProblem p = test::make_problem(c, seed);
   const std::string what = test::describe(c, MatmulKernel::Auto);
   CAPTURE(what);
-  vkr::RecorderStats stats;
+  vk::RecorderStats stats;
   CHECK(test::matches(p, test::run_gpu(dev, kernels, p, MatmulKernel::Auto, &stats), what));
   CHECK(stats.dispatches >= min_dispatches);
 }
@@ -46,10 +46,10 @@ TEST_CASE("interleave puts texel (n, kt) at (n / B * K / E + kt) * B + n % B, ze
   std::vector<float> nk(size_t(N) * K), kn(size_t(K) * N);
   for (uint32_t n = 0; n < N; n++)
     for (uint32_t k = 0; k < K; k++) nk[n * K + k] = kn[k * N + n] = float(n * 100 + k + 1);
-  REQUIRE(gpu::interleaved_bytes(DType::F32, K, N) == 2 * B * K * 4);
+  REQUIRE(model::gpu::interleaved_bytes(DType::F32, K, N) == 2 * B * K * 4);
   for (WeightLayout from : {WeightLayout::NK, WeightLayout::KN}) {
     std::vector<float> out(2 * B * K, -1.0f);
-    gpu::interleave(out.data(), from == WeightLayout::NK ? nk.data() : kn.data(), from,
+    model::gpu::interleave(out.data(), from == WeightLayout::NK ? nk.data() : kn.data(), from,
                     DType::F32, K, N);
     for (uint32_t n = 0; n < 2 * B; n++)
       for (uint32_t k = 0; k < K; k++) {
@@ -58,8 +58,8 @@ TEST_CASE("interleave puts texel (n, kt) at (n / B * K / E + kt) * B + n % B, ze
       }
   }
   std::vector<uint16_t> h(size_t(N) * 12), dst(2 * B * 12);
-  CHECK_THROWS_WITH_AS(gpu::interleave(dst.data(), h.data(), WeightLayout::NK, DType::F16, 12, N),
-                       doctest::Contains("whole texels"), vkr::Error);
+  CHECK_THROWS_WITH_AS(model::gpu::interleave(dst.data(), h.data(), WeightLayout::NK, DType::F16, 12, N),
+                       doctest::Contains("whole texels"), vk::Error);
 }
 
 TEST_CASE("matmul with interleaved weights matches the CPU reference") {
@@ -80,7 +80,7 @@ TEST_CASE("matmul with interleaved weights matches the CPU reference") {
       }
   // Every epilogue over 40 rows: two workgroups along z (kInterleavedRows = 32), the second
   // with 8 rows.
-  static_assert(gpu::kInterleavedRows == 32, "40 rows must span a partial second workgroup");
+  static_assert(model::gpu::kInterleavedRows == 32, "40 rows must span a partial second workgroup");
   for (Activation act :
        {Activation::None, Activation::GeluTanh, Activation::GeluErf, Activation::Relu})
     for (Residual residual : {Residual::None, Residual::Separate, Residual::InPlace})
@@ -112,37 +112,37 @@ TEST_CASE("matmul with interleaved weights splits them into blocks past maxTexel
   wide.interleave = true;
   const test::MatmulProblem p = test::make_problem(wide, 7);
   CHECK_THROWS_WITH_AS(test::run_gpu(small.device, small.kernels, p, MatmulKernel::Auto),
-                       doctest::Contains("does not fit"), vkr::Error);
+                       doctest::Contains("does not fit"), vk::Error);
 }
 
 namespace {
 
 // The argmax of W [N, K] x over n on the GPU, as (n, value).
-std::pair<int32_t, float> gpu_argmax(const vkr::Device& dev, vkr::Kernels& kernels,
+std::pair<int32_t, float> gpu_argmax(const vk::Device& dev, vk::Kernels& kernels,
                                      const std::vector<float>& x, const std::vector<float>& w_nk,
                                      DType dtype, uint32_t K, uint32_t N,
-                                     vkr::RecorderStats* stats = nullptr) {
-  std::vector<uint8_t> packed(gpu::interleaved_bytes(dtype, K, N));
+                                     vk::RecorderStats* stats = nullptr) {
+  std::vector<uint8_t> packed(model::gpu::interleaved_bytes(dtype, K, N));
   if (dtype == DType::F16) {
-    std::vector<uint16_t> h = gpu::to_half(w_nk.data(), w_nk.size());
-    gpu::interleave(packed.data(), h.data(), WeightLayout::NK, dtype, K, N);
+    std::vector<uint16_t> h = model::gpu::to_half(w_nk.data(), w_nk.size());
+    model::gpu::interleave(packed.data(), h.data(), WeightLayout::NK, dtype, K, N);
   } else {
-    gpu::interleave(packed.data(), w_nk.data(), WeightLayout::NK, dtype, K, N);
+    model::gpu::interleave(packed.data(), w_nk.data(), WeightLayout::NK, dtype, K, N);
   }
-  const uint32_t count = gpu::matmul_argmax_partials(N);
-  vkr::Arena arena(dev, packed.size() + (x.size() + 2 * count) * 4 + 4096, vkr::MemoryKind::Device,
+  const uint32_t count = model::gpu::matmul_argmax_partials(N);
+  vk::Arena arena(dev, packed.size() + (x.size() + 2 * count) * 4 + 4096, vk::MemoryKind::Device,
                    "test argmax");
-  const vkr::BufferSpan xs = test::upload(dev, arena, x.data(), x.size() * 4);
-  const gpu::Weight w{test::upload(dev, arena, packed.data(), packed.size()), dtype};
-  const vkr::BufferSpan partials = arena.alloc(2 * count * 4);
-  vkr::Recorder rec(dev);
+  const vk::BufferSpan xs = test::upload(dev, arena, x.data(), x.size() * 4);
+  const model::gpu::Weight w{test::upload(dev, arena, packed.data(), packed.size()), dtype};
+  const vk::BufferSpan partials = arena.alloc(2 * count * 4);
+  vk::Recorder rec(dev);
   rec.begin();
-  gpu::matmul_argmax(kernels, rec, partials, xs, w, K, N, uint32_t(x.size() / K - 1));
+  model::gpu::matmul_argmax(kernels, rec, partials, xs, w, K, N, uint32_t(x.size() / K - 1));
   rec.run();
   if (stats) *stats = rec.stats();
   std::vector<float> host(2 * count);
-  vkr::download(dev, host.data(), partials, host.size() * 4);
-  return gpu::argmax_of_partials(host.data(), count);
+  vk::download(dev, host.data(), partials, host.size() * 4);
+  return model::gpu::argmax_of_partials(host.data(), count);
 }
 
 }  // namespace
@@ -167,7 +167,7 @@ TEST_CASE("matmul_argmax finds the best output of an interleaved head, ties to t
       // The reference: the same rounded weights, in double.
       std::vector<float> used(w);
       if (dtype == DType::F16)
-        for (float& v : used) v = cpu::round_to_half(v);
+        for (float& v : used) v = model::cpu::round_to_half(v);
       double best = 0;
       int32_t best_n = -1;
       for (uint32_t n = 0; n < N; n++) {
@@ -202,7 +202,7 @@ TEST_CASE("matmul_argmax: NaN outputs count as -inf; an interleaved head splits 
   // 600 texels per view hold two 64-row blocks of 4 texels (and the alignment slack): five
   // blocks, three chunks.
   test::LoweredGpu small(g, {.max_texel_buffer_elements = 600});
-  vkr::RecorderStats stats;
+  vk::RecorderStats stats;
   auto [id2, value2] = gpu_argmax(small.device, small.kernels, x, w, DType::F32, K, N, &stats);
   CHECK(stats.dispatches == 3);
   CHECK(id2 == 250);
@@ -221,7 +221,7 @@ TEST_CASE("matmul with a fused LayerNorm matches layernorm then matmul on the CP
   // Rows like GPT-2's residual stream: a mean in the thousands, a small spread. The tolerance
   // is the matmul's, relative to sum_k |layernorm(x)_k W(k, n)| + |b[n]| + |r[t, n]|.
   unsigned seed = 3100;
-  for (gpu::LayerNormKind kind : {gpu::LayerNormKind::Standard, gpu::LayerNormKind::StdPlusEps})
+  for (model::LayerNormKind kind : {model::LayerNormKind::Standard, model::LayerNormKind::StdPlusEps})
     for (DType dtype : {DType::F32, DType::F16})
       for (auto [T, K, N] : {std::tuple{1u, 128u, 384u}, std::tuple{37u, 768u, 200u}}) {
         CAPTURE(T);
@@ -236,13 +236,13 @@ TEST_CASE("matmul with a fused LayerNorm matches layernorm then matmul on the CP
         test::MatmulProblem p = test::make_problem(c, seed++);
         // The reference: layernorm in double, then the problem's own reference on its output.
         std::vector<float> h(x.size());
-        cpu::layernorm(h.data(), x.data(), gamma.data(), beta.data(), T, K, 1e-5f, kind);
+        model::cpu::layernorm(h.data(), x.data(), gamma.data(), beta.data(), T, K, 1e-5f, kind);
         test::MatmulProblem ref = p;
         ref.x = h;
         ref = test::make_problem_from(ref);
         // The GPU reads the raw rows and normalises them itself.
-        vkr::Arena arena(g.device, 2 * K * 4 + 1024, vkr::MemoryKind::Device, "test norm");
-        const gpu::MatmulNorm norm{test::upload(g.device, arena, gamma.data(), K * 4),
+        vk::Arena arena(g.device, 2 * K * 4 + 1024, vk::MemoryKind::Device, "test norm");
+        const model::gpu::MatmulNorm norm{test::upload(g.device, arena, gamma.data(), K * 4),
                                    test::upload(g.device, arena, beta.data(), K * 4), kind, 1e-5f};
         p.x = x;
         const std::vector<float> got =

@@ -11,8 +11,9 @@
 
 #include <algorithm>
 
-#include "model/generate.h"
-#include "model/gpu_model.h"
+#include "model/forward/cpu_model.h"
+#include "model/forward/gpu_model.h"
+#include "model/generation/generate.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"
 #include "tests/model_fixture.h"
@@ -36,19 +37,22 @@ const Variant kVariants[] = {
     {"gpt-2", [](model::Config&) {}},
     {"post-norm", [](model::Config& c) { c.pre_norm = false; }},
     {"no final norm", [](model::Config& c) { c.final_norm = false; }},
-    {"sinusoidal positions", [](model::Config& c) { c.positions = gpu::PositionKind::Sinusoidal; }},
-    {"no positions", [](model::Config& c) { c.positions = gpu::PositionKind::None; }},
-    {"gelu erf", [](model::Config& c) { c.activation = gpu::Activation::GeluErf; }},
-    {"relu", [](model::Config& c) { c.activation = gpu::Activation::Relu; }},
+    {"sinusoidal positions",
+     [](model::Config& c) { c.positions = model::PositionKind::Sinusoidal; }},
+    {"no positions", [](model::Config& c) { c.positions = model::PositionKind::None; }},
+    {"gelu erf", [](model::Config& c) { c.activation = model::Activation::GeluErf; }},
+    {"relu", [](model::Config& c) { c.activation = model::Activation::Relu; }},
     {"no biases", [](model::Config& c) { c.attention_bias = c.mlp_bias = false; }},
     {"untied head", [](model::Config& c) { c.tie_word_embeddings = false; }},
     {"bidirectional", [](model::Config& c) { c.causal = false; }},
-    {"std + eps", [](model::Config& c) { c.layer_norm = gpu::LayerNormKind::StdPlusEps; }},
-    {"attention only", [](model::Config& c) {
+    {"std + eps", [](model::Config& c) { c.layer_norm = model::LayerNormKind::StdPlusEps; }},
+    {"attention only",
+     [](model::Config& c) {
        c.attention_only = true;
        c.attention_scale = 2.0f;
      }},
-    {"n_inner 3C, one head, odd vocab", [](model::Config& c) {
+    {"n_inner 3C, one head, odd vocab",
+     [](model::Config& c) {
        c.n_inner = 3 * c.n_embd;
        c.n_head = 1;
        c.n_vocab = 301;
@@ -66,11 +70,15 @@ TEST_CASE("GPU forward matches the CPU reference for GPT-2's block and every var
     test::TinyModel m(c);
     const std::vector<int32_t> ids = some_ids(11, c.n_vocab, 1);
     for (model::Precision p : {model::Precision::F32, model::Precision::F16}) {
-      const std::string what = std::string(v.name) + ", " + model::precision_name(p);
-      CAPTURE(what);
-      auto gpu = model::make_gpu_model(*m.checkpoint, g.device, {p, false, false});
       auto cpu = model::make_cpu_model(*m.checkpoint, p);
-      CHECK(test::close_rows(what, gpu->logits(ids), cpu->logits(ids), c.n_vocab, kTol));
+      const std::vector<float> ref = cpu->logits(ids);
+      for (vk::KernelSet ks : test::kKernelSets) {
+        const std::string what =
+            std::string(v.name) + ", " + model::precision_name(p) + ", " + test::kernels_name(ks);
+        CAPTURE(what);
+        auto gpu = test::gpu_model(g, *m.checkpoint, p, ks);
+        CHECK(test::close_rows(what, gpu->logits(ids), ref, c.n_vocab, kTol));
+      }
     }
   }
 }
@@ -78,24 +86,29 @@ TEST_CASE("GPU forward matches the CPU reference for GPT-2's block and every var
 TEST_CASE("GPU forward: the residual stream after every block matches the CPU's") {
   GPU_TEST(g);
   test::TinyModel m(test::tiny_config());
-  auto gpu = model::make_gpu_model(*m.checkpoint, g.device, {model::Precision::F32, false, false});
   auto cpu = model::make_cpu_model(*m.checkpoint, model::Precision::F32);
-  gpu->set_taps(true);
   cpu->set_taps(true);
   const std::vector<int32_t> ids = some_ids(7, 256, 2);
-  gpu->logits(ids);
   cpu->logits(ids);
-  REQUIRE(gpu->taps().size() == 2);
-  for (size_t l = 0; l < 2; l++)
-    CHECK(test::close_rows("block " + std::to_string(l), gpu->taps()[l], cpu->taps()[l], 48, kTol));
+  for (vk::KernelSet ks : test::kKernelSets) {
+    CAPTURE(test::kernels_name(ks));
+    auto gpu = test::gpu_model(g, *m.checkpoint, model::Precision::F32, ks);
+    gpu->set_taps(true);
+    gpu->logits(ids);
+    REQUIRE(gpu->taps().size() == 2);
+    for (size_t l = 0; l < 2; l++)
+      CHECK(
+          test::close_rows("block " + std::to_string(l), gpu->taps()[l], cpu->taps()[l], 48, kTol));
+  }
 }
 
 TEST_CASE("decoding with the KV cache gives the logits of recomputing the whole sequence") {
   GPU_TEST(g);
   test::TinyModel m(test::tiny_config());
   const std::vector<int32_t> ids = some_ids(12, 256, 3);
-  for (model::Precision p : {model::Precision::F32, model::Precision::F16}) {
-    auto gpu = model::make_gpu_model(*m.checkpoint, g.device, {p, false, false});
+  for (auto [p, ks] : test::precisions_and_kernel_sets()) {
+    CAPTURE(test::kernels_name(ks));
+    auto gpu = test::gpu_model(g, *m.checkpoint, p, ks);
     const std::vector<float> whole = gpu->logits(ids);
     gpu->reset();
     std::vector<float> stepped = gpu->logits(std::span(ids).first(5));  // prefill 5
@@ -112,49 +125,56 @@ TEST_CASE("decoding with the KV cache gives the logits of recomputing the whole 
 TEST_CASE("one submission and one fence wait per decoded token; top-k comes back, not logits") {
   GPU_TEST(g);
   test::TinyModel m(test::tiny_config());
-  auto gpu = model::make_gpu_model(*m.checkpoint, g.device, {model::Precision::F16, false, false});
-  auto cpu = model::make_cpu_model(*m.checkpoint, model::Precision::F16);
-  const std::vector<int32_t> prompt = some_ids(6, 256, 4);
-  gpu->next(prompt, 1);
-  cpu->next(prompt, 1);
-  for (int32_t id : {5, 77, 200}) {
-    const int32_t one[] = {id};
-    model::Candidates gc = gpu->next(one, 40), cc = cpu->next(one, 40);
-    const vkr::RecorderStats& s = model::gpu_stats(*gpu);
-    CHECK(s.submits == 1);
-    CHECK(s.waits == 1);
-    CHECK(gc.ids.size() == 40);
-    CHECK(gc.ids == cc.ids);  // the candidates' order is the reference's
-    CHECK(test::close_rows("top-40 logits", gc.logits, cc.logits, 40, kTol));
+  for (vk::KernelSet ks : test::kKernelSets) {
+    CAPTURE(test::kernels_name(ks));
+    auto gpu = test::gpu_model(g, *m.checkpoint, model::Precision::F16, ks);
+    auto cpu = model::make_cpu_model(*m.checkpoint, model::Precision::F16);
+    const std::vector<int32_t> prompt = some_ids(6, 256, 4);
+    gpu->next(prompt, 1);
+    cpu->next(prompt, 1);
+    for (int32_t id : {5, 77, 200}) {
+      const int32_t one[] = {id};
+      model::Candidates gc = gpu->next(one, 40), cc = cpu->next(one, 40);
+      const vk::RecorderStats& s = model::gpu_stats(*gpu);
+      CHECK(s.submits == 1);
+      CHECK(s.waits == 1);
+      CHECK(gc.ids.size() == 40);
+      CHECK(gc.ids == cc.ids);  // the candidates' order is the reference's
+      CHECK(test::close_rows("top-40 logits", gc.logits, cc.logits, 40, kTol));
+    }
   }
 }
 
 TEST_CASE("greedy generation on the GPU and the CPU gives the same tokens; the window slides") {
   GPU_TEST(g);
   test::TinyModel m(test::tiny_config());  // n_ctx 32
-  auto gpu = model::make_gpu_model(*m.checkpoint, g.device, {model::Precision::F32, false, false});
-  auto cpu = model::make_cpu_model(*m.checkpoint, model::Precision::F32);
-  model::GenerateOptions o;
-  o.max_new = 40;  // 10 + 40 passes n_ctx = 32: the window slides once, at 32 tokens
-  o.sampling.temperature = 0;
-  const std::vector<int32_t> prompt = some_ids(10, 256, 5);
-  std::vector<std::string> notes;
-  auto note = [&](const std::string& s) { notes.push_back(s); };
-  model::GenerateResult a = model::generate(*gpu, prompt, o, [](int32_t) {}, note);
-  model::GenerateResult b = model::generate(*cpu, prompt, o, [](int32_t) {});
-  CHECK(a.tokens.size() == 40);
-  CHECK(a.tokens == b.tokens);
-  CHECK(a.slides == 1);
-  REQUIRE(notes.size() == 1);
-  CHECK(notes[0].find("context full") != std::string::npos);
+  for (vk::KernelSet ks : test::kKernelSets) {
+    CAPTURE(test::kernels_name(ks));
+    auto gpu = test::gpu_model(g, *m.checkpoint, model::Precision::F32, ks);
+    auto cpu = model::make_cpu_model(*m.checkpoint, model::Precision::F32);
+    model::GenerateOptions o;
+    o.max_new = 40;  // 10 + 40 passes n_ctx = 32: the window slides once, at 32 tokens
+    o.sampling.temperature = 0;
+    const std::vector<int32_t> prompt = some_ids(10, 256, 5);
+    std::vector<std::string> notes;
+    auto note = [&](const std::string& s) { notes.push_back(s); };
+    model::GenerateResult a = model::generate(
+        *gpu, prompt, o, [](int32_t) {}, note);
+    model::GenerateResult b = model::generate(*cpu, prompt, o, [](int32_t) {});
+    CHECK(a.tokens.size() == 40);
+    CHECK(a.tokens == b.tokens);
+    CHECK(a.slides == 1);
+    REQUIRE(notes.size() == 1);
+    CHECK(notes[0].find("context full") != std::string::npos);
 
-  std::vector<int32_t> too_long = some_ids(33, 256, 6);
-  CHECK_THROWS_WITH(model::generate(*gpu, too_long, o, [](int32_t) {}),
-                    doctest::Contains("longer than the model's context of 32"));
-  CHECK_THROWS_WITH(gpu->logits(too_long), doctest::Contains("pass the model's context of 32"));
-  const int32_t bad[] = {256};
-  gpu->reset();
-  CHECK_THROWS_WITH(gpu->logits(bad), doctest::Contains("outside the vocabulary"));
+    std::vector<int32_t> too_long = some_ids(33, 256, 6);
+    CHECK_THROWS_WITH(model::generate(*gpu, too_long, o, [](int32_t) {}),
+                      doctest::Contains("longer than the model's context of 32"));
+    CHECK_THROWS_WITH(gpu->logits(too_long), doctest::Contains("pass the model's context of 32"));
+    const int32_t bad[] = {256};
+    gpu->reset();
+    CHECK_THROWS_WITH(gpu->logits(bad), doctest::Contains("outside the vocabulary"));
+  }
 }
 
 TEST_CASE("generation stops at the config's end-of-text token") {
@@ -171,16 +191,19 @@ TEST_CASE("generation stops at the config's end-of-text token") {
   // The same weights, with the first greedy token after the first that was not seen before
   // declared end-of-text: generation stops right before it.
   size_t k = 1;
-  while (k < free_run.size() &&
-         std::find(free_run.begin(), free_run.begin() + long(k), free_run[k]) != free_run.begin() + long(k))
+  while (k < free_run.size() && std::find(free_run.begin(), free_run.begin() + long(k),
+                                          free_run[k]) != free_run.begin() + long(k))
     k++;
   REQUIRE(k < free_run.size());
   c.eos_token_id = free_run[k];
   test::TinyModel m(c);
-  auto gpu = model::make_gpu_model(*m.checkpoint, g.device, {model::Precision::F32, false, false});
-  const model::GenerateResult r = model::generate(*gpu, prompt, o, [](int32_t) {});
-  CHECK(r.stop == "eos");
-  CHECK(r.tokens == std::vector<int32_t>(free_run.begin(), free_run.begin() + long(k)));
+  for (vk::KernelSet ks : test::kKernelSets) {
+    CAPTURE(test::kernels_name(ks));
+    auto gpu = test::gpu_model(g, *m.checkpoint, model::Precision::F32, ks);
+    const model::GenerateResult r = model::generate(*gpu, prompt, o, [](int32_t) {});
+    CHECK(r.stop == "eos");
+    CHECK(r.tokens == std::vector<int32_t>(free_run.begin(), free_run.begin() + long(k)));
+  }
 }
 
 TEST_CASE("GPT-2 small's shape (124M, V = 50257): GPU matches the CPU reference, fp16 and fp32") {
@@ -195,9 +218,13 @@ TEST_CASE("GPT-2 small's shape (124M, V = 50257): GPU matches the CPU reference,
   auto ckpt = model::Checkpoint::load(dir.path());
   const std::vector<int32_t> ids = {15496, 11, 616, 50256};
   for (model::Precision p : {model::Precision::F16, model::Precision::F32}) {
-    auto gpu = model::make_gpu_model(*ckpt, g.device, {p, false, false});
     auto cpu = model::make_cpu_model(*ckpt, p);
-    CHECK(test::close_rows(std::string("gpt-2 small ") + model::precision_name(p), gpu->logits(ids),
-                           cpu->logits(ids), c.n_vocab, kTol));
+    const std::vector<float> ref = cpu->logits(ids);
+    for (vk::KernelSet ks : test::kKernelSets) {
+      auto gpu = test::gpu_model(g, *ckpt, p, ks);
+      CHECK(test::close_rows(
+          std::string("gpt-2 small ") + model::precision_name(p) + ", " + test::kernels_name(ks),
+          gpu->logits(ids), ref, c.n_vocab, kTol));
+    }
   }
 }

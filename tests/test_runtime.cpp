@@ -4,8 +4,8 @@
 
 #include <cstring>
 
-#include "model/gpu/add.h"
 #include "shaders/add.h"
+#include "tests/add.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"
 #include "vk/check.h"
@@ -14,12 +14,12 @@
 
 namespace {
 
-vkr::Groups one_group() { return {1, 1, 1}; }
+vk::Groups one_group() { return {1, 1, 1}; }
 
 }  // namespace
 
 TEST_CASE("reflection reads bindings, access and push-constant size from SPIR-V") {
-  vkr::ShaderInterface add = vkr::reflect(vkr::find_spirv("add"));
+  vk::ShaderInterface add = vk::reflect(vk::find_spirv("add"));
   REQUIRE(add.bindings.size() == 3);
   CHECK(add.bindings[0].binding == 0);
   CHECK(add.bindings[0].type == VK_DESCRIPTOR_TYPE_STORAGE_BUFFER);
@@ -30,38 +30,38 @@ TEST_CASE("reflection reads bindings, access and push-constant size from SPIR-V"
   CHECK(add.push_constant_bytes == sizeof(push::AddPush));
 
   std::vector<uint32_t> garbage = {1, 2, 3};
-  CHECK_THROWS_AS(vkr::reflect(garbage), vkr::Error);
-  std::span<const uint32_t> m = vkr::find_spirv("add");
+  CHECK_THROWS_AS(vk::reflect(garbage), vk::Error);
+  std::span<const uint32_t> m = vk::find_spirv("add");
   std::vector<uint32_t> truncated(m.begin(), m.begin() + static_cast<long>(m.size() / 2));
   truncated.push_back(0xffff0001u);  // an instruction claiming 65535 words
-  CHECK_THROWS_AS(vkr::reflect(truncated), vkr::Error);
+  CHECK_THROWS_AS(vk::reflect(truncated), vk::Error);
 }
 
 TEST_CASE("every shader has an embedded module") {
-  CHECK(!vkr::embedded_spirv().empty());
-  CHECK(vkr::find_spirv("no_such_shader").empty());
+  CHECK(!vk::embedded_spirv().empty());
+  CHECK(vk::find_spirv("no_such_shader").empty());
 }
 
 TEST_CASE("dispatch rejects wrong push constants, bindings and group counts") {
   GPU_TEST(g);
-  vkr::Arena arena(g.device, 4096, vkr::MemoryKind::Device, "test checks");
-  vkr::BufferSpan s = arena.alloc(256);
-  const vkr::Pipeline& add = g.kernels.get("add");
-  vkr::Recorder rec(g.device);
+  vk::Arena arena(g.device, 4096, vk::MemoryKind::Device, "test checks");
+  vk::BufferSpan s = arena.alloc(256);
+  const vk::Pipeline& add = g.kernels.get("add");
+  vk::Recorder rec(g.device);
   rec.begin();
   struct TooBig {
     uint32_t a, b;
   };
   CHECK_THROWS_WITH_AS(rec.dispatch(add, {s, s, s}, TooBig{1, 2}, one_group()),
-                       doctest::Contains("push constants"), vkr::Error);
+                       doctest::Contains("push constants"), vk::Error);
   CHECK_THROWS_WITH_AS(rec.dispatch(add, {s, s}, push::AddPush{1}, one_group()),
-                       doctest::Contains("3 bindings"), vkr::Error);
-  CHECK_THROWS_AS(rec.dispatch(add, {s, s, s}, push::AddPush{1}, vkr::Groups{0, 1, 1}), vkr::Error);
-  CHECK_THROWS_AS(g.kernels.get("no_such_shader"), vkr::Error);
-  vkr::Specialization huge;
+                       doctest::Contains("3 bindings"), vk::Error);
+  CHECK_THROWS_AS(rec.dispatch(add, {s, s, s}, push::AddPush{1}, vk::Groups{0, 1, 1}), vk::Error);
+  CHECK_THROWS_AS(g.kernels.get("no_such_shader"), vk::Error);
+  vk::Specialization huge;
   huge.local_size = {g.device.caps().max_workgroup_invocations + 1, 1, 1};
-  CHECK_THROWS_AS(g.kernels.get("add", huge), vkr::Error);
-  CHECK_THROWS_AS(gpu::add(g.kernels, rec, s, s, s, 1000), vkr::Error);  // span too small
+  CHECK_THROWS_AS(g.kernels.get("add", huge), vk::Error);
+  CHECK_THROWS_AS(test::gpu_add(g.kernels, rec, s, s, s, 1000), vk::Error);  // span too small
   rec.end();
 }
 
@@ -69,14 +69,14 @@ TEST_CASE("a binding larger than maxStorageBufferRange is refused, not truncated
   GPU_TEST(g);
   test::LoweredGpu small(g, {.max_storage_buffer_range = 1024});  // so the test stays small
   CHECK(small.device.caps().max_storage_buffer_range == 1024);
-  vkr::Arena arena(small.device, 3 * 4096, vkr::MemoryKind::Device, "test range");
-  vkr::BufferSpan a = arena.alloc(2048), b = arena.alloc(2048), out = arena.alloc(2048);
-  vkr::Recorder rec(small.device);
+  vk::Arena arena(small.device, 3 * 4096, vk::MemoryKind::Device, "test range");
+  vk::BufferSpan a = arena.alloc(2048), b = arena.alloc(2048), out = arena.alloc(2048);
+  vk::Recorder rec(small.device);
   rec.begin();
-  CHECK_THROWS_WITH_AS(gpu::add(small.kernels, rec, out, a, b, 512),
-                       doctest::Contains("maxStorageBufferRange"), vkr::Error);
+  CHECK_THROWS_WITH_AS(test::gpu_add(small.kernels, rec, out, a, b, 512),
+                       doctest::Contains("maxStorageBufferRange"), vk::Error);
   // Within range:
-  gpu::add(small.kernels, rec, out.sub(0, 1024), a.sub(0, 1024), b.sub(0, 1024), 256);
+  test::gpu_add(small.kernels, rec, out.sub(0, 1024), a.sub(0, 1024), b.sub(0, 1024), 256);
   rec.run();
 }
 
@@ -85,13 +85,13 @@ TEST_CASE("synchronization validation catches a missing barrier") {
   // silently ran without them would pass every other test.
   GPU_TEST(g);
   g.instance.log().print = false;
-  vkr::Arena arena(g.device, 4096, vkr::MemoryKind::Device, "test hazard");
-  vkr::BufferSpan x = arena.alloc(1024), y = arena.alloc(1024), z = arena.alloc(1024);
-  vkr::Recorder rec(g.device);
+  vk::Arena arena(g.device, 4096, vk::MemoryKind::Device, "test hazard");
+  vk::BufferSpan x = arena.alloc(1024), y = arena.alloc(1024), z = arena.alloc(1024);
+  vk::Recorder rec(g.device);
   rec.set_auto_barriers(false);
   rec.begin();
-  gpu::add(g.kernels, rec, y, x, x, 256);
-  gpu::add(g.kernels, rec, z, y, x, 256);  // reads y with no barrier after its write
+  test::gpu_add(g.kernels, rec, y, x, x, 256);
+  test::gpu_add(g.kernels, rec, z, y, x, 256);  // reads y with no barrier after its write
   uint32_t hazards = g_validation_.seen();
   g.instance.log().print = true;
   CHECK(hazards >= 1);
@@ -103,17 +103,17 @@ TEST_CASE("synchronization validation catches a missing barrier") {
 
 TEST_CASE("barriers only where a dispatch depends on an earlier one") {
   GPU_TEST(g);
-  vkr::Arena arena(g.device, 8192, vkr::MemoryKind::Device, "test barriers");
-  vkr::BufferSpan a = arena.alloc(1024), b = arena.alloc(1024), c = arena.alloc(1024),
+  vk::Arena arena(g.device, 8192, vk::MemoryKind::Device, "test barriers");
+  vk::BufferSpan a = arena.alloc(1024), b = arena.alloc(1024), c = arena.alloc(1024),
                   d = arena.alloc(1024);
-  vkr::Recorder rec(g.device);
+  vk::Recorder rec(g.device);
   rec.begin();
-  gpu::add(g.kernels, rec, c, a, b, 256);  // writes c
-  gpu::add(g.kernels, rec, d, a, b, 256);  // independent: no barrier
+  test::gpu_add(g.kernels, rec, c, a, b, 256);  // writes c
+  test::gpu_add(g.kernels, rec, d, a, b, 256);  // independent: no barrier
   CHECK(rec.stats().barriers == 0);
-  gpu::add(g.kernels, rec, a, c, d, 256);  // reads c and d: barrier (also write-after-read of a)
+  test::gpu_add(g.kernels, rec, a, c, d, 256);  // reads c and d: barrier (also write-after-read of a)
   CHECK(rec.stats().barriers == 1);
-  gpu::add(g.kernels, rec, b, b, b, 256);  // b was read before the last barrier only: no barrier
+  test::gpu_add(g.kernels, rec, b, b, b, 256);  // b was read before the last barrier only: no barrier
   CHECK(rec.stats().barriers == 1);
   rec.run();
   CHECK(rec.stats().dispatches == 4);
@@ -126,11 +126,11 @@ TEST_CASE("a recording replays without re-recording") {
   GPU_TEST(g);
   const uint32_t n = 100;
   std::vector<float> one(n, 1.0f), zero(n, 0.0f);
-  vkr::Arena arena(g.device, 4096, vkr::MemoryKind::Device, "test replay");
-  vkr::BufferSpan acc = test::to_gpu(g, arena, zero), inc = test::to_gpu(g, arena, one);
-  vkr::Recorder rec(g.device);
+  vk::Arena arena(g.device, 4096, vk::MemoryKind::Device, "test replay");
+  vk::BufferSpan acc = test::to_gpu(g, arena, zero), inc = test::to_gpu(g, arena, one);
+  vk::Recorder rec(g.device);
   rec.begin();
-  gpu::add(g.kernels, rec, acc, acc, inc, n);
+  test::gpu_add(g.kernels, rec, acc, acc, inc, n);
   rec.end();
   for (int i = 0; i < 5; i++) {
     rec.submit();
@@ -148,14 +148,14 @@ TEST_CASE("timestamps give a time for every dispatch") {
     return;
   }
   const uint32_t n = 1 << 16;
-  vkr::Arena arena(g.device, 3 * n * sizeof(float) + 1024, vkr::MemoryKind::Device, "test time");
-  vkr::BufferSpan a = arena.alloc(n * 4), b = arena.alloc(n * 4), c = arena.alloc(n * 4);
-  vkr::Recorder rec(g.device, true);
+  vk::Arena arena(g.device, 3 * n * sizeof(float) + 1024, vk::MemoryKind::Device, "test time");
+  vk::BufferSpan a = arena.alloc(n * 4), b = arena.alloc(n * 4), c = arena.alloc(n * 4);
+  vk::Recorder rec(g.device, true);
   rec.begin();
-  gpu::add(g.kernels, rec, c, a, b, n);
-  gpu::add(g.kernels, rec, a, c, b, n);
+  test::gpu_add(g.kernels, rec, c, a, b, n);
+  test::gpu_add(g.kernels, rec, a, c, b, n);
   rec.run();
-  std::vector<vkr::DispatchTime> t = rec.timings();
+  std::vector<vk::DispatchTime> t = rec.timings();
   REQUIRE(t.size() == 2);
   CHECK(t[0].shader == "add");
   CHECK(t[0].ms >= 0.0);
@@ -164,40 +164,40 @@ TEST_CASE("timestamps give a time for every dispatch") {
 
 TEST_CASE("arenas refuse what does not fit and keep sub-allocations aligned") {
   GPU_TEST(g);
-  vkr::Arena arena(g.device, 1000, vkr::MemoryKind::Device, "small");
-  vkr::BufferSpan a = arena.alloc(3);
-  vkr::BufferSpan b = arena.alloc(5);
+  vk::Arena arena(g.device, 1000, vk::MemoryKind::Device, "small");
+  vk::BufferSpan a = arena.alloc(3);
+  vk::BufferSpan b = arena.alloc(5);
   CHECK(b.offset % g.device.caps().storage_buffer_alignment == 0);
   CHECK(b.offset >= a.offset + 3);
-  CHECK_THROWS_WITH_AS(arena.alloc(2000), doctest::Contains("'small'"), vkr::Error);
-  CHECK_THROWS_AS(arena.alloc(0), vkr::Error);
-  CHECK_THROWS_AS(b.sub(4, 2), vkr::Error);
+  CHECK_THROWS_WITH_AS(arena.alloc(2000), doctest::Contains("'small'"), vk::Error);
+  CHECK_THROWS_AS(arena.alloc(0), vk::Error);
+  CHECK_THROWS_AS(b.sub(4, 2), vk::Error);
   float big[8] = {};
-  CHECK_THROWS_AS(vkr::upload(g.device, a, big, sizeof(big)), vkr::Error);
+  CHECK_THROWS_AS(vk::upload(g.device, a, big, sizeof(big)), vk::Error);
 }
 
 TEST_CASE("staging uploads and downloads round-trip") {
   GPU_TEST(g);
-  vkr::Arena staging(g.device, 1 << 16, vkr::MemoryKind::Staging, "staging");
-  vkr::Arena device(g.device, 1 << 16, vkr::MemoryKind::Device, "device");
+  vk::Arena staging(g.device, 1 << 16, vk::MemoryKind::Staging, "staging");
+  vk::Arena device(g.device, 1 << 16, vk::MemoryKind::Device, "device");
   std::vector<float> data = test::random_floats(1000, 5);
-  for (vkr::Arena* arena : {&staging, &device}) {
-    vkr::BufferSpan s = test::to_gpu(g, *arena, data);
+  for (vk::Arena* arena : {&staging, &device}) {
+    vk::BufferSpan s = test::to_gpu(g, *arena, data);
     CHECK(test::close("round trip", test::from_gpu(g, s, data.size()), data, {0, 0}));
   }
 }
 
 TEST_CASE("device selection explains itself") {
   GPU_TEST(g);
-  vkr::DeviceOptions by_name;
+  vk::DeviceOptions by_name;
   by_name.select = "no-such-gpu-anywhere";
-  CHECK_THROWS_WITH_AS(vkr::Device(g.instance, by_name), doctest::Contains("no Vulkan device matches"),
-                       vkr::Error);
-  vkr::DeviceOptions by_index;
+  CHECK_THROWS_WITH_AS(vk::Device(g.instance, by_name), doctest::Contains("no Vulkan device matches"),
+                       vk::Error);
+  vk::DeviceOptions by_index;
   by_index.select = "999";
-  CHECK_THROWS_AS(vkr::Device(g.instance, by_index), vkr::Error);
+  CHECK_THROWS_AS(vk::Device(g.instance, by_index), vk::Error);
   bool any_usable = false;
-  for (const vkr::PhysicalDevice& d : g.instance.devices()) {
+  for (const vk::PhysicalDevice& d : g.instance.devices()) {
     CAPTURE(d.caps.name);
     if (!d.unusable.empty()) continue;
     any_usable = true;
@@ -211,10 +211,10 @@ TEST_CASE("device selection explains itself") {
 
 TEST_CASE("groups_for folds large counts into y and never under-covers") {
   GPU_TEST(g);
-  const vkr::Pipeline& p = g.kernels.get("add");
+  const vk::Pipeline& p = g.kernels.get("add");
   const uint32_t local = p.local_size()[0];
   for (uint64_t threads : {1ull, 63ull, 64ull, 65ull, 1ull << 20, 1ull << 26}) {
-    vkr::Groups gr = vkr::groups_for(g.device, p, threads);
+    vk::Groups gr = vk::groups_for(g.device, p, threads);
     CHECK(uint64_t(gr.x) * gr.y * local >= threads);
     CHECK(gr.x <= g.device.caps().max_workgroup_count[0]);
   }

@@ -8,9 +8,10 @@
 #include <limits>
 #include <random>
 
-#include "model/safetensors.h"
+#include "model/formats/safetensors.h"
 #include "tests/files.h"
 #include "tests/tensor_files.h"
+#include "model/formats/safetensors_writer.h"
 
 using model::TensorDType;
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <map>
 
-#include "model/sampler.h"
+#include "model/generation/sampler.h"
 
 namespace {
 

@@ -35,7 +35,7 @@ TEST_CASE("every embedded module passes spirv-val and spirv-cross --msl") {
   }
   std::filesystem::path dir = std::filesystem::temp_directory_path() / "gpt2vk_spirv_test";
   std::filesystem::create_directories(dir);
-  for (const vkr::EmbeddedSpirv& m : vkr::embedded_spirv()) {
+  for (const vk::EmbeddedSpirv& m : vk::embedded_spirv()) {
     std::string name = m.name;
     CAPTURE(name);
     std::filesystem::path file = dir / (std::string(m.name) + ".spv");

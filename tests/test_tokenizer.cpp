@@ -8,8 +8,9 @@
 #include <sstream>
 #include <thread>
 
-#include "model/tokenizer.h"
+#include "model/text/tokenizer.h"
 #include "tests/files.h"
+#include "model/text/gpt2_tokenizer.h"
 
 using nlohmann::json;
 using namespace std::literals;

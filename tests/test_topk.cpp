@@ -8,8 +8,8 @@
 #include <limits>
 #include <random>
 
-#include "model/cpu/topk.h"
-#include "model/gpu/topk.h"
+#include "model/ops/cpu/topk.h"
+#include "model/ops/gpu/topk.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"
 #include "vk/check.h"
@@ -25,27 +25,27 @@ struct Result {
   uint32_t dispatches = 0;
 };
 
-Result gpu_topk(vkr::Kernels& kernels, const std::vector<float>& logits, uint32_t k) {
-  const vkr::Device& device = kernels.device();
+Result gpu_topk(vk::Kernels& kernels, const std::vector<float>& logits, uint32_t k) {
+  const vk::Device& device = kernels.device();
   const auto V = static_cast<uint32_t>(logits.size());
-  const size_t scratch_bytes = gpu::topk_scratch_bytes(device.caps(), V, k);
-  vkr::Arena arena(device, V * 4 + scratch_bytes + 2 * k * 4 + 4096, vkr::MemoryKind::Device,
+  const size_t scratch_bytes = model::gpu::topk_scratch_bytes(device, V, k);
+  vk::Arena arena(device, V * 4 + scratch_bytes + 2 * k * 4 + 4096, vk::MemoryKind::Device,
                    "test topk");
-  vkr::BufferSpan in = test::to_gpu(device, arena, logits), ids = arena.alloc(k * 4),
+  vk::BufferSpan in = test::to_gpu(device, arena, logits), ids = arena.alloc(k * 4),
                   values = arena.alloc(k * 4);
-  vkr::BufferSpan scratch = scratch_bytes ? arena.alloc(scratch_bytes) : vkr::BufferSpan{};
-  vkr::Recorder rec(device);
+  vk::BufferSpan scratch = scratch_bytes ? arena.alloc(scratch_bytes) : vk::BufferSpan{};
+  vk::Recorder rec(device);
   rec.begin();
-  gpu::topk(kernels, rec, ids, values, in, scratch, V, k);
+  model::gpu::topk(kernels, rec, ids, values, in, scratch, V, k);
   rec.run();
   Result r{std::vector<int32_t>(k), std::vector<float>(k), rec.stats().dispatches};
-  vkr::download(device, r.ids.data(), ids, k * 4);
-  vkr::download(device, r.values.data(), values, k * 4);
+  vk::download(device, r.ids.data(), ids, k * 4);
+  vk::download(device, r.values.data(), values, k * 4);
   return r;
 }
 
 // Exact agreement with the CPU reference: ids equal, values bit for bit.
-void check_topk(vkr::Kernels& kernels, const std::vector<float>& logits, uint32_t k,
+void check_topk(vk::Kernels& kernels, const std::vector<float>& logits, uint32_t k,
                 const char* what) {
   CAPTURE(what);
   CAPTURE(logits.size());
@@ -53,7 +53,7 @@ void check_topk(vkr::Kernels& kernels, const std::vector<float>& logits, uint32_
   Result got = gpu_topk(kernels, logits, k);
   std::vector<int32_t> ids(k);
   std::vector<float> values(k);
-  cpu::topk(ids.data(), values.data(), logits.data(), logits.size(), k);
+  model::cpu::topk(ids.data(), values.data(), logits.data(), logits.size(), k);
   size_t bad = 0;
   for (size_t r = 0; r < k; r++) {
     if (got.ids[r] != ids[r] || std::memcmp(&got.values[r], &values[r], 4) != 0) {
@@ -88,7 +88,7 @@ TEST_CASE("topk matches the CPU reference exactly") {
       check_topk(g.kernels, tricky_logits(V, V * 3 + k), k, "ties, -inf, NaN");
     }
   }
-  check_topk(g.kernels, tricky_logits(50257, 9), gpu::kTopkMax, "k = kTopkMax");
+  check_topk(g.kernels, tricky_logits(50257, 9), model::gpu::kTopkMax, "k = kTopkMax");
 }
 
 TEST_CASE("topk semantics: ties to the lower id, NaN as -inf, +0 above -0") {
@@ -118,10 +118,10 @@ TEST_CASE("topk semantics: ties to the lower id, NaN as -inf, +0 above -0") {
 TEST_CASE("topk with small workgroups runs a deeper tree") {
   GPU_TEST(g);
   // Slices of 256 for k = 64: five levels; CPU devices take slices of 2048 (64 per invocation,
-  // see model/gpu/topk.cpp): two levels, the second of 25 groups' candidates.
+  // see model/ops/gpu/policy.cpp): two levels, the second of 25 groups' candidates.
   test::LoweredGpu small(g, {.max_workgroup_invocations = 32});
   Result deep = gpu_topk(small.kernels, tricky_logits(50257, 5), 64);
-  CHECK(deep.dispatches >= (small.device.caps().type == VK_PHYSICAL_DEVICE_TYPE_CPU ? 2 : 4));
+  CHECK(deep.dispatches >= (model::gpu::kernel_policy(small.device).topk_per_invocation == 64 ? 2 : 4));
   check_topk(small.kernels, tricky_logits(50257, 5), 64, "workgroup 32");
   check_topk(small.kernels, test::random_floats(50257, 6), 1, "workgroup 32, argmax");
 }
@@ -131,17 +131,17 @@ TEST_CASE("argmax is topk with k = 1") {
   std::vector<float> x = test::random_floats(50257, 17, -5, 5);
   x[31337] = 7.0f;
   x[40000] = 7.0f;  // a tie: the lower id wins
-  const size_t scratch_bytes = gpu::topk_scratch_bytes(g.device.caps(), 50257, 1);
-  vkr::Arena arena(g.device, x.size() * 4 + scratch_bytes + 4096, vkr::MemoryKind::Device,
+  const size_t scratch_bytes = model::gpu::topk_scratch_bytes(g.device, 50257, 1);
+  vk::Arena arena(g.device, x.size() * 4 + scratch_bytes + 4096, vk::MemoryKind::Device,
                    "argmax");
-  vkr::BufferSpan in = test::to_gpu(g, arena, x), id = arena.alloc(4), value = arena.alloc(4);
-  vkr::BufferSpan scratch = arena.alloc(scratch_bytes);
-  vkr::Recorder rec(g.device);
+  vk::BufferSpan in = test::to_gpu(g, arena, x), id = arena.alloc(4), value = arena.alloc(4);
+  vk::BufferSpan scratch = arena.alloc(scratch_bytes);
+  vk::Recorder rec(g.device);
   rec.begin();
-  gpu::argmax(g.kernels, rec, id, value, in, scratch, 50257);
+  model::gpu::argmax(g.kernels, rec, id, value, in, scratch, 50257);
   rec.run();
   int32_t got_id = -1;
-  vkr::download(g.device, &got_id, id, 4);
+  vk::download(g.device, &got_id, id, 4);
   CHECK(got_id == 31337);
   CHECK(test::from_gpu(g, value, 1)[0] == 7.0f);
 }
@@ -149,28 +149,27 @@ TEST_CASE("argmax is topk with k = 1") {
 TEST_CASE("topk rejects bad arguments") {
   GPU_TEST(g);
   const uint32_t V = 50257;
-  const vkr::DeviceCaps& caps = g.device.caps();
-  CHECK_THROWS_WITH_AS(gpu::topk_scratch_bytes(caps, V, 0), doctest::Contains("k must be"),
-                       vkr::Error);
-  CHECK_THROWS_WITH_AS(gpu::topk_scratch_bytes(caps, 7, 8), doctest::Contains("exceeds V"),
-                       vkr::Error);
-  CHECK_THROWS_WITH_AS(gpu::topk_scratch_bytes(caps, V, gpu::kTopkMax + 1),
-                       doctest::Contains("supported maximum"), vkr::Error);
-  CHECK(gpu::topk_scratch_bytes(caps, 7, 7) == 0);  // one workgroup: no scratch
-  const size_t need = gpu::topk_scratch_bytes(caps, V, 40);
+  CHECK_THROWS_WITH_AS(model::gpu::topk_scratch_bytes(g.device, V, 0), doctest::Contains("k must be"),
+                       vk::Error);
+  CHECK_THROWS_WITH_AS(model::gpu::topk_scratch_bytes(g.device, 7, 8), doctest::Contains("exceeds V"),
+                       vk::Error);
+  CHECK_THROWS_WITH_AS(model::gpu::topk_scratch_bytes(g.device, V, model::gpu::kTopkMax + 1),
+                       doctest::Contains("supported maximum"), vk::Error);
+  CHECK(model::gpu::topk_scratch_bytes(g.device, 7, 7) == 0);  // one workgroup: no scratch
+  const size_t need = model::gpu::topk_scratch_bytes(g.device, V, 40);
   CHECK(need > 0);
-  vkr::Arena arena(g.device, V * 4 + need + 4096, vkr::MemoryKind::Device, "test topk errors");
-  vkr::BufferSpan in = arena.alloc(V * 4), ids = arena.alloc(160), values = arena.alloc(160);
-  vkr::BufferSpan scratch = arena.alloc(need);
-  vkr::Recorder rec(g.device);
+  vk::Arena arena(g.device, V * 4 + need + 4096, vk::MemoryKind::Device, "test topk errors");
+  vk::BufferSpan in = arena.alloc(V * 4), ids = arena.alloc(160), values = arena.alloc(160);
+  vk::BufferSpan scratch = arena.alloc(need);
+  vk::Recorder rec(g.device);
   rec.begin();
-  CHECK_THROWS_WITH_AS(gpu::topk(g.kernels, rec, ids, values, in, scratch.sub(0, need - 4), V, 40),
-                       doctest::Contains("scratch"), vkr::Error);
-  CHECK_THROWS_AS(gpu::topk(g.kernels, rec, ids, values, in, scratch, V, 41),
-                  vkr::Error);  // out [40]
-  CHECK_THROWS_AS(gpu::topk(g.kernels, rec, ids, values, in, scratch, V, 0), vkr::Error);
-  CHECK_THROWS_AS(gpu::topk(g.kernels, rec, ids, values, in.sub(0, 400), scratch, V, 40),
-                  vkr::Error);
-  gpu::topk(g.kernels, rec, ids, values, in, scratch, V, 40);
+  CHECK_THROWS_WITH_AS(model::gpu::topk(g.kernels, rec, ids, values, in, scratch.sub(0, need - 4), V, 40),
+                       doctest::Contains("scratch"), vk::Error);
+  CHECK_THROWS_AS(model::gpu::topk(g.kernels, rec, ids, values, in, scratch, V, 41),
+                  vk::Error);  // out [40]
+  CHECK_THROWS_AS(model::gpu::topk(g.kernels, rec, ids, values, in, scratch, V, 0), vk::Error);
+  CHECK_THROWS_AS(model::gpu::topk(g.kernels, rec, ids, values, in.sub(0, 400), scratch, V, 40),
+                  vk::Error);
+  model::gpu::topk(g.kernels, rec, ids, values, in, scratch, V, 40);
   rec.end();
 }

@@ -8,7 +8,8 @@
 #include <string_view>
 #include <vector>
 
-#include "model/tokenizer.h"
+#include "model/text/tokenizer.h"
+#include "model/text/utf8.h"
 
 using namespace std::literals;
 

@@ -1,6 +1,6 @@
 #include "vk/check.h"
 
-namespace vkr {
+namespace vk {
 
 const char* result_name(VkResult r) {
   switch (r) {
@@ -46,4 +46,4 @@ void fail_call(const char* call, VkResult r, const char* file, int line) {
   throw Error(msg);
 }
 
-}  // namespace vkr
+}  // namespace vk

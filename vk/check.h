@@ -1,4 +1,4 @@
-// Error handling for the Vulkan runtime: every failing call becomes a vkr::Error that names the
+// Error handling for the Vulkan runtime: every failing call becomes a vk::Error that names the
 // call, where it was made and the VkResult, in every build type.
 #pragma once
 #include <volk.h>
@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace vkr {
+namespace vk {
 
 struct Error : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -17,11 +17,11 @@ const char* result_name(VkResult r);
 
 [[noreturn]] void fail_call(const char* call, VkResult r, const char* file, int line);
 
-}  // namespace vkr
+}  // namespace vk
 
 #define VK_CHECK(call)                                                   \
   do {                                                                   \
     VkResult vk_check_result_ = (call);                                  \
     if (vk_check_result_ < 0)                                            \
-      ::vkr::fail_call(#call, vk_check_result_, __FILE__, __LINE__);     \
+      ::vk::fail_call(#call, vk_check_result_, __FILE__, __LINE__);     \
   } while (0)

@@ -16,7 +16,7 @@
 #include <dlfcn.h>
 #endif
 
-namespace vkr {
+namespace vk {
 namespace {
 
 using detail::choose;
@@ -131,12 +131,39 @@ InstanceOptions InstanceOptions::from_env() {
   return o;
 }
 
+const char* device_type_name(VkPhysicalDeviceType t) {
+  switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "CPU";
+    default: return "other";
+  }
+}
+
+const char* kernel_set_name(KernelSet s) {
+  switch (s) {
+    case KernelSet::Gpu: return "gpu";
+    case KernelSet::Cpu: return "cpu";
+    case KernelSet::Auto: break;
+  }
+  return "auto";
+}
+
+KernelSet parse_kernel_set(const std::string& text, const std::string& where) {
+  for (KernelSet s : {KernelSet::Auto, KernelSet::Gpu, KernelSet::Cpu})
+    if (text == kernel_set_name(s)) return s;
+  throw Error(where + ": '" + text + "' is not a kernel set (auto, gpu or cpu)");
+}
+
 DeviceOptions DeviceOptions::from_env() {
   DeviceOptions o;
   o.fence_timeout_s = env_number("GPT2VK_FENCE_TIMEOUT");
   o.overrides.device_memory =
       static_cast<uint64_t>(env_number("GPT2VK_DEVICE_MEMORY_MIB") * 1048576.0);
   o.lose_device_at_wait = static_cast<uint32_t>(env_number("GPT2VK_LOSE_DEVICE_AT_WAIT"));
+  if (const char* k = std::getenv("GPT2VK_KERNELS"); k && *k)
+    o.kernels = parse_kernel_set(k, "GPT2VK_KERNELS");
   return o;
 }
 
@@ -243,6 +270,7 @@ Device::Device(const Instance& instance, const DeviceOptions& options) : instanc
                      : caps_.type == VK_PHYSICAL_DEVICE_TYPE_CPU ? DeviceOptions::kCpuFenceTimeout
                                                                  : DeviceOptions::kGpuFenceTimeout;
   lose_at_wait_ = options.lose_device_at_wait;
+  kernels_asked_ = options.kernels;
   budget_ = o.device_memory;
 
   float priority = 1.0f;
@@ -363,4 +391,4 @@ uint32_t Device::memory_type(uint32_t type_bits, bool device_local, bool host_vi
 }
 
 
-}  // namespace vkr
+}  // namespace vk

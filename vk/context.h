@@ -13,7 +13,7 @@
 
 #include "vk/handle.h"
 
-namespace vkr {
+namespace vk {
 
 struct InstanceOptions {
   bool validation = false;          // Khronos validation layer with synchronization validation
@@ -70,6 +70,14 @@ struct DeviceCaps {
 
 // Limits a test can lower to exercise fallback paths on a device that does not need them.
 // Zero keeps the device's own value; a value above the device's is ignored.
+// Which of the engine's two kernel sets a device runs: what GPUs get, or what CPU Vulkan devices
+// (lavapipe) get. Auto lets model/ops/gpu/policy.h decide by the device; Gpu and Cpu force one,
+// so that a test or a user can run either set on any device.
+enum class KernelSet { Auto, Gpu, Cpu };
+const char* kernel_set_name(KernelSet s);  // "auto" | "gpu" | "cpu"
+// "auto" | "gpu" | "cpu"; throws vk::Error naming `where` (a flag, a variable) otherwise.
+KernelSet parse_kernel_set(const std::string& text, const std::string& where);
+
 struct LimitOverrides {
   uint64_t max_storage_buffer_range = 0;
   uint32_t max_shared_memory = 0;
@@ -91,7 +99,7 @@ struct PhysicalDevice {
 
 class Instance {
  public:
-  // Throws vkr::Error when there is no Vulkan loader or no instance can be made.
+  // Throws vk::Error when there is no Vulkan loader or no instance can be made.
   explicit Instance(const InstanceOptions& options = InstanceOptions::from_env());
   // Not movable: Device and the debug messenger keep pointers into it.
   Instance(Instance&&) = delete;
@@ -117,6 +125,8 @@ struct DeviceOptions {
   std::string select;
   LimitOverrides overrides;
   // How long one submission may run before it counts as hung; 0 = kGpuFenceTimeout on GPUs,
+  // The kernel set asked for (GPT2VK_KERNELS, --kernels); kernel_set() says what it became.
+  KernelSet kernels = KernelSet::Auto;
   // kCpuFenceTimeout on CPU devices (lavapipe runs a GPT-2 XL prefill for minutes).
   double fence_timeout_s = 0;
   // Test hook: the n-th fence wait on this device (counting from 1) reports
@@ -127,8 +137,9 @@ struct DeviceOptions {
   static constexpr double kCpuFenceTimeout = 600;
 
   // The options the environment gives: GPT2VK_FENCE_TIMEOUT=SECONDS, and for tests
-  // GPT2VK_DEVICE_MEMORY_MIB=N (overrides.device_memory) and GPT2VK_LOSE_DEVICE_AT_WAIT=N.
-  // Throws vkr::Error naming the variable when a value is not a positive number.
+  // GPT2VK_KERNELS=auto|gpu|cpu, and for tests GPT2VK_DEVICE_MEMORY_MIB=N
+  // (overrides.device_memory) and GPT2VK_LOSE_DEVICE_AT_WAIT=N.
+  // Throws vk::Error naming the variable when a value is not a positive number.
   static DeviceOptions from_env();
 };
 
@@ -136,7 +147,7 @@ class Kernels;
 
 class Device {
  public:
-  // Throws vkr::Error naming each device and why it was not taken.
+  // Throws vk::Error naming each device and why it was not taken.
   Device(const Instance& instance, const DeviceOptions& options = {});
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
@@ -149,6 +160,8 @@ class Device {
   uint32_t queue_family() const { return physical_.queue_family; }
   const DeviceCaps& caps() const { return caps_; }
   const Instance& instance() const { return instance_; }
+  // The kernel set asked for (options.kernels); model/ops/gpu/policy.h resolves Auto.
+  KernelSet kernels_asked() const { return kernels_asked_; }
 
   // Memory type for a buffer with these requirements; host_visible asks for mappable memory.
   uint32_t memory_type(uint32_t type_bits, bool device_local, bool host_visible) const;
@@ -162,7 +175,7 @@ class Device {
   std::string out_of_memory(const std::string& what, uint64_t bytes, VkResult r) const;
 
   // Fence waits and device loss. wait_for() waits at most timeout_s (0: fence_timeout_s());
-  // VK_TIMEOUT and VK_ERROR_DEVICE_LOST mark the device lost and throw a vkr::Error saying
+  // VK_TIMEOUT and VK_ERROR_DEVICE_LOST mark the device lost and throw a vk::Error saying
   // what happened. After that, check_usable() (called before every submission) throws.
   double fence_timeout_s() const { return fence_timeout_s_; }
   void wait_for(VkFence fence, double timeout_s = 0) const;
@@ -189,6 +202,7 @@ class Device {
   DeviceCaps caps_;  // physical_.caps with the overrides applied
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
+  KernelSet kernels_asked_ = KernelSet::Auto;
   double fence_timeout_s_ = DeviceOptions::kGpuFenceTimeout;
   uint32_t lose_at_wait_ = 0;
   uint64_t budget_ = 0;  // overrides.device_memory; 0 = the driver decides
@@ -202,4 +216,4 @@ class Device {
 
 const char* device_type_name(VkPhysicalDeviceType t);
 
-}  // namespace vkr
+}  // namespace vk

@@ -5,7 +5,7 @@
 
 #include <utility>
 
-namespace vkr {
+namespace vk {
 
 template <typename T>
 class Handle {
@@ -44,4 +44,4 @@ class Handle {
   Destroy destroy_ = nullptr;
 };
 
-}  // namespace vkr
+}  // namespace vk

@@ -7,8 +7,9 @@
 
 #include "vk/check.h"
 #include "vk/context.h"
+#include "vk/sizes.h"
 
-namespace vkr {
+namespace vk {
 
 BufferSpan BufferSpan::sub(VkDeviceSize off, VkDeviceSize bytes) const {
   if (off + bytes > size)
@@ -76,7 +77,7 @@ Arena::~Arena() {  // vkFreeMemory unmaps
 }
 
 BufferSpan Arena::alloc(VkDeviceSize bytes) {
-  VkDeviceSize start = (used_ + alignment_ - 1) / alignment_ * alignment_;
+  VkDeviceSize start = align_up(used_, alignment_);
   if (bytes == 0 || start + bytes > capacity_)
     throw Error("arena '" + name_ + "' cannot fit " + std::to_string(bytes) + " more bytes (" +
                 std::to_string(used_) + " of " + std::to_string(capacity_) + " used)");
@@ -176,4 +177,4 @@ void download(const Device& device, void* dst, const BufferSpan& src, VkDeviceSi
   std::memcpy(dst, s.mapped, bytes);
 }
 
-}  // namespace vkr
+}  // namespace vk

@@ -9,7 +9,7 @@
 
 #include "vk/handle.h"
 
-namespace vkr {
+namespace vk {
 
 class Device;
 
@@ -39,7 +39,7 @@ class Arena {
   Arena& operator=(Arena&&) = delete;
   ~Arena();
 
-  // Throws vkr::Error naming the arena when the request does not fit.
+  // Throws vk::Error naming the arena when the request does not fit.
   BufferSpan alloc(VkDeviceSize bytes);
   void reset() { used_ = 0; }  // forget all sub-allocations
   bool mapped() const { return mapped_ != nullptr; }
@@ -63,4 +63,4 @@ class Arena {
 void upload(const Device& device, const BufferSpan& dst, const void* src, VkDeviceSize bytes);
 void download(const Device& device, void* dst, const BufferSpan& src, VkDeviceSize bytes);
 
-}  // namespace vkr
+}  // namespace vk

@@ -6,7 +6,7 @@
 
 #include "vk/check.h"
 
-namespace vkr {
+namespace vk {
 namespace detail {
 
 bool has_extension(const std::vector<VkExtensionProperties>& exts, const char* name) {
@@ -169,17 +169,6 @@ const PhysicalDevice& choose(const std::vector<PhysicalDevice>& devices, const s
               "); devices:" + describe_all(devices));
 }
 
-
 }  // namespace detail
 
-const char* device_type_name(VkPhysicalDeviceType t) {
-  switch (t) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete GPU";
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated GPU";
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual GPU";
-    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "CPU";
-    default: return "other";
-  }
-}
-
-}  // namespace vkr
+}  // namespace vk

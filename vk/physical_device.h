@@ -1,4 +1,4 @@
-// The physical devices behind vkr::Instance and vkr::Device: what each can do (DeviceCaps), and
+// The physical devices behind vk::Instance and vk::Device: what each can do (DeviceCaps), and
 // which one a --device selection means. Internal to vk/.
 #pragma once
 #include <string>
@@ -6,7 +6,7 @@
 
 #include "vk/context.h"
 
-namespace vkr::detail {
+namespace vk::detail {
 
 bool has_extension(const std::vector<VkExtensionProperties>& exts, const char* name);
 std::vector<VkExtensionProperties> device_extensions(VkPhysicalDevice pd);
@@ -16,4 +16,4 @@ PhysicalDevice describe(VkPhysicalDevice pd, uint32_t index);
 // usable one (discrete, integrated, virtual, then CPU). Throws a one-line error listing them all.
 const PhysicalDevice& choose(const std::vector<PhysicalDevice>& devices, const std::string& sel);
 
-}  // namespace vkr::detail
+}  // namespace vk::detail

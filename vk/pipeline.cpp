@@ -4,7 +4,7 @@
 #include "vk/context.h"
 #include "vk/spirv_registry.h"
 
-namespace vkr {
+namespace vk {
 
 Pipeline::Pipeline(const Device& device, const std::string& name, const Specialization& spec)
     : name_(name), spec_(spec) {
@@ -86,4 +86,4 @@ const Pipeline& Kernels::get(const std::string& name, const Specialization& spec
   return *it->second;
 }
 
-}  // namespace vkr
+}  // namespace vk

@@ -14,7 +14,7 @@
 #include "vk/handle.h"
 #include "vk/reflect.h"
 
-namespace vkr {
+namespace vk {
 
 class Device;
 
@@ -29,7 +29,7 @@ struct Specialization {
 
 class Pipeline {
  public:
-  // Throws vkr::Error when the shader is unknown, its workgroup exceeds the device's limits or
+  // Throws vk::Error when the shader is unknown, its workgroup exceeds the device's limits or
   // its push constants exceed maxPushConstantsSize.
   Pipeline(const Device& device, const std::string& name, const Specialization& spec);
 
@@ -61,4 +61,4 @@ class Kernels {
   std::map<std::pair<std::string, Specialization>, std::unique_ptr<Pipeline>> pipelines_;
 };
 
-}  // namespace vkr
+}  // namespace vk

@@ -5,8 +5,9 @@
 
 #include "vk/check.h"
 #include "vk/context.h"
+#include "vk/sizes.h"
 
-namespace vkr {
+namespace vk {
 namespace {
 constexpr uint32_t kSetsPerPool = 256;
 constexpr uint32_t kMaxTimestamps = 4096;
@@ -14,14 +15,14 @@ constexpr uint32_t kMaxTimestamps = 4096;
 
 Groups groups_for(const Device& device, const Pipeline& p, uint64_t threads) {
   const uint64_t local = p.local_size()[0];
-  return fold_groups(device, (threads + local - 1) / local, "shader '" + p.name() + "'");
+  return fold_groups(device, ceil_div(threads, local), "shader '" + p.name() + "'");
 }
 
 Groups fold_groups(const Device& device, uint64_t groups, const std::string& what) {
   const DeviceCaps& caps = device.caps();
   if (groups == 0) groups = 1;
   uint64_t x = std::min<uint64_t>(groups, caps.max_workgroup_count[0]);
-  uint64_t y = (groups + x - 1) / x;
+  uint64_t y = ceil_div(groups, x);
   if (y > caps.max_workgroup_count[1])
     throw Error(what + ": " + std::to_string(groups) +
                 " workgroups exceed this device's workgroup-count limits");
@@ -322,4 +323,4 @@ std::vector<DispatchTime> Recorder::last_timings() const {
   return out;
 }
 
-}  // namespace vkr
+}  // namespace vk

@@ -16,7 +16,7 @@
 #include "vk/memory.h"
 #include "vk/pipeline.h"
 
-namespace vkr {
+namespace vk {
 
 class Device;
 
@@ -76,7 +76,7 @@ class Recorder {
   void end();     // closes the recording; it may then be submitted any number of times
   void submit();  // one vkQueueSubmit with the fence; throws once the device is lost
   // Waits on the fence at most timeout_s (0: the device's fence_timeout_s()); a submission that
-  // does not finish in time, or a lost device, becomes a vkr::Error (Device::wait_for).
+  // does not finish in time, or a lost device, becomes a vk::Error (Device::wait_for).
   void wait(double timeout_s = 0);
   void run() { end(); submit(); wait(); }
   // Submits what is recorded so far, waits, and goes on recording: one pass in several
@@ -127,4 +127,4 @@ class Recorder {
   RecorderStats stats_;
 };
 
-}  // namespace vkr
+}  // namespace vk

@@ -5,7 +5,7 @@
 
 #include "vk/check.h"
 
-namespace vkr {
+namespace vk {
 namespace {
 
 // The SPIR-V opcodes, decorations and storage classes this reader understands.
@@ -178,4 +178,4 @@ class Reader {
 
 ShaderInterface reflect(std::span<const uint32_t> spirv) { return Reader(spirv).interface(); }
 
-}  // namespace vkr
+}  // namespace vk

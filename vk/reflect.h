@@ -8,7 +8,7 @@
 #include <span>
 #include <vector>
 
-namespace vkr {
+namespace vk {
 
 struct BindingInfo {
   uint32_t binding = 0;
@@ -24,7 +24,7 @@ struct ShaderInterface {
   uint32_t push_constant_bytes = 0;
 };
 
-// Throws vkr::Error when the module is malformed or uses a descriptor set other than 0.
+// Throws vk::Error when the module is malformed or uses a descriptor set other than 0.
 ShaderInterface reflect(std::span<const uint32_t> spirv);
 
-}  // namespace vkr
+}  // namespace vk

@@ -5,7 +5,7 @@
 #include <span>
 #include <string_view>
 
-namespace vkr {
+namespace vk {
 
 struct EmbeddedSpirv {
   const char* name;  // shader file name without ".comp"
@@ -22,4 +22,4 @@ inline std::span<const uint32_t> find_spirv(std::string_view name) {
   return {};
 }
 
-}  // namespace vkr
+}  // namespace vk

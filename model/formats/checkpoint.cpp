@@ -1,0 +1,174 @@
+// A Hugging Face GPT-2 folder: the tensors config.json implies, checked against
+// model.safetensors all at once so that one error lists everything that does not fit.
+#include "model/formats/checkpoint.h"
+
+#include <map>
+#include <stdexcept>
+
+#include "model/formats/json_util.h"
+
+namespace model {
+
+using json_util::shape_str;
+using json_util::show;
+
+std::vector<ExpectedTensor> expected_tensors(const Config& c) {
+  const uint64_t C = c.n_embd, V = c.n_vocab, F = c.n_inner;
+  std::vector<ExpectedTensor> out;
+  auto add = [&](std::string name, std::vector<uint64_t> shape) {
+    out.push_back({std::move(name), std::move(shape)});
+  };
+  auto add_norm = [&](const std::string& name) {
+    add(name + ".weight", {C});
+    add(name + ".bias", {C});
+  };
+  // Conv1D: weight [in, out], y = x W + b.
+  auto add_linear = [&](const std::string& name, uint64_t in, uint64_t out_dim, bool bias) {
+    add(name + ".weight", {in, out_dim});
+    if (bias) add(name + ".bias", {out_dim});
+  };
+  add("wte.weight", {V, C});
+  if (c.positions == model::PositionKind::Learned) add("wpe.weight", {c.n_ctx, C});
+  for (uint32_t i = 0; i < c.n_layer; ++i) {
+    const std::string h = "h." + std::to_string(i) + ".";
+    if (!c.attention_only) add_norm(h + "ln_1");
+    add_linear(h + "attn.c_attn", C, 3 * C, c.attention_bias);
+    add_linear(h + "attn.c_proj", C, C, c.attention_bias);
+    if (c.attention_only) continue;
+    add_norm(h + "ln_2");
+    add_linear(h + "mlp.c_fc", C, F, c.mlp_bias);
+    add_linear(h + "mlp.c_proj", F, C, c.mlp_bias);
+  }
+  if (c.final_norm) add_norm("ln_f");
+  if (!c.tie_word_embeddings) add("lm_head.weight", {V, C});
+  return out;
+}
+
+uint64_t parameter_count(const Config& config) {
+  uint64_t n = 0;
+  for (const ExpectedTensor& t : expected_tensors(config)) {
+    uint64_t e = 1;
+    for (uint64_t d : t.shape) e *= d;
+    n += e;
+  }
+  return n;
+}
+
+namespace {
+
+// h.{i}.attn.bias and h.{i}.attn.masked_bias: the causal-mask buffers older transformers saved.
+bool is_mask_buffer(std::string_view name) {
+  if (!name.starts_with("h.")) return false;
+  name.remove_prefix(2);
+  size_t digits = 0;
+  while (digits < name.size() && name[digits] >= '0' && name[digits] <= '9') ++digits;
+  if (digits == 0) return false;
+  name.remove_prefix(digits);
+  return name == ".attn.bias" || name == ".attn.masked_bias";
+}
+
+constexpr size_t kMaxListed = 20;  // problems named in one error; the rest are counted
+constexpr const char* kFolder =
+    "a model folder holds config.json and model.safetensors, as Hugging Face publishes them";
+
+}  // namespace
+
+std::unique_ptr<Checkpoint> Checkpoint::load(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    throw std::runtime_error(dir.string() + ": not a folder (" + kFolder + ")");
+  for (const char* name : {"config.json", "model.safetensors"}) {
+    if (std::filesystem::exists(dir / name, ec)) continue;
+    // Older downloads carry only PyTorch's pickle, which this engine does not read.
+    const bool pickle = std::filesystem::exists(dir / "pytorch_model.bin", ec);
+    throw std::runtime_error(dir.string() + ": no " + name + " in this folder (" + kFolder + ")" +
+                             (pickle && name == std::string_view("model.safetensors")
+                                  ? "; pytorch_model.bin is not read: fetch model.safetensors, "
+                                    "e.g. with scripts/download_gpt2.sh"
+                                  : ""));
+  }
+  std::unique_ptr<Checkpoint> ck(new Checkpoint());
+  ck->dir_ = dir;
+  ck->config_ = load_config(dir / "config.json");
+  ck->file_ = SafeTensors::open(dir / "model.safetensors");
+  const std::string file = ck->file_->path().string();
+
+  // Canonical names: GPT2LMHeadModel saves the body as "transformer.*".
+  std::map<std::string, const TensorView*, std::less<>> present;
+  for (const TensorView& t : ck->file_->tensors()) {
+    std::string_view name = t.name;
+    if (name.starts_with("transformer.")) name.remove_prefix(12);
+    if (!present.emplace(name, &t).second)
+      throw std::runtime_error(file + ": " + show(name) +
+                               ": stored twice, with and without the \"transformer.\" prefix");
+  }
+
+  std::map<std::string, std::string, std::less<>> other;  // canonical name -> unsupported dtype
+  for (const SafeTensors::Unsupported& t : ck->file_->unsupported()) {
+    std::string_view name = t.name;
+    if (name.starts_with("transformer.")) name.remove_prefix(12);
+    other.emplace(name, t.dtype);
+  }
+
+  std::vector<std::string> problems;
+  for (const ExpectedTensor& e : expected_tensors(ck->config_)) {
+    const auto it = present.find(e.name);
+    if (it == present.end()) {
+      const auto o = other.find(e.name);
+      problems.push_back(o == other.end() ? "missing " + e.name + " " + shape_str(e.shape)
+                                          : e.name + ": unsupported dtype " + o->second +
+                                                " (supported: F32, F16, BF16)");
+      if (o != other.end()) other.erase(o);
+      continue;
+    }
+    if (it->second->shape != e.shape)
+      problems.push_back(e.name + ": shape " + shape_str(it->second->shape) +
+                         " but the config implies " + shape_str(e.shape));
+    ck->by_name_.emplace_back(e.name, it->second);
+    present.erase(it);
+  }
+  if (!problems.empty()) {
+    std::string msg =
+        file + ": " + std::to_string(problems.size()) + " tensor(s) do not match config.json: ";
+    for (size_t i = 0; i < problems.size() && i < kMaxListed; ++i)
+      msg += (i ? "; " : "") + problems[i];
+    if (problems.size() > kMaxListed)
+      msg += "; and " + std::to_string(problems.size() - kMaxListed) + " more";
+    throw std::runtime_error(msg);
+  }
+
+  for (const auto& [name, dtype] : other)
+    if (!is_mask_buffer(name))
+      ck->warnings_.push_back(file + ": " + show(name) + ": not used by this config, ignored (" +
+                              dtype + ")");
+  for (const auto& [name, t] : present) {
+    if (is_mask_buffer(name)) continue;
+    if (name == "lm_head.weight")
+      ck->warnings_.push_back(
+          file +
+          ": lm_head.weight ignored: tie_word_embeddings is true, the head reads wte.weight");
+    else
+      ck->warnings_.push_back(file + ": " + show(name) + ": not used by this config, ignored");
+  }
+  return ck;
+}
+
+const TensorView* Checkpoint::find(std::string_view canonical_name) const {
+  for (const auto& [name, t] : by_name_)
+    if (name == canonical_name) return t;
+  return nullptr;
+}
+
+const TensorView& Checkpoint::tensor(std::string_view canonical_name) const {
+  if (const TensorView* t = find(canonical_name)) return *t;
+  throw std::runtime_error(dir_.string() + ": " + std::string(canonical_name) +
+                           ": not a tensor this config uses");
+}
+
+uint64_t Checkpoint::weight_bytes() const {
+  uint64_t n = 0;
+  for (const auto& [name, t] : by_name_) n += t->bytes.size();
+  return n;
+}
+
+}  // namespace model

@@ -1,0 +1,314 @@
+// config.json: Hugging Face's GPT-2 keys and our variant keys, every value checked.
+#include "model/formats/config.h"
+
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "model/formats/json_util.h"
+
+namespace model {
+
+using nlohmann::json;
+
+namespace {
+
+// Limits well above any real model, low enough that sizes computed from them cannot overflow.
+constexpr uint64_t kMaxVocab = 1u << 24;
+constexpr uint64_t kMaxCtx = 1u << 20;
+constexpr uint64_t kMaxEmbd = 65536;
+constexpr uint64_t kMaxLayer = 1024;
+constexpr uint64_t kMaxInner = 1u << 20;
+
+// A value for a message: scalars as written, containers by kind (never dumped: they may be deep).
+std::string describe(const json& v) {
+  if (v.is_string()) return "string " + json_util::show(v.get_ref<const std::string&>(), 40);
+  if (v.is_array()) return "an array";
+  if (v.is_object()) return "an object";
+  return v.dump();
+}
+
+// One config.json, read key by key; every problem throws "<file>: <key>: <problem>".
+class Reader {
+ public:
+  Reader(const json& j, const std::string& file) : j_(j), file_(file) {}
+
+  [[noreturn]] void fail(std::string_view key, const std::string& problem) const {
+    throw std::runtime_error(file_ + ": " + std::string(key) + ": " + problem);
+  }
+
+  // The value, or nullptr where the key is absent or null (Hugging Face writes null for "unset").
+  const json* get(std::string_view key) const {
+    const auto it = j_.find(key);
+    return it == j_.end() || it->is_null() ? nullptr : &*it;
+  }
+
+  uint32_t count(std::string_view key, uint64_t max, std::optional<uint32_t> fallback = {}) const {
+    const json* v = get(key);
+    if (!v) {
+      if (fallback) return *fallback;
+      fail(key, "missing");
+    }
+    if (v->is_number_integer() && !v->is_number_unsigned())
+      fail(key, "must be at least 1, got " + v->dump());
+    if (!v->is_number_unsigned()) fail(key, "must be an integer, got " + describe(*v));
+    const uint64_t n = v->get<uint64_t>();
+    if (n == 0) fail(key, "must be at least 1, got 0");
+    if (n > max) fail(key, std::to_string(n) + " is larger than the limit " + std::to_string(max));
+    return static_cast<uint32_t>(n);
+  }
+
+  bool flag(std::string_view key, bool fallback) const {
+    const json* v = get(key);
+    if (!v) return fallback;
+    if (!v->is_boolean()) fail(key, "must be true or false, got " + describe(*v));
+    return v->get<bool>();
+  }
+
+  // A finite number > 0 that stays so as a float.
+  std::optional<float> positive(std::string_view key) const {
+    const json* v = get(key);
+    if (!v) return std::nullopt;
+    if (!v->is_number()) fail(key, "must be a number, got " + describe(*v));
+    const double d = v->get<double>();
+    const auto f = static_cast<float>(d);
+    if (!(d > 0) || !std::isfinite(f) || !(f > 0))
+      fail(key, "must be a finite number > 0 (as a float), got " + v->dump());
+    return f;
+  }
+
+  std::optional<std::string> text(std::string_view key) const {
+    const json* v = get(key);
+    if (!v) return std::nullopt;
+    if (!v->is_string()) fail(key, "must be a string, got " + describe(*v));
+    return v->get<std::string>();
+  }
+
+  // One of the names in `choices` (pairs of name, value); `fallback` when absent.
+  template <class T>
+  T choice(std::string_view key, T fallback,
+           std::initializer_list<std::pair<const char*, T>> choices) const {
+    const auto s = text(key);
+    if (!s) return fallback;
+    std::string names;
+    for (const auto& [name, value] : choices) {
+      if (*s == name) return value;
+      names += (names.empty() ? "" : ", ") + std::string(name);
+    }
+    fail(key, "unknown value " + json_util::show(*s, 40) + " (expected one of: " + names + ")");
+  }
+
+ private:
+  const json& j_;
+  const std::string& file_;
+};
+
+// The code points of valid UTF-8 text (nlohmann has validated it), each as its bytes.
+std::vector<std::string> split_utf8(const std::string& s) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < s.size();) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    const size_t n = b < 0x80 ? 1 : b < 0xe0 ? 2 : b < 0xf0 ? 3 : 4;
+    out.push_back(s.substr(i, n));  // substr clamps at the end: never reads past it
+    i += n;
+  }
+  return out;
+}
+
+TokenizerSpec read_tokenizer(const Reader& r, uint32_t n_vocab) {
+  TokenizerSpec spec;
+  spec.kind = r.choice("tokenizer", TokenizerKind::Gpt2,
+                       {{"gpt2", TokenizerKind::Gpt2},
+                        {"bytes", TokenizerKind::Bytes},
+                        {"chars", TokenizerKind::Chars}});
+  const json* chars = r.get("chars");
+  if (spec.kind != TokenizerKind::Chars) {
+    if (chars) r.fail("chars", "given, but \"tokenizer\" is not \"chars\"");
+    if (spec.kind == TokenizerKind::Bytes && n_vocab != 256)
+      r.fail("vocab_size", std::to_string(n_vocab) + " but the bytes tokenizer has 256 tokens");
+    return spec;
+  }
+  if (!chars) r.fail("chars", "missing (the \"chars\" tokenizer needs its character list)");
+  if (chars->is_string()) {
+    spec.chars = split_utf8(chars->get<std::string>());
+  } else if (chars->is_array()) {
+    for (const json& c : *chars) {
+      if (!c.is_string() || split_utf8(c.get<std::string>()).size() != 1)
+        r.fail("chars", "element " + std::to_string(spec.chars.size()) +
+                            " is not a one-character string: " + describe(c));
+      spec.chars.push_back(c.get<std::string>());
+    }
+  } else {
+    r.fail("chars",
+           "must be a string or an array of one-character strings, got " + describe(*chars));
+  }
+  std::set<std::string> seen;
+  for (const std::string& c : spec.chars)
+    if (!seen.insert(c).second) r.fail("chars", "character " + json_util::show(c) + " repeats");
+  if (spec.chars.size() != n_vocab)
+    r.fail("vocab_size", std::to_string(n_vocab) + " but \"chars\" lists " +
+                             std::to_string(spec.chars.size()) + " characters");
+  return spec;
+}
+
+void read_variants(const Reader& r, Config& c) {
+  c.pre_norm = r.choice("norm_position", true, {{"pre", true}, {"post", false}});
+  c.final_norm = r.flag("final_norm", true);
+  c.positions = r.choice("position_embedding", model::PositionKind::Learned,
+                         {{"learned", model::PositionKind::Learned},
+                          {"sinusoidal", model::PositionKind::Sinusoidal},
+                          {"none", model::PositionKind::None}});
+  c.attention_bias = r.flag("attention_bias", true);
+  c.mlp_bias = r.flag("mlp_bias", true);
+  c.causal = r.flag("causal", true);
+  c.layer_norm = r.choice("layer_norm_formula", model::LayerNormKind::Standard,
+                          {{"standard", model::LayerNormKind::Standard},
+                           {"std_plus_eps", model::LayerNormKind::StdPlusEps}});
+  if (c.layer_norm == model::LayerNormKind::StdPlusEps && c.n_embd < 2)
+    r.fail("layer_norm_formula", "std_plus_eps (unbiased std) needs n_embd >= 2");
+  c.attention_only = r.flag("attention_only", false);
+  // Hugging Face's scale_attn_weights=false means no scaling at all: scale 1.
+  const bool scaled = r.flag("scale_attn_weights", true);
+  const auto scale = r.positive("attention_scale");
+  if (scale && !scaled && *scale != 1.0f)
+    r.fail("attention_scale", "conflicts with scale_attn_weights false (which means scale 1)");
+  c.attention_scale = scale ? *scale : scaled ? 0.0f : 1.0f;
+  if (r.flag("scale_attn_by_inverse_layer_idx", false))
+    r.fail("scale_attn_by_inverse_layer_idx", "true is not supported");
+}
+
+}  // namespace
+
+Config parse_config(std::string_view json_text, const std::string& file) {
+  const json j = json_util::parse(json_text, file);
+  if (!j.is_object())
+    throw std::runtime_error(file + ": a JSON " + j.type_name() + ", not an object");
+  const Reader r(j, file);
+  if (const auto type = r.text("model_type"); type && *type != "gpt2")
+    r.fail("model_type", json_util::show(*type, 40) + " is not supported (only gpt2)");
+
+  Config c;
+  c.n_vocab = r.count("vocab_size", kMaxVocab);
+  // Hugging Face reads n_positions; n_ctx is its older name, used only when n_positions is absent.
+  c.n_ctx = r.get("n_positions") ? r.count("n_positions", kMaxCtx) : r.count("n_ctx", kMaxCtx);
+  c.n_embd = r.count("n_embd", kMaxEmbd);
+  c.n_layer = r.count("n_layer", kMaxLayer);
+  c.n_head = r.count("n_head", kMaxEmbd);
+  if (c.n_embd % c.n_head != 0)
+    r.fail("n_head", "n_embd " + std::to_string(c.n_embd) + " is not divisible by n_head " +
+                         std::to_string(c.n_head));
+  c.n_inner = r.count("n_inner", kMaxInner, 4 * c.n_embd);
+  c.layer_norm_epsilon = r.positive("layer_norm_epsilon").value_or(1e-5f);
+  c.activation = r.choice("activation_function", model::Activation::GeluTanh,
+                          {{"gelu_new", model::Activation::GeluTanh},
+                           {"gelu_pytorch_tanh", model::Activation::GeluTanh},
+                           {"gelu", model::Activation::GeluErf},
+                           {"relu", model::Activation::Relu}});
+  c.tie_word_embeddings = r.flag("tie_word_embeddings", true);
+  if (const json* eos = r.get("eos_token_id")) {
+    if (!eos->is_number_integer())
+      r.fail("eos_token_id", "must be an integer, got " + describe(*eos));
+    if (!eos->is_number_unsigned() || eos->get<uint64_t>() >= c.n_vocab)
+      r.fail("eos_token_id",
+             eos->dump() + " is not a token id (vocab_size " + std::to_string(c.n_vocab) + ")");
+    c.eos_token_id = static_cast<int32_t>(eos->get<uint64_t>());
+  }
+  read_variants(r, c);
+  c.tokenizer = read_tokenizer(r, c.n_vocab);
+  return c;
+}
+
+Config load_config(const std::filesystem::path& file) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(file, ec))
+    throw std::runtime_error(file.string() + ": no such file");
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw std::runtime_error(file.string() + ": cannot read");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return parse_config(s.str(), file.string());
+}
+
+namespace {
+
+// The shortest decimal that reads back as the same float ("1e-05", not 9.99999974737875e-06).
+json float_json(float f) {
+  char buf[32];
+  const auto end = std::to_chars(buf, buf + sizeof buf, f).ptr;
+  double d = 0;
+  std::from_chars(buf, end, d);
+  return d;
+}
+
+const char* activation_name(model::Activation a) {
+  switch (a) {
+    case model::Activation::GeluTanh:
+      return "gelu_new";
+    case model::Activation::GeluErf:
+      return "gelu";
+    case model::Activation::Relu:
+      return "relu";
+    case model::Activation::None:
+      break;
+  }
+  throw std::invalid_argument("config_json: the MLP needs an activation, not None");
+}
+
+const char* position_name(model::PositionKind p) {
+  return p == model::PositionKind::Learned      ? "learned"
+         : p == model::PositionKind::Sinusoidal ? "sinusoidal"
+                                              : "none";
+}
+
+const char* tokenizer_name(TokenizerKind k) {
+  return k == TokenizerKind::Gpt2 ? "gpt2" : k == TokenizerKind::Bytes ? "bytes" : "chars";
+}
+
+}  // namespace
+
+std::string config_json(const Config& c) {
+  nlohmann::ordered_json j;
+  j["model_type"] = "gpt2";
+  j["architectures"] = {"GPT2LMHeadModel"};
+  j["vocab_size"] = c.n_vocab;
+  j["n_positions"] = c.n_ctx;
+  j["n_ctx"] = c.n_ctx;
+  j["n_embd"] = c.n_embd;
+  j["n_layer"] = c.n_layer;
+  j["n_head"] = c.n_head;
+  j["n_inner"] = c.n_inner;
+  j["layer_norm_epsilon"] = float_json(c.layer_norm_epsilon);
+  j["activation_function"] = activation_name(c.activation);
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  if (c.eos_token_id) j["eos_token_id"] = *c.eos_token_id;
+  j["norm_position"] = c.pre_norm ? "pre" : "post";
+  j["final_norm"] = c.final_norm;
+  j["position_embedding"] = position_name(c.positions);
+  j["attention_bias"] = c.attention_bias;
+  j["mlp_bias"] = c.mlp_bias;
+  j["causal"] = c.causal;
+  j["layer_norm_formula"] =
+      c.layer_norm == model::LayerNormKind::Standard ? "standard" : "std_plus_eps";
+  j["attention_only"] = c.attention_only;
+  if (c.attention_scale != 0) j["attention_scale"] = float_json(c.attention_scale);
+  j["tokenizer"] = tokenizer_name(c.tokenizer.kind);
+  if (c.tokenizer.kind == TokenizerKind::Chars) j["chars"] = c.tokenizer.chars;
+  return j.dump(2) + "\n";
+}
+
+Config gpt2_config(uint32_t n_embd, uint32_t n_layer, uint32_t n_head) {
+  Config c;
+  c.n_vocab = 50257;
+  c.n_ctx = 1024;
+  c.n_embd = n_embd;
+  c.n_layer = n_layer;
+  c.n_head = n_head;
+  c.n_inner = 4 * n_embd;
+  c.eos_token_id = 50256;
+  return c;
+}
+
+}  // namespace model

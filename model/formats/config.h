@@ -1,0 +1,72 @@
+// A model's hyper-parameters and block variant, read from the Hugging Face config.json of its
+// folder. Keys are Hugging Face's GPT-2 keys where one exists; the variants GPT-2 does not have
+// use plain keys of our own (documented in README.md, "config.json keys").
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/ops/types.h"
+
+
+namespace model {
+
+enum class TokenizerKind {
+  Gpt2,   // byte-level BPE from vocab.json + merges.txt in the model's folder ("gpt2", default)
+  Bytes,  // raw UTF-8 bytes, id = byte value, vocab 256 ("bytes")
+  Chars,  // one token per character of a list given in config.json ("chars")
+};
+
+struct TokenizerSpec {
+  TokenizerKind kind = TokenizerKind::Gpt2;
+  std::vector<std::string> chars;  // Chars: token i is the UTF-8 character chars[i]
+  bool operator==(const TokenizerSpec&) const = default;
+};
+
+struct Config {
+  uint32_t n_vocab = 0;   // vocab_size
+  uint32_t n_ctx = 0;     // n_positions (or n_ctx): the longest sequence
+  uint32_t n_embd = 0;    // C
+  uint32_t n_layer = 0;
+  uint32_t n_head = 0;    // H; n_embd % n_head == 0
+  uint32_t n_inner = 0;   // MLP width; n_inner, default 4 * n_embd
+  float layer_norm_epsilon = 1e-5f;
+  model::Activation activation = model::Activation::GeluTanh;  // activation_function
+  bool tie_word_embeddings = true;  // head reads wte; false: a separate lm_head.weight [V, C]
+
+  // Block variants. Defaults are GPT-2's.
+  bool pre_norm = true;       // "norm_position": "pre" (GPT-2) | "post" (Add & Norm, 2017)
+  bool final_norm = true;     // "final_norm": ln_f before the head
+  model::PositionKind positions = model::PositionKind::Learned;  // "position_embedding"
+  bool attention_bias = true;  // "attention_bias": c_attn / c_proj biases
+  bool mlp_bias = true;        // "mlp_bias": c_fc / mlp.c_proj biases
+  bool causal = true;          // "causal": false = bidirectional (encoder) attention
+  model::LayerNormKind layer_norm = model::LayerNormKind::Standard;  // "layer_norm_formula"
+  bool attention_only = false;  // "attention_only": blocks without MLP and without LayerNorm
+  float attention_scale = 0;    // "attention_scale"; 0 = 1/sqrt(head_dim)
+  std::optional<int32_t> eos_token_id;  // eos_token_id (GPT-2: 50256); ends generation
+
+  TokenizerSpec tokenizer;  // "tokenizer": "gpt2" | "bytes" | "chars", with "chars"
+
+  uint32_t head_dim() const { return n_embd / n_head; }
+  bool operator==(const Config&) const = default;
+};
+
+// Parses and validates config.json text; `file` names the source in error messages.
+// Throws std::runtime_error "<file>: <key>: <problem>" for a missing, mistyped, zero, negative,
+// inconsistent or absurdly large value, or an unknown enumeration value.
+Config parse_config(std::string_view json_text, const std::string& file);
+Config load_config(const std::filesystem::path& file);
+
+// config.json text for a Config: Hugging Face's GPT-2 keys plus ours for the variants, such that
+// parse_config(config_json(c)) == c.
+std::string config_json(const Config& config);
+
+// GPT-2's block at a given size, with its vocabulary (50257, <|endoftext|> = 50256) and context
+// (1024): small is (768, 12, 12), medium (1024, 24, 16), large (1280, 36, 20), XL (1600, 48, 25).
+Config gpt2_config(uint32_t n_embd, uint32_t n_layer, uint32_t n_head);
+
+}  // namespace model

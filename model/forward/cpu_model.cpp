@@ -1,0 +1,181 @@
+// The CPU reference forward pass: graph.h over the model::cpu ops, in double accumulation.
+#include "model/forward/cpu_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "model/forward/cpu_model.h"
+#include "model/formats/checkpoint.h"
+#include "model/ops/cpu/attention.h"
+#include "model/ops/cpu/common.h"
+#include "model/ops/cpu/embedding.h"
+#include "model/ops/cpu/kv_store.h"
+#include "model/ops/cpu/layernorm.h"
+#include "model/ops/cpu/matmul.h"
+#include "model/ops/cpu/topk.h"
+#include "model/forward/graph.h"
+#include "model/forward/model.h"
+
+namespace model {
+namespace {
+
+class CpuModel;
+
+// The backend model/graph.h drives: buffers are host vectors.
+struct CpuBackend {
+  CpuModel& m;
+  float* buf(Buf b);
+  void embed(uint32_t T, uint32_t pos);
+  void layernorm(Buf out, Buf in, const Norm<const float*>& n, uint32_t T);
+  void linear(Buf out, Buf in, const Linear<const float*>& l, const Epilogue& e, uint32_t T,
+              uint32_t in_row);
+  void norm_linear(Buf out, Buf in, const Norm<const float*>& n, const Linear<const float*>& l,
+                   const Epilogue& e, uint32_t T, uint32_t in_row);
+  void attention_store(uint32_t layer, uint32_t T, uint32_t pos);
+  void argmax_head(Buf in, const Linear<const float*>& l, uint32_t row);
+  void tap(uint32_t layer, uint32_t T);
+};
+
+class CpuModel final : public Model {
+ public:
+  CpuModel(const Checkpoint& ckpt, Precision precision) : config_(ckpt.config()), precision_(precision) {
+    const Config& c = config_;
+    // Matrices rounded to fp16 as the GPU stores them; vectors (LayerNorm, biases) stay fp32.
+    for (const ExpectedTensor& e : expected_tensors(c)) {
+      const TensorView& t = ckpt.tensor(e.name);
+      std::vector<float> v = to_f32(t);
+      const bool f16 = precision == Precision::F16 && e.shape.size() == 2;
+      if (f16)
+        for (float& x : v) x = cpu::round_to_half(x);
+      uint64_t bad = 0;
+      for (float x : v) bad += !std::isfinite(x);
+      warn_nonfinite(ckpt, e.name, bad, v.size(),
+                     f16 && t.dtype != TensorDType::F16 ? "f16" : nullptr);
+      tensors_[e.name] = std::move(v);
+    }
+    weights_ = map_weights<const float*>(c, [&](const std::string& name) -> const float* {
+      auto it = tensors_.find(name);
+      return it == tensors_.end() ? nullptr : it->second.data();
+    });
+    const size_t C = c.n_embd, T = c.n_ctx;
+    k_cache_.assign(c.n_layer, std::vector<float>(T * C));
+    v_cache_.assign(c.n_layer, std::vector<float>(T * C));
+  }
+
+  const Config& config() const override { return config_; }
+  std::string device_name() const override { return "CPU reference"; }
+  Precision precision() const override { return precision_; }
+
+ protected:
+  void run(std::span<const int32_t> ids, bool all_rows, uint32_t k, std::vector<float>& logits,
+           std::vector<int32_t>& top_ids) override {
+    const Config& c = config_;
+    const size_t T = ids.size(), C = c.n_embd, V = c.n_vocab;
+    ids_.assign(ids.begin(), ids.end());
+    x_.assign(T * C, 0);
+    h_.assign(T * C, 0);
+    att_.assign(T * C, 0);
+    qkv_.assign(T * 3 * C, 0);
+    fc_.assign(T * c.n_inner, 0);
+    logits_.assign((all_rows ? T : 1) * V, 0);
+    if (taps_on_) taps_.assign(c.n_layer, {});
+    CpuBackend b{*this};
+    // Greedy decoding takes the argmax head, as the GPU's CPU kernel set does.
+    const Head head = all_rows ? Head::AllRows : k == 1 ? Head::LastArgmax : Head::LastRow;
+    forward(b, c, weights_, static_cast<uint32_t>(T), length(), head);
+    if (head == Head::LastArgmax) {
+      top_ids.assign(1, argmax_);
+      logits = logits_;
+      return;
+    }
+    if (all_rows || k == 0) {
+      logits = logits_;
+      return;
+    }
+    top_ids.resize(k);
+    logits.resize(k);
+    cpu::topk(top_ids.data(), logits.data(), logits_.data(), V, k);
+  }
+
+ private:
+  friend struct CpuBackend;
+  Config config_;
+  Precision precision_;
+  std::map<std::string, std::vector<float>> tensors_;
+  ModelWeights<const float*> weights_;
+  std::vector<std::vector<float>> k_cache_, v_cache_;  // [layer][n_ctx, C]
+  std::vector<int32_t> ids_;
+  std::vector<float> x_, h_, qkv_, att_, fc_, logits_;
+  int32_t argmax_ = -1;  // argmax_head's id
+};
+
+float* CpuBackend::buf(Buf b) {
+  switch (b) {
+    case Buf::X: return m.x_.data();
+    case Buf::H: return m.h_.data();
+    case Buf::QKV: return m.qkv_.data();
+    case Buf::ATT: return m.att_.data();
+    case Buf::FC: return m.fc_.data();
+    case Buf::LOGITS: return m.logits_.data();
+  }
+  return nullptr;
+}
+
+void CpuBackend::embed(uint32_t T, uint32_t pos) {
+  const Config& c = m.config_;
+  cpu::embedding(m.x_.data(), m.ids_.data(), m.weights_.wte, m.weights_.wpe, T, c.n_embd,
+                 c.n_vocab, c.n_ctx, pos, c.positions);
+}
+
+void CpuBackend::layernorm(Buf out, Buf in, const Norm<const float*>& n, uint32_t T) {
+  const Config& c = m.config_;
+  cpu::layernorm(buf(out), buf(in), n.gamma, n.beta, T, c.n_embd, c.layer_norm_epsilon,
+                 c.layer_norm);
+}
+
+void CpuBackend::linear(Buf out, Buf in, const Linear<const float*>& l, const Epilogue& e,
+                        uint32_t T, uint32_t in_row) {
+  cpu::matmul(buf(out), buf(in) + size_t(in_row) * l.K, l.w, l.b,
+              e.residual ? buf(*e.residual) : nullptr, T, l.K, l.N, l.layout, e.act);
+}
+
+// Unfused: the LayerNorm's output goes through H.
+void CpuBackend::norm_linear(Buf out, Buf in, const Norm<const float*>& n,
+                             const Linear<const float*>& l, const Epilogue& e, uint32_t T,
+                             uint32_t in_row) {
+  layernorm(Buf::H, in, n, in_row + T);
+  linear(out, Buf::H, l, e, T, in_row);
+}
+
+// Unfused: the row's logits, then their best id (kept as the one logit and id of the pass).
+void CpuBackend::argmax_head(Buf in, const Linear<const float*>& l, uint32_t row) {
+  linear(Buf::LOGITS, in, l, {}, 1, row);
+  int32_t id = 0;
+  float value = 0;
+  cpu::topk(&id, &value, m.logits_.data(), l.N, 1);
+  m.logits_.assign(1, value);
+  m.argmax_ = id;
+}
+
+void CpuBackend::attention_store(uint32_t layer, uint32_t T, uint32_t pos) {
+  const Config& c = m.config_;
+  const size_t C = c.n_embd;
+  float* kc = m.k_cache_[layer].data();
+  float* vc = m.v_cache_[layer].data();
+  cpu::kv_store(kc, vc, m.qkv_.data(), T, C, pos);
+  cpu::attention(m.att_.data(), m.qkv_.data(), 3 * C, kc, vc, T, pos + T, C, c.n_head,
+                 {c.causal, c.attention_scale});
+}
+
+void CpuBackend::tap(uint32_t layer, uint32_t T) {
+  if (m.taps_on_) m.taps_[layer].assign(m.x_.begin(), m.x_.begin() + size_t(T) * m.config_.n_embd);
+}
+
+}  // namespace
+
+std::unique_ptr<Model> make_cpu_model(const Checkpoint& checkpoint, Precision precision) {
+  return std::make_unique<CpuModel>(checkpoint, precision);
+}
+
+}  // namespace model

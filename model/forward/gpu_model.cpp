@@ -1,0 +1,383 @@
+// The GPU forward pass: model/graph.h recorded through the gpu:: ops into one command buffer.
+#include "model/forward/gpu_model.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "model/formats/checkpoint.h"
+#include "model/ops/gpu/activation.h"
+#include "model/ops/gpu/attention.h"
+#include "model/ops/gpu/common.h"
+#include "model/ops/gpu/embedding.h"
+#include "model/ops/gpu/layernorm.h"
+#include "model/ops/gpu/matmul.h"
+#include "model/ops/gpu/topk.h"
+#include "model/forward/graph.h"
+#include "model/forward/packer.h"
+#include "vk/check.h"
+
+namespace model {
+namespace {
+
+class GpuModel;
+
+using GpuLinear = Linear<const gpu::Weight*>;
+using GpuNorm = Norm<const gpu::Weight*>;
+
+// The backend graph.h drives: each step records its ops into the model's one command buffer.
+struct GpuBackend {
+  GpuModel& m;
+  const vk::BufferSpan& buf(Buf b) const;
+  void embed(uint32_t T, uint32_t pos);
+  void layernorm(Buf out, Buf in, const GpuNorm& n, uint32_t T);
+  void linear(Buf out, Buf in, const GpuLinear& l, const Epilogue& e, uint32_t T, uint32_t in_row,
+              const gpu::MatmulNorm* norm = nullptr);
+  void norm_linear(Buf out, Buf in, const GpuNorm& n, const GpuLinear& l, const Epilogue& e,
+                   uint32_t T, uint32_t in_row);
+  void attention_store(uint32_t layer, uint32_t T, uint32_t pos);
+  void argmax_head(Buf in, const GpuLinear& l, uint32_t row);
+  void tap(uint32_t layer, uint32_t T);
+};
+
+class GpuModel final : public Model {
+ public:
+  GpuModel(const Checkpoint& ckpt, const vk::Device& device, const GpuModelOptions& o)
+      : config_(ckpt.config()),
+        device_(device),
+        precision_(o.precision),
+        split_layers_(o.split_layers),
+        kernels_(device.kernels()),
+        policy_(gpu::kernel_policy(device)),
+        weights_(device, "weights"),
+        state_(device, "activations"),
+        io_(device, "io"),
+        rec_(device, o.timestamps) {
+    upload_weights(ckpt, o.on_upload);
+    plan_state();
+  }
+
+  const Config& config() const override { return config_; }
+  // "llvmpipe (...), cpu kernels": the device and the kernel set it runs.
+  std::string device_name() const override {
+    return device_.caps().name + ", " + vk::kernel_set_name(policy_.set) + " kernels";
+  }
+  Precision precision() const override { return precision_; }
+  const vk::RecorderStats& stats() const { return stats_; }
+  std::vector<vk::DispatchTime> timings() const { return rec_.timings(); }
+  const gpu::KernelPolicy& policy() const { return policy_; }
+
+ protected:
+  void run(std::span<const int32_t> ids, bool all_rows, uint32_t k, std::vector<float>& logits,
+           std::vector<int32_t>& top_ids) override;
+
+ private:
+  friend struct GpuBackend;
+  WeightLayout matrix_layout(const ExpectedTensor& e, DType dtype, WeightLayout& from) const;
+  void upload_weights(const Checkpoint& ckpt, const UploadProgress& on_upload);
+  void plan_state();
+  void ensure_logits(uint32_t rows);
+  void ensure_taps();
+
+  Config config_;
+  const vk::Device& device_;
+  Precision precision_;
+  uint32_t split_layers_;  // blocks per submission; 0 = the whole pass in one
+  vk::Kernels& kernels_;  // the device's, shared with its other models
+  gpu::KernelPolicy policy_;  // the device's
+  vk::RecorderStats stats_;
+
+  Packer weights_;
+  std::map<std::string, gpu::Weight> tensors_;
+  ModelWeights<const gpu::Weight*> w_;
+
+  Packer state_;  // activations and the KV cache
+  size_t x_, h_, qkv_, att_, fc_;
+  std::vector<size_t> k_cache_, v_cache_;
+  Packer io_;     // host-visible: ids in, best candidates out
+  size_t ids_, top_ids_, top_values_, scratch_;
+  size_t partials_;  // greedy decoding: the head's argmax partials (gpu::matmul_argmax)
+
+  std::unique_ptr<vk::Arena> logits_arena_;  // [rows, V], grown when more rows are asked for
+  vk::BufferSpan logits_;
+  uint32_t logit_rows_ = 0;
+  std::unique_ptr<vk::Arena> taps_arena_;
+  std::vector<vk::BufferSpan> tap_spans_;  // [layer][n_ctx, C]
+  // Last: destroyed first, so a pending submission settles before the memory it uses is freed.
+  vk::Recorder rec_;
+};
+
+// A matrix's K (inputs) and N (outputs), given the layout the checkpoint stores it in.
+uint32_t matrix_k(const ExpectedTensor& e, WeightLayout from) {
+  return static_cast<uint32_t>(from == WeightLayout::NK ? e.shape[1] : e.shape[0]);
+}
+uint32_t matrix_n(const ExpectedTensor& e, WeightLayout from) {
+  return static_cast<uint32_t>(from == WeightLayout::NK ? e.shape[0] : e.shape[1]);
+}
+
+// The layout a matrix is stored in: where the kernel policy interleaves, every matrix the matmul
+// reads, the tied wte included (embedding reads it there); otherwise as the checkpoint has it. Returns KN, NK or Interleaved; `from` gets the
+// checkpoint's own layout.
+WeightLayout GpuModel::matrix_layout(const ExpectedTensor& e, DType dtype,
+                                          WeightLayout& from) const {
+  const bool rows_out = e.name == "wte.weight" || e.name == "lm_head.weight";
+  from = rows_out ? WeightLayout::NK : WeightLayout::KN;
+  const bool matmul_reads = e.name != "wpe.weight" &&
+                            (e.name != "wte.weight" || config_.tie_word_embeddings);
+  const vk::DeviceCaps& caps = device_.caps();
+  const uint32_t K = matrix_k(e, from);
+  const bool fast = policy_.interleaved_weights &&
+                    gpu::matmul_interleaved_supported(caps, dtype, K) &&
+                    caps.texel_buffer_alignment <= weights_.alignment() &&
+                    caps.texel_buffer_alignment <= state_.alignment();
+  return matmul_reads && fast ? WeightLayout::Interleaved : from;
+}
+
+void GpuModel::upload_weights(const Checkpoint& ckpt, const UploadProgress& on_upload) {
+  const std::vector<ExpectedTensor> expected = expected_tensors(config_);
+  struct Plan {
+    size_t handle;
+    DType dtype;
+    WeightLayout layout, from;
+  };
+  std::vector<Plan> plans;
+  uint64_t total = 0;
+  for (const ExpectedTensor& e : expected) {
+    // Matrices take the chosen precision; LayerNorm parameters and biases stay fp32.
+    const bool matrix = e.shape.size() == 2;
+    Plan p{0, matrix && precision_ == Precision::F16 ? DType::F16 : DType::F32,
+           WeightLayout::KN, WeightLayout::KN};
+    if (matrix) p.layout = matrix_layout(e, p.dtype, p.from);
+    const uint64_t n = ckpt.tensor(e.name).elements();
+    const uint64_t bytes = p.layout == WeightLayout::Interleaved
+                               ? gpu::interleaved_bytes(p.dtype, matrix_k(e, p.from), matrix_n(e, p.from))
+                               : vk::align_up(n * dtype_bytes(p.dtype), 4);  // whole fp16 pairs
+    p.handle = weights_.add(bytes);
+    plans.push_back(p);
+    total += bytes;
+  }
+  weights_.allocate(vk::MemoryKind::Device);
+
+  uint64_t done = 0;
+  std::vector<uint8_t> host, plain;
+  for (size_t i = 0; i < expected.size(); i++) {
+    const ExpectedTensor& e = expected[i];
+    const TensorView& src = ckpt.tensor(e.name);
+    const vk::BufferSpan& dst = weights_.span(plans[i].handle);
+    const uint64_t n = src.elements();
+    const bool interleaved = plans[i].layout == WeightLayout::Interleaved;
+    // Convert straight into mapped memory where the device has it (UMA), else via a host copy;
+    // an interleaved matrix is converted first, then repacked.
+    uint8_t* out = dst.mapped;
+    if (!out) {
+      host.assign(dst.size, 0);
+      out = host.data();
+    }
+    uint8_t* converted = out;
+    if (interleaved) {
+      plain.resize(n * dtype_bytes(plans[i].dtype));
+      converted = plain.data();
+    }
+    const bool f16 = plans[i].dtype == DType::F16;
+    const uint64_t bad = f16 ? to_f16(src, reinterpret_cast<uint16_t*>(converted), 0, n)
+                             : to_f32(src, reinterpret_cast<float*>(converted), 0, n);
+    warn_nonfinite(ckpt, e.name, bad, n, f16 && src.dtype != TensorDType::F16 ? "f16" : nullptr);
+    if (interleaved)
+      gpu::interleave(out, converted, plans[i].from, plans[i].dtype, matrix_k(e, plans[i].from),
+                      matrix_n(e, plans[i].from));
+    if (!dst.mapped) vk::upload(device_, dst, host.data(), dst.size);
+    done += dst.size;
+    if (on_upload) on_upload(done, total);
+    tensors_[e.name] = gpu::Weight{dst, plans[i].dtype, plans[i].layout};
+  }
+  w_ = map_weights<const gpu::Weight*>(config_, [&](const std::string& name) -> const gpu::Weight* {
+    auto it = tensors_.find(name);
+    return it == tensors_.end() ? nullptr : &it->second;
+  });
+}
+
+void GpuModel::plan_state() {
+  const Config& c = config_;
+  const uint64_t T = c.n_ctx, C = c.n_embd, f = 4;
+  x_ = state_.add(T * C * f);
+  h_ = state_.add(T * C * f);
+  att_ = state_.add(T * C * f);
+  qkv_ = state_.add(T * 3 * C * f);
+  fc_ = state_.add(T * c.n_inner * f);
+  for (uint32_t i = 0; i < c.n_layer; i++) {
+    k_cache_.push_back(state_.add(T * C * f));
+    v_cache_.push_back(state_.add(T * C * f));
+  }
+  state_.allocate(vk::MemoryKind::Device);
+
+  const uint32_t k = std::min(Model::kMaxCandidates, c.n_vocab);
+  ids_ = io_.add(T * 4);
+  top_ids_ = io_.add(k * 4);
+  top_values_ = io_.add(k * 4);
+  scratch_ = io_.add(std::max<uint64_t>(4, gpu::topk_scratch_bytes(device_, c.n_vocab, k)));
+  partials_ = io_.add(uint64_t{2} * gpu::matmul_argmax_partials(c.n_vocab) * 4);
+  io_.allocate(vk::MemoryKind::Staging);
+  ensure_logits(1);
+}
+
+// The logits buffer holds the most rows asked for so far: one for generation, T for logits().
+void GpuModel::ensure_logits(uint32_t rows) {
+  if (rows <= logit_rows_) return;
+  const uint64_t bytes = uint64_t(rows) * config_.n_vocab * 4;
+  logits_arena_.reset();
+  logits_arena_ = std::make_unique<vk::Arena>(device_, bytes, vk::MemoryKind::Device, "logits");
+  logits_ = logits_arena_->alloc(bytes);
+  logit_rows_ = rows;
+}
+
+void GpuModel::ensure_taps() {
+  if (taps_arena_) return;
+  const Config& c = config_;
+  const uint64_t align = std::max<uint64_t>(16, device_.caps().storage_buffer_alignment);
+  const uint64_t each = vk::align_up(uint64_t(c.n_ctx) * c.n_embd * 4, align);
+  taps_arena_ = std::make_unique<vk::Arena>(device_, each * c.n_layer, vk::MemoryKind::Device, "taps");
+  for (uint32_t i = 0; i < c.n_layer; i++) tap_spans_.push_back(taps_arena_->alloc(each));
+}
+
+void GpuModel::run(std::span<const int32_t> ids, bool all_rows, uint32_t k,
+                   std::vector<float>& logits, std::vector<int32_t>& top_ids) {
+  const Config& c = config_;
+  const auto T = static_cast<uint32_t>(ids.size());
+  const uint32_t rows = all_rows ? T : 1, V = c.n_vocab;
+  ensure_logits(rows);
+  if (taps_on_ && all_rows) ensure_taps();
+  std::memcpy(io_.span(ids_).mapped, ids.data(), ids.size_bytes());
+
+  // Greedy decoding on an interleaved head finds the best logit in the head's own pass.
+  const bool argmax = !all_rows && k == 1 &&
+                      w_.head.w->layout == WeightLayout::Interleaved && V <= (1u << 24);
+  const Head head = all_rows ? Head::AllRows : argmax ? Head::LastArgmax : Head::LastRow;
+  rec_.begin();
+  GpuBackend b{*this};
+  forward(b, c, w_, T, length(), head);
+  const bool best_k = head == Head::LastRow && k > 0;
+  if (best_k)
+    gpu::topk(kernels_, rec_, io_.span(top_ids_), io_.span(top_values_), logits_,
+              io_.span(scratch_), V, k);
+  rec_.end();
+  rec_.submit();
+  rec_.wait();
+  stats_ = rec_.stats();
+
+  if (argmax) {
+    const auto [id, value] = gpu::argmax_of_partials(
+        reinterpret_cast<const float*>(io_.span(partials_).mapped), gpu::matmul_argmax_partials(V));
+    if (id < 0) throw vk::Error("every logit is NaN: the model's weights or activations are broken");
+    top_ids.assign(1, id);
+    logits.assign(1, value);
+  } else if (best_k) {
+    top_ids.resize(k);
+    logits.resize(k);
+    std::memcpy(top_ids.data(), io_.span(top_ids_).mapped, k * 4);
+    std::memcpy(logits.data(), io_.span(top_values_).mapped, k * 4);
+  } else {
+    logits.resize(size_t(rows) * V);
+    vk::download(device_, logits.data(), logits_, logits.size() * 4);
+  }
+  if (taps_on_ && all_rows) {
+    taps_.assign(c.n_layer, std::vector<float>(size_t(T) * c.n_embd));
+    for (uint32_t i = 0; i < c.n_layer; i++)
+      vk::download(device_, taps_[i].data(), tap_spans_[i], taps_[i].size() * 4);
+  }
+}
+
+const vk::BufferSpan& GpuBackend::buf(Buf b) const {
+  switch (b) {
+    case Buf::X: return m.state_.span(m.x_);
+    case Buf::H: return m.state_.span(m.h_);
+    case Buf::QKV: return m.state_.span(m.qkv_);
+    case Buf::ATT: return m.state_.span(m.att_);
+    case Buf::FC: return m.state_.span(m.fc_);
+    case Buf::LOGITS: break;
+  }
+  return m.logits_;
+}
+
+void GpuBackend::embed(uint32_t T, uint32_t pos) {
+  const Config& c = m.config_;
+  const gpu::Weight& wte = *m.w_.wte;
+  gpu::embedding(m.kernels_, m.rec_, buf(Buf::X), m.io_.span(m.ids_), wte, m.w_.wpe, T,
+                 c.n_embd, c.n_vocab, c.n_ctx, pos, c.positions,
+                 wte.layout == WeightLayout::Interleaved);
+}
+
+void GpuBackend::layernorm(Buf out, Buf in, const GpuNorm& n, uint32_t T) {
+  const Config& c = m.config_;
+  gpu::layernorm(m.kernels_, m.rec_, buf(out), buf(in), n.gamma->span, n.beta->span, T, c.n_embd,
+                 c.layer_norm_epsilon, c.layer_norm);
+}
+
+void GpuBackend::linear(Buf out, Buf in, const GpuLinear& l, const Epilogue& e, uint32_t T,
+                        uint32_t in_row, const gpu::MatmulNorm* norm) {
+  gpu::matmul(m.kernels_, m.rec_, buf(out), buf(in), *l.w, l.b ? &l.b->span : nullptr,
+              e.residual ? &buf(*e.residual) : nullptr, T, l.K, l.N,
+              {l.w->layout, e.act, gpu::MatmulKernel::Auto, in_row, norm});
+}
+
+// Fused where the policy says the dispatch it saves costs more than the reads it adds
+// (norm_linear_max_bytes): matmul_interleaved normalises each row of x as it reads it, and H is
+// never written (rows from the first only). Otherwise the LayerNorm into H, then the matmul.
+void GpuBackend::norm_linear(Buf out, Buf in, const GpuNorm& n, const GpuLinear& l,
+                             const Epilogue& e, uint32_t T, uint32_t in_row) {
+  const uint64_t w_bytes = uint64_t{l.K} * l.N * dtype_bytes(l.w->dtype);
+  if (l.w->layout == WeightLayout::Interleaved && w_bytes <= m.policy_.norm_linear_max_bytes &&
+      in_row == 0) {
+    const Config& c = m.config_;
+    const gpu::MatmulNorm norm{n.gamma->span, n.beta->span, c.layer_norm, c.layer_norm_epsilon};
+    linear(out, in, l, e, T, 0, &norm);
+    return;
+  }
+  layernorm(Buf::H, in, n, in_row + T);
+  linear(out, Buf::H, l, e, T, in_row);
+}
+
+void GpuBackend::argmax_head(Buf in, const GpuLinear& l, uint32_t row) {
+  gpu::matmul_argmax(m.kernels_, m.rec_, m.io_.span(m.partials_), buf(in), *l.w, l.K, l.N, row);
+}
+
+void GpuBackend::attention_store(uint32_t layer, uint32_t T, uint32_t pos) {
+  const Config& c = m.config_;
+  const vk::BufferSpan& kc = m.state_.span(m.k_cache_[layer]);
+  const vk::BufferSpan& vc = m.state_.span(m.v_cache_[layer]);
+  gpu::AttentionOptions o;
+  o.causal = c.causal;
+  o.scale = c.attention_scale;
+  gpu::attention_store(m.kernels_, m.rec_, buf(Buf::ATT), kc, vc, buf(Buf::QKV), T, pos, c.n_embd,
+                       c.n_head, o);
+}
+
+void GpuBackend::tap(uint32_t layer, uint32_t T) {
+  if (m.taps_on_ && m.taps_arena_)
+    gpu::activation(m.kernels_, m.rec_, m.tap_spans_[layer], buf(Buf::X), T * m.config_.n_embd,
+                    Activation::None);
+  // The end of a block: with split_layers, the end of a submission too (not after the last
+  // block, whose submission runs the head).
+  const uint32_t n = m.split_layers_;
+  if (n && (layer + 1) % n == 0 && layer + 1 < m.config_.n_layer) m.rec_.flush();
+}
+
+}  // namespace
+
+std::unique_ptr<Model> make_gpu_model(const Checkpoint& checkpoint, const vk::Device& device,
+                                      const GpuModelOptions& options) {
+  return std::make_unique<GpuModel>(checkpoint, device, options);
+}
+
+const vk::RecorderStats& gpu_stats(const Model& model) {
+  return dynamic_cast<const GpuModel&>(model).stats();
+}
+
+std::vector<vk::DispatchTime> gpu_timings(const Model& model) {
+  return dynamic_cast<const GpuModel&>(model).timings();
+}
+
+std::string gpu_kernels(const Model& model) {
+  return dynamic_cast<const GpuModel&>(model).policy().describe();
+}
+
+}  // namespace model

@@ -1,0 +1,59 @@
+#include "model/forward/model.h"
+
+#include <stdexcept>
+
+#include "model/formats/checkpoint.h"
+
+namespace model {
+
+const char* precision_name(Precision p) { return p == Precision::F16 ? "f16" : "f32"; }
+
+Precision parse_precision(const std::string& name) {
+  if (name == "f16") return Precision::F16;
+  if (name == "f32") return Precision::F32;
+  throw std::runtime_error("unknown precision '" + name + "' (expected f16 or f32)");
+}
+
+void Model::warn_nonfinite(const Checkpoint& ckpt, const std::string& tensor, uint64_t bad,
+                           uint64_t total, const char* as) {
+  if (bad == 0) return;
+  warnings_.push_back((ckpt.dir() / "model.safetensors").string() + ": " + tensor + ": " +
+                      std::to_string(bad) + " of " + std::to_string(total) +
+                      " values are NaN or infinite" + (as ? std::string(" as ") + as : ""));
+}
+
+void Model::check(std::span<const int32_t> ids) const {
+  const Config& c = config();
+  if (ids.empty()) throw std::runtime_error("no tokens to run");
+  if (length_ + ids.size() > c.n_ctx)
+    throw std::runtime_error(std::to_string(length_ + ids.size()) +
+                             " tokens would pass the model's context of " +
+                             std::to_string(c.n_ctx));
+  for (size_t t = 0; t < ids.size(); t++)
+    if (ids[t] < 0 || static_cast<uint32_t>(ids[t]) >= c.n_vocab)
+      throw std::runtime_error("token id " + std::to_string(ids[t]) + " at position " +
+                               std::to_string(length_ + t) + " is outside the vocabulary [0, " +
+                               std::to_string(c.n_vocab) + ")");
+}
+
+std::vector<float> Model::logits(std::span<const int32_t> ids) {
+  check(ids);
+  std::vector<float> out;
+  std::vector<int32_t> unused;
+  run(ids, true, 0, out, unused);
+  length_ += static_cast<uint32_t>(ids.size());
+  return out;
+}
+
+Candidates Model::next(std::span<const int32_t> ids, uint32_t k) {
+  check(ids);
+  if (k > kMaxCandidates || k > config().n_vocab)
+    throw std::runtime_error("asked for " + std::to_string(k) + " candidates; at most " +
+                             std::to_string(kMaxCandidates) + " and the vocabulary size");
+  Candidates c;
+  run(ids, false, k, c.logits, c.ids);
+  length_ += static_cast<uint32_t>(ids.size());
+  return c;
+}
+
+}  // namespace model

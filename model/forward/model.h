@@ -1,0 +1,73 @@
+// A model ready to run: the CPU reference or a GPU, behind one interface, so the commands and
+// the tests drive either the same way. Each keeps a KV cache of the tokens it has seen.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/formats/config.h"
+
+namespace model {
+
+class Checkpoint;
+
+enum class Precision { F32, F16 };  // how weight matrices are stored; activations are fp32
+const char* precision_name(Precision p);
+Precision parse_precision(const std::string& name);  // "f32" | "f16"; throws otherwise
+
+// The k largest logits of one position, best first (ties to the lower id); with k == 0, all V
+// logits in id order and no ids.
+struct Candidates {
+  std::vector<int32_t> ids;
+  std::vector<float> logits;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const Config& config() const = 0;
+  virtual std::string device_name() const = 0;
+  virtual Precision precision() const = 0;
+
+  uint32_t length() const { return length_; }  // tokens in the cache
+  void reset() { length_ = 0; }
+
+  // Runs ids at positions [length(), length() + n) and appends them to the cache. Throws when
+  // they would pass n_ctx or an id is outside the vocabulary.
+  // All n positions' logits, [n, V] row-major:
+  std::vector<float> logits(std::span<const int32_t> ids);
+  // The last position's k best logits (1 <= k <= kMaxCandidates), or all of them with k == 0:
+  Candidates next(std::span<const int32_t> ids, uint32_t k);
+
+  // With taps on, logits() also keeps the residual stream after every block: taps()[layer] is
+  // [n, C] for the last call. For comparing backends layer by layer.
+  void set_taps(bool on) { taps_on_ = on; }
+  const std::vector<std::vector<float>>& taps() const { return taps_; }
+
+  // What loading the weights found worth telling: one line per tensor holding NaN or infinite
+  // values ("<file>: <tensor>: 3 of 3072 values are NaN or infinite"). Not errors: the model
+  // still runs, though its logits will likely be NaN where such a weight takes part.
+  const std::vector<std::string>& warnings() const { return warnings_; }
+
+  static constexpr uint32_t kMaxCandidates = 256;
+
+ protected:
+  // One forward pass over ids at position length_; all rows' logits or the last row's best k.
+  virtual void run(std::span<const int32_t> ids, bool all_rows, uint32_t k, std::vector<float>& logits,
+                   std::vector<int32_t>& top_ids) = 0;
+  bool taps_on_ = false;
+  std::vector<std::vector<float>> taps_;
+  std::vector<std::string> warnings_;
+  // Adds the warning for `bad` NaN or infinite values of `total` in `tensor` (none if bad == 0);
+  // `as` names the precision they were converted to, when that is not the file's own.
+  void warn_nonfinite(const Checkpoint& ckpt, const std::string& tensor, uint64_t bad,
+                      uint64_t total, const char* as);
+
+ private:
+  void check(std::span<const int32_t> ids) const;
+  uint32_t length_ = 0;
+};
+
+}  // namespace model

@@ -1,0 +1,43 @@
+// The generation loop: prefill the prompt, then one forward pass per new token, sliding the
+// window when the context fills.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/forward/model.h"
+#include "model/generation/sampler.h"
+
+namespace model {
+
+struct GenerateOptions {
+  uint32_t max_new = 64;  // -n
+  SamplerOptions sampling;
+  bool stop_at_eos = true;  // stop at the config's eos_token_id (<|endoftext|>)
+};
+
+struct GenerateResult {
+  std::vector<int32_t> tokens;  // the generated ids, without the prompt
+  double prompt_seconds = 0;    // the prefill
+  double generate_seconds = 0;  // every later forward pass
+  uint32_t forward_passes = 0;
+  uint32_t slides = 0;          // times the window slid (the context was full)
+  std::string stop;             // "eos" or "length"
+};
+
+// Throws unless a prompt of `tokens` tokens can run: not empty, not longer than n_ctx.
+void check_prompt(const Config& config, size_t tokens);
+
+// on_token: each new id as it is chosen. on_note: one line for stderr (a window slide).
+// A prompt longer than n_ctx is refused. When the sequence fills n_ctx, the window slides:
+// the last n_ctx / 2 tokens are run again from position 0 and generation goes on, as
+// GPT-2's own sampling scripts crop their input. A bidirectional model re-reads its whole
+// (cropped) sequence every step: its earlier outputs depend on later tokens, so no cache applies;
+// a note says when the crop begins. So max_new may pass n_ctx for every model.
+GenerateResult generate(Model& model, std::span<const int32_t> prompt, const GenerateOptions& o,
+                        const std::function<void(int32_t)>& on_token,
+                        const std::function<void(const std::string&)>& on_note = {});
+
+}  // namespace model

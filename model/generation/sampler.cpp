@@ -1,0 +1,79 @@
+#include "model/generation/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <stdexcept>
+#include <vector>
+
+namespace model {
+
+Sampler::Sampler(const SamplerOptions& options) : o_(options), state_(options.seed) {
+  if (!(o_.temperature >= 0) || !std::isfinite(o_.temperature))
+    throw std::runtime_error("temperature must be a finite number >= 0");
+  if (!(o_.top_p > 0 && o_.top_p <= 1)) throw std::runtime_error("top-p must be in (0, 1]");
+}
+
+uint32_t Sampler::candidates(uint32_t n_vocab) const {
+  if (o_.temperature == 0) return 1;
+  if (o_.top_k > 0 && o_.top_k <= Model::kMaxCandidates) return std::min(o_.top_k, n_vocab);
+  return 0;
+}
+
+// splitmix64: a fixed generator, so a seed gives the same text on every platform and library
+// (std::uniform_real_distribution does not promise that).
+double Sampler::uniform() {
+  uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
+
+int32_t Sampler::pick(const Candidates& c) {
+  if (c.logits.empty()) throw std::runtime_error("sampler: no candidates");
+  // Candidates as (id, logit), best first: the GPU's top-k comes sorted; all V logits get
+  // sorted here (ties to the lower id, as the GPU's).
+  std::vector<std::pair<int32_t, double>> cand;
+  if (c.ids.empty()) {
+    cand.reserve(c.logits.size());
+    for (size_t i = 0; i < c.logits.size(); i++)
+      cand.emplace_back(static_cast<int32_t>(i), std::isnan(c.logits[i]) ? -INFINITY : c.logits[i]);
+    std::stable_sort(cand.begin(), cand.end(),
+                     [](const auto& a, const auto& b) { return a.second > b.second; });
+  } else {
+    for (size_t i = 0; i < c.ids.size(); i++) cand.emplace_back(c.ids[i], c.logits[i]);
+  }
+  if (o_.temperature == 0 || !std::isfinite(cand.front().second)) return cand.front().first;
+  if (o_.top_k > 0 && cand.size() > o_.top_k) cand.resize(o_.top_k);
+
+  // top-p on the probabilities at temperature 1, as llama.cpp's chain does: the smallest
+  // prefix whose mass reaches p (at least one token).
+  const double top = cand.front().second;
+  std::vector<double> p(cand.size());
+  for (size_t i = 0; i < cand.size(); i++) p[i] = std::exp(cand[i].second - top);
+  const double sum = std::accumulate(p.begin(), p.end(), 0.0);
+  size_t keep = cand.size();
+  double mass = 0;
+  for (size_t i = 0; i < cand.size(); i++) {
+    mass += p[i] / sum;
+    if (mass >= double{o_.top_p}) {
+      keep = i + 1;
+      break;
+    }
+  }
+  cand.resize(keep);
+
+  // Temperature, then a draw from the renormalised distribution.
+  std::vector<double> q(cand.size());
+  for (size_t i = 0; i < cand.size(); i++) q[i] = std::exp((cand[i].second - top) / double{o_.temperature});
+  const double total = std::accumulate(q.begin(), q.end(), 0.0);
+  double r = uniform() * total;
+  for (size_t i = 0; i < cand.size(); i++) {
+    r -= q[i];
+    if (r < 0) return cand[i].first;
+  }
+  return cand.back().first;
+}
+
+}  // namespace model

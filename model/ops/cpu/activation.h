@@ -1,0 +1,13 @@
+// CPU reference of shaders/activation.comp.
+#pragma once
+#include <cstddef>
+
+#include "model/ops/types.h"
+
+
+namespace model::cpu {
+
+// out[n] = f(x[n]) with cpu::activate (double, std::tanh / std::erf)      [n] -> [n]
+void activation(float* out, const float* x, size_t n, model::Activation kind);
+
+}  // namespace model::cpu

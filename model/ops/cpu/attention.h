@@ -1,0 +1,17 @@
+// CPU reference of shaders/attention.comp.
+#pragma once
+#include <cstddef>
+
+#include "model/ops/types.h"
+
+
+namespace model::cpu {
+
+// Multi-head scaled dot-product attention, as gpu::attention: T queries at positions L-T .. L-1
+// against the first L cache rows, head h in columns h*D .. h*D+D-1, D = C / H.
+//                      q [T, q_stride], k_cache [>= L, C], v_cache [>= L, C] -> out [T, C]
+void attention(float* out, const float* q, size_t q_stride, const float* k_cache,
+               const float* v_cache, size_t T, size_t L, size_t C, size_t H,
+               const AttentionSpec& options = {});
+
+}  // namespace model::cpu

@@ -1,0 +1,35 @@
+#include "model/ops/cpu/embedding.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace model::cpu {
+
+double sinusoid(size_t pos, size_t c, size_t C) {
+  const double angle =
+      static_cast<double>(pos) /
+      std::pow(10000.0, static_cast<double>(c & ~size_t{1}) / static_cast<double>(C));
+  return (c & 1) == 0 ? std::sin(angle) : std::cos(angle);
+}
+
+void embedding(float* out, const int32_t* ids, const float* wte, const float* wpe, size_t T,
+               size_t C, size_t V, size_t n_pos, size_t pos_offset, model::PositionKind position) {
+  if (position == model::PositionKind::Learned && pos_offset + T > n_pos)
+    throw std::out_of_range("cpu::embedding: positions past n_pos " + std::to_string(n_pos));
+  for (size_t t = 0; t < T; t++) {
+    if (ids[t] < 0 || static_cast<size_t>(ids[t]) >= V)
+      throw std::out_of_range("cpu::embedding: id " + std::to_string(ids[t]) + " at " +
+                              std::to_string(t));
+    const float* row = wte + static_cast<size_t>(ids[t]) * C;
+    const size_t pos = pos_offset + t;
+    for (size_t c = 0; c < C; c++) {
+      double x = static_cast<double>(row[c]);
+      if (position == model::PositionKind::Learned) x += static_cast<double>(wpe[pos * C + c]);
+      if (position == model::PositionKind::Sinusoidal) x += sinusoid(pos, c, C);
+      out[t * C + c] = static_cast<float>(x);
+    }
+  }
+}
+
+}  // namespace model::cpu

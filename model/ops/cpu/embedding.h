@@ -1,0 +1,21 @@
+// CPU reference of shaders/embedding.comp.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "model/ops/types.h"
+
+
+namespace model::cpu {
+
+// out[t, :] = wte[ids[t], :] + position(pos_offset + t)          [T] ids -> [T, C]
+// wpe [n_pos, C] is read only for PositionKind::Learned. The sinusoid is computed in double:
+// pe[pos, 2i] = sin(pos / 10000^(2i/C)), pe[pos, 2i+1] = cos(pos / 10000^(2i/C)).
+// Throws std::out_of_range for an id outside [0, V) or a learned position at or past n_pos.
+void embedding(float* out, const int32_t* ids, const float* wte, const float* wpe, size_t T,
+               size_t C, size_t V, size_t n_pos, size_t pos_offset, model::PositionKind position);
+
+// The sinusoidal encoding of one position and channel, in double.
+double sinusoid(size_t pos, size_t c, size_t C);
+
+}  // namespace model::cpu

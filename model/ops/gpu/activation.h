@@ -1,0 +1,15 @@
+// Host wrapper of shaders/activation.comp.
+#pragma once
+#include "model/ops/gpu/common.h"
+
+namespace model::gpu {
+
+// out[n] = f(x[n]): gelu (tanh, GPT-2's gelu_new), exact erf gelu, relu, or identity.
+//                                                            [n] -> [n]
+// out may be the same span as x (in place); otherwise they must not overlap. Tensors larger than
+// maxStorageBufferRange are split into aligned chunks. Throws vk::Error for an unknown kind or
+// spans too small. n == 0 records nothing.
+void activation(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+                const vk::BufferSpan& x, uint32_t n, Activation kind);
+
+}  // namespace model::gpu

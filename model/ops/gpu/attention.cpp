@@ -1,0 +1,213 @@
+#include "model/ops/gpu/attention.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/ops/gpu/kv_store.h"
+#include "shaders/attention.h"
+#include "vk/check.h"
+
+namespace model::gpu {
+namespace {
+
+// Score slots per chunk at most: 8 KiB covers GPT-2's n_ctx = 1024 (and 2048) in one pass while
+// leaving shared memory for other workgroups on the same core; longer caches take more chunks.
+constexpr uint32_t kMaxChunk = 2048;
+
+// The texel kernel's shape: workgroups of kTexelLanes invocations (llvmpipe's SIMD width, so a
+// workgroup is one SIMD group), kTexelQueries queries per invocation in prefill (more reuse of
+// each key read, but more registers and more masked work at the causal edge; docs/benchmark.md,
+// "Tuning decisions"), keys in blocks of kTexelKeys between rescales of the running sums.
+constexpr uint32_t kTexelLanes = 8, kTexelQueries = 4, kTexelKeys = 4;
+// Fewer queries than this split each query's keys over a workgroup instead.
+constexpr uint32_t kTexelSplitBelow = 16;
+
+std::string str(uint64_t v) {
+  return std::to_string(v);
+}
+
+void check_shapes(const vk::BufferSpan& out, const vk::BufferSpan& q, uint32_t q_stride,
+                  const vk::BufferSpan& k_cache, const vk::BufferSpan& v_cache, uint32_t T,
+                  uint32_t L, uint32_t C, uint32_t H, bool causal) {
+  if (T == 0 || L == 0 || C == 0)
+    throw vk::Error("attention: T=" + str(T) + ", L=" + str(L) + " and C=" + str(C) +
+                     " must all be positive");
+  if (H == 0 || C % H != 0)
+    throw vk::Error("attention: C=" + str(C) + " is not a multiple of H=" + str(H) + " heads");
+  if (causal && T > L)
+    throw vk::Error("attention: causal queries are the last T of L positions, but T=" + str(T) +
+                     " > L=" + str(L));
+  if (q_stride < C)
+    throw vk::Error("attention: q_stride=" + str(q_stride) + " is less than C=" + str(C));
+  const uint64_t row_bytes = uint64_t{C} * sizeof(float);
+  for (const vk::BufferSpan* cache : {&k_cache, &v_cache})
+    if (cache->size < L * row_bytes)
+      throw vk::Error("attention: L=" + str(L) + " keys, but the " +
+                       (cache == &k_cache ? "k_cache" : "v_cache") + " holds only " +
+                       str(cache->size / row_bytes) + " rows of C=" + str(C));
+  require_elements("attention", "out", out, uint64_t{T} * C);
+  require_elements("attention", "q", q, uint64_t{T - 1} * q_stride + C);
+}
+
+// Workgroups for `blocks` query blocks of H heads: x = block (folded into z past the device
+// limit), y = head.
+vk::Groups groups(const vk::DeviceCaps& caps, uint32_t blocks, uint32_t H) {
+  const uint32_t gx = std::min(blocks, caps.max_workgroup_count[0]);
+  const auto gz = static_cast<uint32_t>(vk::ceil_div(blocks, gx));
+  if (H > caps.max_workgroup_count[1] || gz > caps.max_workgroup_count[2])
+    throw vk::Error("attention: " + str(blocks) + " query blocks of H=" + str(H) +
+                     " heads exceed this device's workgroup-count limits");
+  return {gx, H, gz};
+}
+
+// One call's tensors and sizes, as gpu::attention takes them. store: attention_store's call, q
+// being the [T, 3C] QKV projection whose keys and values go to cache rows L - T .. L - 1.
+struct Call {
+  const vk::BufferSpan &out, &q, &k_cache, &v_cache;
+  uint32_t q_stride, T, L, C, H;
+  bool store;
+  uint64_t row_bytes() const { return uint64_t{C} * sizeof(float); }
+  uint64_t q_floats() const {
+    return store ? uint64_t{T} * q_stride : uint64_t{T - 1} * q_stride + C;
+  }
+};
+
+// The portable kernel: one workgroup per (query, head), keys in chunks of shared-memory scores.
+void dispatch_portable(vk::Kernels& k, vk::Recorder& rec, const Call& c,
+                       const push::AttentionPush& push) {
+  const vk::DeviceCaps& caps = k.device().caps();
+  const uint32_t D = c.C / c.H;
+  const uint32_t wg = default_workgroup(caps);
+  // Shared memory holds CHUNK scores, WG reduction slots and the D-float query slice.
+  const uint32_t budget = std::min(16384u, caps.max_shared_memory) / uint32_t{sizeof(float)};
+  if (budget < wg + D + 1)
+    throw vk::Error("attention: head dim D=" + str(D) + " needs " +
+                     str((wg + D + 1) * sizeof(float)) + " bytes of shared memory; device '" +
+                     caps.name + "' allows " + str(budget * sizeof(float)));
+  uint32_t chunk = std::min(budget - wg - D, kMaxChunk);
+  if (chunk > wg) chunk -= chunk % wg;  // whole rounds of the score loop
+  const auto dpt = static_cast<uint32_t>(vk::ceil_div(D, wg));
+  const vk::Pipeline& p = k.get("attention", {{wg, 1, 1}, {D, chunk, dpt}});
+  // Bind only what is read or written: the first L cache rows (same offset, so still aligned).
+  rec.dispatch(p,
+               {c.out.sub(0, c.T * c.row_bytes()), c.q.sub(0, c.q_floats() * sizeof(float)),
+                c.k_cache.sub(0, c.L * c.row_bytes()), c.v_cache.sub(0, c.L * c.row_bytes())},
+               push, groups(caps, c.T, c.H));
+}
+
+// The cache rows the texel kernels bind: all that both spans hold, up to what one texel view
+// (and, to store, one storage-buffer binding) may cover. The same rows at every step let the
+// Recorder keep one view per cache rather than make one per cache length.
+uint64_t texel_cache_rows(const vk::DeviceCaps& caps, const Call& c) {
+  uint64_t bytes =
+      std::min({c.k_cache.size, c.v_cache.size, uint64_t{caps.max_texel_buffer_elements} * 16});
+  if (c.store) bytes = std::min(bytes, caps.max_storage_buffer_range);
+  return bytes / c.row_bytes();
+}
+
+// Why the texel kernel cannot run this call on this device; empty when it can.
+std::string texel_unsupported(const vk::DeviceCaps& caps, const Call& c) {
+  const uint32_t D = c.C / c.H;
+  if (!caps.storage_texel_buffers) return "no rgba32f storage texel buffers";
+  if (D % 4 != 0 || D > kAttentionTexelMaxD)
+    return "head dim D=" + str(D) + " is not a multiple of 4 up to " + str(kAttentionTexelMaxD);
+  if (c.q_stride % 4 != 0) return "q_stride=" + str(c.q_stride) + " is not a multiple of 4";
+  const uint64_t align = texel_binding_alignment(caps);
+  if (c.q.offset % align != 0 || c.k_cache.offset % align != 0 || c.v_cache.offset % align != 0)
+    return "q or a cache is not aligned to minTexelBufferOffsetAlignment " + str(align);
+  const uint64_t texels = std::max(c.q_floats(), uint64_t{c.L} * c.C) / 4;  // q's, L cache rows'
+  if (texels > caps.max_texel_buffer_elements)
+    return "q or the caches span " + str(texels) + " texels, over maxTexelBufferElements " +
+           str(caps.max_texel_buffer_elements);
+  if (texel_cache_rows(caps, c) < c.L)
+    return "L=" + str(c.L) + " cache rows exceed maxStorageBufferRange";
+  return {};
+}
+
+// The texel kernel. Prefill: each invocation owns kTexelQueries queries, all their keys. Fewer
+// than kTexelSplitBelow queries (decode): a workgroup per query, whose invocations take every
+// lanes-th key and merge in shared memory, so that a single query still fills the SIMD lanes.
+void dispatch_texel(vk::Kernels& k, vk::Recorder& rec, const Call& c,
+                    const push::AttentionPush& push) {
+  const vk::DeviceCaps& caps = k.device().caps();
+  const uint32_t D = c.C / c.H;
+  // llvmpipe's SIMD width: one workgroup is one SIMD group.
+  const uint32_t lanes =
+      std::min({kTexelLanes, caps.max_workgroup_invocations, caps.max_workgroup_size[0]});
+  const uint32_t budget = std::min(16384u, caps.max_shared_memory) / uint32_t{sizeof(float)};
+  const bool split = c.T < kTexelSplitBelow;
+  uint32_t splits = 1, queries = split ? 1 : kTexelQueries, merge = 1;
+  if (split && lanes * (D + 1) <= budget) {
+    splits = lanes;
+    merge = lanes * (D + 1);  // each invocation's sum of weights and D partial outputs
+  }
+  const vk::Pipeline& p = k.get(c.store ? "attention_texel_store" : "attention_texel",
+                                 {{lanes, 1, 1}, {D, splits, queries, kTexelKeys, merge}});
+  const uint32_t per_group = lanes / splits * queries;
+  const vk::Groups g = groups(caps, static_cast<uint32_t>(vk::ceil_div(c.T, per_group)), c.H);
+  const uint64_t cache_bytes = texel_cache_rows(caps, c) * c.row_bytes();
+  const vk::BufferSpan out = c.out.sub(0, c.T * c.row_bytes());
+  const vk::BufferSpan q = c.q.sub(0, c.q_floats() * sizeof(float));
+  const vk::BufferSpan kc = c.k_cache.sub(0, cache_bytes), vc = c.v_cache.sub(0, cache_bytes);
+  if (c.store)
+    rec.dispatch(p, {out, q, kc, vc, kc, vc}, push, g);  // texel reads, storage-buffer writes
+  else
+    rec.dispatch(p, {out, q, kc, vc}, push, g);
+}
+
+// The kernel a call runs: the one asked for, or for Auto the device's choice where it can run.
+AttentionKernel choose_kernel(const vk::Device& device, const Call& c, AttentionKernel asked) {
+  if (asked == AttentionKernel::Portable) return asked;
+  const vk::DeviceCaps& caps = device.caps();
+  const std::string why_not = texel_unsupported(caps, c);
+  if (asked == AttentionKernel::Texel && !why_not.empty())
+    throw vk::Error("attention: the texel kernel cannot run on device '" + caps.name +
+                     "': " + why_not);
+  return why_not.empty() && (asked == AttentionKernel::Texel || kernel_policy(device).texel_attention)
+             ? AttentionKernel::Texel
+             : AttentionKernel::Portable;
+}
+
+push::AttentionPush make_push(const Call& c, const AttentionOptions& options) {
+  const float D = static_cast<float>(c.C / c.H);
+  const float scale = options.scale != 0 ? options.scale : 1.0f / std::sqrt(D);
+  return {c.T, c.L, c.C, c.q_stride, options.causal ? 1u : 0u, scale};
+}
+
+}  // namespace
+
+void attention(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+               const vk::BufferSpan& q, uint32_t q_stride, const vk::BufferSpan& k_cache,
+               const vk::BufferSpan& v_cache, uint32_t T, uint32_t L, uint32_t C, uint32_t H,
+               const AttentionOptions& options) {
+  check_shapes(out, q, q_stride, k_cache, v_cache, T, L, C, H, options.causal);
+  const Call c{out, q, k_cache, v_cache, q_stride, T, L, C, H, false};
+  if (choose_kernel(k.device(), c, options.kernel) == AttentionKernel::Texel)
+    dispatch_texel(k, rec, c, make_push(c, options));
+  else
+    dispatch_portable(k, rec, c, make_push(c, options));
+}
+
+void attention_store(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+                     const vk::BufferSpan& k_cache, const vk::BufferSpan& v_cache,
+                     const vk::BufferSpan& qkv, uint32_t T, uint32_t pos, uint32_t C, uint32_t H,
+                     const AttentionOptions& options) {
+  if (C == 0) throw vk::Error("attention_store: C must be positive");
+  const uint64_t n_ctx = std::min(k_cache.size, v_cache.size) / (uint64_t{C} * sizeof(float));
+  const uint64_t end = uint64_t{pos} + T;
+  if (end > n_ctx)
+    throw vk::Error("attention_store: rows " + str(pos) + ".." + str(end - 1) +
+                     " do not fit the cache of n_ctx = " + str(n_ctx) + " rows of C = " + str(C));
+  const uint32_t L = pos + T;
+  require_elements("attention_store", "qkv", qkv, uint64_t{T} * 3 * C);
+  check_shapes(out, qkv, 3 * C, k_cache, v_cache, T, L, C, H, options.causal);
+  const Call c{out, qkv, k_cache, v_cache, 3 * C, T, L, C, H, true};
+  if (choose_kernel(k.device(), c, options.kernel) == AttentionKernel::Texel) {
+    dispatch_texel(k, rec, c, make_push(c, options));
+    return;
+  }
+  kv_store(k, rec, k_cache, v_cache, qkv, T, C, pos);
+  attention(k, rec, out, qkv, 3 * C, k_cache, v_cache, T, L, C, H, options);
+}
+
+}  // namespace model::gpu

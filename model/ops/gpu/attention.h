@@ -1,0 +1,51 @@
+// Host wrapper of shaders/attention.comp (storage buffers, any device) and
+// shaders/attention_texel{,_store}.comp (storage texel buffers, for CPU devices).
+#pragma once
+#include "model/ops/gpu/common.h"
+
+namespace model::gpu {
+
+enum class AttentionKernel : uint32_t {
+  // Texel where the kernel policy's texel_attention and the call allows it, otherwise Portable.
+  Auto,
+  // attention.comp: one workgroup per (query, head) reading storage buffers, keys spread over
+  // its invocations. Any head dim, any device.
+  Portable,
+  // attention_texel.comp (attention_texel_store.comp with kv_store fused in): an invocation
+  // owns whole queries of one head and reads q and the caches through rgba32f storage texel
+  // buffers. Needs rgba32f storage texel buffers, D % 4 == 0,
+  // D <= kAttentionTexelMaxD, q_stride % 4 == 0, q and the caches aligned to
+  // minTexelBufferOffsetAlignment and within maxTexelBufferElements; throws otherwise.
+  Texel,
+};
+
+// The largest head dim the texel kernel takes: it keeps a query and its sums in registers.
+constexpr uint32_t kAttentionTexelMaxD = 256;
+
+struct AttentionOptions : AttentionSpec {
+  AttentionKernel kernel = AttentionKernel::Auto;
+};
+
+// Multi-head scaled dot-product attention of T queries against the first L rows of a KV cache.
+// The queries sit at absolute positions L-T .. L-1 (prefill: T = L; decode: T = 1); in causal
+// mode the query at position p attends keys 0..p. q is read from columns [0, C) of rows with
+// stride q_stride, so the fused QKV projection (q_stride = 3C) is passed as is. Head h is columns
+// h*D .. h*D+D-1 of q, the caches and out, D = C / H. Needs no scratch memory.
+//                      q [T, q_stride], k_cache [>= L, C], v_cache [>= L, C] -> out [T, C]
+void attention(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+               const vk::BufferSpan& q, uint32_t q_stride, const vk::BufferSpan& k_cache,
+               const vk::BufferSpan& v_cache, uint32_t T, uint32_t L, uint32_t C, uint32_t H,
+               const AttentionOptions& options = {});
+
+// gpu::kv_store then gpu::attention of the same T new tokens: their keys and values (columns
+// [C, 2C) and [2C, 3C) of the fused QKV projection) go to cache rows pos .. pos+T-1, then their
+// queries (columns [0, C)) attend all pos + T cached keys. With the texel kernel this is one
+// dispatch, which reads the new keys and values from qkv while it copies them to the caches;
+// otherwise the two ops' dispatches. pos + T > n_ctx, the rows the caches hold, throws.
+//   qkv [T, 3C] -> out [T, C]; k_cache, v_cache [n_ctx, C], rows pos .. pos+T-1 written
+void attention_store(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+                     const vk::BufferSpan& k_cache, const vk::BufferSpan& v_cache,
+                     const vk::BufferSpan& qkv, uint32_t T, uint32_t pos, uint32_t C, uint32_t H,
+                     const AttentionOptions& options = {});
+
+}  // namespace model::gpu

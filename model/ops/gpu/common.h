@@ -1,0 +1,67 @@
+// What every GPU op wrapper shares. Each op lives in model/gpu/<op>.{h,cpp} beside its CPU
+// reference model/cpu/<op>.{h,cpp}, its shader shaders/<op>.comp and its test tests/test_<op>.cpp,
+// with the same argument order everywhere: outputs, inputs, weights, then sizes.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/ops/gpu/policy.h"
+#include "model/ops/types.h"
+#include "vk/context.h"
+#include "vk/memory.h"
+#include "vk/pipeline.h"
+#include "vk/recorder.h"
+#include "vk/sizes.h"
+
+namespace model::gpu {
+
+// A weight tensor on the device: fp32, or fp16 stored as packed pairs (element i is half i % 2
+// of 32-bit word i / 2, little-endian).
+struct Weight {
+  vk::BufferSpan span;
+  DType dtype = DType::F32;
+  WeightLayout layout = WeightLayout::KN;  // of a matrix; Interleaved as gpu::interleave() packs
+};
+
+// fp32 -> binary16 bits, round to nearest even (what the GPU reads back as cpu::round_to_half).
+uint16_t to_half(float x);
+// Packs n floats as fp16 pairs for a DType::F16 weight (2 bytes each, n rounded up to even).
+std::vector<uint16_t> to_half(const float* x, size_t n);
+
+// The workgroup size for element-wise and row-wise ops on this device.
+uint32_t default_workgroup(const vk::DeviceCaps& caps);
+
+// The workgroup size for a row-wise op with one workgroup per row of n elements: the default,
+// halved (down to 32) while half of it still covers the row, so that most invocations of a
+// narrow row have work, then while the shared memory it takes (shared_bytes_each per
+// invocation) exceeds the device's.
+uint32_t row_workgroup(const vk::DeviceCaps& caps, uint32_t n, uint32_t shared_bytes_each);
+
+// What a binding's offset must be a multiple of: minStorageBufferOffsetAlignment, and at least
+// a 32-bit word (shaders index 32-bit elements).
+uint64_t binding_alignment(const vk::DeviceCaps& caps);
+// The same for a binding that may be a storage texel buffer: binding_alignment() and
+// minTexelBufferOffsetAlignment both.
+uint64_t texel_binding_alignment(const vk::DeviceCaps& caps);
+
+// Elements [first, first + count) of `s` as a binding. Bindings must start at a multiple of
+// `align` (binding_alignment) and element `first` need not, so the binding starts at the aligned
+// offset at or below it and `skip` is how many elements precede element `first` in it. It ends
+// at a whole 32-bit word (fp16 elements come in pairs), but never past the end of `s`. `s`
+// itself must start aligned, as arena allocations do.
+struct Window {
+  vk::BufferSpan span;
+  uint32_t skip = 0;
+};
+Window window(const vk::BufferSpan& s, uint64_t first, uint64_t count, size_t bytes_each,
+              uint64_t align);
+
+// Throws vk::Error "<op>: <what>": every wrapper's argument errors.
+[[noreturn]] void fail(const char* op, const std::string& what);
+
+// Throws vk::Error unless `s` holds at least `count` elements of `bytes_each` bytes.
+void require_elements(const char* op, const char* what, const vk::BufferSpan& s, uint64_t count,
+                      size_t bytes_each = sizeof(float));
+
+}  // namespace model::gpu

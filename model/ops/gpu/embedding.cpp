@@ -1,0 +1,97 @@
+#include "model/ops/gpu/embedding.h"
+
+#include <algorithm>
+
+#include "model/ops/gpu/matmul.h"
+#include "vk/check.h"
+
+namespace model::gpu {
+namespace {
+
+// Bytes a weight of n elements occupies: fp16 pairs round up to a whole word.
+uint64_t weight_bytes(DType t, uint64_t n) {
+  return t == DType::F16 ? (n + 1) / 2 * 4 : n * 4;
+}
+
+void check_weight(const char* what, const Weight& w, uint64_t bytes, uint64_t align) {
+  require_elements("embedding", what, w.span, bytes, 1);
+  if (w.span.offset % align != 0)
+    fail("embedding", std::string(what) + " starts at offset " + std::to_string(w.span.offset) +
+         ", not a multiple of minStorageBufferOffsetAlignment " + std::to_string(align));
+}
+
+}  // namespace
+
+void embedding(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+               const vk::BufferSpan& ids, const Weight& wte, const Weight* wpe, uint32_t T,
+               uint32_t C, uint32_t V, uint32_t n_pos, uint32_t pos_offset, PositionKind position,
+               bool wte_interleaved) {
+  const vk::DeviceCaps& caps = k.device().caps();
+  const uint64_t align = binding_alignment(caps);
+  if (T == 0 || C == 0 || V == 0) fail("embedding", "T, C and V must be positive");
+  if (uint64_t{T} * C > UINT32_MAX) fail("embedding", "T * C exceeds 2^32 elements");
+  require_elements("embedding", "out", out, uint64_t{T} * C);
+  require_elements("embedding", "ids", ids, T, sizeof(int32_t));
+  if (wte_interleaved && C % (16 / dtype_bytes(wte.dtype)) != 0)
+    fail("embedding", "an interleaved wte needs C in whole 16-byte texels (C = " + std::to_string(C) + ")");
+  const uint64_t wte_bytes = wte_interleaved ? interleaved_bytes(wte.dtype, C, V)
+                                             : weight_bytes(wte.dtype, uint64_t{V} * C);
+  check_weight("wte", wte, wte_bytes, align);
+
+  push::EmbeddingPush push{T, C, V, pos_offset, 0, V, 0, 0};
+  Window pos{ids, 0};  // an unused binding still needs a buffer: the ids are always in range
+  if (position == PositionKind::Learned) {
+    if (!wpe) fail("embedding", "learned positions need a wpe table");
+    if (uint64_t{pos_offset} + T > n_pos)
+      fail("embedding", "positions " + std::to_string(pos_offset) + ".." + std::to_string(pos_offset + T - 1) +
+           " exceed the " + std::to_string(n_pos) + " rows of wpe");
+    check_weight("wpe", *wpe, weight_bytes(wpe->dtype, uint64_t{n_pos} * C), align);
+    pos = window(wpe->span, uint64_t{pos_offset} * C, uint64_t{T} * C, dtype_bytes(wpe->dtype),
+                 align);
+    push.wpe_skip = pos.skip;
+  }
+
+  // Vocabulary rows per dispatch: as many as one binding may hold, leaving room for the aligned
+  // start (up to align bytes before row v_begin) and the round-up to a whole word; whole blocks
+  // of rows when interleaved.
+  const uint64_t row_bytes = uint64_t{C} * dtype_bytes(wte.dtype);
+  const uint64_t range = caps.max_storage_buffer_range;
+  const uint64_t block = wte_interleaved ? push::MATMUL_BLOCK_ROWS : 1;
+  const uint64_t rows =
+      wte_bytes <= range ? V : (range > align + 4 ? (range - align - 4) / row_bytes : 0) / block * block;
+  if (rows == 0)
+    fail("embedding", "one wte row of " + std::to_string(row_bytes) +
+         " bytes does not fit in maxStorageBufferRange " + std::to_string(range));
+
+  const uint32_t dtype_pos =
+      position == PositionKind::Learned ? static_cast<uint32_t>(wpe->dtype) : push::DTYPE_F32;
+  const vk::Pipeline& p =
+      k.get("embedding",
+            {{default_workgroup(caps), 1, 1},
+             {static_cast<uint32_t>(wte.dtype), dtype_pos, static_cast<uint32_t>(position),
+              wte_interleaved ? 1u : 0u}});
+  const vk::Groups groups = vk::groups_for(k.device(), p, uint64_t{T} * C);
+  for (uint64_t v0 = 0; v0 < V; v0 += rows) {
+    const uint64_t v1 = std::min<uint64_t>(V, v0 + rows);
+    const uint64_t held = vk::align_up(v1 - v0, block);  // padding rows of the last block
+    const Window rows_bound = window(wte.span, v0 * C, held * C, dtype_bytes(wte.dtype), align);
+    push.v_begin = static_cast<uint32_t>(v0);
+    push.v_end = static_cast<uint32_t>(v1);
+    push.wte_skip = rows_bound.skip;
+    rec.dispatch(p, {out, ids, rows_bound.span, pos.span}, push, groups);
+  }
+}
+
+void upload_ids(const vk::Device& device, const vk::BufferSpan& dst, std::span<const int32_t> ids,
+                uint32_t V) {
+  require_elements("upload_ids", "dst", dst, ids.size(), sizeof(int32_t));
+  for (size_t t = 0; t < ids.size(); t++) {
+    if (ids[t] < 0 || static_cast<uint32_t>(ids[t]) >= V)
+      throw vk::Error("upload_ids: token id " + std::to_string(ids[t]) + " at position " +
+                       std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(V) +
+                       ")");
+  }
+  if (!ids.empty()) vk::upload(device, dst, ids.data(), ids.size_bytes());
+}
+
+}  // namespace model::gpu

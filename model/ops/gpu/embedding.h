@@ -1,0 +1,27 @@
+// Host wrapper of shaders/embedding.comp: token plus position embedding.
+#pragma once
+#include <span>
+
+#include "model/ops/gpu/common.h"
+#include "shaders/embedding.h"
+
+namespace model::gpu {
+
+// out[t, :] = wte[ids[t], :] + position(pos_offset + t)          [T] ids -> [T, C]
+// wpe is [n_pos, C] for PositionKind::Learned (pos_offset + T <= n_pos) and ignored otherwise
+// (may be null; n_pos is then unused). Ids must already be valid (upload them with upload_ids);
+// the shader clamps out-of-range ids into [0, V) only so a bad buffer cannot read out of bounds.
+// An fp16 weight's span holds its elements as packed pairs, rounded up to a whole 32-bit word.
+// wte may exceed maxStorageBufferRange: it is then bound as blocks of rows, one dispatch each.
+// wte_interleaved: wte is in matmul's WeightLayout::Interleaved (a tied head that reads it so).
+void embedding(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+               const vk::BufferSpan& ids, const Weight& wte, const Weight* wpe, uint32_t T,
+               uint32_t C, uint32_t V, uint32_t n_pos, uint32_t pos_offset, PositionKind position,
+               bool wte_interleaved = false);
+
+// Checks every id against the vocabulary [0, V) and uploads them as int32 [T] into dst. Throws
+// vk::Error naming the first bad position and id, before anything is copied.
+void upload_ids(const vk::Device& device, const vk::BufferSpan& dst, std::span<const int32_t> ids,
+                uint32_t V);
+
+}  // namespace model::gpu

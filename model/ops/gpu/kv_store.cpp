@@ -1,0 +1,33 @@
+#include "model/ops/gpu/kv_store.h"
+
+#include <algorithm>
+
+#include "shaders/kv_store.h"
+#include "vk/check.h"
+
+namespace model::gpu {
+
+void kv_store(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& k_cache,
+              const vk::BufferSpan& v_cache, const vk::BufferSpan& qkv, uint32_t T, uint32_t C,
+              uint32_t pos) {
+  if (T == 0 || C == 0)
+    throw vk::Error("kv_store: T=" + std::to_string(T) + " and C=" + std::to_string(C) +
+                     " must both be positive");
+  const uint64_t row_bytes = uint64_t{C} * sizeof(float);
+  const uint64_t n_ctx = std::min(k_cache.size, v_cache.size) / row_bytes;
+  const uint64_t end = uint64_t{pos} + T;
+  if (end > n_ctx)
+    throw vk::Error("kv_store: rows " + std::to_string(pos) + ".." + std::to_string(end - 1) +
+                     " do not fit the cache of n_ctx = " + std::to_string(n_ctx) +
+                     " rows of C = " + std::to_string(C));
+  require_elements("kv_store", "qkv", qkv, uint64_t{T} * 3 * C);
+  const vk::Pipeline& p = k.get("kv_store", {{default_workgroup(k.device().caps()), 1, 1}, {}});
+  // Only the rows up to the last one written are bound (offset unchanged, so still aligned): a
+  // later reader of the cache still gets a barrier, and the binding stays as small as it can.
+  rec.dispatch(p,
+               {k_cache.sub(0, end * row_bytes), v_cache.sub(0, end * row_bytes),
+                qkv.sub(0, uint64_t{T} * 3 * row_bytes)},
+               push::KvStorePush{T, C, pos}, vk::groups_for(k.device(), p, uint64_t{T} * C));
+}
+
+}  // namespace model::gpu

@@ -1,0 +1,79 @@
+#include "model/ops/gpu/layernorm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "vk/check.h"
+
+namespace model::gpu {
+namespace {
+
+std::string str(uint64_t v) { return std::to_string(v); }
+
+// Why the texel kernel cannot run this call on this device; empty when it can.
+std::string texel_unsupported(const vk::DeviceCaps& caps, const vk::BufferSpan& x,
+                              const vk::BufferSpan& gamma, const vk::BufferSpan& beta,
+                              uint32_t T, uint32_t C) {
+  if (!caps.storage_texel_buffers) return "no rgba32f storage texel buffers";
+  if (C % 4 != 0) return "C=" + str(C) + " is not a multiple of 4";
+  const uint64_t align = texel_binding_alignment(caps);
+  if (x.offset % align != 0 || gamma.offset % align != 0 || beta.offset % align != 0)
+    return "x, gamma or beta is not aligned to minTexelBufferOffsetAlignment " + str(align);
+  if (uint64_t{T} * C / 4 > caps.max_texel_buffer_elements)
+    return "x spans " + str(uint64_t{T} * C / 4) + " texels, over maxTexelBufferElements " +
+           str(caps.max_texel_buffer_elements);
+  return {};
+}
+
+bool use_texel(const vk::Device& device, const vk::BufferSpan& x, const vk::BufferSpan& gamma,
+               const vk::BufferSpan& beta, uint32_t T, uint32_t C, LayerNormKernel asked) {
+  if (asked == LayerNormKernel::Portable) return false;
+  const vk::DeviceCaps& caps = device.caps();
+  const std::string why_not = texel_unsupported(caps, x, gamma, beta, T, C);
+  if (asked == LayerNormKernel::Texel && !why_not.empty())
+    fail("layernorm", "the texel kernel cannot run on device '" + caps.name + "': " + why_not);
+  return why_not.empty() && (asked == LayerNormKernel::Texel || kernel_policy(device).texel_layernorm);
+}
+
+}  // namespace
+
+void layernorm(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+               const vk::BufferSpan& x, const vk::BufferSpan& gamma, const vk::BufferSpan& beta,
+               uint32_t T, uint32_t C, float eps, LayerNormKind kind, LayerNormKernel kernel) {
+  if (kind != LayerNormKind::Standard && kind != LayerNormKind::StdPlusEps) fail("layernorm", "unknown kind");
+  if (C == 0) fail("layernorm", "C must be at least 1");
+  if (kind == LayerNormKind::StdPlusEps && C < 2)
+    fail("layernorm", "StdPlusEps needs C >= 2 (the unbiased std divides by C - 1)");
+  if (!(eps >= 0.0f) || !std::isfinite(eps)) fail("layernorm", "eps must be finite and >= 0");
+  const uint64_t count = uint64_t{T} * C, bytes = count * sizeof(float);
+  require_elements("layernorm", "out", out, count);
+  require_elements("layernorm", "x", x, count);
+  require_elements("layernorm", "gamma", gamma, C);
+  require_elements("layernorm", "beta", beta, C);
+  if (T == 0) return;
+  const vk::DeviceCaps& caps = k.device().caps();
+  if (bytes > caps.max_storage_buffer_range)
+    fail("layernorm", "[T, C] = [" + std::to_string(T) + ", " + std::to_string(C) + "] is " +
+         std::to_string(bytes) + " bytes, over this device's maxStorageBufferRange " +
+         std::to_string(caps.max_storage_buffer_range));
+
+  // Exact ranges, so the recorder's barriers see only what this dispatch touches.
+  const uint64_t row_bytes = uint64_t{C} * sizeof(float);
+  if (use_texel(k.device(), x, gamma, beta, T, C, kernel)) {
+    // Eight rows per workgroup, llvmpipe's SIMD width: a prompt's rows spread over its threads.
+    const uint32_t wg = std::min({8u, caps.max_workgroup_invocations, caps.max_workgroup_size[0]});
+    const vk::Pipeline& p = k.get("layernorm_texel", {{wg, 1, 1}, {static_cast<uint32_t>(kind)}});
+    rec.dispatch(
+        p, {out.sub(0, bytes), x.sub(0, bytes), gamma.sub(0, row_bytes), beta.sub(0, row_bytes)},
+        push::LayerNormPush{T, C, eps}, vk::groups_for(k.device(), p, T));
+    return;
+  }
+  const uint32_t wg = row_workgroup(caps, C, 2 * sizeof(float));  // a vec2 of shared memory each
+  const vk::Pipeline& p = k.get("layernorm", {{wg, 1, 1}, {static_cast<uint32_t>(kind)}});
+  rec.dispatch(
+      p, {out.sub(0, bytes), x.sub(0, bytes), gamma.sub(0, row_bytes), beta.sub(0, row_bytes)},
+      push::LayerNormPush{T, C, eps}, vk::fold_groups(k.device(), T, "layernorm"));
+}
+
+}  // namespace model::gpu

@@ -1,0 +1,29 @@
+// Host wrapper of shaders/layernorm.comp and layernorm_texel.comp.
+#pragma once
+#include "model/ops/gpu/common.h"
+#include "shaders/layernorm.h"
+
+namespace model::gpu {
+
+enum class LayerNormKernel : uint32_t {
+  Auto,      // Texel where the kernel policy's texel_layernorm and the call allows it, otherwise Portable
+  Portable,  // layernorm.comp: one workgroup per row, storage buffers; any C, any device
+  // layernorm_texel.comp: one invocation per row, x, gamma and beta read as rgba32f texels.
+  // Needs rgba32f storage texel buffers, C % 4 == 0, x, gamma and beta aligned to
+  // minTexelBufferOffsetAlignment and [T, C] within maxTexelBufferElements; throws otherwise.
+  Texel,
+};
+
+// out[t, :] = gamma * normalise(x[t, :]) + beta              [T, C] -> [T, C]
+// gamma, beta: fp32 [C]. out must not overlap x. The mean and variance are exact to fp32
+// rounding even for rows with a large mean and small spread (two passes).
+// Throws vk::Error for C == 0, StdPlusEps with C < 2, a negative or non-finite eps, spans too
+// small, or [T, C] beyond one binding (maxStorageBufferRange; layernorm does not split rows).
+// T == 0 records nothing.
+void layernorm(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+               const vk::BufferSpan& x, const vk::BufferSpan& gamma, const vk::BufferSpan& beta,
+               uint32_t T, uint32_t C, float eps, LayerNormKind kind = LayerNormKind::Standard,
+               LayerNormKernel kernel = LayerNormKernel::Auto);
+
+
+}  // namespace model::gpu

@@ -1,0 +1,96 @@
+// Host wrapper of shaders/matmul.comp (tiled, for prefill) and shaders/matmul_vec.comp
+// (matrix-vector, for decode): the linear layer y = act(x W + b) + residual.
+#pragma once
+#include <utility>
+
+#include "model/ops/gpu/common.h"
+#include "model/ops/gpu/layernorm.h"
+#include "shaders/matmul.h"
+
+namespace model::gpu {
+
+enum class MatmulKernel : uint32_t {
+  // VectorTexel for any T where the kernel policy's texel_matmul and the call allows it (in passes of
+  // kMatmulVecRows rows: on llvmpipe this beats the tiles for prefill too); otherwise Vector for
+  // T <= kMatmulVecRows and Tiled beyond.
+  Auto,
+  Vector,  // matmul_vec: each weight read once per kMatmulVecRows rows, storage buffers
+  Tiled,   // matmul: shared-memory tiles
+  // matmul_vec_texel: Vector's work with x and W read through storage texel buffers. Needs
+  // matmul_texel_supported() and x, W spans aligned to minTexelBufferOffsetAlignment (arena
+  // allocations on a device whose texel alignment is at most its storage alignment); throws
+  // otherwise.
+  VectorTexel,
+};
+
+// Rows of x the matrix-vector kernel handles in one pass (larger T loops over passes).
+constexpr uint32_t kMatmulVecRows = 8;
+// The register tile of matmul_interleaved.comp for more than one row of x: each workgroup takes
+// kInterleavedRows rows of x (a dispatch takes all the rows, in workgroups along z), and
+// kInterleavedLanes invocations share a block of 64 rows of W, 16 rows each. Every imageLoad is
+// a per-lane gather on llvmpipe, so the larger the tile the fewer loads per product, until the
+// accumulators spill (the tile sizes measured: docs/benchmark.md, "Tuning decisions"). One row
+// (decoding) keeps 8 lanes.
+constexpr uint32_t kInterleavedRows = 32;
+constexpr uint32_t kInterleavedLanes = 4;
+
+struct MatmulNorm {
+  vk::BufferSpan gamma, beta;
+  LayerNormKind kind = LayerNormKind::Standard;
+  float eps = 1e-5f;
+};
+
+struct MatmulOptions {
+  WeightLayout layout = WeightLayout::KN;
+  Activation act = Activation::None;  // applied after the bias, before the residual add
+  MatmulKernel kernel = MatmulKernel::Auto;
+  // The first row of x read: x rows [x_row, x_row + T) feed out rows [0, T). The head reads
+  // only the last position's row this way, wherever its offset falls against the alignment.
+  uint32_t x_row = 0;
+  // A LayerNorm of x's rows fused in front: out = act(layernorm(x) W + b) + r. Interleaved
+  // weights only; gamma and beta [K] fp32, texel-aligned spans.
+  const MatmulNorm* norm = nullptr;
+};
+
+// Whether VectorTexel can run this shape on this device: rgba32 storage texel buffers, K % 4 == 0
+// and the weight's contiguous axis (N of [K, N], K of [N, K]) in whole texels (8 fp16, 4 fp32).
+bool matmul_texel_supported(const vk::DeviceCaps& caps, DType dtype, WeightLayout layout,
+                            uint32_t K, uint32_t N);
+// Whether an Interleaved weight of this shape can run here: rgba32 storage texel buffers and
+// K in whole texels (8 fp16 or 4 fp32 elements).
+bool matmul_interleaved_supported(const vk::DeviceCaps& caps, DType dtype, uint32_t K);
+// Bytes of W [N, K] in the Interleaved layout: N rounded up to whole blocks of
+// push::MATMUL_BLOCK_ROWS rows.
+uint64_t interleaved_bytes(DType dtype, uint32_t K, uint32_t N);
+// Repacks W, given as elements of dtype's size in `from` layout (KN or NK), into the Interleaved
+// layout at dst (interleaved_bytes() of them; padding rows are zero). K % (16 / size) == 0.
+void interleave(void* dst, const void* src, WeightLayout from, DType dtype, uint32_t K, uint32_t N);
+
+
+// out[t, n] = act(sum_k x[t, k] W(k, n) + bias[n]) + residual[t, n], accumulated in fp32.
+//   [T, K] x [K, N] (or [N, K]) + [N] + [T, N] -> [T, N]
+// bias and residual may be null. residual may be out itself (the in-place residual stream) but
+// must not overlap it otherwise; x, W and bias must not overlap out.
+// Tensors larger than the device's maxStorageBufferRange (or, for VectorTexel, whose texels
+// exceed maxTexelBufferElements) are split into several dispatches:
+// W into blocks of whole rows (of N for [N, K], of K for [K, N], whose partial sums accumulate in
+// out), x and out into blocks of rows. One row of x, out and W must each fit in the range. A
+// split over K cannot keep an in-place residual alive under an activation; that case throws.
+void matmul(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+            const vk::BufferSpan& x, const Weight& w, const vk::BufferSpan* bias,
+            const vk::BufferSpan* residual, uint32_t T, uint32_t K, uint32_t N,
+            const MatmulOptions& options = {});
+
+// Greedy decoding's head: the argmax over n of x[x_row] . W[n] for an Interleaved W [N, K],
+// without writing the N outputs or running a top-k: each invocation of matmul_interleaved.comp
+// writes the best of its rows as a (value, n) pair of floats into `partials`
+// (matmul_argmax_partials(N) pairs), and argmax_of_partials() finishes on the host. NaN outputs
+// count as -inf; ties go to the lower n. N <= 2^24 (ids travel as floats).
+uint32_t matmul_argmax_partials(uint32_t N);
+void matmul_argmax(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& partials,
+                   const vk::BufferSpan& x, const Weight& w, uint32_t K, uint32_t N,
+                   uint32_t x_row = 0);
+// The best (n, value) of `count` partial pairs; n = -1 when every output was NaN.
+std::pair<int32_t, float> argmax_of_partials(const float* partials, uint32_t count);
+
+}  // namespace model::gpu

@@ -1,0 +1,58 @@
+// The op vocabulary: what the config, the CPU references and the GPU wrappers all name, as plain
+// data with no Vulkan. The values are the shaders' own constants (shaders/*.h), so a GPU wrapper
+// passes them to its shader as they are.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "shaders/common/types.h"
+#include "shaders/embedding.h"
+#include "shaders/layernorm.h"
+#include "shaders/matmul.h"
+
+namespace model {
+
+// How a weight matrix's elements are stored on the device. Activations are always fp32.
+enum class DType : uint32_t { F32 = push::DTYPE_F32, F16 = push::DTYPE_F16 };
+constexpr size_t dtype_bytes(DType t) {
+  return t == DType::F16 ? 2 : 4;
+}
+
+enum class Activation : uint32_t {
+  None = push::ACT_NONE,
+  GeluTanh = push::ACT_GELU_TANH,  // GPT-2's gelu_new
+  GeluErf = push::ACT_GELU_ERF,    // exact GELU
+  Relu = push::ACT_RELU,
+};
+
+enum class LayerNormKind : uint32_t {
+  // GPT-2 and torch.nn.LayerNorm: gamma (x - mean) / sqrt(var + eps) + beta, with the
+  // population variance (divide by C).
+  Standard = push::LAYERNORM_STANDARD,
+  // The Annotated Transformer's LayerNorm: gamma (x - mean) / (std + eps) + beta, where std is
+  // x.std(-1), torch's default UNBIASED estimate (divide by C - 1). Needs C >= 2.
+  StdPlusEps = push::LAYERNORM_STD_PLUS_EPS,
+};
+
+enum class PositionKind : uint32_t {
+  Learned = push::POS_LEARNED,        // wpe [n_pos, C], GPT-2
+  Sinusoidal = push::POS_SINUSOIDAL,  // sin/cos of "Attention Is All You Need"
+  None = push::POS_NONE,              // no position term
+};
+
+enum class WeightLayout : uint32_t {
+  KN = push::MATMUL_KN,  // W [K, N], y = x W: Hugging Face GPT-2 Conv1D (c_attn, c_proj, c_fc)
+  NK = push::MATMUL_NK,  // W [N, K], y = x W^T: rows are outputs (the tied head reading wte)
+  // W [N, K] repacked by gpu::interleave() for matmul_interleaved.comp: the layout of the CPU
+  // kernel set (model/ops/gpu/policy.h). One layout for decode and prefill; embedding() reads a
+  // tied wte in it too.
+  Interleaved = push::MATMUL_INTERLEAVED,
+};
+
+// How attention masks and scales its scores (gpu::AttentionOptions adds the kernel to run).
+struct AttentionSpec {
+  bool causal = true;  // false: bidirectional (an encoder), every query sees all L keys
+  float scale = 0;     // multiplies q . k; 0 means 1 / sqrt(D)
+};
+
+}  // namespace model

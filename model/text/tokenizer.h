@@ -1,0 +1,36 @@
+// Text <-> token ids. GPT-2's byte-level BPE, raw bytes, or a character list, chosen by the
+// model's config (TokenizerSpec).
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/formats/config.h"
+
+namespace model {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  // Throws std::runtime_error naming the byte offset for invalid UTF-8, and for a character the
+  // vocabulary cannot express (Chars).
+  virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+  // The raw bytes of one token (may be part of a UTF-8 character). Throws for an id out of range.
+  virtual std::string token_bytes(int32_t id) const = 0;
+  virtual uint32_t vocab_size() const = 0;
+  virtual std::optional<int32_t> end_of_text() const { return std::nullopt; }
+  // Joins the tokens' bytes; invalid UTF-8 becomes U+FFFD, as GPT-2's decoder (errors="replace").
+  std::string decode(std::span<const int32_t> ids) const;
+};
+
+// Builds the tokenizer a model's config asks for; Gpt2 reads dir/vocab.json and dir/merges.txt.
+// Errors name the file and the key or line (Chars: dir/config.json and the index in "chars").
+std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& dir,
+                                          const TokenizerSpec& spec);
+
+}  // namespace model
