@@ -122,7 +122,7 @@ struct Subject {
 };
 
 // Bytes of the weights as the model holds them: matrices at the chosen precision, LayerNorm
-// parameters and biases in fp32 (as model/gpu_model.cpp uploads them).
+// parameters and biases in fp32 (as model/forward/gpu_model.cpp uploads them).
 uint64_t weight_bytes(const model::Config& c, model::Precision p) {
   uint64_t bytes = 0;
   for (const model::ExpectedTensor& e : model::expected_tensors(c)) {

@@ -1,4 +1,4 @@
-// libFuzzer target: config.json (model/config.h parse_config) on arbitrary bytes. What it
+// libFuzzer target: config.json (model/formats/config.h parse_config) on arbitrary bytes. What it
 // accepts must survive the round trip through config_json, keep the sizes the engine computes
 // from it in range, and, for the "chars" tokenizer, give a tokenizer that takes its own list.
 // A std::runtime_error naming the source is the one acceptable failure.

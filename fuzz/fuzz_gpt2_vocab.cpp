@@ -1,4 +1,4 @@
-// libFuzzer target: GPT-2's tokenizer files, vocab.json and merges.txt (model/gpt2_vocab.h) on
+// libFuzzer target: GPT-2's tokenizer files, vocab.json and merges.txt (model/text/gpt2_vocab.h) on
 // arbitrary bytes: the input is the vocab.json text, a NUL byte, then the merges.txt text. What
 // they accept must merge a fixed text's words into ids in range whose bytes are the words again.
 // The pre-tokenizer is left out (it is fuzz_tokenizer's, and compiling its pattern for every

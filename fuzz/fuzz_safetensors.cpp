@@ -1,4 +1,4 @@
-// libFuzzer target: the safetensors reader (model/safetensors.h) on arbitrary bytes, parsed in
+// libFuzzer target: the safetensors reader (model/formats/safetensors.h) on arbitrary bytes, parsed in
 // memory by SafeTensors::parse with the checks a mapped file gets, then every tensor converted
 // as a model load converts it. A std::runtime_error naming the source is the one acceptable
 // failure; any other exception, a crash or a sanitizer report is a finding.

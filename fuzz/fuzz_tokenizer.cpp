@@ -1,4 +1,4 @@
-// libFuzzer target: the tokenizers (model/tokenizer.h) on arbitrary bytes. The first byte picks
+// libFuzzer target: the tokenizers (model/text/tokenizer.h) on arbitrary bytes. The first byte picks
 // what the rest is:
 //   0  text for GPT-2's BPE (data/gpt2)    1  text for the bytes tokenizer
 //   2  GPT-2 token ids, uint16 each        3  GPT-2 token ids, int32 each (any value)

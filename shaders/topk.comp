@@ -1,5 +1,5 @@
 #version 450
-// Top-k selection, one level of a tree (model/gpu/topk.cpp chains levels until one workgroup
+// Top-k selection, one level of a tree (model/ops/gpu/topk.cpp chains levels until one workgroup
 // remains). Each workgroup finds the k best elements of its slice in k rounds: round r takes the
 // best element strictly after round r-1's winner in the order below, with a two-step shared-memory
 // reduction (two barriers a round, no subgroup operations).

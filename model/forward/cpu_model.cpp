@@ -28,10 +28,10 @@ struct CpuBackend {
   float* buf(Buf b);
   void embed(uint32_t T, uint32_t pos);
   void layernorm(Buf out, Buf in, const Norm<const float*>& n, uint32_t T);
-  void linear(Buf out, Buf in, const Linear<const float*>& l, const Epilogue& e, uint32_t T,
-              uint32_t in_row);
+  void linear(Buf out, Buf in, const Linear<const float*>& l, uint32_t T, const Epilogue& e = {},
+              uint32_t in_row = 0);
   void norm_linear(Buf out, Buf in, const Norm<const float*>& n, const Linear<const float*>& l,
-                   const Epilogue& e, uint32_t T, uint32_t in_row);
+                   uint32_t T, const Epilogue& e = {}, uint32_t in_row = 0);
   void attention_store(uint32_t layer, uint32_t T, uint32_t pos);
   void argmax_head(Buf in, const Linear<const float*>& l, uint32_t row);
   void tap(uint32_t layer, uint32_t T);
@@ -134,23 +134,23 @@ void CpuBackend::layernorm(Buf out, Buf in, const Norm<const float*>& n, uint32_
                  c.layer_norm);
 }
 
-void CpuBackend::linear(Buf out, Buf in, const Linear<const float*>& l, const Epilogue& e,
-                        uint32_t T, uint32_t in_row) {
+void CpuBackend::linear(Buf out, Buf in, const Linear<const float*>& l, uint32_t T,
+                        const Epilogue& e, uint32_t in_row) {
   cpu::matmul(buf(out), buf(in) + size_t(in_row) * l.K, l.w, l.b,
               e.residual ? buf(*e.residual) : nullptr, T, l.K, l.N, l.layout, e.act);
 }
 
 // Unfused: the LayerNorm's output goes through H.
 void CpuBackend::norm_linear(Buf out, Buf in, const Norm<const float*>& n,
-                             const Linear<const float*>& l, const Epilogue& e, uint32_t T,
+                             const Linear<const float*>& l, uint32_t T, const Epilogue& e,
                              uint32_t in_row) {
   layernorm(Buf::H, in, n, in_row + T);
-  linear(out, Buf::H, l, e, T, in_row);
+  linear(out, Buf::H, l, T, e, in_row);
 }
 
 // Unfused: the row's logits, then their best id (kept as the one logit and id of the pass).
 void CpuBackend::argmax_head(Buf in, const Linear<const float*>& l, uint32_t row) {
-  linear(Buf::LOGITS, in, l, {}, 1, row);
+  linear(Buf::LOGITS, in, l, 1, {}, row);
   int32_t id = 0;
   float value = 0;
   cpu::topk(&id, &value, m.logits_.data(), l.N, 1);

@@ -31,10 +31,10 @@ struct GpuBackend {
   const vk::BufferSpan& buf(Buf b) const;
   void embed(uint32_t T, uint32_t pos);
   void layernorm(Buf out, Buf in, const GpuNorm& n, uint32_t T);
-  void linear(Buf out, Buf in, const GpuLinear& l, const Epilogue& e, uint32_t T, uint32_t in_row,
-              const gpu::MatmulNorm* norm = nullptr);
-  void norm_linear(Buf out, Buf in, const GpuNorm& n, const GpuLinear& l, const Epilogue& e,
-                   uint32_t T, uint32_t in_row);
+  void linear(Buf out, Buf in, const GpuLinear& l, uint32_t T, const Epilogue& e = {},
+              uint32_t in_row = 0, const gpu::MatmulNorm* norm = nullptr);
+  void norm_linear(Buf out, Buf in, const GpuNorm& n, const GpuLinear& l, uint32_t T,
+                   const Epilogue& e = {}, uint32_t in_row = 0);
   void attention_store(uint32_t layer, uint32_t T, uint32_t pos);
   void argmax_head(Buf in, const GpuLinear& l, uint32_t row);
   void tap(uint32_t layer, uint32_t T);
@@ -312,7 +312,7 @@ void GpuBackend::layernorm(Buf out, Buf in, const GpuNorm& n, uint32_t T) {
                  c.layer_norm_epsilon, c.layer_norm);
 }
 
-void GpuBackend::linear(Buf out, Buf in, const GpuLinear& l, const Epilogue& e, uint32_t T,
+void GpuBackend::linear(Buf out, Buf in, const GpuLinear& l, uint32_t T, const Epilogue& e,
                         uint32_t in_row, const gpu::MatmulNorm* norm) {
   gpu::matmul(m.kernels_, m.rec_, buf(out), buf(in), *l.w, l.b ? &l.b->span : nullptr,
               e.residual ? &buf(*e.residual) : nullptr, T, l.K, l.N,
@@ -322,18 +322,18 @@ void GpuBackend::linear(Buf out, Buf in, const GpuLinear& l, const Epilogue& e, 
 // Fused where the policy says the dispatch it saves costs more than the reads it adds
 // (norm_linear_max_bytes): matmul_interleaved normalises each row of x as it reads it, and H is
 // never written (rows from the first only). Otherwise the LayerNorm into H, then the matmul.
-void GpuBackend::norm_linear(Buf out, Buf in, const GpuNorm& n, const GpuLinear& l,
-                             const Epilogue& e, uint32_t T, uint32_t in_row) {
+void GpuBackend::norm_linear(Buf out, Buf in, const GpuNorm& n, const GpuLinear& l, uint32_t T,
+                             const Epilogue& e, uint32_t in_row) {
   const uint64_t w_bytes = uint64_t{l.K} * l.N * dtype_bytes(l.w->dtype);
   if (l.w->layout == WeightLayout::Interleaved && w_bytes <= m.policy_.norm_linear_max_bytes &&
       in_row == 0) {
     const Config& c = m.config_;
     const gpu::MatmulNorm norm{n.gamma->span, n.beta->span, c.layer_norm, c.layer_norm_epsilon};
-    linear(out, in, l, e, T, 0, &norm);
+    linear(out, in, l, T, e, 0, &norm);
     return;
   }
   layernorm(Buf::H, in, n, in_row + T);
-  linear(out, Buf::H, l, e, T, in_row);
+  linear(out, Buf::H, l, T, e, in_row);
 }
 
 void GpuBackend::argmax_head(Buf in, const GpuLinear& l, uint32_t row) {

@@ -105,8 +105,9 @@ ModelWeights<W> map_weights(const Config& c, Get get) {
 // The backend provides, with W its weight handle:
 //   embed(T, pos)                               X = wte[ids] + positions
 //   layernorm(out, in, norm, T)                 per row
-//   linear(out, in, lin, epilogue, T, in_row)   out = epilogue(in[in_row..] W + b), T rows
-//   norm_linear(out, in, norm, lin, epilogue, T, in_row)
+//   linear(out, in, lin, T, epilogue = {}, in_row = 0)
+//                                               out = epilogue(in[in_row..] W + b), T rows
+//   norm_linear(out, in, norm, lin, T, epilogue = {}, in_row = 0)
 //                                               H = norm(in) (rows up to in_row + T), then
 //                                               linear(out, H, ...): H is scratch that a fused
 //                                               kernel may skip
@@ -118,28 +119,28 @@ template <class Backend, class W>
 void forward(Backend& b, const Config& c, const ModelWeights<W>& w, uint32_t T, uint32_t pos,
              Head head) {
   const Buf X = Buf::X, H = Buf::H, QKV = Buf::QKV, ATT = Buf::ATT, FC = Buf::FC;
-  const Epilogue plain;
+  const Epilogue act = activation(c.activation);  // the MLP's: GELU (tanh or erf) or ReLU
 
   b.embed(T, pos);
   for (uint32_t i = 0; i < c.n_layer; i++) {
     const Block<W>& l = w.layers[i];
     if (c.attention_only) {  // x = x + attn(x)
-      b.linear(QKV, X, l.c_attn, plain, T, 0);
+      b.linear(QKV, X, l.c_attn, T);
       b.attention_store(i, T, pos);
-      b.linear(X, ATT, l.attn_proj, residual(X), T, 0);
+      b.linear(X, ATT, l.attn_proj, T, residual(X));
     } else if (c.pre_norm) {  // GPT-2: x = x + attn(ln_1(x)); x = x + mlp(ln_2(x))
-      b.norm_linear(QKV, X, l.ln_1, l.c_attn, plain, T, 0);
+      b.norm_linear(QKV, X, l.ln_1, l.c_attn, T);
       b.attention_store(i, T, pos);
-      b.linear(X, ATT, l.attn_proj, residual(X), T, 0);
-      b.norm_linear(FC, X, l.ln_2, l.fc, activation(c.activation), T, 0);
-      b.linear(X, FC, l.mlp_proj, residual(X), T, 0);
+      b.linear(X, ATT, l.attn_proj, T, residual(X));
+      b.norm_linear(FC, X, l.ln_2, l.fc, T, act);
+      b.linear(X, FC, l.mlp_proj, T, residual(X));
     } else {  // Add & Norm (2017): x = ln_1(x + attn(x)); x = ln_2(x + mlp(x))
-      b.linear(QKV, X, l.c_attn, plain, T, 0);
+      b.linear(QKV, X, l.c_attn, T);
       b.attention_store(i, T, pos);
-      b.linear(H, ATT, l.attn_proj, residual(X), T, 0);
+      b.linear(H, ATT, l.attn_proj, T, residual(X));
       b.layernorm(X, H, l.ln_1, T);
-      b.linear(FC, X, l.fc, activation(c.activation), T, 0);
-      b.linear(H, FC, l.mlp_proj, residual(X), T, 0);
+      b.linear(FC, X, l.fc, T, act);
+      b.linear(H, FC, l.mlp_proj, T, residual(X));
       b.layernorm(X, H, l.ln_2, T);
     }
     b.tap(i, T);
@@ -156,9 +157,9 @@ void forward(Backend& b, const Config& c, const ModelWeights<W>& w, uint32_t T, 
     }
     b.argmax_head(top, w.head, T - 1);
   } else if (c.final_norm) {
-    b.norm_linear(Buf::LOGITS, X, w.ln_f, w.head, plain, rows, T - rows);
+    b.norm_linear(Buf::LOGITS, X, w.ln_f, w.head, rows, {}, T - rows);
   } else {
-    b.linear(Buf::LOGITS, X, w.head, plain, rows, T - rows);
+    b.linear(Buf::LOGITS, X, w.head, rows, {}, T - rows);
   }
 }
 

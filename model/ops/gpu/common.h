@@ -1,6 +1,6 @@
-// What every GPU op wrapper shares. Each op lives in model/gpu/<op>.{h,cpp} beside its CPU
-// reference model/cpu/<op>.{h,cpp}, its shader shaders/<op>.comp and its test tests/test_<op>.cpp,
-// with the same argument order everywhere: outputs, inputs, weights, then sizes.
+// What every GPU op wrapper shares. Each op lives in model/ops/gpu/<op>.{h,cpp} beside its CPU
+// reference model/ops/cpu/<op>.{h,cpp}, its shader shaders/<op>.comp and its test
+// tests/test_<op>.cpp, with the same argument order everywhere: outputs, inputs, weights, sizes.
 #pragma once
 #include <cstdint>
 #include <string>

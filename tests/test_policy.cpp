@@ -1,0 +1,105 @@
+// The kernel policy: which set a device gets, what each set chooses, and how a user forces one.
+// Which kernels each set then runs is checked per op (test_matmul, test_attention, ...) and as
+// whole models under both sets (test_goldens, test_model, test_kjv, test_aab, test_cli).
+#include <doctest/doctest.h>
+
+#include "model/ops/gpu/policy.h"
+#include "tests/cli.h"
+#include "tests/files.h"
+#include "tests/gpu.h"
+#include "vk/check.h"
+
+namespace {
+
+vk::DeviceCaps caps_of(VkPhysicalDeviceType type) {
+  vk::DeviceCaps c;
+  c.name = "test device";
+  c.type = type;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("policy: CPU devices get the CPU set, every other device the GPU set") {
+  using model::gpu::choose_policy;
+  const model::gpu::KernelPolicy cpu = choose_policy(caps_of(VK_PHYSICAL_DEVICE_TYPE_CPU), vk::KernelSet::Auto);
+  CHECK(cpu.set == vk::KernelSet::Cpu);
+  CHECK(cpu.why == "auto: a CPU device");
+  CHECK(cpu.texel_matmul);
+  CHECK(cpu.texel_attention);
+  CHECK(cpu.texel_layernorm);
+  CHECK(cpu.interleaved_weights);
+  CHECK(cpu.norm_linear_max_bytes > 0);
+  CHECK(cpu.topk_per_invocation == 64);
+  for (VkPhysicalDeviceType t :
+       {VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU,
+        VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU, VK_PHYSICAL_DEVICE_TYPE_OTHER}) {
+    CAPTURE(vk::device_type_name(t));
+    const model::gpu::KernelPolicy gpu = choose_policy(caps_of(t), vk::KernelSet::Auto);
+    CHECK(gpu.set == vk::KernelSet::Gpu);
+    CHECK_FALSE(gpu.texel_matmul);
+    CHECK_FALSE(gpu.texel_attention);
+    CHECK_FALSE(gpu.texel_layernorm);
+    CHECK_FALSE(gpu.interleaved_weights);
+    CHECK(gpu.norm_linear_max_bytes == 0);
+    CHECK(gpu.topk_per_invocation == 4);
+  }
+}
+
+TEST_CASE("policy: either set can be forced on any device") {
+  using model::gpu::choose_policy;
+  const auto forced_gpu = choose_policy(caps_of(VK_PHYSICAL_DEVICE_TYPE_CPU), vk::KernelSet::Gpu);
+  CHECK(forced_gpu.set == vk::KernelSet::Gpu);
+  CHECK_FALSE(forced_gpu.interleaved_weights);
+  CHECK(forced_gpu.describe() == "gpu (forced (--kernels or GPT2VK_KERNELS))");
+  const auto forced_cpu =
+      choose_policy(caps_of(VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU), vk::KernelSet::Cpu);
+  CHECK(forced_cpu.set == vk::KernelSet::Cpu);
+  CHECK(forced_cpu.interleaved_weights);
+
+  CHECK(vk::parse_kernel_set("auto", "x") == vk::KernelSet::Auto);
+  CHECK(vk::parse_kernel_set("gpu", "x") == vk::KernelSet::Gpu);
+  CHECK(vk::parse_kernel_set("cpu", "x") == vk::KernelSet::Cpu);
+  CHECK_THROWS_WITH_AS(vk::parse_kernel_set("GPU", "GPT2VK_KERNELS"),
+                       "GPT2VK_KERNELS: 'GPU' is not a kernel set (auto, gpu or cpu)", vk::Error);
+}
+
+TEST_CASE("policy: a device built with a forced set reports it; the tests' second devices do") {
+  GPU_TEST(g);
+  for (vk::KernelSet ks : test::kKernelSets) {
+    const vk::Device& d = g.with_kernels(ks);
+    CHECK(d.kernels_asked() == ks);
+    CHECK(model::gpu::kernel_policy(d).set == ks);
+  }
+}
+
+TEST_CASE("policy: the command line names the set, and refuses a bad one") {
+  GPU_TEST(g);
+  const std::string tiny = (test::source_dir() / "tests/data/models/gpt2-tiny").string();
+  for (const char* set : {"gpu", "cpu"}) {
+    const test::CliResult r =
+        test::gpt2vk({"generate", "-m", tiny, "-p", "Hi", "-n", "2", "--kernels", set});
+    CAPTURE(r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.find(std::string(set) + " kernels") != std::string::npos);  // the summary line
+  }
+  const test::CliResult env =
+      test::gpt2vk({"generate", "-m", tiny, "-p", "Hi", "-n", "2"}, {{"GPT2VK_KERNELS", "fast"}});
+  CHECK(env.exit_code == 1);
+  CHECK(env.err.find("GPT2VK_KERNELS: 'fast' is not a kernel set (auto, gpu or cpu)") !=
+        std::string::npos);
+  CHECK(env.out.empty());
+  const test::CliResult flag =
+      test::gpt2vk({"generate", "-m", tiny, "-p", "Hi", "--kernels", "fast"});
+  CHECK(flag.exit_code != 0);
+  CHECK(flag.err.find("--kernels") != std::string::npos);
+  // The flag wins over the variable.
+  const test::CliResult both = test::gpt2vk(
+      {"generate", "-m", tiny, "-p", "Hi", "-n", "2", "--kernels", "gpu"}, {{"GPT2VK_KERNELS", "cpu"}});
+  CHECK(both.exit_code == 0);
+  CHECK(both.err.find("gpu kernels") != std::string::npos);
+
+  const test::CliResult devices = test::gpt2vk({"devices"}, {{"GPT2VK_KERNELS", "gpu"}});
+  CHECK(devices.exit_code == 0);
+  CHECK(devices.out.find("kernels                 gpu (forced") != std::string::npos);
+}
