@@ -2,6 +2,7 @@
 // and reported by main().
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,16 @@ struct PerplexityArgs {
   uint32_t ctx = 0;  // 0: the model's n_ctx
 };
 int perplexity(const PerplexityArgs& args);
+
+struct AttentionArgs {
+  ModelArgs model;
+  std::string prompt, file;
+  std::string out;                // the HTML page
+  std::string json;               // the weights and tokens as JSON
+  std::optional<uint32_t> layer;  // only this layer (the terminal view: default 0)
+  std::optional<uint32_t> head;   // only this head (the terminal view: default 0)
+};
+int attention(const AttentionArgs& args);
 
 struct MakeModelArgs {
   std::string shape = "small";  // tiny | small | medium | large | xl

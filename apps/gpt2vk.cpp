@@ -92,6 +92,19 @@ int main(int argc, char** argv) {
   perplexity->add_option("-c,--ctx", ppl_args.ctx, "window length N (default: the model's context)")
       ->check(CLI::Range(1u, 1u << 20));
 
+  app::AttentionArgs att_args;
+  CLI::App* attention = cli.add_subcommand(
+      "attention", "run a prompt once and show every head's attention: a page, JSON, or one head here");
+  add_model_options(*attention, att_args.model);
+  attention->add_option("-p,--prompt", att_args.prompt, "the text to run");
+  attention->add_option("-f,--file", att_args.file, "read the text from a file");
+  attention->add_option("-o,--out", att_args.out,
+                        "write a self-contained HTML page of every layer x head here (without it: "
+                        "one head as text on stdout)");
+  attention->add_option("--json", att_args.json, "write the weights and tokens as JSON here");
+  attention->add_option("--layer", att_args.layer, "only this layer (0-based)");
+  attention->add_option("--head", att_args.head, "only this head (0-based)");
+
   app::MakeModelArgs make_args;
   CLI::App* make = cli.add_subcommand(
       "make-model", "write a random-weight checkpoint of a GPT-2 shape, with GPT-2's tokenizer");
@@ -113,6 +126,7 @@ int main(int argc, char** argv) {
     if (compare->parsed()) return app::compare(cmp_args);
     if (logits->parsed()) return app::logits(logit_args);
     if (perplexity->parsed()) return app::perplexity(ppl_args);
+    if (attention->parsed()) return app::attention(att_args);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpt2vk: error: %s\n", e.what());
     return 1;

@@ -79,14 +79,18 @@ void print_warnings(const model::Model& m) {
     std::fprintf(stderr, "gpt2vk: warning: %s\n", w.c_str());
 }
 
-Session open_session(const ModelArgs& args) {
-  Session s = open_checkpoint(args);
+void open_model(Session& s, const ModelArgs& args) {
   if (args.device == "cpu") {
     s.model = model::make_cpu_model(*s.checkpoint, model::parse_precision(args.precision));
     print_warnings(*s.model);
   } else {
     open_gpu(s, args);
   }
+}
+
+Session open_session(const ModelArgs& args) {
+  Session s = open_checkpoint(args);
+  open_model(s, args);
   return s;
 }
 

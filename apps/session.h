@@ -41,6 +41,8 @@ struct Session {
 Session open_checkpoint(const ModelArgs& args);
 // ... and the model: on the GPU --device names, or the CPU reference for --device cpu.
 Session open_session(const ModelArgs& args);
+// The model of an open checkpoint, as open_session makes it.
+void open_model(Session& s, const ModelArgs& args);
 // A GPU model on `device_select` (never the CPU) for an open checkpoint: compare's GPU side.
 // The device takes vk::DeviceOptions::from_env() (GPT2VK_FENCE_TIMEOUT, GPT2VK_KERNELS, ...),
 // then --kernels. A progress bar on stderr while the weights upload.

@@ -9,6 +9,7 @@ packages=(
   mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
   doctest-dev libpcre2-dev nlohmann-json3-dev libcli11-dev
   clang libclang-rt-dev  # the fuzz targets: clang's libFuzzer and sanitizer runtimes
+  chromium               # the attention page's test renders it headless
 )
 
 if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-query >/dev/null 2>&1; then
@@ -21,6 +22,7 @@ On other systems install:
   - doctest, PCRE2, nlohmann-json, CLI11 (Homebrew: doctest pcre2 nlohmann-json cli11;
     vcpkg: doctest pcre2 nlohmann-json cli11)
   - for the fuzz targets only: clang with libFuzzer (LLVM's compiler-rt)
+  - for the attention page's test only: Chromium at /usr/bin/chromium
 Then: cmake -S . -B build && cmake --build build
 MSG
   exit 1

@@ -13,6 +13,10 @@
 // from it, and copied to cache rows pos .., while the older keys come from the caches. The copy
 // never races the reads: no invocation reads cache rows pos .. in this dispatch.
 //
+// ATTENTION_PROBS 1 (the *_probs.comp modules, the attention tap): the kernel also writes the
+// softmax weights exp(s - m) / l of every query, each score recomputed as the sums computed it
+// once the final maximum and sum are known; masked keys get 0.
+//
 // Keys go in blocks of KB with an online softmax: the block's scores, their maximum m, the
 // running sums rescaled by exp(m_old - m_new) once per block. A masked key is read only when a
 // later query of the same invocation sees it (rows past the last visible one are never read),
@@ -35,6 +39,9 @@ layout(binding = 3, rgba32f) uniform readonly imageBuffer v_cache;   // [>= L, C
 // The same caches, for the new rows: q's columns [C, 2C) and [2C, 3C) go to rows pos .. pos+T-1.
 layout(binding = 4) writeonly buffer KStore { vec4 k_store[]; };   // [>= L, C / 4]
 layout(binding = 5) writeonly buffer VStore { vec4 v_store[]; };   // [>= L, C / 4]
+#endif
+#if ATTENTION_PROBS
+layout(binding = ATTENTION_STORE != 0 ? 6 : 4) writeonly buffer Probs { float probs[]; };  // [H, T, L]
 #endif
 layout(push_constant) uniform Push { AttentionPush p; };
 
@@ -108,6 +115,32 @@ void keys(uint j0, bool masked, bool from_q) {
   }
 }
 
+#if ATTENTION_PROBS
+// Query r's score of key j (times the scale, as qv holds it), summed as keys() sums it.
+float score(uint r, uint j) {
+  const bool from_q = j >= cached;
+  const uint at = from_q ? (j - cached) * (p.q_stride / 4) + p.C / 4 + head : j * (p.C / 4) + head;
+  float s = 0.0;
+  for (uint i = 0; i < DT; i++) {
+    vec4 kv;
+    if (from_q)
+      kv = imageLoad(q, int(at + i));
+    else
+      kv = imageLoad(k_cache, int(at + i));
+    s += dot(qv[r][i], kv);
+  }
+  return s;
+}
+
+// Query r (at t) has final maximum mq and sum total: its weights over every key j = first,
+// first + step, ... below L, 0 past its visible keys.
+void write_probs(uint r, uint t, float mq, float total, uint first, uint step) {
+  const uint row = (gl_WorkGroupID.y * p.T + t) * p.L;
+  for (uint j = first; j < p.L; j += step)
+    probs[row + j] = j < n[r] ? exp(score(r, j) - mq) / total : 0.0;
+}
+#endif
+
 // This invocation's keys first, first + SPLITS, ... below end: the segment of keys from one
 // source, first being the segment's first key in this invocation's share.
 void segment(uint first, uint end, bool from_q) {
@@ -160,6 +193,9 @@ void main() {
       const uint dst = (t0 + r) * p.C + head * 4;
       for (uint i = 0; i < DT; i++)
         for (uint c = 0; c < 4; c++) out_[dst + i * 4 + c] = acc[r][i][c] / l[r];
+#if ATTENTION_PROBS
+      write_probs(r, t0 + r, m[r], l[r], 0, 1);
+#endif
     }
     return;
   }
@@ -185,4 +221,7 @@ void main() {
     for (uint s = 0; s < SPLITS; s++) sum += merge[WG + (first + s) * D + d];
     out_[dst + d] = sum / total;
   }
+#if ATTENTION_PROBS
+  write_probs(0, t0, mq, total, split, SPLITS);
+#endif
 }

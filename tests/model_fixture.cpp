@@ -20,6 +20,40 @@ model::Config tiny_config() {
   return c;
 }
 
+namespace {
+const Variant kVariants[] = {
+    {"gpt-2", [](model::Config&) {}},
+    {"post-norm", [](model::Config& c) { c.pre_norm = false; }},
+    {"no final norm", [](model::Config& c) { c.final_norm = false; }},
+    {"sinusoidal positions",
+     [](model::Config& c) { c.positions = model::PositionKind::Sinusoidal; }},
+    {"no positions", [](model::Config& c) { c.positions = model::PositionKind::None; }},
+    {"gelu erf", [](model::Config& c) { c.activation = model::Activation::GeluErf; }},
+    {"relu", [](model::Config& c) { c.activation = model::Activation::Relu; }},
+    {"no biases", [](model::Config& c) { c.attention_bias = c.mlp_bias = false; }},
+    {"untied head", [](model::Config& c) { c.tie_word_embeddings = false; }},
+    {"bidirectional", [](model::Config& c) { c.causal = false; }},
+    {"std + eps", [](model::Config& c) { c.layer_norm = model::LayerNormKind::StdPlusEps; }},
+    {"attention only",
+     [](model::Config& c) {
+       c.attention_only = true;
+       c.attention_scale = 2.0f;
+     }},
+    {"n_inner 3C, one head, odd vocab",
+     [](model::Config& c) {
+       c.n_inner = 3 * c.n_embd;
+       c.n_head = 1;
+       c.n_vocab = 301;
+       c.tokenizer.kind = model::TokenizerKind::Gpt2;  // any; 301 is not 256
+     }},
+};
+}  // namespace
+
+std::span<const Variant> variants() {
+  return kVariants;
+}
+
+
 std::unique_ptr<model::Model> gpu_model(Gpu& g, const model::Checkpoint& checkpoint,
                                         model::Precision precision, vk::KernelSet set) {
   model::GpuModelOptions o;

@@ -16,6 +16,13 @@ namespace test {
 // A GPT-2 block with the bytes tokenizer: C = 48, 4 heads, 2 layers, n_ctx 32, V = 256.
 model::Config tiny_config();
 
+// GPT-2's block and every textbook variant, as changes to tiny_config().
+struct Variant {
+  const char* name;
+  void (*apply)(model::Config&);
+};
+std::span<const Variant> variants();
+
 // A random checkpoint of `config` in a fresh folder, loaded.
 struct TinyModel {
   TempDir dir;

@@ -102,7 +102,66 @@ void check_case(vk::Kernels& kernels, Case c, unsigned seed, const char* what, f
   CHECK(test::close(name(what, c), run_gpu(kernels, c, in), ref, kTol));
 }
 
+// The attention tap: the probabilities [H, T, L] the GPU kernel writes beside out, and the CPU
+// reference's; each also checks its out against the reference.
+void check_probs(vk::Kernels& kernels, Case c, unsigned seed, const char* what) {
+  const Inputs in = make_inputs(c, seed);
+  const size_t n_probs = size_t{c.H} * c.T * c.L;
+  std::vector<float> ref_out(size_t{c.T} * c.C), ref(n_probs);
+  model::cpu::attention(ref_out.data(), in.qkv.data(), 3 * size_t{c.C}, in.k_cache.data(),
+                        in.v_cache.data(), c.T, c.L, c.C, c.H, c.options, ref.data());
+  // The reference itself: every row sums to 1 over the keys its query sees, 0 past them.
+  for (size_t h = 0; h < c.H; h++)
+    for (size_t t = 0; t < c.T; t++) {
+      const size_t n = c.options.causal ? c.L - c.T + t + 1 : c.L;
+      double sum = 0;
+      for (size_t j = 0; j < c.L; j++) {
+        const float w = ref[(h * c.T + t) * c.L + j];
+        if (j >= n) REQUIRE(w == 0.0f);
+        sum += double{w};
+      }
+      REQUIRE(std::fabs(sum - 1) < 1e-6);
+    }
+  for (auto kernel : {model::gpu::AttentionKernel::Portable, model::gpu::AttentionKernel::Texel}) {
+    c.options.kernel = kernel;
+    if (kernel == model::gpu::AttentionKernel::Texel && !texel_runs(kernels.device().caps(), c))
+      continue;
+    const vk::Device& device = kernels.device();
+    const size_t bytes =
+        (in.qkv.size() + in.k_cache.size() * 2 + size_t{c.T} * c.C + n_probs) * sizeof(float);
+    vk::Arena arena(device, bytes + 8192, vk::MemoryKind::Device, "test attention probs");
+    vk::BufferSpan qkv = test::to_gpu(device, arena, in.qkv),
+                   k = test::to_gpu(device, arena, in.k_cache),
+                   v = test::to_gpu(device, arena, in.v_cache);
+    vk::BufferSpan out = arena.alloc(size_t{c.T} * c.C * sizeof(float));
+    vk::BufferSpan probs = arena.alloc(n_probs * sizeof(float));
+    c.options.probs = &probs;
+    vk::Recorder rec(device, true);
+    rec.begin();
+    model::gpu::attention(kernels, rec, out, qkv, 3 * c.C, k, v, c.T, c.L, c.C, c.H, c.options);
+    rec.run();
+    const std::string shader = rec.timings().at(0).shader;
+    CHECK(shader.find("_probs") != std::string::npos);
+    CHECK(test::close(name(what, c) + " out", test::from_gpu(device, out, size_t{c.T} * c.C),
+                      ref_out, kTol));
+    CHECK(test::close(name(what, c) + " probs", test::from_gpu(device, probs, n_probs), ref,
+                      kTol));
+  }
+}
+
 }  // namespace
+
+TEST_CASE("attention tap: the softmax weights match the CPU reference") {
+  GPU_TEST(g);
+  // Prefill (the texel kernel's queries per invocation, a partial last block), decode (the
+  // texel kernel splits one query's keys over a workgroup), bidirectional, a caller's scale, one
+  // head, and two chunks of the portable kernel's online softmax.
+  check_probs(g.kernels, {23, 23, 48, 4}, 900, "prefill");
+  check_probs(g.kernels, {1, 40, 64, 2}, 910, "decode");
+  check_probs(g.kernels, {5, 20, 40, 5, {false, 0}}, 920, "encoder, T < L");
+  check_probs(g.kernels, {9, 9, 32, 1, {true, 2.5f}}, 930, "one head, scale 2.5");
+  check_probs(g.kernels, {3, 2100, 16, 1}, 940, "2 chunks");
+}
 
 TEST_CASE("attention prefill matches the CPU reference") {
   GPU_TEST(g);

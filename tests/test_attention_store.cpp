@@ -25,33 +25,40 @@ constexpr test::Tolerance kTol{1e-6, 1e-5};
 // each call reads the rows the earlier ones wrote: out after every call, and the caches at the
 // end, against model::cpu::kv_store + model::cpu::attention. The copies are exact; rows past the last written
 // keep their initial values. Calls up to fused_to keys are expected to be one dispatch (the
-// texel kernel with kv_store fused in), later ones two (kv_store, attention).
+// texel kernel with kv_store fused in), later ones two (kv_store, attention). With `tap`, every
+// call also writes its softmax weights (AttentionOptions::probs), checked against the reference's.
 void check_store(vk::Kernels& kernels, model::gpu::AttentionKernel kernel, uint32_t C, uint32_t H,
                  uint32_t n_ctx, std::initializer_list<uint32_t> steps, bool causal, unsigned seed,
-                 uint32_t fused_to) {
+                 uint32_t fused_to, bool tap = false) {
   const vk::Device& device = kernels.device();
   std::vector<float> k_ref = test::random_floats(size_t{n_ctx} * C, seed),
                      v_ref = test::random_floats(size_t{n_ctx} * C, seed + 1);
-  vk::Arena arena(device, (size_t{n_ctx} * 6 * C + 4 * k_ref.size()) * sizeof(float) + 65536,
+  vk::Arena arena(device,
+                  (size_t{n_ctx} * 6 * C + 4 * k_ref.size() + size_t{H} * n_ctx * n_ctx) *
+                          sizeof(float) + 65536,
                    vk::MemoryKind::Device, "test attention_store");
   vk::BufferSpan k = test::to_gpu(device, arena, k_ref), v = test::to_gpu(device, arena, v_ref);
-  std::vector<std::vector<float>> qkv, ref;
-  std::vector<vk::BufferSpan> qkv_gpu, out_gpu;
+  std::vector<std::vector<float>> qkv, ref, probs_ref;
+  std::vector<vk::BufferSpan> qkv_gpu, out_gpu, probs_gpu;
   vk::Recorder rec(device);
   rec.begin();
-  const model::gpu::AttentionOptions options{causal, 0, kernel};
+  model::gpu::AttentionOptions options{causal, 0, kernel};
   uint32_t pos = 0;
   for (uint32_t T : steps) {
     qkv.push_back(test::random_floats(size_t{T} * 3 * C, seed += 10));
     qkv_gpu.push_back(test::to_gpu(device, arena, qkv.back()));
     out_gpu.push_back(arena.alloc(size_t{T} * C * sizeof(float)));
+    probs_ref.emplace_back(tap ? size_t{H} * T * (pos + T) : 0);
+    if (tap) probs_gpu.push_back(arena.alloc(probs_ref.back().size() * sizeof(float)));
+    options.probs = tap ? &probs_gpu.back() : nullptr;
     const uint32_t before = rec.stats().dispatches;
     model::gpu::attention_store(kernels, rec, out_gpu.back(), k, v, qkv_gpu.back(), T, pos, C, H, options);
     CHECK(rec.stats().dispatches - before == (pos + T <= fused_to ? 1u : 2u));
     model::cpu::kv_store(k_ref.data(), v_ref.data(), qkv.back().data(), T, C, pos);
     ref.emplace_back(size_t{T} * C);
-    model::cpu::attention(ref.back().data(), qkv.back().data(), 3 * size_t{C}, k_ref.data(), v_ref.data(),
-                   T, pos + T, C, H, options);
+    model::cpu::attention(ref.back().data(), qkv.back().data(), 3 * size_t{C}, k_ref.data(),
+                          v_ref.data(), T, pos + T, C, H, options,
+                          tap ? probs_ref.back().data() : nullptr);
     pos += T;
   }
   rec.run();
@@ -65,6 +72,11 @@ void check_store(vk::Kernels& kernels, model::gpu::AttentionKernel kernel, uint3
     const uint32_t T = static_cast<uint32_t>(ref[i].size() / C);
     CHECK(test::close(what + ": step of T=" + std::to_string(T) + " at pos " + std::to_string(pos),
                       test::from_gpu(device, out_gpu[i], ref[i].size()), ref[i], kTol));
+    if (tap)
+      CHECK(test::close(what + ": probabilities of T=" + std::to_string(T) + " at pos " +
+                            std::to_string(pos),
+                        test::from_gpu(device, probs_gpu[i], probs_ref[i].size()), probs_ref[i],
+                        kTol));
     pos += T;
   }
   CHECK(test::close(what + ": k_cache", test::from_gpu(device, k, k_ref.size()), k_ref, {0, 0}));
@@ -86,6 +98,18 @@ TEST_CASE("attention_store: kv_store and attention in one call, step after step"
     check_store(g.kernels, kernel, 64, 1, 30, {3, 20, 1}, true, 1100, fused_to);
     // An encoder over the whole cache; D = 8.
     check_store(g.kernels, kernel, 32, 4, 40, {17, 2}, false, 1200, fused_to);
+  }
+}
+
+TEST_CASE("attention_store with the attention tap, step after step") {
+  GPU_TEST(g);
+  for (model::gpu::AttentionKernel kernel :
+       {model::gpu::AttentionKernel::Portable, model::gpu::AttentionKernel::Texel}) {
+    if (kernel == model::gpu::AttentionKernel::Texel && !g.device.caps().storage_texel_buffers) continue;
+    const uint32_t fused_to = kernel == model::gpu::AttentionKernel::Texel ? UINT32_MAX : 0;
+    // A prefill, a chunk with split keys, a decode step; then an encoder.
+    check_store(g.kernels, kernel, 96, 3, 64, {37, 5, 1}, true, 1300, fused_to, true);
+    check_store(g.kernels, kernel, 32, 4, 40, {17, 2}, false, 1400, fused_to, true);
   }
 }
 

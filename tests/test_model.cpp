@@ -28,43 +28,11 @@ std::vector<int32_t> some_ids(size_t n, uint32_t V, uint32_t seed) {
   return ids;
 }
 
-struct Variant {
-  const char* name;
-  void (*apply)(model::Config&);
-};
-
-const Variant kVariants[] = {
-    {"gpt-2", [](model::Config&) {}},
-    {"post-norm", [](model::Config& c) { c.pre_norm = false; }},
-    {"no final norm", [](model::Config& c) { c.final_norm = false; }},
-    {"sinusoidal positions",
-     [](model::Config& c) { c.positions = model::PositionKind::Sinusoidal; }},
-    {"no positions", [](model::Config& c) { c.positions = model::PositionKind::None; }},
-    {"gelu erf", [](model::Config& c) { c.activation = model::Activation::GeluErf; }},
-    {"relu", [](model::Config& c) { c.activation = model::Activation::Relu; }},
-    {"no biases", [](model::Config& c) { c.attention_bias = c.mlp_bias = false; }},
-    {"untied head", [](model::Config& c) { c.tie_word_embeddings = false; }},
-    {"bidirectional", [](model::Config& c) { c.causal = false; }},
-    {"std + eps", [](model::Config& c) { c.layer_norm = model::LayerNormKind::StdPlusEps; }},
-    {"attention only",
-     [](model::Config& c) {
-       c.attention_only = true;
-       c.attention_scale = 2.0f;
-     }},
-    {"n_inner 3C, one head, odd vocab",
-     [](model::Config& c) {
-       c.n_inner = 3 * c.n_embd;
-       c.n_head = 1;
-       c.n_vocab = 301;
-       c.tokenizer.kind = model::TokenizerKind::Gpt2;  // any; 301 is not 256
-     }},
-};
-
 }  // namespace
 
 TEST_CASE("GPU forward matches the CPU reference for GPT-2's block and every variant") {
   GPU_TEST(g);
-  for (const Variant& v : kVariants) {
+  for (const test::Variant& v : test::variants()) {
     model::Config c = test::tiny_config();
     v.apply(c);
     test::TinyModel m(c);

@@ -130,7 +130,7 @@ void Recorder::flush() {
   open();  // the descriptor sets stay allocated: begin() resets the pools
 }
 
-bool Recorder::hazard(const Pipeline& p, std::initializer_list<BufferSpan> buffers) const {
+bool Recorder::hazard(const Pipeline& p, std::span<const BufferSpan> buffers) const {
   auto overlaps = [](const std::vector<Range>& list, const BufferSpan& s) {
     for (const Range& r : list)
       if (r.buffer == s.buffer && s.offset < r.hi && r.lo < s.offset + s.size) return true;
@@ -145,7 +145,7 @@ bool Recorder::hazard(const Pipeline& p, std::initializer_list<BufferSpan> buffe
   return false;
 }
 
-void Recorder::record(const Pipeline& p, std::initializer_list<BufferSpan> buffers,
+void Recorder::record(const Pipeline& p, std::span<const BufferSpan> buffers,
                       const void* push, uint32_t push_bytes, Groups groups) {
   if (!recording_) throw Error("Recorder::dispatch of '" + p.name() + "' outside begin()/end()");
   const ShaderInterface& iface = p.interface();

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <map>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -67,10 +68,16 @@ class Recorder {
   template <typename P>
   void dispatch(const Pipeline& p, std::initializer_list<BufferSpan> buffers, const P& push,
                 Groups groups) {
+    record(p, {buffers.begin(), buffers.size()}, &push, sizeof(P), groups);
+  }
+  // The same with bindings gathered at run time (an optional output, say).
+  template <typename P>
+  void dispatch(const Pipeline& p, std::span<const BufferSpan> buffers, const P& push,
+                Groups groups) {
     record(p, buffers, &push, sizeof(P), groups);
   }
   void dispatch(const Pipeline& p, std::initializer_list<BufferSpan> buffers, Groups groups) {
-    record(p, buffers, nullptr, 0, groups);
+    record(p, {buffers.begin(), buffers.size()}, nullptr, 0, groups);
   }
 
   void end();     // closes the recording; it may then be submitted any number of times
@@ -98,11 +105,11 @@ class Recorder {
     VkBuffer buffer;
     VkDeviceSize lo, hi;
   };
-  void record(const Pipeline& p, std::initializer_list<BufferSpan> buffers, const void* push,
+  void record(const Pipeline& p, std::span<const BufferSpan> buffers, const void* push,
               uint32_t push_bytes, Groups groups);
   VkDescriptorSet allocate_set(VkDescriptorSetLayout layout);
   void add_pool();
-  bool hazard(const Pipeline& p, std::initializer_list<BufferSpan> buffers) const;
+  bool hazard(const Pipeline& p, std::span<const BufferSpan> buffers) const;
   VkBufferView texel_view(const Pipeline& p, const BindingInfo& b, const BufferSpan& s);
   void open();  // begins the command buffer (and the timestamps) for more dispatches
   std::vector<DispatchTime> last_timings() const;  // of the part last submitted

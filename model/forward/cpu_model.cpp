@@ -80,6 +80,8 @@ class CpuModel final : public Model {
     fc_.assign(T * c.n_inner, 0);
     logits_.assign((all_rows ? T : 1) * V, 0);
     if (taps_on_) taps_.assign(c.n_layer, {});
+    all_rows_ = all_rows;
+    if (attention_on_ && all_rows) attention_.assign(c.n_layer, {});
     CpuBackend b{*this};
     // Greedy decoding takes the argmax head, as the GPU's CPU kernel set does.
     const Head head = all_rows ? Head::AllRows : k == 1 ? Head::LastArgmax : Head::LastRow;
@@ -108,6 +110,7 @@ class CpuModel final : public Model {
   std::vector<int32_t> ids_;
   std::vector<float> x_, h_, qkv_, att_, fc_, logits_;
   int32_t argmax_ = -1;  // argmax_head's id
+  bool all_rows_ = false;  // a logits() pass: the one the attention tap applies to
 };
 
 float* CpuBackend::buf(Buf b) {
@@ -164,8 +167,13 @@ void CpuBackend::attention_store(uint32_t layer, uint32_t T, uint32_t pos) {
   float* kc = m.k_cache_[layer].data();
   float* vc = m.v_cache_[layer].data();
   cpu::kv_store(kc, vc, m.qkv_.data(), T, C, pos);
+  float* probs = nullptr;
+  if (m.all_rows_ && m.attention_tapped(layer)) {
+    m.attention_[layer].assign(size_t{c.n_head} * T * (pos + T), 0.0f);
+    probs = m.attention_[layer].data();
+  }
   cpu::attention(m.att_.data(), m.qkv_.data(), 3 * C, kc, vc, T, pos + T, C, c.n_head,
-                 {c.causal, c.attention_scale});
+                 {c.causal, c.attention_scale}, probs);
 }
 
 void CpuBackend::tap(uint32_t layer, uint32_t T) {

@@ -78,6 +78,7 @@ class GpuModel final : public Model {
   void plan_state();
   void ensure_logits(uint32_t rows);
   void ensure_taps();
+  void ensure_attention_taps(uint32_t T, uint32_t L);
 
   Config config_;
   const vk::Device& device_;
@@ -103,6 +104,9 @@ class GpuModel final : public Model {
   uint32_t logit_rows_ = 0;
   std::unique_ptr<vk::Arena> taps_arena_;
   std::vector<vk::BufferSpan> tap_spans_;  // [layer][n_ctx, C]
+  // The attention tap of this pass: [layer][H, T, L] for the tapped layers, else empty spans.
+  std::vector<std::unique_ptr<vk::Arena>> probs_arenas_;
+  std::vector<vk::BufferSpan> probs_spans_;
   // Last: destroyed first, so a pending submission settles before the memory it uses is freed.
   vk::Recorder rec_;
 };
@@ -239,6 +243,24 @@ void GpuModel::ensure_taps() {
   for (uint32_t i = 0; i < c.n_layer; i++) tap_spans_.push_back(taps_arena_->alloc(each));
 }
 
+// One arena per tapped layer, each [H, T, L] of this pass (each must fit one binding).
+void GpuModel::ensure_attention_taps(uint32_t T, uint32_t L) {
+  const Config& c = config_;
+  const uint64_t bytes = uint64_t{c.n_head} * T * L * sizeof(float);
+  probs_spans_.assign(c.n_layer, {});
+  probs_arenas_.resize(c.n_layer);
+  for (uint32_t i = 0; i < c.n_layer; i++) {
+    if (!attention_tapped(i)) continue;
+    if (!probs_arenas_[i] || probs_arenas_[i]->capacity() < bytes) {
+      probs_arenas_[i].reset();
+      probs_arenas_[i] = std::make_unique<vk::Arena>(device_, bytes, vk::MemoryKind::Device,
+                                                     "attention probabilities");
+    }
+    probs_arenas_[i]->reset();
+    probs_spans_[i] = probs_arenas_[i]->alloc(bytes);
+  }
+}
+
 void GpuModel::run(std::span<const int32_t> ids, bool all_rows, uint32_t k,
                    std::vector<float>& logits, std::vector<int32_t>& top_ids) {
   const Config& c = config_;
@@ -246,6 +268,10 @@ void GpuModel::run(std::span<const int32_t> ids, bool all_rows, uint32_t k,
   const uint32_t rows = all_rows ? T : 1, V = c.n_vocab;
   ensure_logits(rows);
   if (taps_on_ && all_rows) ensure_taps();
+  if (attention_on_ && all_rows)
+    ensure_attention_taps(T, length() + T);
+  else
+    probs_spans_.clear();
   std::memcpy(io_.span(ids_).mapped, ids.data(), ids.size_bytes());
 
   // Greedy decoding on an interleaved head finds the best logit in the head's own pass.
@@ -283,6 +309,14 @@ void GpuModel::run(std::span<const int32_t> ids, bool all_rows, uint32_t k,
     taps_.assign(c.n_layer, std::vector<float>(size_t(T) * c.n_embd));
     for (uint32_t i = 0; i < c.n_layer; i++)
       vk::download(device_, taps_[i].data(), tap_spans_[i], taps_[i].size() * 4);
+  }
+  if (!probs_spans_.empty()) {
+    attention_.assign(c.n_layer, {});
+    for (uint32_t i = 0; i < c.n_layer; i++) {
+      if (probs_spans_[i].size == 0) continue;
+      attention_[i].resize(probs_spans_[i].size / sizeof(float));
+      vk::download(device_, attention_[i].data(), probs_spans_[i], probs_spans_[i].size);
+    }
   }
 }
 
@@ -347,6 +381,8 @@ void GpuBackend::attention_store(uint32_t layer, uint32_t T, uint32_t pos) {
   gpu::AttentionOptions o;
   o.causal = c.causal;
   o.scale = c.attention_scale;
+  if (layer < m.probs_spans_.size() && m.probs_spans_[layer].size > 0)
+    o.probs = &m.probs_spans_[layer];
   gpu::attention_store(m.kernels_, m.rec_, buf(Buf::ATT), kc, vc, buf(Buf::QKV), T, pos, c.n_embd,
                        c.n_head, o);
 }

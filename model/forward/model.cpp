@@ -40,6 +40,7 @@ std::vector<float> Model::logits(std::span<const int32_t> ids) {
   check(ids);
   std::vector<float> out;
   std::vector<int32_t> unused;
+  attention_.clear();  // the backend fills it for a tapped pass
   run(ids, true, 0, out, unused);
   length_ += static_cast<uint32_t>(ids.size());
   return out;
@@ -51,6 +52,7 @@ Candidates Model::next(std::span<const int32_t> ids, uint32_t k) {
     throw std::runtime_error("asked for " + std::to_string(k) + " candidates; at most " +
                              std::to_string(kMaxCandidates) + " and the vocabulary size");
   Candidates c;
+  attention_.clear();  // only logits() passes are tapped
   run(ids, false, k, c.logits, c.ids);
   length_ += static_cast<uint32_t>(ids.size());
   return c;

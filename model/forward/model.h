@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -46,6 +47,17 @@ class Model {
   void set_taps(bool on) { taps_on_ = on; }
   const std::vector<std::vector<float>>& taps() const { return taps_; }
 
+  // The attention tap: with it on, logits() also keeps the softmax weights of every layer, or
+  // of `only_layer`, from the same kernels as the pass itself (a GPU records their *_probs
+  // variants only while the tap is on). attention_probs()[layer] is [H, n, L] for the last call
+  // of n tokens (L = length() after it): probs[h][t][j] is query t's weight on key j, 0 for keys
+  // a causal query does not see; empty for a layer not tapped.
+  void set_attention_taps(bool on, std::optional<uint32_t> only_layer = std::nullopt) {
+    attention_on_ = on;
+    attention_layer_ = only_layer;
+  }
+  const std::vector<std::vector<float>>& attention_probs() const { return attention_; }
+
   // What loading the weights found worth telling: one line per tensor holding NaN or infinite
   // values ("<file>: <tensor>: 3 of 3072 values are NaN or infinite"). Not errors: the model
   // still runs, though its logits will likely be NaN where such a weight takes part.
@@ -59,6 +71,13 @@ class Model {
                    std::vector<int32_t>& top_ids) = 0;
   bool taps_on_ = false;
   std::vector<std::vector<float>> taps_;
+  // Whether this pass taps layer's attention (logits() calls only).
+  bool attention_tapped(uint32_t layer) const {
+    return attention_on_ && (!attention_layer_ || *attention_layer_ == layer);
+  }
+  bool attention_on_ = false;
+  std::optional<uint32_t> attention_layer_;
+  std::vector<std::vector<float>> attention_;  // [layer][H, n, L]
   std::vector<std::string> warnings_;
   // Adds the warning for `bad` NaN or infinite values of `total` in `tensor` (none if bad == 0);
   // `as` names the precision they were converted to, when that is not the file's own.

@@ -8,7 +8,7 @@ namespace model::cpu {
 
 void attention(float* out, const float* q, size_t q_stride, const float* k_cache,
                const float* v_cache, size_t T, size_t L, size_t C, size_t H,
-               const AttentionSpec& options) {
+               const AttentionSpec& options, float* probs) {
   const size_t D = C / H;
   const double scale =
       options.scale != 0 ? double{options.scale} : 1.0 / std::sqrt(static_cast<double>(D));
@@ -34,6 +34,11 @@ void attention(float* out, const float* q, size_t q_stride, const float* k_cache
         for (size_t d = 0; d < D; d++) acc[d] += e * double{vh[d]};
       }
       for (size_t d = 0; d < D; d++) out[t * C + h * D + d] = static_cast<float>(acc[d] / sum);
+      if (probs) {
+        float* row = probs + (h * T + t) * L;
+        for (size_t j = 0; j < L; j++)
+          row[j] = j < n ? static_cast<float>(std::exp(w[j] - m) / sum) : 0.0f;
+      }
     }
   }
 }

@@ -8,10 +8,12 @@
 namespace model::cpu {
 
 // Multi-head scaled dot-product attention, as gpu::attention: T queries at positions L-T .. L-1
-// against the first L cache rows, head h in columns h*D .. h*D+D-1, D = C / H.
-//                      q [T, q_stride], k_cache [>= L, C], v_cache [>= L, C] -> out [T, C]
+// against the first L cache rows, head h in columns h*D .. h*D+D-1, D = C / H. probs, where
+// given, gets the softmax weights as gpu::AttentionOptions::probs (the attention tap).
+//                      q [T, q_stride], k_cache [>= L, C], v_cache [>= L, C] -> out [T, C],
+//                      probs [H, T, L]
 void attention(float* out, const float* q, size_t q_stride, const float* k_cache,
                const float* v_cache, size_t T, size_t L, size_t C, size_t H,
-               const AttentionSpec& options = {});
+               const AttentionSpec& options = {}, float* probs = nullptr);
 
 }  // namespace model::cpu

@@ -49,6 +49,19 @@ void check_shapes(const vk::BufferSpan& out, const vk::BufferSpan& q, uint32_t q
   require_elements("attention", "q", q, uint64_t{T - 1} * q_stride + C);
 }
 
+// The probabilities' binding, [H, T, L], checked to fit.
+vk::BufferSpan probs_binding(const vk::DeviceCaps& caps, const vk::BufferSpan& probs, uint32_t T,
+                             uint32_t L, uint32_t H) {
+  const uint64_t bytes = uint64_t{H} * T * L * sizeof(float);
+  require_elements("attention", "probs", probs, bytes / sizeof(float));
+  if (bytes > caps.max_storage_buffer_range)
+    throw vk::Error("attention: the probabilities of H=" + str(H) + " heads, T=" + str(T) +
+                    " queries and L=" + str(L) + " keys take " + str(bytes) +
+                    " bytes, over this device's maxStorageBufferRange " +
+                    str(caps.max_storage_buffer_range));
+  return probs.sub(0, bytes);
+}
+
 // Workgroups for `blocks` query blocks of H heads: x = block (folded into z past the device
 // limit), y = head.
 vk::Groups groups(const vk::DeviceCaps& caps, uint32_t blocks, uint32_t H) {
@@ -66,6 +79,7 @@ struct Call {
   const vk::BufferSpan &out, &q, &k_cache, &v_cache;
   uint32_t q_stride, T, L, C, H;
   bool store;
+  const vk::BufferSpan* probs;  // the tap, or null
   uint64_t row_bytes() const { return uint64_t{C} * sizeof(float); }
   uint64_t q_floats() const {
     return store ? uint64_t{T} * q_stride : uint64_t{T - 1} * q_stride + C;
@@ -87,12 +101,14 @@ void dispatch_portable(vk::Kernels& k, vk::Recorder& rec, const Call& c,
   uint32_t chunk = std::min(budget - wg - D, kMaxChunk);
   if (chunk > wg) chunk -= chunk % wg;  // whole rounds of the score loop
   const auto dpt = static_cast<uint32_t>(vk::ceil_div(D, wg));
-  const vk::Pipeline& p = k.get("attention", {{wg, 1, 1}, {D, chunk, dpt}});
+  const vk::Pipeline& p =
+      k.get(c.probs ? "attention_probs" : "attention", {{wg, 1, 1}, {D, chunk, dpt}});
   // Bind only what is read or written: the first L cache rows (same offset, so still aligned).
-  rec.dispatch(p,
-               {c.out.sub(0, c.T * c.row_bytes()), c.q.sub(0, c.q_floats() * sizeof(float)),
-                c.k_cache.sub(0, c.L * c.row_bytes()), c.v_cache.sub(0, c.L * c.row_bytes())},
-               push, groups(caps, c.T, c.H));
+  std::vector<vk::BufferSpan> bindings{
+      c.out.sub(0, c.T * c.row_bytes()), c.q.sub(0, c.q_floats() * sizeof(float)),
+      c.k_cache.sub(0, c.L * c.row_bytes()), c.v_cache.sub(0, c.L * c.row_bytes())};
+  if (c.probs) bindings.push_back(probs_binding(caps, *c.probs, c.T, c.L, c.H));
+  rec.dispatch(p, bindings, push, groups(caps, c.T, c.H));
 }
 
 // The cache rows the texel kernels bind: all that both spans hold, up to what one texel view
@@ -141,18 +157,19 @@ void dispatch_texel(vk::Kernels& k, vk::Recorder& rec, const Call& c,
     splits = lanes;
     merge = lanes * (D + 1);  // each invocation's sum of weights and D partial outputs
   }
-  const vk::Pipeline& p = k.get(c.store ? "attention_texel_store" : "attention_texel",
-                                 {{lanes, 1, 1}, {D, splits, queries, kTexelKeys, merge}});
+  const std::string name = std::string(c.store ? "attention_texel_store" : "attention_texel") +
+                           (c.probs ? "_probs" : "");
+  const vk::Pipeline& p = k.get(name, {{lanes, 1, 1}, {D, splits, queries, kTexelKeys, merge}});
   const uint32_t per_group = lanes / splits * queries;
   const vk::Groups g = groups(caps, static_cast<uint32_t>(vk::ceil_div(c.T, per_group)), c.H);
   const uint64_t cache_bytes = texel_cache_rows(caps, c) * c.row_bytes();
   const vk::BufferSpan out = c.out.sub(0, c.T * c.row_bytes());
   const vk::BufferSpan q = c.q.sub(0, c.q_floats() * sizeof(float));
   const vk::BufferSpan kc = c.k_cache.sub(0, cache_bytes), vc = c.v_cache.sub(0, cache_bytes);
-  if (c.store)
-    rec.dispatch(p, {out, q, kc, vc, kc, vc}, push, g);  // texel reads, storage-buffer writes
-  else
-    rec.dispatch(p, {out, q, kc, vc}, push, g);
+  std::vector<vk::BufferSpan> bindings{out, q, kc, vc};
+  if (c.store) bindings.insert(bindings.end(), {kc, vc});  // texel reads, storage-buffer writes
+  if (c.probs) bindings.push_back(probs_binding(caps, *c.probs, c.T, c.L, c.H));
+  rec.dispatch(p, bindings, push, g);
 }
 
 // The kernel a call runs: the one asked for, or for Auto the device's choice where it can run.
@@ -181,7 +198,7 @@ void attention(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
                const vk::BufferSpan& v_cache, uint32_t T, uint32_t L, uint32_t C, uint32_t H,
                const AttentionOptions& options) {
   check_shapes(out, q, q_stride, k_cache, v_cache, T, L, C, H, options.causal);
-  const Call c{out, q, k_cache, v_cache, q_stride, T, L, C, H, false};
+  const Call c{out, q, k_cache, v_cache, q_stride, T, L, C, H, false, options.probs};
   if (choose_kernel(k.device(), c, options.kernel) == AttentionKernel::Texel)
     dispatch_texel(k, rec, c, make_push(c, options));
   else
@@ -201,7 +218,7 @@ void attention_store(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& ou
   const uint32_t L = pos + T;
   require_elements("attention_store", "qkv", qkv, uint64_t{T} * 3 * C);
   check_shapes(out, qkv, 3 * C, k_cache, v_cache, T, L, C, H, options.causal);
-  const Call c{out, qkv, k_cache, v_cache, 3 * C, T, L, C, H, true};
+  const Call c{out, qkv, k_cache, v_cache, 3 * C, T, L, C, H, true, options.probs};
   if (choose_kernel(k.device(), c, options.kernel) == AttentionKernel::Texel) {
     dispatch_texel(k, rec, c, make_push(c, options));
     return;

@@ -24,6 +24,10 @@ constexpr uint32_t kAttentionTexelMaxD = 256;
 
 struct AttentionOptions : AttentionSpec {
   AttentionKernel kernel = AttentionKernel::Auto;
+  // The attention tap: where set, the same kernel (its *_probs module, so a pass without the tap
+  // runs unchanged) also writes the softmax weights, [H, T, L]: probs[h][t][j] is query t's
+  // weight on key j in head h, 0 for keys a causal query does not see.
+  const vk::BufferSpan* probs = nullptr;
 };
 
 // Multi-head scaled dot-product attention of T queries against the first L rows of a KV cache.

@@ -1,0 +1,101 @@
+// gpt2vk attention: runs a prompt once with the attention tap on and shows what every head
+// attends to: a page (-o), a JSON file (--json), or one head in the terminal.
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+
+#include "apps/attention_view.h"
+#include "apps/commands.h"
+#include "model/generation/generate.h"
+
+namespace app {
+namespace {
+
+// The most weights a page or JSON file takes: GPT-2 small's 12 x 12 heads over 256 tokens are
+// 9.4 M (a 25 MB page); past 32 M a browser struggles, and a shorter prompt or --layer/--head
+// says more anyway.
+constexpr uint64_t kMaxWeights = uint64_t{32} << 20;
+
+void write_file(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw std::runtime_error(path + ": cannot write");
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    out.close();
+    if (!out) throw std::runtime_error(path + ": cannot write (disk full?)");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error(path + ": cannot write");
+  }
+}
+
+}  // namespace
+
+int attention(const AttentionArgs& args) {
+  const std::string text = read_text(args.prompt, args.file);
+  Session s = open_checkpoint(args.model);
+  const model::Config& c = s.checkpoint->config();
+  if (args.layer && *args.layer >= c.n_layer)
+    throw std::runtime_error("--layer " + std::to_string(*args.layer) + ": the model has " +
+                             std::to_string(c.n_layer) + " layers (0.." +
+                             std::to_string(c.n_layer - 1) + ")");
+  if (args.head && *args.head >= c.n_head)
+    throw std::runtime_error("--head " + std::to_string(*args.head) + ": the model has " +
+                             std::to_string(c.n_head) + " heads (0.." +
+                             std::to_string(c.n_head - 1) + ")");
+  const std::vector<int32_t> ids = s.tokenizer->encode(text);
+  model::check_prompt(c, ids.size());
+  const bool files = !args.out.empty() || !args.json.empty();
+  // The terminal shows one head: only its layer is tapped.
+  const std::optional<uint32_t> only_layer = files ? args.layer : args.layer.value_or(0);
+  const uint64_t T = ids.size();
+  const uint64_t layers = only_layer ? 1 : c.n_layer, heads = args.head || !files ? 1 : c.n_head;
+  if (files && layers * heads * T * T > kMaxWeights)
+    throw std::runtime_error(
+        std::to_string(layers) + " layers x " + std::to_string(heads) + " heads x " +
+        std::to_string(T) + " x " + std::to_string(T) + " tokens are " +
+        std::to_string(layers * heads * T * T) + " weights, over the " +
+        std::to_string(kMaxWeights) +
+        " a page or JSON file takes: choose one with --layer and/or --head, or a shorter prompt");
+
+  open_model(s, args.model);
+  s.model->set_attention_taps(true, only_layer);
+  s.model->logits(ids);
+
+  AttentionMap map;
+  map.model = model_dir(args.model).string();
+  map.title = map.model + ": \"" + text.substr(0, 60) + (text.size() > 60 ? "...\"" : "\"");
+  map.device = s.model->device_name();
+  map.precision = model::precision_name(s.model->precision());
+  map.n_layer = c.n_layer;
+  map.n_head = c.n_head;
+  map.causal = c.causal;
+  map.ids = ids;
+  for (int32_t id : ids) map.tokens.push_back(display_token(s.tokenizer->token_bytes(id)));
+  for (uint32_t l = 0; l < c.n_layer; l++)
+    if (!only_layer || *only_layer == l) map.layers.push_back(l);
+  for (uint32_t h = 0; h < c.n_head; h++)
+    if ((files && !args.head) || h == args.head.value_or(0)) map.heads.push_back(h);
+  const size_t TT = size_t(T) * T;
+  for (uint32_t l : map.layers) {
+    const std::vector<float>& p = s.model->attention_probs().at(l);  // [H, T, T]
+    if (p.size() != c.n_head * TT)
+      throw std::logic_error("the attention tap of layer " + std::to_string(l) + " is missing");
+    for (uint32_t h : map.heads)
+      map.probs.insert(map.probs.end(), p.data() + h * TT, p.data() + (h + 1) * TT);
+  }
+
+  if (!args.out.empty()) write_file(args.out, html_page(map));
+  if (!args.json.empty()) write_file(args.json, to_json(map));
+  if (args.out.empty()) std::fputs(text_view(map, 0, 0).c_str(), stdout);
+  std::fprintf(stderr,
+               "attention: %zu tokens, %zu layer(s) x %zu head(s), %s, %s weights%s%s%s%s\n",
+               ids.size(), map.layers.size(), map.heads.size(), map.device.c_str(),
+               map.precision.c_str(), args.out.empty() ? "" : "; page: ", args.out.c_str(),
+               args.json.empty() ? "" : "; JSON: ", args.json.c_str());
+  return 0;
+}
+
+}  // namespace app
