@@ -10,6 +10,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "model/forward/cpu_model.h"
 #include "model/forward/gpu_model.h"
@@ -21,6 +22,26 @@
 namespace {
 
 constexpr double kTol = 2e-5;
+// The attention tap's weights, in [0, 1]: |gpu - cpu| <= 1e-5 + 1e-4 * cpu. What reaches the
+// attention differs by kTol of the residual stream's scale; a score's absolute error is its
+// weight's relative error, and exp adds a few ulps. Lavapipe stays near 1e-6. A wrong key
+// index, head offset or mask moves weights by tenths.
+constexpr test::Tolerance kTapTol{1e-5, 1e-4};
+
+// Runs `first` tokens, then `ids` with the attention tap on (every layer, or `layer`); returns
+// the weights [layer][H, T, L] and the pass's logits.
+std::vector<std::vector<float>> tapped(model::Model& m, const std::vector<int32_t>& first,
+                                       const std::vector<int32_t>& ids,
+                                       std::optional<uint32_t> layer = std::nullopt,
+                                       std::vector<float>* logits = nullptr) {
+  m.reset();
+  if (!first.empty()) m.logits(first);
+  m.set_attention_taps(true, layer);
+  std::vector<float> l = m.logits(ids);
+  if (logits) *logits = std::move(l);
+  m.set_attention_taps(false);
+  return m.attention_probs();
+}
 
 std::vector<int32_t> some_ids(size_t n, uint32_t V, uint32_t seed) {
   std::vector<int32_t> ids(n);
@@ -40,14 +61,54 @@ TEST_CASE("GPU forward matches the CPU reference for GPT-2's block and every var
     for (model::Precision p : {model::Precision::F32, model::Precision::F16}) {
       auto cpu = model::make_cpu_model(*m.checkpoint, p);
       const std::vector<float> ref = cpu->logits(ids);
+      const auto ref_probs = tapped(*cpu, {}, ids);
       for (vk::KernelSet ks : test::kKernelSets) {
         const std::string what =
             std::string(v.name) + ", " + model::precision_name(p) + ", " + test::kernels_name(ks);
         CAPTURE(what);
         auto gpu = test::gpu_model(g, *m.checkpoint, p, ks);
         CHECK(test::close_rows(what, gpu->logits(ids), ref, c.n_vocab, kTol));
+        // The attention tap: the same pass with the kernels' *_probs variants.
+        std::vector<float> logits;
+        const auto probs = tapped(*gpu, {}, ids, std::nullopt, &logits);
+        CHECK(test::close_rows(what + ", tapped", logits, ref, c.n_vocab, kTol));
+        REQUIRE(probs.size() == c.n_layer);
+        for (uint32_t l = 0; l < c.n_layer; l++) {
+          REQUIRE(ref_probs[l].size() == size_t{c.n_head} * ids.size() * ids.size());
+          CHECK(test::close(what + ", attention of layer " + std::to_string(l), probs[l],
+                            ref_probs[l], kTapTol));
+        }
       }
     }
+  }
+}
+
+TEST_CASE("GPU forward: the attention tap after cached tokens, and of one layer") {
+  GPU_TEST(g);
+  model::Config c = test::tiny_config();
+  c.n_layer = 3;
+  test::TinyModel m(c);
+  const std::vector<int32_t> first = some_ids(9, c.n_vocab, 4), ids = some_ids(4, c.n_vocab, 5);
+  auto cpu = model::make_cpu_model(*m.checkpoint, model::Precision::F32);
+  const auto ref = tapped(*cpu, first, ids), ref_one = tapped(*cpu, {}, ids, 1);
+  for (vk::KernelSet ks : test::kKernelSets) {
+    CAPTURE(test::kernels_name(ks));
+    auto gpu = test::gpu_model(g, *m.checkpoint, model::Precision::F32, ks);
+    // 4 new queries against 13 keys: [H, 4, 13].
+    const auto got = tapped(*gpu, first, ids);
+    for (uint32_t l = 0; l < c.n_layer; l++) {
+      REQUIRE(got[l].size() == size_t{c.n_head} * 4 * 13);
+      CHECK(test::close("after 9 cached, layer " + std::to_string(l), got[l], ref[l], kTapTol));
+    }
+    const auto one = tapped(*gpu, {}, ids, 1);
+    CHECK(one[0].empty());
+    CHECK(one[2].empty());
+    CHECK(test::close("layer 1 alone", one[1], ref_one[1], kTapTol));
+    // Generation (next()) is never tapped.
+    gpu->reset();
+    gpu->set_attention_taps(true);
+    gpu->next(ids, 1);
+    CHECK(gpu->attention_probs().empty());
   }
 }
 
