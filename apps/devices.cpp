@@ -35,8 +35,9 @@ void print(const vk::PhysicalDevice& d, vk::KernelSet asked) {
   std::printf("  maxTexelBufferElements  %u\n", c.max_texel_buffer_elements);
   std::printf("  fp16 arithmetic         %s\n", yes(c.fp16_arithmetic));
   std::printf("  16-bit storage          %s\n", yes(c.storage_16bit));
-  std::printf("  timestamps              %s (%.3g ns per tick)\n", yes(c.timestamps),
-              static_cast<double>(c.timestamp_period_ns));
+  std::printf("  timestamps              %s (%.3g ns per tick, %u valid bits)\n",
+              yes(c.timestamps), static_cast<double>(c.timestamp_period_ns),
+              c.timestamp_valid_bits);
   std::printf("  memory                  %s, %.1f GiB device-local\n",
               c.uma ? "unified (host-visible device-local)" : "discrete (staging copies)",
               static_cast<double>(c.device_local_bytes) / (1024.0 * 1048576.0));

@@ -62,6 +62,7 @@ struct DeviceCaps {
   bool storage_16bit = false;    // storageBuffer16BitAccess
   bool timestamps = false;       // the compute queue can write timestamps
   float timestamp_period_ns = 0;
+  uint32_t timestamp_valid_bits = 0;  // of the compute queue's 64-bit timestamps (Intel: 36)
 
   bool uma = false;  // device-local memory is also host-visible: no staging copies needed
   uint64_t device_local_bytes = 0;

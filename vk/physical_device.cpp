@@ -109,6 +109,7 @@ PhysicalDevice describe(VkPhysicalDevice pd, uint32_t index) {
     if (queues[i].queueFlags & VK_QUEUE_COMPUTE_BIT) {
       d.queue_family = i;
       c.timestamps = queues[i].timestampValidBits > 0 && l.timestampPeriod > 0;
+      c.timestamp_valid_bits = queues[i].timestampValidBits;
       found = true;
     }
   }

@@ -310,6 +310,11 @@ std::vector<DispatchTime> Recorder::timings() const {
   return out;
 }
 
+uint64_t timestamp_ticks(uint64_t from, uint64_t to, uint32_t valid_bits) {
+  const uint64_t mask = valid_bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << valid_bits) - 1;
+  return ((to & mask) - (from & mask)) & mask;  // modulo 2^valid_bits: right across a wrap
+}
+
 std::vector<DispatchTime> Recorder::last_timings() const {
   std::vector<DispatchTime> out;
   if (!queries_ || timed_.empty() || pending_) return out;
@@ -318,8 +323,10 @@ std::vector<DispatchTime> Recorder::last_timings() const {
                                  ticks.size() * sizeof(uint64_t), ticks.data(), sizeof(uint64_t),
                                  VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
   const double ns = device_.caps().timestamp_period_ns;
+  const uint32_t bits = device_.caps().timestamp_valid_bits;
   for (size_t k = 0; k < timed_.size(); k++)
-    out.push_back({timed_[k], static_cast<double>(ticks[k + 1] - ticks[k]) * ns * 1e-6});
+    out.push_back(
+        {timed_[k], static_cast<double>(timestamp_ticks(ticks[k], ticks[k + 1], bits)) * ns * 1e-6});
   return out;
 }
 

@@ -49,6 +49,10 @@ struct DispatchTime {
   double ms = 0;
 };
 
+// Ticks from timestamp `from` to a later `to`, of which only the low `valid_bits` count: the
+// counter wraps there (Intel reports 36 bits), and the bits above are undefined.
+uint64_t timestamp_ticks(uint64_t from, uint64_t to, uint32_t valid_bits);
+
 class Recorder {
  public:
   // timestamps: write a GPU timestamp after every dispatch (when the queue supports them).
