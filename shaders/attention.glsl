@@ -37,6 +37,15 @@ shared float q_sh[D];        // this query's head slice, read by every key's dot
 shared REDUCE_T red[WG];     // the max reduction; at the end, the parts' partial results
 #include "common/reduce.glsl"
 
+// The scaled score of the query in q_sh against the key at cache row j, head column col: the
+// one computation both the online softmax and the tap use, so the tap's weights are the sum's.
+float score(uint j, uint col) {
+  const uint row = j * p.C + col;
+  float s = 0.0;
+  for (uint d = 0; d < D; d++) s += q_sh[d] * k_cache[row + d];
+  return s * p.scale;
+}
+
 void main() {
   const uint query = gl_WorkGroupID.x + gl_WorkGroupID.z * gl_NumWorkGroups.x;
   if (query >= p.T) return;  // the whole workgroup leaves together, before any barrier
@@ -63,10 +72,7 @@ void main() {
     const uint n = min(CHUNK, n_keys - k0);
     float local_max = -3.402823466e38;
     for (uint j = tid; j < n; j += WG) {
-      const uint row = (k0 + j) * p.C + col;
-      float s = 0.0;
-      for (uint d = 0; d < D; d++) s += q_sh[d] * k_cache[row + d];
-      s *= p.scale;
+      const float s = score(k0 + j, col);
       scores[j] = s;
       local_max = max(local_max, s);
     }
@@ -101,16 +107,8 @@ void main() {
 
 #if ATTENTION_PROBS
   const uint probs_row = (gl_WorkGroupID.y * p.T + query) * p.L;
-  for (uint j = tid; j < p.L; j += WG) {
-    float w = 0.0;
-    if (j < n_keys) {
-      const uint row = j * p.C + col;
-      float s = 0.0;
-      for (uint d = 0; d < D; d++) s += q_sh[d] * k_cache[row + d];
-      w = exp(s * p.scale - m) / total;
-    }
-    probs[probs_row + j] = w;
-  }
+  for (uint j = tid; j < p.L; j += WG)
+    probs[probs_row + j] = j < n_keys ? exp(score(j, col) - m) / total : 0.0;
 #endif
   const uint dst = query * p.C + col;
   if (D <= WG) {

@@ -141,7 +141,8 @@ void check_probs(vk::Kernels& kernels, Case c, unsigned seed, const char* what) 
     model::gpu::attention(kernels, rec, out, qkv, 3 * c.C, k, v, c.T, c.L, c.C, c.H, c.options);
     rec.run();
     const std::string shader = rec.timings().at(0).shader;
-    CHECK(shader.find("_probs") != std::string::npos);
+    CHECK(shader == (kernel == model::gpu::AttentionKernel::Texel ? "attention_texel_probs"
+                                                                  : "attention_probs"));
     CHECK(test::close(name(what, c) + " out", test::from_gpu(device, out, size_t{c.T} * c.C),
                       ref_out, kTol));
     CHECK(test::close(name(what, c) + " probs", test::from_gpu(device, probs, n_probs), ref,

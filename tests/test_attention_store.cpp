@@ -40,7 +40,7 @@ void check_store(vk::Kernels& kernels, model::gpu::AttentionKernel kernel, uint3
   vk::BufferSpan k = test::to_gpu(device, arena, k_ref), v = test::to_gpu(device, arena, v_ref);
   std::vector<std::vector<float>> qkv, ref, probs_ref;
   std::vector<vk::BufferSpan> qkv_gpu, out_gpu, probs_gpu;
-  vk::Recorder rec(device);
+  vk::Recorder rec(device, tap);  // with the tap, timestamps name the shaders that ran
   rec.begin();
   model::gpu::AttentionOptions options{causal, 0, kernel};
   uint32_t pos = 0;
@@ -62,6 +62,12 @@ void check_store(vk::Kernels& kernels, model::gpu::AttentionKernel kernel, uint3
     pos += T;
   }
   rec.run();
+  if (tap && device.caps().timestamps)
+    for (const vk::DispatchTime& t : rec.timings())
+      CHECK_MESSAGE((kernel == model::gpu::AttentionKernel::Texel
+                         ? t.shader == "attention_texel_store_probs"
+                         : t.shader == "kv_store" || t.shader == "attention_probs"),
+                    t.shader);
   const std::string what = std::string(kernel == model::gpu::AttentionKernel::Texel      ? "texel"
                                        : kernel == model::gpu::AttentionKernel::Portable ? "portable"
                                                                                   : "auto") +
@@ -98,16 +104,8 @@ TEST_CASE("attention_store: kv_store and attention in one call, step after step"
     check_store(g.kernels, kernel, 64, 1, 30, {3, 20, 1}, true, 1100, fused_to);
     // An encoder over the whole cache; D = 8.
     check_store(g.kernels, kernel, 32, 4, 40, {17, 2}, false, 1200, fused_to);
-  }
-}
-
-TEST_CASE("attention_store with the attention tap, step after step") {
-  GPU_TEST(g);
-  for (model::gpu::AttentionKernel kernel :
-       {model::gpu::AttentionKernel::Portable, model::gpu::AttentionKernel::Texel}) {
-    if (kernel == model::gpu::AttentionKernel::Texel && !g.device.caps().storage_texel_buffers) continue;
-    const uint32_t fused_to = kernel == model::gpu::AttentionKernel::Texel ? UINT32_MAX : 0;
-    // A prefill, a chunk with split keys, a decode step; then an encoder.
+    // The same kinds of steps with the attention tap: a prefill, split keys, a decode step;
+    // then an encoder.
     check_store(g.kernels, kernel, 96, 3, 64, {37, 5, 1}, true, 1300, fused_to, true);
     check_store(g.kernels, kernel, 32, 4, 40, {17, 2}, false, 1400, fused_to, true);
   }

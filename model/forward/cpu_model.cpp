@@ -80,8 +80,7 @@ class CpuModel final : public Model {
     fc_.assign(T * c.n_inner, 0);
     logits_.assign((all_rows ? T : 1) * V, 0);
     if (taps_on_) taps_.assign(c.n_layer, {});
-    all_rows_ = all_rows;
-    if (attention_on_ && all_rows) attention_.assign(c.n_layer, {});
+    if (attention_on_ && all_rows) attention_.assign(c.n_layer, {});  // a tapped pass
     CpuBackend b{*this};
     // Greedy decoding takes the argmax head, as the GPU's CPU kernel set does.
     const Head head = all_rows ? Head::AllRows : k == 1 ? Head::LastArgmax : Head::LastRow;
@@ -110,7 +109,6 @@ class CpuModel final : public Model {
   std::vector<int32_t> ids_;
   std::vector<float> x_, h_, qkv_, att_, fc_, logits_;
   int32_t argmax_ = -1;  // argmax_head's id
-  bool all_rows_ = false;  // a logits() pass: the one the attention tap applies to
 };
 
 float* CpuBackend::buf(Buf b) {
@@ -168,7 +166,7 @@ void CpuBackend::attention_store(uint32_t layer, uint32_t T, uint32_t pos) {
   float* vc = m.v_cache_[layer].data();
   cpu::kv_store(kc, vc, m.qkv_.data(), T, C, pos);
   float* probs = nullptr;
-  if (m.all_rows_ && m.attention_tapped(layer)) {
+  if (!m.attention_.empty() && m.attention_tapped(layer)) {
     m.attention_[layer].assign(size_t{c.n_head} * T * (pos + T), 0.0f);
     probs = m.attention_[layer].data();
   }
