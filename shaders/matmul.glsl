@@ -8,12 +8,13 @@ layout(constant_id = 3) const uint LAYOUT = MATMUL_KN;  // MATMUL_KN or MATMUL_N
 layout(constant_id = 4) const uint DTYPE = DTYPE_F32;   // of the weight
 layout(constant_id = 5) const uint ACT = ACT_NONE;      // applied before the residual add
 
-// The texel-buffer kernel (matmul_vec_texel.comp, MATMUL_TEXEL defined) declares bindings 1 and
-// 2 as storage texel buffers instead and reads them itself.
+// The texel-buffer kernels (MATMUL_TEXEL defined) declare bindings 1 and 2 as storage texel
+// buffers instead and read them themselves; matmul_vec_wide.comp (MATMUL_WIDE) as 16-byte
+// vectors.
 // out is read as well as written: a later chunk adds to an earlier one's partial sums, and the
 // residual may be out itself (the in-place residual stream).
 layout(binding = 0) buffer Out { float out_[]; };             // [T, N]
-#ifndef MATMUL_TEXEL
+#if !defined(MATMUL_TEXEL) && !defined(MATMUL_WIDE)
 layout(binding = 1) readonly buffer X { float x[]; };         // [T, K]
 layout(binding = 2) readonly buffer W { uint w[]; };          // [K, N] or [N, K]: fp32 bits or fp16 pairs
 #endif
@@ -21,7 +22,7 @@ layout(binding = 3) readonly buffer Bias { float bias[]; };   // [N]
 layout(binding = 4) readonly buffer Res { float residual[]; };  // [T, N]
 layout(push_constant) uniform Push { MatmulPush p; };
 
-#ifndef MATMUL_TEXEL
+#if !defined(MATMUL_TEXEL) && !defined(MATMUL_WIDE)
 // Element (k, n) of the weight chunk, k < p.k_count, n < p.n_count.
 float weight(uint k, uint n) {
   uint i = p.w_off + (LAYOUT == MATMUL_NK ? n * p.k_count + k : k * p.n_count + n);

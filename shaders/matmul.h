@@ -14,6 +14,13 @@ CONST MATMUL_NK = 1;  // W [N, K]: rows are outputs, y = x W^T (the tied head re
 CONST MATMUL_INTERLEAVED = 2;
 CONST MATMUL_BLOCK_ROWS = 64;
 
+// matmul_vec_wide.comp: its shared array is declared at these maxima (a workgroup array sized
+// by a specialization constant is a variable-length array in Metal), and the host keeps its
+// workgroup size, rows of x and outputs per workgroup within them: 8 KiB of shared memory.
+CONST MATMUL_WIDE_MAX_WORKGROUP = 128;
+CONST MATMUL_WIDE_MAX_ROWS = 8;
+CONST MATMUL_WIDE_MAX_OUTS = 2;
+
 // Epilogue steps of one dispatch (bits of MatmulPush::flags). A call whose weight is split into
 // chunks spreads them over its dispatches: bias on the first, accumulation on the later ones.
 CONST MATMUL_BIAS = 1;        // v += bias[n]

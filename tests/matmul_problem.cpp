@@ -21,6 +21,7 @@ std::string describe(const MatmulCase& c, MatmulKernel kernel) {
          (kernel == MatmulKernel::Vector        ? " (vector)"
           : kernel == MatmulKernel::Tiled       ? " (tiled)"
           : kernel == MatmulKernel::VectorTexel ? " (vector texel)"
+          : kernel == MatmulKernel::VectorWide  ? " (vector wide)"
                                                 : " (auto)");
 }
 

@@ -34,10 +34,13 @@ using Problem = test::MatmulProblem;
 
 constexpr double kTol = test::kMatmulTol;
 
-// The kernels that can run `c` on `dev`: both storage-buffer ones, and the texel one where the
-// device and the shape allow it.
+// The kernels that can run `c` on `dev`: both storage-buffer ones, the wide one for W [N, K] in
+// whole 16-byte vectors (the test's spans start on the arena's 16-byte alignment), and the texel
+// one where the device and the shape allow it.
 std::vector<MatmulKernel> kernels_for(const vk::Device& dev, const Case& c) {
   std::vector<MatmulKernel> k{MatmulKernel::Vector, MatmulKernel::Tiled};
+  if (model::gpu::matmul_wide_supported(c.dtype, c.layout, c.K, 0, 0))
+    k.push_back(MatmulKernel::VectorWide);
   if (model::gpu::matmul_texel_supported(dev.caps(), c.dtype, c.layout, c.K, c.N))
     k.push_back(MatmulKernel::VectorTexel);
   return k;
@@ -61,6 +64,10 @@ TEST_CASE("matmul matches the CPU reference on GPT-2 shapes, both kernels, layou
   std::vector<Case> shapes = test::gpt2_matmul_shapes();
   shapes.push_back({1024, 16, 24, true, Activation::None, Residual::InPlace});      // n_ctx rows
   shapes.push_back({33, 100, 67, true, Activation::GeluTanh, Residual::Separate});  // no multiple
+  // The wide kernel's K loop at 64 lanes: fp32 texels per row of 2 x 64 + 8 (the unrolled pair
+  // and a tail) and 64 + 8 (the tail alone); fp16 at half as many. Odd N: a group's last row.
+  shapes.push_back({5, 544, 33, true, Activation::None, Residual::Separate});
+  shapes.push_back({8, 288, 7, false, Activation::GeluErf, Residual::InPlace});
   unsigned seed = 100;
   for (Case c : shapes)
     for (WeightLayout layout : {WeightLayout::KN, WeightLayout::NK})
@@ -119,6 +126,19 @@ TEST_CASE("matmul splits tensors larger than maxStorageBufferRange") {
         }
       }
 
+  // The wide kernel: K = 40 in whole vectors, chunks of W [N, K] and passes starting on 16 bytes.
+  for (uint32_t T : {5u, 37u})
+    for (DType dtype : {DType::F32, DType::F16}) {
+      const Case c{T, 40, 71, true, Activation::GeluTanh, Residual::InPlace,
+                   WeightLayout::NK, dtype};
+      Problem p = test::make_problem(c, seed += 10);
+      std::string what = test::describe(c, MatmulKernel::VectorWide);
+      CAPTURE(what);
+      vk::RecorderStats stats;
+      CHECK(matches(p, run_gpu(small, kernels, p, MatmulKernel::VectorWide, &stats), what));
+      CHECK(stats.dispatches >= 2);
+    }
+
   // An activation over an in-place residual cannot survive a split over K; a row of x wider
   // than the range cannot be split at all.
   Problem act_in_place = test::make_problem({5, 41, 71, false, Activation::Relu, Residual::InPlace}, 1);
@@ -175,6 +195,32 @@ TEST_CASE("matmul falls back to small tiles and workgroups on small device limit
           {37, 75, 130, true, Activation::GeluErf, Residual::Separate, layout, dtype}, seed += 10);
 }
 
+TEST_CASE("matmul's wide kernel under lowered limits and without subgroup arithmetic") {
+  GPU_TEST(g);
+  // Without subgroup arithmetic the partial sums meet in a shared-memory tree; 32 or 16
+  // invocations shrink the workgroup (more texels per lane, more steps of the unrolled loop).
+  unsigned seed = 2100;
+  for (const vk::LimitOverrides& limits :
+       {vk::LimitOverrides{.no_subgroup_arithmetic = true},
+        vk::LimitOverrides{.max_workgroup_invocations = 32, .no_subgroup_arithmetic = true},
+        vk::LimitOverrides{.max_shared_memory = 16384, .max_workgroup_invocations = 16}}) {
+    test::LoweredGpu low(g, limits);
+    for (DType dtype : {DType::F32, DType::F16})
+      for (const Case& c : {Case{1, 768, 130, true, Activation::None, Residual::InPlace},
+                            Case{6, 1600, 45, true, Activation::GeluTanh, Residual::Separate}}) {
+        Case cc = c;
+        cc.layout = WeightLayout::NK;
+        cc.dtype = dtype;
+        Problem p = test::make_problem(cc, seed += 10);
+        std::string what = test::describe(cc, MatmulKernel::VectorWide) + " invocations " +
+                           std::to_string(low.device.caps().max_workgroup_invocations) +
+                           (low.device.caps().subgroup_arithmetic ? " subgroupAdd" : " tree");
+        CAPTURE(what);
+        CHECK(matches(p, run_gpu(low.device, low.kernels, p, MatmulKernel::VectorWide), what));
+      }
+  }
+}
+
 TEST_CASE("matmul picks its kernel by T and by device") {
   GPU_TEST(g);
   if (!g.device.caps().timestamps) {
@@ -204,6 +250,18 @@ TEST_CASE("matmul picks its kernel by T and by device") {
     CHECK(t[1].shader == "matmul_vec");
     CHECK(t[2].shader == "matmul");
   }
+  // W [N, K] in whole vectors on 16-byte spans: the GPU set's decode takes the wide kernel.
+  if (!model::gpu::kernel_policy(g.device).texel_matmul) {
+    vk::Recorder nk(g.device, true);
+    nk.begin();
+    const model::gpu::MatmulOptions o{WeightLayout::NK};
+    model::gpu::matmul(g.kernels, nk, out, x, w, nullptr, nullptr, 1, 64, 32, o);
+    nk.run();
+    const std::string expect =
+        caps.subgroup_arithmetic ? "matmul_vec_wide" : "matmul_vec_wide_shared";
+    REQUIRE(nk.timings().size() == 1);
+    CHECK(nk.timings()[0].shader == expect);
+  }
 }
 
 TEST_CASE("matmul rejects bad arguments") {
@@ -223,6 +281,10 @@ TEST_CASE("matmul rejects bad arguments") {
   throws([&] { model::gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, 5, 64, 32); }, "out holds");
   throws([&] { model::gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, 1, 65, 32); }, "w holds");
   throws([&] { model::gpu::matmul(g.kernels, rec, out, x, w16, nullptr, nullptr, 1, 64, 33); }, "w holds");
+  const model::gpu::MatmulOptions wide{WeightLayout::KN, Activation::None,
+                                      MatmulKernel::VectorWide};
+  throws([&] { model::gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, 1, 64, 32, wide); },
+         "wide kernel cannot run");
   const model::gpu::MatmulOptions texel{WeightLayout::KN, Activation::None, MatmulKernel::VectorTexel};
   throws([&] { model::gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, 1, 62, 30, texel); },
          "texel-buffer kernel cannot run");
@@ -277,4 +339,23 @@ TEST_CASE("matmul reads x from row x_row, wherever it falls against the alignmen
                                    {WeightLayout::NK, Activation::None, MatmulKernel::Auto, x_row}),
                        doctest::Contains("x holds"), vk::Error);
   rec.end();
+}
+
+TEST_CASE("transpose_kn turns W [K, N] into [N, K] across its blocks") {
+  // 37 x 70: blocks of 32 with remainders on both axes.
+  const uint32_t K = 37, N = 70;
+  std::vector<uint32_t> w(size_t(K) * N), t(w.size());
+  std::vector<uint16_t> h(w.size()), th(w.size());
+  for (size_t i = 0; i < w.size(); i++) {
+    w[i] = static_cast<uint32_t>(i * 2654435761u);
+    h[i] = static_cast<uint16_t>(i * 40503u);
+  }
+  model::gpu::transpose_kn(t.data(), w.data(), DType::F32, K, N);
+  model::gpu::transpose_kn(th.data(), h.data(), DType::F16, K, N);
+  size_t wrong = 0;
+  for (uint32_t k = 0; k < K; k++)
+    for (uint32_t n = 0; n < N; n++)
+      wrong += size_t{t[size_t(n) * K + k] != w[size_t(k) * N + n]} +
+               size_t{th[size_t(n) * K + k] != h[size_t(k) * N + n]};
+  CHECK(wrong == 0);
 }

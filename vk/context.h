@@ -84,6 +84,8 @@ struct LimitOverrides {
   uint32_t max_shared_memory = 0;
   uint32_t max_workgroup_invocations = 0;
   uint32_t max_texel_buffer_elements = 0;
+  // Report no subgroup arithmetic, so kernels take their shared-memory reduction paths.
+  bool no_subgroup_arithmetic = false;
   // Device-local bytes all arenas together may take. Unlike the limits above it is enforced only
   // when set: drivers' heap sizes are not hard limits (lavapipe reports 2 GiB and allocates
   // more), so without it the driver's own VK_ERROR_OUT_OF_DEVICE_MEMORY is what refuses.

@@ -120,8 +120,9 @@ uint32_t matrix_n(const ExpectedTensor& e, WeightLayout from) {
 }
 
 // The layout a matrix is stored in: where the kernel policy interleaves, every matrix the matmul
-// reads, the tied wte included (embedding reads it there); otherwise as the checkpoint has it. Returns KN, NK or Interleaved; `from` gets the
-// checkpoint's own layout.
+// reads, the tied wte included (embedding reads it there); where it asks for [N, K], every
+// matrix the matmul reads as [N, K]; otherwise as the checkpoint has it. Returns KN, NK or
+// Interleaved; `from` gets the checkpoint's own layout.
 WeightLayout GpuModel::matrix_layout(const ExpectedTensor& e, DType dtype,
                                           WeightLayout& from) const {
   const bool rows_out = e.name == "wte.weight" || e.name == "lm_head.weight";
@@ -134,7 +135,8 @@ WeightLayout GpuModel::matrix_layout(const ExpectedTensor& e, DType dtype,
                     gpu::matmul_interleaved_supported(caps, dtype, K) &&
                     caps.texel_buffer_alignment <= weights_.alignment() &&
                     caps.texel_buffer_alignment <= state_.alignment();
-  return matmul_reads && fast ? WeightLayout::Interleaved : from;
+  if (matmul_reads && fast) return WeightLayout::Interleaved;
+  return matmul_reads && policy_.nk_weights ? WeightLayout::NK : from;
 }
 
 void GpuModel::upload_weights(const Checkpoint& ckpt, const UploadProgress& on_upload) {
@@ -170,15 +172,17 @@ void GpuModel::upload_weights(const Checkpoint& ckpt, const UploadProgress& on_u
     const vk::BufferSpan& dst = weights_.span(plans[i].handle);
     const uint64_t n = src.elements();
     const bool interleaved = plans[i].layout == WeightLayout::Interleaved;
+    const bool transposed =
+        plans[i].layout == WeightLayout::NK && plans[i].from == WeightLayout::KN;
     // Convert straight into mapped memory where the device has it (UMA), else via a host copy;
-    // an interleaved matrix is converted first, then repacked.
+    // an interleaved or transposed matrix is converted first, then repacked.
     uint8_t* out = dst.mapped;
     if (!out) {
       host.assign(dst.size, 0);
       out = host.data();
     }
     uint8_t* converted = out;
-    if (interleaved) {
+    if (interleaved || transposed) {
       plain.resize(n * dtype_bytes(plans[i].dtype));
       converted = plain.data();
     }
@@ -189,6 +193,9 @@ void GpuModel::upload_weights(const Checkpoint& ckpt, const UploadProgress& on_u
     if (interleaved)
       gpu::interleave(out, converted, plans[i].from, plans[i].dtype, matrix_k(e, plans[i].from),
                       matrix_n(e, plans[i].from));
+    if (transposed)
+      gpu::transpose_kn(out, converted, plans[i].dtype, matrix_k(e, plans[i].from),
+                        matrix_n(e, plans[i].from));
     if (!dst.mapped) vk::upload(device_, dst, host.data(), dst.size);
     done += dst.size;
     if (on_upload) on_upload(done, total);

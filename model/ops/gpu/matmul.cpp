@@ -108,6 +108,33 @@ void plan_texel(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype,
                    : plan.last;
 }
 
+// The wide matrix-vector kernel (W [N, K]): MATMUL_WIDE_MAX_OUTS rows of W per workgroup of 64
+// invocations along K (two warps of NVIDIA or Intel, one wave of AMD GCN; the reduction runs once
+// per row, so a wider group only adds shared-memory traffic), which makes N / 2 workgroups: 384
+// for GPT-2 small's output projections, enough to fill a 100-unit GPU several times.
+void plan_wide(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype, uint32_t T) {
+  const vk::DeviceCaps& caps = k.device().caps();
+  uint32_t rows = 1;
+  while (rows < std::min(T, kMatmulVecRows)) rows *= 2;
+  const uint32_t wg = floor_pow2(std::min({64u, push::MATMUL_WIDE_MAX_WORKGROUP,
+                                           caps.max_workgroup_invocations,
+                                           caps.max_workgroup_size[0]}));
+  constexpr uint32_t outs = push::MATMUL_WIDE_MAX_OUTS;
+  static_assert(kMatmulVecRows <= push::MATMUL_WIDE_MAX_ROWS);
+  constexpr uint32_t shared_bytes = push::MATMUL_WIDE_MAX_WORKGROUP * push::MATMUL_WIDE_MAX_ROWS *
+                                    push::MATMUL_WIDE_MAX_OUTS * 4;
+  if (caps.max_shared_memory < shared_bytes)
+    fail("matmul", "device '" + caps.name + "' has less than " + std::to_string(shared_bytes) +
+         " bytes of shared memory");
+  plan.out_per_group = outs;
+  plan.rows = std::min(plan.rows, rows);
+  const vk::Specialization spec{{wg, 1, 1},
+                                 {static_cast<uint32_t>(o.layout), static_cast<uint32_t>(dtype),
+                                  static_cast<uint32_t>(o.act), rows, outs}};
+  plan.last = plan.plain =
+      &k.get(caps.subgroup_arithmetic ? "matmul_vec_wide" : "matmul_vec_wide_shared", spec);
+}
+
 // The interleaved kernel: 8 invocations per block of rows of W (see matmul_interleaved.comp),
 // no shared memory, so only the workgroup size limits apply.
 void plan_interleaved(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype,
@@ -197,14 +224,14 @@ vk::Groups groups(const vk::Device& device, const Plan& plan, uint32_t n_count, 
 
 // The kernel a call runs: o.kernel, or for Auto the one its T and the device call for.
 MatmulKernel choose_kernel(const KernelPolicy& policy, const MatmulOptions& o, bool texel_ok,
-                           uint32_t T) {
+                           bool wide_ok, uint32_t T) {
   if (o.kernel != MatmulKernel::Auto) return o.kernel;
   // On a CPU device the texel matrix-vector kernel, run in passes of kMatmulVecRows rows,
   // beats the shared-memory tiles even for long prompts: llvmpipe's barriers and scalar
   // per-lane loads cost more than reading the weights once per pass.
   if (texel_ok && policy.texel_matmul) return MatmulKernel::VectorTexel;
   if (T > kMatmulVecRows) return MatmulKernel::Tiled;
-  return MatmulKernel::Vector;
+  return wide_ok ? MatmulKernel::VectorWide : MatmulKernel::Vector;
 }
 
 // Picks the kernel and splits a call to fit the device's maxStorageBufferRange (and
@@ -219,7 +246,13 @@ Plan make_plan(vk::Kernels& k, const MatmulOptions& o, const vk::BufferSpan& x, 
   const bool aligned = x.offset % texel_align == 0 && w.span.offset % texel_align == 0;
   const bool texel_ok = aligned && (interleaved ? matmul_interleaved_supported(caps, dtype, K)
                                                 : matmul_texel_supported(caps, dtype, o.layout, K, N));
-  const MatmulKernel kernel = interleaved ? MatmulKernel::VectorTexel : choose_kernel(kernel_policy(k.device()), o, texel_ok, T);
+  const bool wide_ok = matmul_wide_supported(dtype, o.layout, K, x.offset, w.span.offset);
+  const MatmulKernel kernel =
+      interleaved ? MatmulKernel::VectorTexel
+                  : choose_kernel(kernel_policy(k.device()), o, texel_ok, wide_ok, T);
+  if (kernel == MatmulKernel::VectorWide && !wide_ok)
+    fail("matmul", "the wide kernel cannot run K = " + std::to_string(K) +
+         " (W must be [N, K] with K in whole 16-byte vectors, x and W spans on 16 bytes)");
   if (kernel == MatmulKernel::VectorTexel && !texel_ok)
     fail("matmul", "the texel-buffer kernel cannot run K = " + std::to_string(K) + ", N = " +
          std::to_string(N) + " on device '" + caps.name +
@@ -252,6 +285,8 @@ Plan make_plan(vk::Kernels& k, const MatmulOptions& o, const vk::BufferSpan& x, 
     plan_interleaved(k, plan, o, dtype, T, argmax);
   else if (kernel == MatmulKernel::Vector)
     plan_vector(k, plan, o, dtype, T);
+  else if (kernel == MatmulKernel::VectorWide)
+    plan_wide(k, plan, o, dtype, T);
   else if (texel)
     plan_texel(k, plan, o, dtype, T);
   else
@@ -266,6 +301,12 @@ bool matmul_texel_supported(const vk::DeviceCaps& caps, DType dtype, WeightLayou
   const uint32_t per_texel = static_cast<uint32_t>(16 / dtype_bytes(dtype));
   return caps.storage_texel_buffers && caps.max_texel_buffer_elements > 0 && K % 4 == 0 &&
          (layout == WeightLayout::NK ? K : N) % per_texel == 0;
+}
+
+bool matmul_wide_supported(DType dtype, WeightLayout layout, uint32_t K, uint64_t x_offset,
+                           uint64_t w_offset) {
+  return layout == WeightLayout::NK && K % (16 / dtype_bytes(dtype)) == 0 && x_offset % 16 == 0 &&
+         w_offset % 16 == 0;
 }
 
 bool matmul_interleaved_supported(const vk::DeviceCaps& caps, DType dtype, uint32_t K) {
@@ -307,6 +348,27 @@ void interleave(void* dst, const void* src, WeightLayout from, DType dtype, uint
     interleave_as(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), from, K, N);
   else
     interleave_as(static_cast<uint32_t*>(dst), static_cast<const uint32_t*>(src), from, K, N);
+}
+
+namespace {
+
+// transpose_kn() for elements of type E: 32 x 32 blocks, so both sides stay in cache.
+template <class E>
+void transpose_as(E* out, const E* in, size_t K, size_t N) {
+  constexpr size_t B = 32;
+  for (size_t k0 = 0; k0 < K; k0 += B)
+    for (size_t n0 = 0; n0 < N; n0 += B)
+      for (size_t n = n0; n < std::min(N, n0 + B); n++)
+        for (size_t k = k0; k < std::min(K, k0 + B); k++) out[n * K + k] = in[k * N + n];
+}
+
+}  // namespace
+
+void transpose_kn(void* dst, const void* src, DType dtype, uint32_t K, uint32_t N) {
+  if (dtype_bytes(dtype) == 2)
+    transpose_as(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), K, N);
+  else
+    transpose_as(static_cast<uint32_t*>(dst), static_cast<const uint32_t*>(src), K, N);
 }
 
 void matmul(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,

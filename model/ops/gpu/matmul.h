@@ -1,5 +1,6 @@
-// Host wrapper of shaders/matmul.comp (tiled, for prefill) and shaders/matmul_vec.comp
-// (matrix-vector, for decode): the linear layer y = act(x W + b) + residual.
+// Host wrapper of shaders/matmul.comp (tiled, for prefill), the matrix-vector kernels for decode
+// (matmul_vec.comp; matmul_vec_wide*.comp, the GPU set's, for W [N, K]; matmul_vec_texel.comp)
+// and matmul_interleaved.comp (the CPU set's): the linear layer y = act(x W + b) + residual.
 #pragma once
 #include <utility>
 
@@ -21,6 +22,10 @@ enum class MatmulKernel : uint32_t {
   // allocations on a device whose texel alignment is at most its storage alignment); throws
   // otherwise.
   VectorTexel,
+  // matmul_vec_wide: the GPU set's decode GEMV for W [N, K] and T <= kMatmulVecRows, 16-byte
+  // loads along K and a subgroup (or shared-memory) reduction. Needs matmul_wide_supported();
+  // throws otherwise.
+  VectorWide,
 };
 
 // Rows of x the matrix-vector kernel handles in one pass (larger T loops over passes).
@@ -56,6 +61,10 @@ struct MatmulOptions {
 // and the weight's contiguous axis (N of [K, N], K of [N, K]) in whole texels (8 fp16, 4 fp32).
 bool matmul_texel_supported(const vk::DeviceCaps& caps, DType dtype, WeightLayout layout,
                             uint32_t K, uint32_t N);
+// Whether VectorWide can run this call: W [N, K], K in whole 16-byte vectors (8 fp16 or 4 fp32),
+// and x's and W's spans starting on 16 bytes.
+bool matmul_wide_supported(DType dtype, WeightLayout layout, uint32_t K, uint64_t x_offset,
+                           uint64_t w_offset);
 // Whether an Interleaved weight of this shape can run here: rgba32 storage texel buffers and
 // K in whole texels (8 fp16 or 4 fp32 elements).
 bool matmul_interleaved_supported(const vk::DeviceCaps& caps, DType dtype, uint32_t K);
@@ -65,6 +74,8 @@ uint64_t interleaved_bytes(DType dtype, uint32_t K, uint32_t N);
 // Repacks W, given as elements of dtype's size in `from` layout (KN or NK), into the Interleaved
 // layout at dst (interleaved_bytes() of them; padding rows are zero). K % (16 / size) == 0.
 void interleave(void* dst, const void* src, WeightLayout from, DType dtype, uint32_t K, uint32_t N);
+// Transposes W [K, N] into [N, K] (elements of dtype's size) at dst, in cache-sized blocks.
+void transpose_kn(void* dst, const void* src, DType dtype, uint32_t K, uint32_t N);
 
 
 // out[t, n] = act(sum_k x[t, k] W(k, n) + bias[n]) + residual[t, n], accumulated in fp32.

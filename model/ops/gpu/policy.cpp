@@ -21,6 +21,8 @@ KernelPolicy choose_policy(const vk::DeviceCaps& caps, vk::KernelSet asked) {
     // 64 logits per invocation: few workgroups, two levels for a vocabulary. GPUs keep many
     // small workgroups, which they fill themselves with.
     p.topk_per_invocation = 64;
+  } else {
+    p.nk_weights = true;
   }
   return p;
 }

@@ -28,6 +28,10 @@ struct KernelPolicy {
   // Weight matrices stored in WeightLayout::Interleaved where matmul_interleaved can read them.
   // Greedy decoding's head then takes the argmax in its own pass (gpu::matmul_argmax).
   bool interleaved_weights = false;
+  // Otherwise, weight matrices transposed to [N, K] at upload (Conv1D stores [K, N]): one
+  // layout for every matmul and the head, each output's weights contiguous along K, as the
+  // GPU set's decode GEMV (matmul_vec_wide) reads them in 16-byte vectors.
+  bool nk_weights = false;
   // norm_linear fuses its LayerNorm into an interleaved matmul whose weight has at most this
   // many bytes (0: never): past it, normalising each row once per block of W costs more than
   // the dispatch it saves (docs/benchmark.md, "Tuning decisions").
