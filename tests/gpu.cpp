@@ -73,8 +73,18 @@ ValidationScope::~ValidationScope() {
                                                                            << " message(s) (see stderr)");
 }
 
-LoweredGpu::LoweredGpu(Gpu& g, const vk::LimitOverrides& limits)
-    : device(g.instance, {std::to_string(g.device.index()), limits}), kernels(device) {}
+namespace {
+vk::DeviceOptions lowered_options(Gpu& g, const vk::LimitOverrides& limits, vk::KernelSet set) {
+  vk::DeviceOptions o;
+  o.select = std::to_string(g.device.index());
+  o.overrides = limits;
+  o.kernels = set;
+  return o;
+}
+}  // namespace
+
+LoweredGpu::LoweredGpu(Gpu& g, const vk::LimitOverrides& limits, vk::KernelSet set)
+    : device(g.instance, lowered_options(g, limits, set)), kernels(device) {}
 
 uint32_t group_count_limit_x(Gpu& g, uint32_t cheap) {
   const uint32_t limit = g.device.caps().max_workgroup_count[0];

@@ -60,7 +60,9 @@ class ValidationScope {
 struct LoweredGpu {
   vk::Device device;
   vk::Kernels kernels;
-  LoweredGpu(Gpu& g, const vk::LimitOverrides& limits);
+  // kernels: the kernel set the device runs (Auto: by its type).
+  LoweredGpu(Gpu& g, const vk::LimitOverrides& limits,
+             vk::KernelSet kernels = vk::KernelSet::Auto);
 };
 
 // maxComputeWorkGroupCount[0] when at most `cheap` (a test can exceed it in reasonable time);

@@ -22,6 +22,7 @@
 #include "model/ops/gpu/attention.h"
 #include "model/ops/gpu/kv_store.h"
 #include "shaders/attention.h"
+#include "shaders/attention_split.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"
 #include "vk/check.h"
@@ -49,23 +50,33 @@ Inputs make_inputs(const Case& c, unsigned seed, float lo = -1, float hi = 1) {
 
 // Runs model::gpu::attention on the kernels' device (the shared one or a LoweredGpu) and reads out back;
 // with `shader`, also the name of the shader it dispatched (the device must have timestamps).
+// Split's scratch is allocated when the case asks for that kernel, or for Auto with `scratch`.
 std::vector<float> run_gpu(vk::Kernels& kernels, const Case& c, const Inputs& in,
-                           std::string* shader = nullptr) {
+                           std::string* shader = nullptr, bool scratch = false) {
   const vk::Device& device = kernels.device();
+  const bool split = scratch || c.options.kernel == model::gpu::AttentionKernel::Split;
+  const uint64_t scratch_bytes =
+      split ? model::gpu::attention_split_scratch_bytes(c.T, c.L, c.C, c.H) : 0;
   const size_t bytes = (in.qkv.size() + in.k_cache.size() * 2 + size_t{c.T} * c.C) * sizeof(float);
-  vk::Arena arena(device, bytes + 4096, vk::MemoryKind::Device, "test attention");
+  vk::Arena arena(device, bytes + scratch_bytes + 4096, vk::MemoryKind::Device, "test attention");
   vk::BufferSpan qkv = test::to_gpu(device, arena, in.qkv),
                   k = test::to_gpu(device, arena, in.k_cache),
                   v = test::to_gpu(device, arena, in.v_cache);
   vk::BufferSpan out = arena.alloc(size_t{c.T} * c.C * sizeof(float));
+  model::gpu::AttentionOptions options = c.options;
+  vk::BufferSpan part;
+  if (split) {
+    part = arena.alloc(scratch_bytes);
+    options.scratch = &part;
+  }
   vk::Recorder rec(device, shader != nullptr);
   rec.begin();
-  model::gpu::attention(kernels, rec, out, qkv, 3 * c.C, k, v, c.T, c.L, c.C, c.H, c.options);
+  model::gpu::attention(kernels, rec, out, qkv, 3 * c.C, k, v, c.T, c.L, c.C, c.H, options);
   rec.run();
-  if (shader) {
+  if (shader) {  // the split kernel's two dispatches as "attention_split+attention_merge"
     const std::vector<vk::DispatchTime> t = rec.timings();
-    REQUIRE(t.size() == 1);
-    *shader = t[0].shader;
+    REQUIRE((t.size() == 1 || t.size() == 2));
+    *shader = t[0].shader + (t.size() == 2 ? "+" + t[1].shader : "");
   }
   return test::from_gpu(device, out, size_t{c.T} * c.C);
 }
@@ -81,7 +92,19 @@ std::string name(const char* what, const Case& c) {
   return std::string(what) + " T=" + std::to_string(c.T) + " L=" + std::to_string(c.L) +
          " C=" + std::to_string(c.C) + " H=" + std::to_string(c.H) +
          (c.options.causal ? " causal" : " bidirectional") +
-         (c.options.kernel == model::gpu::AttentionKernel::Texel ? " (texel)" : " (portable)");
+         (c.options.kernel == model::gpu::AttentionKernel::Texel   ? " (texel)"
+          : c.options.kernel == model::gpu::AttentionKernel::Split ? " (split)"
+                                                                   : " (portable)");
+}
+
+// Whether the split kernel takes this shape on this device (given scratch; the arenas here
+// align every span to 16 bytes).
+bool split_runs(const vk::DeviceCaps& caps, const Case& c) {
+  const uint32_t D = c.C / c.H;
+  return D % 4 == 0 && D <= push::ATTENTION_SPLIT_MAX_D &&
+         caps.max_workgroup_invocations >= push::ATTENTION_SPLIT_WG &&
+         caps.max_workgroup_size[0] >= push::ATTENTION_SPLIT_WG &&
+         caps.max_shared_memory >= 9728;
 }
 
 // Whether the texel kernel takes this shape on this device: the arenas here align every span.
@@ -90,13 +113,18 @@ bool texel_runs(const vk::DeviceCaps& caps, const Case& c) {
   return caps.storage_texel_buffers && D % 4 == 0 && D <= model::gpu::kAttentionTexelMaxD;
 }
 
-// The case on the portable kernel, and on the texel kernel where it runs.
+// The case on the portable kernel, on the split one where it runs (up to 64 queries: it is
+// decode's, and each query re-reads the keys), and on the texel kernel where it runs.
 void check_case(vk::Kernels& kernels, Case c, unsigned seed, const char* what, float lo = -1,
                 float hi = 1) {
   Inputs in = make_inputs(c, seed, lo, hi);
   const std::vector<float> ref = run_cpu(c, in);
   c.options.kernel = model::gpu::AttentionKernel::Portable;
   CHECK(test::close(name(what, c), run_gpu(kernels, c, in), ref, kTol));
+  if (c.T <= 64 && split_runs(kernels.device().caps(), c)) {
+    c.options.kernel = model::gpu::AttentionKernel::Split;
+    CHECK(test::close(name(what, c), run_gpu(kernels, c, in), ref, kTol));
+  }
   if (!texel_runs(kernels.device().caps(), c)) return;
   c.options.kernel = model::gpu::AttentionKernel::Texel;
   CHECK(test::close(name(what, c), run_gpu(kernels, c, in), ref, kTol));
@@ -183,6 +211,39 @@ TEST_CASE("attention decode (T = 1) matches the CPU reference") {
   unsigned seed = 200;
   for (uint32_t L : {1u, 5u, 1000u}) check_case(g.kernels, {1, L, 1600, 25}, seed += 10, "decode");
   check_case(g.kernels, {1, 77, 64, 1}, seed += 10, "decode");
+}
+
+TEST_CASE("attention's split kernel at decode shapes: GPT-2 small, medium, XL, both masks") {
+  GPU_TEST(g);
+  if (!split_runs(g.device.caps(), {1, 1, 64, 1})) {
+    MESSAGE("SKIPPED: 64-invocation workgroups or 9.5 KiB of shared memory unavailable");
+    return;
+  }
+  // L across the 64-key blocks (1, 127, 128, 129, 1024); T = 1 .. 8 decode and verification
+  // steps, whose causal queries end in different blocks. D = 64 (GPT-2's heads) takes 16 lanes
+  // per key, D = 4 one, D = 256 all 64 in a batch of 31 keys and 4 dims per lane.
+  struct Shape {
+    uint32_t C, H;
+  };
+  unsigned seed = 3000;
+  for (const Shape s : {Shape{768, 12}, Shape{1024, 16}, Shape{1600, 25}})
+    for (uint32_t L : {1u, 127u, 128u, 129u, 1024u})
+      for (uint32_t T : {1u, 3u, 8u}) {
+        if (T > L) continue;
+        for (bool causal : {true, false}) {
+          Case c{T, L, s.C, s.H, {.kernel = model::gpu::AttentionKernel::Split}};
+          c.options.causal = causal;
+          if (s.C != 768 && (L != 129 || !causal)) continue;  // fewer pipelines and cases
+          const Inputs in = make_inputs(c, seed += 10);
+          CHECK(test::close(name("split", c), run_gpu(g.kernels, c, in), run_cpu(c, in), kTol));
+        }
+      }
+  for (const Case& c : {Case{2, 300, 8, 2}, Case{5, 200, 512, 2}, Case{8, 129, 144, 3}}) {
+    Case s = c;
+    s.options.kernel = model::gpu::AttentionKernel::Split;
+    const Inputs in = make_inputs(s, seed += 10);
+    CHECK(test::close(name("split", s), run_gpu(g.kernels, s, in), run_cpu(s, in), kTol));
+  }
 }
 
 TEST_CASE("attention bidirectional and a caller's scale") {
@@ -310,9 +371,11 @@ TEST_CASE("attention: large scores do not overflow, masked keys are never read")
   // query 16 must still not see it.
   for (const uint32_t T : {8u, 20u})
     for (model::gpu::AttentionKernel kernel :
-         {model::gpu::AttentionKernel::Portable, model::gpu::AttentionKernel::Texel}) {
+         {model::gpu::AttentionKernel::Portable, model::gpu::AttentionKernel::Texel,
+          model::gpu::AttentionKernel::Split}) {
       const Case c{T, T, 32, 2, {.kernel = kernel}};
       if (kernel == model::gpu::AttentionKernel::Texel && !texel_runs(g.device.caps(), c)) continue;
+      if (kernel == model::gpu::AttentionKernel::Split && !split_runs(g.device.caps(), c)) continue;
       const uint32_t P = T - 3;
       Inputs poisoned = make_inputs(c, 810);
       for (uint32_t d = 0; d < c.C; d++)
@@ -356,6 +419,19 @@ TEST_CASE("attention picks its kernel by device and shape") {
   CHECK(test::close(name("auto", d5), run_gpu(g.kernels, d5, make_inputs(d5, 960), &shader),
                     run_cpu(d5, make_inputs(d5, 960)), kTol));
   CHECK(shader == "attention");
+  // Given scratch, the GPU set (forced here) decodes (T <= kAttentionSplitMaxT) with the split
+  // kernel.
+  test::LoweredGpu gpu_set(g, {}, vk::KernelSet::Gpu);
+  if (split_runs(caps, d16)) {
+    for (const Case& c : {Case{1, 300, 64, 4}, Case{model::gpu::kAttentionSplitMaxT, 300, 64, 4},
+                          Case{model::gpu::kAttentionSplitMaxT + 1, 300, 64, 4}}) {
+      const Inputs in = make_inputs(c, 965);
+      CHECK(test::close(name("auto", c), run_gpu(gpu_set.kernels, c, in, &shader, true),
+                        run_cpu(c, in), kTol));
+      CHECK(shader == (c.T <= model::gpu::kAttentionSplitMaxT ? "attention_split+attention_merge"
+                                                              : "attention"));
+    }
+  }
 }
 
 TEST_CASE("attention past maxTexelBufferElements: Auto falls back, Texel refuses") {
@@ -416,6 +492,18 @@ TEST_CASE("attention rejects bad arguments") {
   CHECK_THROWS_AS(model::gpu::attention(g.kernels, rec, out, q, 192, k, v, 0, 8, 64, 4), vk::Error);
   CHECK_THROWS_AS(model::gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 8, 64, 0), vk::Error);
   model::gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 8, 64, 4);  // the same buffers are fine
+
+  // The split kernel, asked for without scratch, with too little, or for a head dim it cannot
+  // take.
+  model::gpu::AttentionOptions split{.kernel = model::gpu::AttentionKernel::Split};
+  CHECK_THROWS_WITH_AS(model::gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 8, 64, 4, split),
+                       doctest::Contains("no scratch"), vk::Error);
+  vk::BufferSpan part = arena.alloc(64);
+  split.scratch = &part;
+  CHECK_THROWS_WITH_AS(model::gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 8, 64, 4, split),
+                       doctest::Contains("the scratch holds 64 bytes, needs"), vk::Error);
+  CHECK_THROWS_WITH_AS(model::gpu::attention(g.kernels, rec, out, q, 180, k, v, 1, 8, 60, 6, split),
+                       doctest::Contains("D=10 is not a multiple of 4"), vk::Error);
 
   // The texel kernel, asked for where it cannot run: D = 5 and D = 260 (not whole texels, too
   // many registers), q_stride not whole texels, q not at a texel-aligned offset.

@@ -250,12 +250,17 @@ TEST_CASE("matmul picks its kernel by T and by device") {
     CHECK(t[1].shader == "matmul_vec");
     CHECK(t[2].shader == "matmul");
   }
-  // W [N, K] in whole vectors on 16-byte spans: the GPU set's decode takes the wide kernel.
-  if (!model::gpu::kernel_policy(g.device).texel_matmul) {
-    vk::Recorder nk(g.device, true);
+  // W [N, K] in whole vectors on 16-byte spans: the GPU set's decode (forced here) takes the
+  // wide kernel.
+  {
+    test::LoweredGpu gpu_set(g, {}, vk::KernelSet::Gpu);
+    vk::Arena nk_arena(gpu_set.device, 1 << 16, vk::MemoryKind::Device, "test matmul wide");
+    vk::BufferSpan nx = nk_arena.alloc(64 * 4), nout = nk_arena.alloc(32 * 4);
+    model::gpu::Weight nw{nk_arena.alloc(64 * 32 * 4), DType::F32};
+    vk::Recorder nk(gpu_set.device, true);
     nk.begin();
     const model::gpu::MatmulOptions o{WeightLayout::NK};
-    model::gpu::matmul(g.kernels, nk, out, x, w, nullptr, nullptr, 1, 64, 32, o);
+    model::gpu::matmul(gpu_set.kernels, nk, nout, nx, nw, nullptr, nullptr, 1, 64, 32, o);
     nk.run();
     const std::string expect =
         caps.subgroup_arithmetic ? "matmul_vec_wide" : "matmul_vec_wide_shared";

@@ -30,6 +30,7 @@ TEST_CASE("policy: CPU devices get the CPU set, every other device the GPU set")
   CHECK(cpu.texel_layernorm);
   CHECK(cpu.interleaved_weights);
   CHECK_FALSE(cpu.nk_weights);
+  CHECK_FALSE(cpu.split_attention);
   CHECK(cpu.norm_linear_max_bytes > 0);
   CHECK(cpu.topk_per_invocation == 64);
   for (VkPhysicalDeviceType t :
@@ -43,6 +44,7 @@ TEST_CASE("policy: CPU devices get the CPU set, every other device the GPU set")
     CHECK_FALSE(gpu.texel_layernorm);
     CHECK_FALSE(gpu.interleaved_weights);
     CHECK(gpu.nk_weights);
+    CHECK(gpu.split_attention);
     CHECK(gpu.norm_linear_max_bytes == 0);
     CHECK(gpu.topk_per_invocation == 4);
   }

@@ -97,6 +97,7 @@ class GpuModel final : public Model {
   std::vector<size_t> k_cache_, v_cache_;
   Packer io_;     // host-visible: ids in, best candidates out
   size_t ids_, top_ids_, top_values_, scratch_;
+  size_t split_ = 0;  // split-K attention's partial results (policy split_attention)
   size_t partials_;  // greedy decoding: the head's argmax partials (gpu::matmul_argmax)
 
   std::unique_ptr<vk::Arena> logits_arena_;  // [rows, V], grown when more rows are asked for
@@ -219,6 +220,9 @@ void GpuModel::plan_state() {
     k_cache_.push_back(state_.add(T * C * f));
     v_cache_.push_back(state_.add(T * C * f));
   }
+  if (policy_.split_attention)
+    split_ = state_.add(gpu::attention_split_scratch_bytes(gpu::kAttentionSplitMaxT, c.n_ctx,
+                                                           c.n_embd, c.n_head));
   state_.allocate(vk::MemoryKind::Device);
 
   const uint32_t k = std::min(Model::kMaxCandidates, c.n_vocab);
@@ -390,6 +394,7 @@ void GpuBackend::attention_store(uint32_t layer, uint32_t T, uint32_t pos) {
   o.scale = c.attention_scale;
   if (layer < m.probs_spans_.size() && m.probs_spans_[layer].size > 0)
     o.probs = &m.probs_spans_[layer];
+  if (m.policy_.split_attention) o.scratch = &m.state_.span(m.split_);
   gpu::attention_store(m.kernels_, m.rec_, buf(Buf::ATT), kc, vc, buf(Buf::QKV), T, pos, c.n_embd,
                        c.n_head, o);
 }

@@ -5,6 +5,7 @@
 
 #include "model/ops/gpu/kv_store.h"
 #include "shaders/attention.h"
+#include "shaders/attention_split.h"
 #include "vk/check.h"
 
 namespace model::gpu {
@@ -79,7 +80,8 @@ struct Call {
   const vk::BufferSpan &out, &q, &k_cache, &v_cache;
   uint32_t q_stride, T, L, C, H;
   bool store;
-  const vk::BufferSpan* probs;  // the tap, or null
+  const vk::BufferSpan* probs;    // the tap, or null
+  const vk::BufferSpan* scratch;  // Split's partial results, or null
   uint64_t row_bytes() const { return uint64_t{C} * sizeof(float); }
   uint64_t q_floats() const {
     return store ? uint64_t{T} * q_stride : uint64_t{T - 1} * q_stride + C;
@@ -172,17 +174,75 @@ void dispatch_texel(vk::Kernels& k, vk::Recorder& rec, const Call& c,
   rec.dispatch(p, bindings, push, g);
 }
 
+uint32_t split_blocks(uint32_t L) {
+  return static_cast<uint32_t>(vk::ceil_div(L, push::ATTENTION_SPLIT_BLOCK));
+}
+
+// Why the split kernel cannot run this call on this device; empty when it can.
+std::string split_unsupported(const vk::DeviceCaps& caps, const Call& c) {
+  const uint32_t D = c.C / c.H, wg = push::ATTENTION_SPLIT_WG;
+  if (!c.scratch) return "no scratch for the key blocks' partial results";
+  if (c.probs) return "the attention tap needs whole rows of weights";
+  if (D % 4 != 0 || D > push::ATTENTION_SPLIT_MAX_D)
+    return "head dim D=" + str(D) + " is not a multiple of 4 up to " +
+           str(push::ATTENTION_SPLIT_MAX_D);
+  if (c.q_stride % 4 != 0) return "q_stride=" + str(c.q_stride) + " is not a multiple of 4";
+  if (c.q.offset % 16 != 0 || c.k_cache.offset % 16 != 0 || c.v_cache.offset % 16 != 0)
+    return "q or a cache does not start on 16 bytes";
+  if (caps.max_workgroup_invocations < wg || caps.max_workgroup_size[0] < wg)
+    return "workgroups of " + str(wg) + " invocations exceed the device's limit";
+  const uint32_t shared = (push::ATTENTION_SPLIT_MAX_D + push::ATTENTION_SPLIT_DOTS +
+                           push::ATTENTION_SPLIT_BLOCK + wg) * uint32_t{sizeof(float)};
+  if (shared > caps.max_shared_memory)
+    return str(shared) + " bytes of shared memory exceed the device's " +
+           str(caps.max_shared_memory);
+  const uint64_t need = attention_split_scratch_bytes(c.T, c.L, c.C, c.H);
+  if (c.scratch->size < need)
+    return "the scratch holds " + str(c.scratch->size) + " bytes, needs " + str(need);
+  if (split_blocks(c.L) > caps.max_workgroup_count[0] || c.H > caps.max_workgroup_count[1] ||
+      c.T > caps.max_workgroup_count[2])
+    return "the grid exceeds the device's workgroup counts";
+  if (std::max(need, uint64_t{c.L} * c.row_bytes()) > caps.max_storage_buffer_range)
+    return "the caches or the scratch exceed maxStorageBufferRange";
+  return {};
+}
+
+// The split kernel: partial results per (key block, head, query), then their merge.
+void dispatch_split(vk::Kernels& k, vk::Recorder& rec, const Call& c,
+                    const push::AttentionPush& a) {
+  const uint32_t D = c.C / c.H, wg = push::ATTENTION_SPLIT_WG, blocks = split_blocks(c.L);
+  const push::AttentionSplitPush p{a.T, a.L, a.C, a.q_stride, a.causal, a.scale, blocks};
+  const vk::BufferSpan part =
+      c.scratch->sub(0, attention_split_scratch_bytes(c.T, c.L, c.C, c.H));
+  rec.dispatch(k.get("attention_split", {{wg, 1, 1}, {D}}),
+               {part, c.q.sub(0, c.q_floats() * sizeof(float)),
+                c.k_cache.sub(0, c.L * c.row_bytes()), c.v_cache.sub(0, c.L * c.row_bytes())},
+               p, {blocks, c.H, c.T});
+  rec.dispatch(k.get("attention_merge", {{wg, 1, 1}, {D}}),
+               {c.out.sub(0, c.T * c.row_bytes()), part}, p, {c.H, c.T, 1});
+}
+
 // The kernel a call runs: the one asked for, or for Auto the device's choice where it can run.
 AttentionKernel choose_kernel(const vk::Device& device, const Call& c, AttentionKernel asked) {
   if (asked == AttentionKernel::Portable) return asked;
   const vk::DeviceCaps& caps = device.caps();
+  if (asked == AttentionKernel::Split) {
+    const std::string why_not = split_unsupported(caps, c);
+    if (!why_not.empty())
+      throw vk::Error("attention: the split kernel cannot run on device '" + caps.name +
+                      "': " + why_not);
+    return asked;
+  }
   const std::string why_not = texel_unsupported(caps, c);
   if (asked == AttentionKernel::Texel && !why_not.empty())
     throw vk::Error("attention: the texel kernel cannot run on device '" + caps.name +
                      "': " + why_not);
-  return why_not.empty() && (asked == AttentionKernel::Texel || kernel_policy(device).texel_attention)
-             ? AttentionKernel::Texel
-             : AttentionKernel::Portable;
+  const KernelPolicy policy = kernel_policy(device);
+  if (why_not.empty() && (asked == AttentionKernel::Texel || policy.texel_attention))
+    return AttentionKernel::Texel;
+  if (policy.split_attention && c.T <= kAttentionSplitMaxT && split_unsupported(caps, c).empty())
+    return AttentionKernel::Split;
+  return AttentionKernel::Portable;
 }
 
 push::AttentionPush make_push(const Call& c, const AttentionOptions& options) {
@@ -193,14 +253,23 @@ push::AttentionPush make_push(const Call& c, const AttentionOptions& options) {
 
 }  // namespace
 
+uint64_t attention_split_scratch_bytes(uint32_t T, uint32_t L, uint32_t C, uint32_t H) {
+  if (H == 0) return 0;
+  return uint64_t{T} * H * split_blocks(L) * (C / H + 2) * sizeof(float);
+}
+
 void attention(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
                const vk::BufferSpan& q, uint32_t q_stride, const vk::BufferSpan& k_cache,
                const vk::BufferSpan& v_cache, uint32_t T, uint32_t L, uint32_t C, uint32_t H,
                const AttentionOptions& options) {
   check_shapes(out, q, q_stride, k_cache, v_cache, T, L, C, H, options.causal);
-  const Call c{out, q, k_cache, v_cache, q_stride, T, L, C, H, false, options.probs};
-  if (choose_kernel(k.device(), c, options.kernel) == AttentionKernel::Texel)
+  const Call c{out, q, k_cache, v_cache, q_stride, T, L, C, H, false, options.probs,
+               options.scratch};
+  const AttentionKernel kernel = choose_kernel(k.device(), c, options.kernel);
+  if (kernel == AttentionKernel::Texel)
     dispatch_texel(k, rec, c, make_push(c, options));
+  else if (kernel == AttentionKernel::Split)
+    dispatch_split(k, rec, c, make_push(c, options));
   else
     dispatch_portable(k, rec, c, make_push(c, options));
 }
@@ -218,7 +287,8 @@ void attention_store(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& ou
   const uint32_t L = pos + T;
   require_elements("attention_store", "qkv", qkv, uint64_t{T} * 3 * C);
   check_shapes(out, qkv, 3 * C, k_cache, v_cache, T, L, C, H, options.causal);
-  const Call c{out, qkv, k_cache, v_cache, 3 * C, T, L, C, H, true, options.probs};
+  const Call c{out, qkv, k_cache, v_cache, 3 * C, T, L, C, H, true, options.probs,
+               options.scratch};
   if (choose_kernel(k.device(), c, options.kernel) == AttentionKernel::Texel) {
     dispatch_texel(k, rec, c, make_push(c, options));
     return;

@@ -1,4 +1,5 @@
-// Host wrapper of shaders/attention.comp (storage buffers, any device) and
+// Host wrapper of shaders/attention.comp (storage buffers, any device),
+// shaders/attention_split.comp + attention_merge.comp (split-K decode, the GPU set's) and
 // shaders/attention_texel{,_store}.comp (storage texel buffers, for CPU devices).
 #pragma once
 #include "model/ops/gpu/common.h"
@@ -17,7 +18,19 @@ enum class AttentionKernel : uint32_t {
   // D <= kAttentionTexelMaxD, q_stride % 4 == 0, q and the caches aligned to
   // minTexelBufferOffsetAlignment and within maxTexelBufferElements; throws otherwise.
   Texel,
+  // attention_split.comp then attention_merge.comp (flash-decoding): workgroups over (key block
+  // of 64, head, query), lanes along the head dim with 16-byte loads, the blocks' partial
+  // softmax sums merged in a second dispatch. Needs AttentionOptions::scratch (at least
+  // attention_split_scratch_bytes()), D % 4 == 0, D <= 256, q_stride % 4 == 0, q and the caches
+  // on 16 bytes, 64-invocation workgroups, and no tap; throws otherwise.
+  Split,
 };
+
+// Auto takes Split (where the policy's split_attention asks for it) for at most this many
+// queries: decoding, and the short steps of speculative or batched decoding.
+constexpr uint32_t kAttentionSplitMaxT = 8;
+// Bytes of scratch Split needs for T queries over L keys: the blocks' partial results.
+uint64_t attention_split_scratch_bytes(uint32_t T, uint32_t L, uint32_t C, uint32_t H);
 
 // The largest head dim the texel kernel takes: it keeps a query and its sums in registers.
 constexpr uint32_t kAttentionTexelMaxD = 256;
@@ -28,13 +41,15 @@ struct AttentionOptions : AttentionSpec {
   // runs unchanged) also writes the softmax weights, [H, T, L]: probs[h][t][j] is query t's
   // weight on key j in head h, 0 for keys a causal query does not see.
   const vk::BufferSpan* probs = nullptr;
+  // Split's partial results; without it, Auto does not take Split.
+  const vk::BufferSpan* scratch = nullptr;
 };
 
 // Multi-head scaled dot-product attention of T queries against the first L rows of a KV cache.
 // The queries sit at absolute positions L-T .. L-1 (prefill: T = L; decode: T = 1); in causal
 // mode the query at position p attends keys 0..p. q is read from columns [0, C) of rows with
 // stride q_stride, so the fused QKV projection (q_stride = 3C) is passed as is. Head h is columns
-// h*D .. h*D+D-1 of q, the caches and out, D = C / H. Needs no scratch memory.
+// h*D .. h*D+D-1 of q, the caches and out, D = C / H. Only Split needs scratch memory.
 //                      q [T, q_stride], k_cache [>= L, C], v_cache [>= L, C] -> out [T, C]
 void attention(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
                const vk::BufferSpan& q, uint32_t q_stride, const vk::BufferSpan& k_cache,

@@ -23,6 +23,7 @@ KernelPolicy choose_policy(const vk::DeviceCaps& caps, vk::KernelSet asked) {
     p.topk_per_invocation = 64;
   } else {
     p.nk_weights = true;
+    p.split_attention = true;
   }
   return p;
 }

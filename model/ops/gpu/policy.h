@@ -24,6 +24,9 @@ struct KernelPolicy {
   // Each op's Auto kernel where the call allows it (alignment, shape; otherwise the portable one).
   bool texel_matmul = false;     // MatmulKernel::VectorTexel for KN/NK weights
   bool texel_attention = false;  // AttentionKernel::Texel (attention_store: one dispatch)
+  // AttentionKernel::Split for decoding where the model passes scratch: a decoded token's
+  // attention over many workgroups (key blocks x heads) rather than one per head.
+  bool split_attention = false;
   bool texel_layernorm = false;  // LayerNormKernel::Texel
   // Weight matrices stored in WeightLayout::Interleaved where matmul_interleaved can read them.
   // Greedy decoding's head then takes the argmax in its own pass (gpu::matmul_argmax).

@@ -1,0 +1,130 @@
+#version 450
+// Split-K decode attention (flash-decoding), step 1 of 2: the partial attention of one query and
+// head over one block of ATTENTION_SPLIT_BLOCK keys. Workgroups: x = key block, y = head,
+// z = query, so a single decoded token still makes H * ceil(L / 64) workgroups (192 for GPT-2
+// small at L = 1024) where one per (query, head) made 12. attention_merge.comp combines the
+// blocks.
+//
+// Scores: each key's row of the head is read by G = D / 4 lanes (LK of them when G > WG), one
+// 16-byte load each, so a subgroup's loads are whole 256-byte rows, not lanes C * 4 bytes apart.
+// Their partial dot products go to a padded shared array, and one invocation per key adds its
+// row's. With one score per invocation, the block's maximum m and sum l of exp(s - m) are two
+// shared-memory trees. The weighted sum of V: lanes along the head dim (coalesced rows again),
+// parts of the workgroup taking every parts-th key when D < WG.
+//
+// part[t, h, block] = (o[0..D), m, l): o = sum over the block's keys j of exp(s_j - m) v_j. A
+// causal query's block past its last key writes (0, -FLT_MAX, 0), which the merge weighs as 0.
+#extension GL_GOOGLE_include_directive : require
+#include "attention_split.h"
+
+layout(local_size_x = ATTENTION_SPLIT_WG) in;
+layout(constant_id = 3) const uint D = 64;  // head dim, C / H: a multiple of 4, <= MAX_D
+
+layout(binding = 0) writeonly buffer Part { float part[]; };  // [T, H, splits, D + 2]
+layout(binding = 1) readonly buffer Q { vec4 q4[]; };         // [T, q_stride / 4]
+layout(binding = 2) readonly buffer K { vec4 k4[]; };         // [L, C / 4]
+layout(binding = 3) readonly buffer V { float v_cache[]; };   // [L, C]
+layout(push_constant) uniform Push { AttentionSplitPush p; };
+
+const uint WG = ATTENTION_SPLIT_WG;
+const float LOWEST = -3.402823466e38;
+
+shared vec4 q_sh[ATTENTION_SPLIT_MAX_D / 4];  // this query's head slice
+shared float dots[ATTENTION_SPLIT_DOTS];      // [key][lane], rows padded to LK + 1
+shared float w_sh[ATTENTION_SPLIT_BLOCK];     // the block's scores, then exp(s - m)
+shared float red[ATTENTION_SPLIT_WG];         // the trees; at the end, the parts' outputs
+
+float tree(float v, bool is_max) {
+  const uint tid = gl_LocalInvocationID.x;
+  red[tid] = v;
+  barrier();
+  for (uint s = WG / 2; s > 0; s /= 2) {
+    if (tid < s) red[tid] = is_max ? max(red[tid], red[tid + s]) : red[tid] + red[tid + s];
+    barrier();
+  }
+  const float r = red[0];
+  barrier();  // red is written again
+  return r;
+}
+
+void main() {
+  const uint block = gl_WorkGroupID.x, h = gl_WorkGroupID.y, t = gl_WorkGroupID.z;
+  const uint H = gl_NumWorkGroups.y, tid = gl_LocalInvocationID.x;
+  const uint G = D / 4, C4 = p.C / 4;
+  const uint n_keys = p.causal != 0 ? p.L - p.T + t + 1 : p.L;
+  const uint k0 = block * ATTENTION_SPLIT_BLOCK;
+  const uint n = k0 < n_keys ? min(ATTENTION_SPLIT_BLOCK, n_keys - k0) : 0;
+  const uint dst = ((t * H + h) * p.splits + block) * (D + 2);
+  if (n == 0) {  // uniform over the workgroup: it leaves before any barrier
+    for (uint d = tid; d < D; d += WG) part[dst + d] = 0.0;
+    if (tid == 0) {
+      part[dst + D] = LOWEST;
+      part[dst + D + 1] = 0.0;
+    }
+    return;
+  }
+  for (uint i = tid; i < G; i += WG) q_sh[i] = q4[t * (p.q_stride / 4) + h * G + i];
+  barrier();
+
+  // Scores, a batch of keys at a time: KR keys per round, LK lanes per key.
+  const uint LK = min(G, WG), KR = WG / LK, lane = tid % LK, kr = tid / LK;
+  const uint batch = min(ATTENTION_SPLIT_BLOCK, ATTENTION_SPLIT_DOTS / (LK + 1));
+  for (uint b0 = 0; b0 < n; b0 += batch) {
+    const uint nb = min(batch, n - b0);
+    if (kr < KR)
+      for (uint j = kr; j < nb; j += KR) {
+        const uint row = (k0 + b0 + j) * C4 + h * G;
+        float s = 0.0;
+        for (uint i = lane; i < G; i += LK) s += dot(q_sh[i], k4[row + i]);
+        dots[j * (LK + 1) + lane] = s;
+      }
+    barrier();
+    for (uint j = tid; j < nb; j += WG) {
+      float s = 0.0;
+      for (uint l = 0; l < LK; l++) s += dots[j * (LK + 1) + l];
+      w_sh[b0 + j] = s * p.scale;
+    }
+    barrier();
+  }
+
+  // One score per invocation (BLOCK == WG): the block's max, weights and their sum.
+  const float mine = tid < n ? w_sh[tid] : LOWEST;
+  const float m = tree(mine, true);
+  const float w = tid < n ? exp(mine - m) : 0.0;
+  w_sh[tid] = w;
+  const float l = tree(w, false);  // its barriers publish w_sh
+
+  // The weighted sum of V: parts of D lanes (D <= WG), or DPT dims per lane (D > WG).
+  const uint parts = D <= WG ? WG / D : 1;
+  const uint part_id = D <= WG ? tid / D : 0, d0 = D <= WG ? tid % D : tid;
+  const uint DPT = (D + WG - 1) / WG;
+  float acc[ATTENTION_SPLIT_MAX_D / ATTENTION_SPLIT_WG];
+  for (uint i = 0; i < DPT; i++) acc[i] = 0.0;
+  if (part_id < parts)
+    for (uint j = part_id; j < n; j += parts) {
+      const float wj = w_sh[j];
+      const uint row = (k0 + j) * p.C + h * D;
+      for (uint i = 0; i < DPT; i++) {
+        const uint d = d0 + i * WG;
+        if (d < D) acc[i] += wj * v_cache[row + d];
+      }
+    }
+  if (parts > 1) {
+    if (part_id < parts) red[part_id * D + d0] = acc[0];
+    barrier();
+    if (tid < D) {
+      float o = 0.0;
+      for (uint i = 0; i < parts; i++) o += red[i * D + tid];
+      part[dst + tid] = o;
+    }
+  } else if (part_id == 0) {  // D not dividing WG leaves lanes past D idle
+    for (uint i = 0; i < DPT; i++) {
+      const uint d = d0 + i * WG;
+      if (d < D) part[dst + d] = acc[i];
+    }
+  }
+  if (tid == 0) {
+    part[dst + D] = m;
+    part[dst + D + 1] = l;
+  }
+}
