@@ -243,6 +243,7 @@ struct Profile {
     double ms = 0;       // all dispatches
     double longest = 0;  // the longest dispatch of each pass, summed (lm_head among matmuls)
     uint32_t dispatches = 0;
+    uint64_t read_bytes = 0;  // of its read-only bindings (vk::DispatchTime::read_bytes)
   };
   std::map<std::string, Op> ops;
   vk::RecorderStats stats;
@@ -254,6 +255,9 @@ struct Profile {
     for (const vk::DispatchTime& d : model::gpu_timings(m)) {
       ops[d.shader].ms += d.ms;
       ops[d.shader].dispatches++;
+      // The embedding binds the whole table and gathers T rows of it: its binding says nothing
+      // about what it reads, so it counts no bytes (T rows are noise beside the weights).
+      if (d.shader.rfind("embedding", 0) != 0) ops[d.shader].read_bytes += d.read_bytes;
       longest[d.shader] = std::max(longest[d.shader], d.ms);
     }
     for (const auto& [name, ms] : longest) ops[name].longest += ms;
@@ -269,24 +273,42 @@ struct Profile {
   }
 };
 
-void print_profile(FILE* out, const std::string& title, const Profile& p, const std::string& unit) {
+// bandwidth: GB/s, or 0. An op's bytes are those of its read-only bindings (the weights, x, the
+// cache rows in use): at one row of x (decoding) a matmul's are its weights, which is what bounds
+// it, so bytes / time against the device's bandwidth is its distance from the roofline.
+void print_profile(FILE* out, const std::string& title, const Profile& p, const std::string& unit,
+                   double bandwidth) {
   const double n = p.passes;
   std::vector<std::pair<std::string, Profile::Op>> ops(p.ops.begin(), p.ops.end());
   std::sort(ops.begin(), ops.end(),
             [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
-  double total = 0;
-  for (const auto& [name, op] : ops) total += op.ms;
+  double total = 0, bytes = 0;
+  for (const auto& [name, op] : ops) {
+    total += op.ms;
+    bytes += static_cast<double>(op.read_bytes);
+  }
+  // GB/s reached, and its fraction of `bandwidth`.
+  const auto reached = [&](double b, double ms) {
+    const double gbs = ms > 0 ? b / (ms * 1e-3) / 1e9 : 0;
+    return std::vector<std::string>{format("%.3f", b / n / 1e6), format("%.3g", gbs),
+                                    bandwidth > 0 ? format("%.1f%%", 100 * gbs / bandwidth) : "-"};
+  };
   std::vector<std::vector<std::string>> rows;
-  for (const auto& [name, op] : ops)
+  for (const auto& [name, op] : ops) {
     rows.push_back({name, format("%.4g", op.dispatches / n), format("%.3f", op.ms / n),
                     format("%.1f%%", total > 0 ? 100 * op.ms / total : 0),
                     format("%.3f", op.longest / n)});
+    for (std::string& s : reached(static_cast<double>(op.read_bytes), op.ms)) rows.back().push_back(s);
+  }
   rows.push_back({"all (GPU)", format("%.4g", p.stats.dispatches / n), format("%.3f", total / n),
                   "100.0%", ""});
-  rows.push_back({"wall, timestamps on", "", format("%.3f", 1e3 * p.wall_s / n), "", ""});
+  for (std::string& s : reached(bytes, total)) rows.back().push_back(s);
+  rows.push_back({"wall, timestamps on", "", format("%.3f", 1e3 * p.wall_s / n), "", "", "", "", ""});
   std::fprintf(out, "\n%s\n\n", title.c_str());
-  print_markdown(out, {"op kind", "dispatches/" + unit, "ms/" + unit, "share", "longest ms"},
-                 {false, true, true, true, true}, rows);
+  print_markdown(out,
+                 {"op kind", "dispatches/" + unit, "ms/" + unit, "share", "longest ms",
+                  "MB read/" + unit, "GB/s", "of bandwidth"},
+                 {false, true, true, true, true, true, true, true}, rows);
   const vk::RecorderStats& st = p.stats;
   std::fprintf(out, "\n");
   print_markdown(out, {"counter", "per " + unit}, {false, true},
@@ -301,7 +323,7 @@ void print_profile(FILE* out, const std::string& title, const Profile& p, const 
 // Where the time of a prefill pass and of a decoded token goes, on a model instance of its own
 // with timestamps on, warmed up first like the timed runs.
 void profile(const model::Checkpoint& ckpt, const vk::Device& device, model::Precision precision,
-             uint32_t split_layers, uint32_t prompt, uint32_t gen, FILE* out) {
+             uint32_t split_layers, uint32_t prompt, uint32_t gen, double bandwidth, FILE* out) {
   if (!device.caps().timestamps)
     std::fprintf(out, "\n'%s' has no compute timestamps: the op times are missing\n",
                  device.caps().name.c_str());
@@ -321,7 +343,7 @@ void profile(const model::Checkpoint& ckpt, const vk::Device& device, model::Pre
     p.add(*m, time_prefill(*m, ids));
     print_profile(out,
                   "profile: prefill of " + std::to_string(prompt) + " tokens, one pass" + where, p,
-                  "pass");
+                  "pass", bandwidth);
   }
   if (gen > 0) {
     Profile p;
@@ -333,7 +355,7 @@ void profile(const model::Checkpoint& ckpt, const vk::Device& device, model::Pre
       p.add(*m, seconds_since(t0));
     }
     print_profile(out, "profile: decode, mean of " + std::to_string(gen) + " tokens" + where, p,
-                  "token");
+                  "token", bandwidth);
   }
 }
 
@@ -371,7 +393,7 @@ int bench(const BenchArgs& args) {
   }
   // With --json, stdout holds only the JSON.
   profile(*s.checkpoint, *s.device, model::parse_precision(args.model.precision),
-          args.model.split_layers, prompt, gen, args.json ? stderr : stdout);
+          args.model.split_layers, prompt, gen, args.bandwidth, args.json ? stderr : stdout);
   return 0;
 }
 

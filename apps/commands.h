@@ -32,6 +32,7 @@ struct BenchArgs {
   int repeats = 5;                         // timed runs per test, after one warm-up
   bool json = false;                       // stdout: a JSON array, one object per test
   bool profile = false;                    // then GPU time per op kind and per-token counters
+  double bandwidth = 0;  // GB/s of the device's memory: the profile shows each op's fraction
 };
 int bench(const BenchArgs& args);
 

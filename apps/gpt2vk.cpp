@@ -48,6 +48,10 @@ int main(int argc, char** argv) {
   bench->add_flag("--profile", bench_args.profile,
                   "then GPU time per op kind (timestamps) and per-token submits, waits, descriptor "
                   "writes, binds, dispatches, barriers, on a second model instance");
+  bench->add_option("--bandwidth", bench_args.bandwidth,
+                    "the device's memory bandwidth in GB/s (its data sheet's figure): --profile "
+                    "then shows the fraction of it each op and the whole token reach")
+      ->check(CLI::PositiveNumber);
 
   app::TokenizeArgs tok_args;
   CLI::App* tokenize = cli.add_subcommand("tokenize", "print a text's token ids, or write them as int32");

@@ -106,18 +106,21 @@ TEST_CASE("bench: the table, and a profile of one submission and one wait per to
         CHECK(row_value(r.out, section, "topk").find("<no row") != std::string::npos);
       else
         CHECK(row_value(r.out, section, "topk").find("<no row") == std::string::npos);
-      // The matmul kernel depends on the device (interleaved texel on CPU devices) and on T, the
-      // attention kernel on the device: on CPU devices texel, with kv_store fused in.
+      // The matmul kernel depends on the device (interleaved texel on CPU devices, wide for the
+      // GPU set's few rows) and on T, the attention kernel on the device: on CPU devices texel,
+      // with kv_store fused in; the GPU set's split kernel for up to 8 queries.
       const auto any_row = [&](std::initializer_list<const char*> ops) {
         bool found = false;
         for (const char* op : ops)
           found = found || row_value(r.out, section, op).find("<no row") == std::string::npos;
         return found;
       };
-      CHECK(any_row({"matmul_interleaved", "matmul_vec_texel", "matmul_vec", "matmul"}));
+      CHECK(any_row(
+          {"matmul_interleaved", "matmul_vec_texel", "matmul_vec_wide", "matmul_vec", "matmul"}));
       CHECK(any_row({"layernorm_texel", "layernorm"}));
       const bool fused = any_row({"attention_texel_store"});
-      CHECK((fused || (any_row({"kv_store"}) && any_row({"attention"}))));
+      const bool split = any_row({"attention_split"}) && any_row({"attention_merge"});
+      CHECK((fused || (any_row({"kv_store"}) && (any_row({"attention"}) || split))));
     }
   }
 }
@@ -138,4 +141,43 @@ TEST_CASE("bench: runs on the CPU reference, and refuses a prompt past the conte
   CHECK(past.exit_code == 1);
   CHECK(past.err.find("-p 65: longer than the model's context of 64 tokens") != std::string::npos);
   CHECK(past.out.empty());
+}
+
+TEST_CASE("bench --profile --bandwidth: the bytes each op reads and the fraction reached") {
+  GPU_TEST(g);
+  // A decoded token's matmuls read every matrix once (12 L C² in the blocks, V C in the tied
+  // head: 131,072 bytes at fp32) plus their x rows and biases (about 4 KB here); the CPU set's
+  // interleaved weights pad N to blocks of 64 rows (c_attn's 96 to 128), under 1.5 times that.
+  constexpr double matrices_mb = 4.0 * (12 * L * C * C + V * C) / 1e6;
+  for (vk::KernelSet ks : test::kKernelSets) {
+    CAPTURE(vk::kernel_set_name(ks));
+    const test::CliResult r =
+        test::gpt2vk({"bench", "-m", tiny(), "-p", "0", "-n", "4", "-r", "1", "--precision", "f32",
+                      "--profile", "--bandwidth", "100", "--kernels", vk::kernel_set_name(ks)});
+    CAPTURE(r.out);
+    CAPTURE(r.err);
+    REQUIRE(r.exit_code == 0);
+    const std::string section = r.out.substr(r.out.find("profile: decode"));
+    // | op | dispatches | ms | share | longest | MB read | GB/s | of bandwidth |
+    const std::regex row(R"(\| (\S+) +\| +[0-9.]+ \| +([0-9.]+) \|[^|]*\|[^|]*\| +([0-9.]+) \| +([0-9.e+-]+) \| +([0-9.]+)% \|)");
+    double matmul_mb = 0;
+    int rows = 0;
+    for (std::sregex_iterator it(section.begin(), section.end(), row), end; it != end; ++it) {
+      const std::smatch& m = *it;
+      const double ms = std::stod(m[2]), mb = std::stod(m[3]), gbs = std::stod(m[4]);
+      const double pct = std::stod(m[5]);
+      rows++;
+      if (m[1].str().rfind("matmul", 0) == 0) matmul_mb += mb;
+      // GB/s is MB / ms, and the fraction its share of the 100 GB/s given (both rounded).
+      if (ms > 0.01 && mb > 0.01) {
+        CHECK(gbs == doctest::Approx(mb / ms).epsilon(0.05));
+        CHECK(pct == doctest::Approx(gbs).epsilon(0.05));
+      }
+    }
+    CHECK(rows >= 4);
+    CHECK(matmul_mb >= matrices_mb);
+    CHECK(matmul_mb <= 1.5 * matrices_mb);
+  }
+  const test::CliResult bad = test::gpt2vk({"bench", "-m", tiny(), "--bandwidth", "-3"});
+  CHECK(bad.exit_code != 0);
 }

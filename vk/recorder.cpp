@@ -11,6 +11,30 @@ namespace vk {
 namespace {
 constexpr uint32_t kSetsPerPool = 256;
 constexpr uint32_t kMaxTimestamps = 4096;
+
+// The union of the read-only bindings' byte ranges (an op fills an absent optional input with
+// another input's span, which is read once if at all).
+uint64_t read_only_bytes(const ShaderInterface& iface, std::span<const BufferSpan> buffers) {
+  struct Span {
+    VkBuffer buffer;
+    VkDeviceSize lo, hi;
+  };
+  std::vector<Span> spans;
+  for (size_t i = 0; i < buffers.size(); i++)
+    if (iface.bindings[i].reads && !iface.bindings[i].writes)
+      spans.push_back({buffers[i].buffer, buffers[i].offset, buffers[i].offset + buffers[i].size});
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    return a.buffer != b.buffer ? a.buffer < b.buffer : a.lo < b.lo;
+  });
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < spans.size();) {
+    Span run = spans[i++];
+    while (i < spans.size() && spans[i].buffer == run.buffer && spans[i].lo <= run.hi)
+      run.hi = std::max(run.hi, spans[i++].hi);
+    bytes += run.hi - run.lo;
+  }
+  return bytes;
+}
 }  // namespace
 
 Groups groups_for(const Device& device, const Pipeline& p, uint64_t threads) {
@@ -114,6 +138,7 @@ void Recorder::open() {
   recording_ = true;
   bound_ = VK_NULL_HANDLE;
   timed_.clear();
+  timed_bytes_.clear();
   if (queries_) {
     vkCmdResetQueryPool(cmd_, queries_, 0, max_timestamps_);
     vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_, 0);
@@ -231,6 +256,7 @@ void Recorder::record(const Pipeline& p, std::span<const BufferSpan> buffers,
   stats_.dispatches++;
   if (queries_ && timed_.size() + 1 < max_timestamps_) {
     timed_.push_back(p.name());
+    timed_bytes_.push_back(read_only_bytes(iface, buffers));
     vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_,
                         static_cast<uint32_t>(timed_.size()));
   }
@@ -326,7 +352,8 @@ std::vector<DispatchTime> Recorder::last_timings() const {
   const uint32_t bits = device_.caps().timestamp_valid_bits;
   for (size_t k = 0; k < timed_.size(); k++)
     out.push_back(
-        {timed_[k], static_cast<double>(timestamp_ticks(ticks[k], ticks[k + 1], bits)) * ns * 1e-6});
+        {timed_[k], static_cast<double>(timestamp_ticks(ticks[k], ticks[k + 1], bits)) * ns * 1e-6,
+         timed_bytes_[k]});
   return out;
 }
 

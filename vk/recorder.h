@@ -47,6 +47,10 @@ struct RecorderStats {
 struct DispatchTime {
   std::string shader;
   double ms = 0;
+  // Bytes of the dispatch's read-only bindings, overlaps counted once: what it reads at most,
+  // and exactly what a matrix-vector product or attention reads (their bindings are the weight
+  // block, x, the cache rows in use), so bytes / ms is the bandwidth the op reached.
+  uint64_t read_bytes = 0;
 };
 
 // Ticks from timestamp `from` to a later `to`, of which only the low `valid_bits` count: the
@@ -133,6 +137,7 @@ class Recorder {
   VkPipeline bound_ = VK_NULL_HANDLE;
   std::vector<Range> reads_, writes_;  // since the last barrier
   std::vector<std::string> timed_;     // shader name per timestamp interval
+  std::vector<uint64_t> timed_bytes_;  // and its DispatchTime::read_bytes
   std::vector<DispatchTime> flushed_timings_;  // of the parts flush() submitted
   uint32_t max_timestamps_ = 0;
   RecorderStats stats_;
