@@ -14,6 +14,17 @@ CONST MATMUL_NK = 1;  // W [N, K]: rows are outputs, y = x W^T (the tied head re
 CONST MATMUL_INTERLEAVED = 2;
 CONST MATMUL_BLOCK_ROWS = 64;
 
+// Shared arrays have these sizes, in floats, whatever the specialization: spirv-cross makes an
+// array sized by a specialization constant a variable-length array in MSL, which Metal rejects.
+// The host keeps its choices within them; each kernel's total is within the 16 KiB of shared
+// memory that every Vulkan device has.
+// matmul.comp: each of the x and W tiles, BK * BM and BK * BN, up to 16 x 64 (8 KiB in all).
+CONST MATMUL_TILE_MAX = 1024;
+// matmul_vec.comp: ROWS * invocations partial sums, 8 rows x 256 (8 KiB).
+CONST MATMUL_VEC_MAX_PARTIAL = 2048;
+// matmul_vec_texel.comp: ROWS * invocations * 8 partial sums, 8 rows x 64 x 8 (16 KiB).
+CONST MATMUL_TEXEL_MAX_PARTIAL = 4096;
+
 // Epilogue steps of one dispatch (bits of MatmulPush::flags). A call whose weight is split into
 // chunks spreads them over its dispatches: bias on the first, accumulation on the later ones.
 CONST MATMUL_BIAS = 1;        // v += bias[n]
