@@ -30,11 +30,12 @@ layout(binding = 4) writeonly buffer Probs { float probs[]; };  // [H, T, L]
 layout(push_constant) uniform Push { AttentionPush p; };
 
 const uint WG = gl_WorkGroupSize.x;
-// The host keeps 4 * (CHUNK + WG + D) bytes within min(16 KiB, maxComputeSharedMemorySize).
-shared float scores[CHUNK];  // this chunk's scores, then their exp(s - m)
-shared float q_sh[D];        // this query's head slice, read by every key's dot product
+// At fixed maxima, CHUNK, D and WG of them used: Metal cannot size a shared array by
+// specialization constants. The host keeps CHUNK, D and WG within them.
+shared float scores[ATTENTION_MAX_CHUNK];  // this chunk's scores, then their exp(s - m)
+shared float q_sh[ATTENTION_MAX_D];  // this query's head slice, read by every key's dot product
 #define REDUCE_T float
-shared REDUCE_T red[WG];     // the max reduction; at the end, the parts' partial results
+shared REDUCE_T red[ATTENTION_MAX_WORKGROUP];  // the max reduction; then the parts' results
 #include "common/reduce.glsl"
 
 // The scaled score of the query in q_sh against the key at cache row j, head column col: the

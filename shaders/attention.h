@@ -5,6 +5,19 @@
 #include "common/types.h"
 
 PUSH_NAMESPACE_BEGIN
+// Shared arrays have these sizes whatever the specialization: spirv-cross makes an array sized by
+// a specialization constant a variable-length array in MSL, which Metal rejects. The host keeps
+// its choices within them.
+// attention.comp, 4 * (2048 + 256 + 256) = 10 KiB in all. 2048 score slots cover GPT-2's
+// n_ctx = 1024 (and 2048) in one chunk while leaving shared memory for other workgroups on the
+// same core; longer caches take more chunks.
+CONST ATTENTION_MAX_CHUNK = 2048;     // keys per chunk: scores[]
+CONST ATTENTION_MAX_D = 256;          // head dim: the query slice q_sh[]
+CONST ATTENTION_MAX_WORKGROUP = 256;  // invocations: the reduction red[]
+// attention_texel.comp: the merge of split keys, WG * (D + 1) floats for up to 8 invocations
+// and the texel kernel's largest head dim 256 (8 KiB).
+CONST ATTENTION_TEXEL_MAX_MERGE = 8 * (256 + 1);
+
 // out[t, head h] = softmax(scale * q[t, h] . k_cache[j, h]) v_cache[j, h] over the visible keys j
 struct AttentionPush {
   uint T;         // queries; they sit at absolute positions L-T .. L-1

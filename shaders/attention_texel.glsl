@@ -29,7 +29,6 @@ layout(constant_id = 3) const uint D = 64;       // head dim, a multiple of 4
 layout(constant_id = 4) const uint SPLITS = 1;   // invocations sharing one query's keys
 layout(constant_id = 5) const uint QPL = 1;      // queries per invocation (SPLITS = 1 only)
 layout(constant_id = 6) const uint KB = 8;       // keys per online-softmax block
-layout(constant_id = 7) const uint MERGE = 1;    // shared floats for the merge: WG * (D + 1)
 
 layout(binding = 0) writeonly buffer Out { float out_[]; };          // [T, C]
 layout(binding = 1, rgba32f) uniform readonly imageBuffer q;         // [T, q_stride / 4]
@@ -49,7 +48,9 @@ const uint WG = gl_WorkGroupSize.x;
 const uint DT = D / 4;  // texels of one head's row
 const float LOWEST = -3.402823466e38;  // a finite -inf: exp(LOWEST - m) is 0, never NaN
 
-shared float merge[MERGE];  // SPLITS > 1: each invocation's max, then its sum and outputs
+// SPLITS > 1: each invocation's max, then its sum and outputs, WG * (D + 1) floats, at a fixed
+// size (Metal cannot size a shared array by specialization constants) that the host keeps within.
+shared float merge[ATTENTION_TEXEL_MAX_MERGE];
 
 // This invocation's state, global so that the functions below work on it in place.
 uint head;                // first texel of the head in a row

@@ -23,7 +23,7 @@ layout(push_constant) uniform Push { LayerNormPush p; };
 const uint WG = gl_WorkGroupSize.x;
 // One reduction carries both sums of pass 2 (d and d^2) at once.
 #define REDUCE_T vec2
-shared REDUCE_T red[WG];
+shared REDUCE_T red[LAYERNORM_MAX_WORKGROUP];  // WG used; Metal needs a fixed size
 #include "common/reduce.glsl"
 
 void main() {

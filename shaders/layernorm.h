@@ -9,6 +9,10 @@ PUSH_NAMESPACE_BEGIN
 CONST LAYERNORM_STANDARD = 0;      // gamma (x - mean) / sqrt(var + eps) + beta, population var
 CONST LAYERNORM_STD_PLUS_EPS = 1;  // gamma (x - mean) / (std + eps) + beta, unbiased std
 
+// Largest workgroup layernorm.comp is built for: its shared reduction array, a vec2 per
+// invocation (2 KiB), has a fixed size because Metal cannot size one by a specialization constant.
+CONST LAYERNORM_MAX_WORKGROUP = 256;
+
 // out[t, :] = layernorm(x[t, :]) * gamma + beta             [T, C] -> [T, C]
 struct LayerNormPush {
   uint T;

@@ -16,8 +16,10 @@ layout(constant_id = 8) const uint BK = 16;  // depth of one shared-memory step
 layout(constant_id = 9) const uint TM = 4;   // rows per invocation
 layout(constant_id = 10) const uint TN = 4;  // columns per invocation
 
-shared float xs[BK * BM];  // [BK][BM], transposed so a k step reads along m
-shared float ws[BK * BN];  // [BK][BN]
+// At a fixed size, BK * BM and BK * BN of them used: Metal cannot size a shared array by
+// specialization constants. The host's tiles all fit.
+shared float xs[MATMUL_TILE_MAX];  // [BK][BM], transposed so a k step reads along m
+shared float ws[MATMUL_TILE_MAX];  // [BK][BN]
 
 void main() {
   const uint NTX = gl_WorkGroupSize.x, NTY = gl_WorkGroupSize.y, threads = NTX * NTY;

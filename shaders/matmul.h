@@ -14,9 +14,17 @@ CONST MATMUL_NK = 1;  // W [N, K]: rows are outputs, y = x W^T (the tied head re
 CONST MATMUL_INTERLEAVED = 2;
 CONST MATMUL_BLOCK_ROWS = 64;
 
-// matmul_vec_wide.comp: its shared array is declared at these maxima (a workgroup array sized
-// by a specialization constant is a variable-length array in Metal), and the host keeps its
-// workgroup size, rows of x and outputs per workgroup within them: 8 KiB of shared memory.
+// Shared arrays have these sizes, in floats, whatever the specialization: spirv-cross makes an
+// array sized by a specialization constant a variable-length array in MSL, which Metal rejects.
+// The host keeps its choices within them; each kernel's total is within the 16 KiB of shared
+// memory that every Vulkan device has.
+// matmul.comp: each of the x and W tiles, BK * BM and BK * BN, up to 16 x 64 (8 KiB in all).
+CONST MATMUL_TILE_MAX = 1024;
+// matmul_vec.comp: ROWS * invocations partial sums, 8 rows x 256 (8 KiB).
+CONST MATMUL_VEC_MAX_PARTIAL = 2048;
+// matmul_vec_texel.comp: ROWS * invocations * 8 partial sums, 8 rows x 64 x 8 (16 KiB).
+CONST MATMUL_TEXEL_MAX_PARTIAL = 4096;
+// matmul_vec_wide.comp: workgroup size x rows of x x outputs per workgroup (8 KiB).
 CONST MATMUL_WIDE_MAX_WORKGROUP = 128;
 CONST MATMUL_WIDE_MAX_ROWS = 8;
 CONST MATMUL_WIDE_MAX_OUTS = 2;

@@ -11,7 +11,9 @@
 layout(local_size_x_id = 0, local_size_y_id = 1) in;
 layout(constant_id = 6) const uint ROWS = 1;  // rows of x per dispatch, at most
 
-shared float partial[ROWS * gl_WorkGroupSize.x * gl_WorkGroupSize.y];
+// ROWS * gl_WorkGroupSize.x * gl_WorkGroupSize.y used, at a fixed size (Metal cannot size a
+// shared array by specialization constants); the host keeps within it.
+shared float partial[MATMUL_VEC_MAX_PARTIAL];
 
 void main() {
   const bool nk = LAYOUT == MATMUL_NK;

@@ -26,8 +26,10 @@ layout(binding = 2, rgba32ui) uniform readonly uimageBuffer wt;  // [K, N / E] o
 
 const uint NK_OUTS = 8;  // outputs per invocation, W [N, K]
 
-// Partial sums: W [K, N] partial[t][slice][lane * 8 + j], W [N, K] partial[t][row][lane].
-shared float partial[ROWS * gl_WorkGroupSize.y * gl_WorkGroupSize.x * 8];
+// Partial sums: W [K, N] partial[t][slice][lane * 8 + j], W [N, K] partial[t][row][lane]; the
+// first ROWS * gl_WorkGroupSize.y * gl_WorkGroupSize.x * 8 used, at a fixed size (Metal cannot
+// size a shared array by specialization constants) that the host keeps within.
+shared float partial[MATMUL_TEXEL_MAX_PARTIAL];
 
 uint texel_elems() { return DTYPE == DTYPE_F16 ? 8 : 4; }
 

@@ -269,29 +269,38 @@ TEST_CASE("attention with more keys than one chunk takes the online-softmax path
 TEST_CASE("attention on a device with little shared memory and small or odd workgroups") {
   GPU_TEST(g);
   {
-    // 2 KiB: 512 floats - 256 reduction slots - D leaves chunks of 224 (D=32) or 192 (D=64) keys,
-    // so L = 1000 takes 5 or 6 chunks.
+    // 16 KiB, the least a Vulkan device has: the shaders' fixed-size shared arrays fit (the
+    // portable kernel's 10 KiB, the texel kernel's 8 KiB merge), up to the largest head dim.
+    test::LoweredGpu least(g, {.max_shared_memory = 16384});
+    check_case(least.kernels, {3, 1000, 64, 2}, 500, "16 KiB shared");
+    check_case(least.kernels, {1, 2100, 256, 1}, 510, "16 KiB shared, decode, D=256, 2 chunks");
+    check_case(least.kernels, {40, 450, 8, 8, {false, 0}}, 520, "16 KiB shared, encoder");
+  }
+  {
+    // 2 KiB, below that: a clear error from both kernels, not a kernel that overruns.
     test::LoweredGpu small(g, {.max_shared_memory = 2048});
-    check_case(small.kernels, {3, 1000, 64, 2}, 500, "2 KiB shared");
-    check_case(small.kernels, {1, 1000, 128, 2}, 510, "2 KiB shared, decode");
-    check_case(small.kernels, {40, 450, 8, 8, {false, 0}}, 520, "2 KiB shared, encoder");
-    // D = 256 with 256 reduction slots does not fit 512 floats: a clear error, not a bad kernel.
-    // The texel kernel needs shared memory only to merge split keys; without room for that
-    // (8 x 257 floats here) one invocation takes all keys of a query.
-    Case too_big{1, 4, 256, 1, {.kernel = model::gpu::AttentionKernel::Portable}};
-    Inputs in = make_inputs(too_big, 530);
-    CHECK_THROWS_WITH_AS(run_gpu(small.kernels, too_big, in), doctest::Contains("shared memory"),
+    Case c{1, 4, 64, 1, {.kernel = model::gpu::AttentionKernel::Portable}};
+    Inputs in = make_inputs(c, 530);
+    CHECK_THROWS_WITH_AS(run_gpu(small.kernels, c, in), doctest::Contains("shared memory"),
                          vk::Error);
-    if (texel_runs(small.device.caps(), too_big)) {
-      too_big.options.kernel = model::gpu::AttentionKernel::Texel;
-      CHECK(test::close(name("2 KiB shared, no room to split", too_big),
-                        run_gpu(small.kernels, too_big, in), run_cpu(too_big, in), kTol));
+    if (texel_runs(small.device.caps(), c)) {
+      c.options.kernel = model::gpu::AttentionKernel::Texel;
+      CHECK_THROWS_WITH_AS(run_gpu(small.kernels, c, in), doctest::Contains("shared memory"),
+                           vk::Error);
     }
   }
   {
+    // The portable kernel keeps the query's head slice in a shared array of ATTENTION_MAX_D.
+    Case wide{1, 4, 320, 1, {.kernel = model::gpu::AttentionKernel::Portable}};
+    Inputs in = make_inputs(wide, 535);
+    CHECK_THROWS_WITH_AS(run_gpu(g.kernels, wide, in),
+                         doctest::Contains("head dim D=320 exceeds the portable kernel's 256"),
+                         vk::Error);
+  }
+  {
     // 32-invocation workgroups: D = 80 and 128 exceed the workgroup (several dims per
-    // invocation); D = 1 and 8 split it into many parts. 1 KiB of shared memory: small chunks.
-    test::LoweredGpu tiny(g, {.max_shared_memory = 1024, .max_workgroup_invocations = 32});
+    // invocation); D = 1 and 8 split it into many parts.
+    test::LoweredGpu tiny(g, {.max_workgroup_invocations = 32});
     check_case(tiny.kernels, {9, 300, 160, 2}, 540, "32 invocations, D=80");
     check_case(tiny.kernels, {1, 200, 128, 1}, 550, "32 invocations, D=128");
     check_case(tiny.kernels, {12, 12, 5, 5}, 560, "32 invocations, D=1");

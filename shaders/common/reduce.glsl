@@ -2,9 +2,11 @@
 // subgroup operations, and any workgroup size works, not only powers of two (each step folds
 // the upper half, rounded down, onto the lower; for a power of two that is the usual halving).
 // GLSL has no templates, so the includer picks the element type and owns the scratch array,
-// declared before the include (it may reuse red[] between reductions):
+// declared before the include (it may reuse red[] between reductions), of at least
+// gl_WorkGroupSize.x elements and sized by a constant, not a specialization constant (which
+// Metal cannot take):
 //   #define REDUCE_T vec2
-//   shared REDUCE_T red[gl_WorkGroupSize.x];
+//   shared REDUCE_T red[LAYERNORM_MAX_WORKGROUP];
 // Every invocation of the workgroup must call (there are barriers inside) and gets the result;
 // red[] is free again on return.
 

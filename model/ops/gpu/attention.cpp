@@ -11,15 +11,12 @@
 namespace model::gpu {
 namespace {
 
-// Score slots per chunk at most: 8 KiB covers GPT-2's n_ctx = 1024 (and 2048) in one pass while
-// leaving shared memory for other workgroups on the same core; longer caches take more chunks.
-constexpr uint32_t kMaxChunk = 2048;
-
 // The texel kernel's shape: workgroups of kTexelLanes invocations (llvmpipe's SIMD width, so a
 // workgroup is one SIMD group), kTexelQueries queries per invocation in prefill (more reuse of
 // each key read, but more registers and more masked work at the causal edge; docs/benchmark.md,
 // "Tuning decisions"), keys in blocks of kTexelKeys between rescales of the running sums.
 constexpr uint32_t kTexelLanes = 8, kTexelQueries = 4, kTexelKeys = 4;
+static_assert(kTexelLanes * (kAttentionTexelMaxD + 1) <= push::ATTENTION_TEXEL_MAX_MERGE);
 // Fewer queries than this split each query's keys over a workgroup instead.
 constexpr uint32_t kTexelSplitBelow = 16;
 
@@ -93,14 +90,17 @@ void dispatch_portable(vk::Kernels& k, vk::Recorder& rec, const Call& c,
                        const push::AttentionPush& push) {
   const vk::DeviceCaps& caps = k.device().caps();
   const uint32_t D = c.C / c.H;
-  const uint32_t wg = default_workgroup(caps);
-  // Shared memory holds CHUNK scores, WG reduction slots and the D-float query slice.
-  const uint32_t budget = std::min(16384u, caps.max_shared_memory) / uint32_t{sizeof(float)};
-  if (budget < wg + D + 1)
-    throw vk::Error("attention: head dim D=" + str(D) + " needs " +
-                     str((wg + D + 1) * sizeof(float)) + " bytes of shared memory; device '" +
-                     caps.name + "' allows " + str(budget * sizeof(float)));
-  uint32_t chunk = std::min(budget - wg - D, kMaxChunk);
+  const uint32_t wg = std::min(default_workgroup(caps), push::ATTENTION_MAX_WORKGROUP);
+  // Shared memory holds the shader's arrays at their maxima: chunk scores, the D-float query
+  // slice and WG reduction slots.
+  if (D > push::ATTENTION_MAX_D)
+    throw vk::Error("attention: head dim D=" + str(D) + " exceeds the portable kernel's " +
+                    str(push::ATTENTION_MAX_D) + " (its query slice in shared memory)");
+  require_shared_memory(
+      caps, "attention",
+      (push::ATTENTION_MAX_CHUNK + push::ATTENTION_MAX_D + push::ATTENTION_MAX_WORKGROUP) *
+          uint32_t{sizeof(float)});
+  uint32_t chunk = push::ATTENTION_MAX_CHUNK;
   if (chunk > wg) chunk -= chunk % wg;  // whole rounds of the score loop
   const auto dpt = static_cast<uint32_t>(vk::ceil_div(D, wg));
   const vk::Pipeline& p =
@@ -152,16 +152,15 @@ void dispatch_texel(vk::Kernels& k, vk::Recorder& rec, const Call& c,
   // llvmpipe's SIMD width: one workgroup is one SIMD group.
   const uint32_t lanes =
       std::min({kTexelLanes, caps.max_workgroup_invocations, caps.max_workgroup_size[0]});
-  const uint32_t budget = std::min(16384u, caps.max_shared_memory) / uint32_t{sizeof(float)};
+  // The merge array: each invocation's sum of weights and D partial outputs, lanes * (D + 1)
+  // floats, declared at its maximum even where the keys are not split.
+  require_shared_memory(caps, "attention",
+                        push::ATTENTION_TEXEL_MAX_MERGE * uint32_t{sizeof(float)});
   const bool split = c.T < kTexelSplitBelow;
-  uint32_t splits = 1, queries = split ? 1 : kTexelQueries, merge = 1;
-  if (split && lanes * (D + 1) <= budget) {
-    splits = lanes;
-    merge = lanes * (D + 1);  // each invocation's sum of weights and D partial outputs
-  }
+  const uint32_t splits = split ? lanes : 1, queries = split ? 1 : kTexelQueries;
   const std::string name = std::string(c.store ? "attention_texel_store" : "attention_texel") +
                            (c.probs ? "_probs" : "");
-  const vk::Pipeline& p = k.get(name, {{lanes, 1, 1}, {D, splits, queries, kTexelKeys, merge}});
+  const vk::Pipeline& p = k.get(name, {{lanes, 1, 1}, {D, splits, queries, kTexelKeys}});
   const uint32_t per_group = lanes / splits * queries;
   const vk::Groups g = groups(caps, static_cast<uint32_t>(vk::ceil_div(c.T, per_group)), c.H);
   const uint64_t cache_bytes = texel_cache_rows(caps, c) * c.row_bytes();

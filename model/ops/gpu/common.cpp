@@ -33,11 +33,16 @@ uint32_t default_workgroup(const vk::DeviceCaps& caps) {
   return std::min({256u, caps.max_workgroup_invocations, caps.max_workgroup_size[0]});
 }
 
-uint32_t row_workgroup(const vk::DeviceCaps& caps, uint32_t n, uint32_t shared_bytes_each) {
+uint32_t row_workgroup(const vk::DeviceCaps& caps, uint32_t n) {
   uint32_t wg = default_workgroup(caps);
   while (wg > 32 && wg / 2 >= n) wg /= 2;
-  while (wg > 1 && wg * shared_bytes_each > caps.max_shared_memory) wg /= 2;
   return wg;
+}
+
+void require_shared_memory(const vk::DeviceCaps& caps, const char* op, uint32_t bytes) {
+  if (caps.max_shared_memory < bytes)
+    fail(op, "needs " + std::to_string(bytes) + " bytes of shared memory; device '" + caps.name +
+                 "' allows " + std::to_string(caps.max_shared_memory));
 }
 
 uint64_t binding_alignment(const vk::DeviceCaps& caps) {

@@ -34,9 +34,12 @@ uint32_t default_workgroup(const vk::DeviceCaps& caps);
 
 // The workgroup size for a row-wise op with one workgroup per row of n elements: the default,
 // halved (down to 32) while half of it still covers the row, so that most invocations of a
-// narrow row have work, then while the shared memory it takes (shared_bytes_each per
-// invocation) exceeds the device's.
-uint32_t row_workgroup(const vk::DeviceCaps& caps, uint32_t n, uint32_t shared_bytes_each);
+// narrow row have work.
+uint32_t row_workgroup(const vk::DeviceCaps& caps, uint32_t n);
+
+// Throws vk::Error unless the device has `bytes` of shared memory per workgroup: what a shader's
+// shared arrays take, declared at fixed maxima (shaders/*.h) whatever its specialization.
+void require_shared_memory(const vk::DeviceCaps& caps, const char* op, uint32_t bytes);
 
 // What a binding's offset must be a multiple of: minStorageBufferOffsetAlignment, and at least
 // a 32-bit word (shaders index 32-bit elements).

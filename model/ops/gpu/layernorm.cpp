@@ -69,7 +69,10 @@ void layernorm(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
         push::LayerNormPush{T, C, eps}, vk::groups_for(k.device(), p, T));
     return;
   }
-  const uint32_t wg = row_workgroup(caps, C, 2 * sizeof(float));  // a vec2 of shared memory each
+  // The shader's reduction array holds a vec2 for each of up to LAYERNORM_MAX_WORKGROUP.
+  require_shared_memory(caps, "layernorm",
+                        push::LAYERNORM_MAX_WORKGROUP * 2 * uint32_t{sizeof(float)});
+  const uint32_t wg = std::min(row_workgroup(caps, C), push::LAYERNORM_MAX_WORKGROUP);
   const vk::Pipeline& p = k.get("layernorm", {{wg, 1, 1}, {static_cast<uint32_t>(kind)}});
   rec.dispatch(
       p, {out.sub(0, bytes), x.sub(0, bytes), gamma.sub(0, row_bytes), beta.sub(0, row_bytes)},

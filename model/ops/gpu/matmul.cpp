@@ -18,26 +18,26 @@ uint32_t floor_pow2(uint32_t v) {
 using vk::ceil_div;
 
 // Shared-memory tiles of the tiled kernel, largest first: BM x BN outputs per workgroup of
-// (BN / TN) x (BM / TM) invocations, K staged BK at a time.
+// (BN / TN) x (BM / TM) invocations, K staged BK at a time. Whatever the tile, the shader's
+// shared arrays are MATMUL_TILE_MAX floats each, so only the workgroup limits choose.
 struct Tile {
   uint32_t bm, bn, bk, tm, tn;
-  uint32_t shared_bytes() const { return (bm + bn) * bk * 4; }
 };
 constexpr Tile kTiles[] = {
     {64, 64, 16, 4, 4}, {32, 32, 16, 4, 4}, {16, 16, 8, 2, 2}, {8, 8, 4, 1, 1}, {4, 4, 4, 1, 1}};
-
-uint32_t shared_budget(const vk::DeviceCaps& caps) {
-  return std::min<uint32_t>(16384, caps.max_shared_memory);
-}
+static_assert(std::all_of(std::begin(kTiles), std::end(kTiles), [](const Tile& t) {
+  return t.bk * t.bm <= push::MATMUL_TILE_MAX && t.bk * t.bn <= push::MATMUL_TILE_MAX;
+}));
 
 const Tile& tile_for(const vk::DeviceCaps& caps) {
+  require_shared_memory(caps, "matmul", 2 * push::MATMUL_TILE_MAX * uint32_t{sizeof(float)});
   for (const Tile& t : kTiles) {
     const uint32_t nx = t.bn / t.tn, ny = t.bm / t.tm;
     if (nx * ny <= caps.max_workgroup_invocations && nx <= caps.max_workgroup_size[0] &&
-        ny <= caps.max_workgroup_size[1] && t.shared_bytes() <= shared_budget(caps))
+        ny <= caps.max_workgroup_size[1])
       return t;
   }
-  fail("matmul", "device '" + caps.name + "' has too little shared memory or too small workgroups");
+  fail("matmul", "device '" + caps.name + "' has too small workgroups");
 }
 
 // How one call is carried out: the pipeline(s), and the blocks x, out and W are split into.
@@ -54,13 +54,14 @@ struct Plan {
 };
 
 // The matrix-vector kernel: a power-of-two workgroup whose reduction buffer (ROWS floats per
-// invocation) fits in shared memory, lanes along the weight's contiguous axis.
+// invocation) fits the shader's MATMUL_VEC_MAX_PARTIAL, lanes along the weight's contiguous axis.
 void plan_vector(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype, uint32_t T) {
   const vk::DeviceCaps& caps = k.device().caps();
+  require_shared_memory(caps, "matmul", push::MATMUL_VEC_MAX_PARTIAL * uint32_t{sizeof(float)});
   uint32_t rows = 1;
   while (rows < std::min(T, kMatmulVecRows)) rows *= 2;  // few pipeline variants
   const uint32_t wg = floor_pow2(
-      std::min({256u, caps.max_workgroup_invocations, shared_budget(caps) / (4 * rows)}));
+      std::min({256u, caps.max_workgroup_invocations, push::MATMUL_VEC_MAX_PARTIAL / rows}));
   const bool nk = o.layout == WeightLayout::NK;
   const uint32_t x = std::min({wg, nk ? 64u : 32u, floor_pow2(caps.max_workgroup_size[0])});
   const uint32_t y = std::min(wg / x, floor_pow2(caps.max_workgroup_size[1]));
@@ -79,20 +80,19 @@ void plan_vector(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype
 
 // The texel-buffer matrix-vector kernel: x lanes (8, the SIMD width of llvmpipe, so that a SIMD
 // group reads one contiguous block of W) by y slices of K (W [K, N]) or groups of 8 rows
-// (W [N, K]), whose partial sums (at most 8 floats per row of x per invocation) fit in shared
-// memory.
+// (W [N, K]), whose partial sums (8 floats per row of x per invocation) fit the shader's
+// MATMUL_TEXEL_MAX_PARTIAL.
 void plan_texel(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype, uint32_t T) {
   const vk::DeviceCaps& caps = k.device().caps();
+  require_shared_memory(caps, "matmul", push::MATMUL_TEXEL_MAX_PARTIAL * uint32_t{sizeof(float)});
   uint32_t rows = 1;
   while (rows < std::min(T, kMatmulVecRows)) rows *= 2;
   const uint32_t wg = floor_pow2(std::min(caps.max_workgroup_invocations, 64u));
   const uint32_t max_x = floor_pow2(caps.max_workgroup_size[0]);
-  const uint32_t budget = shared_budget(caps), each = rows * 8 * 4;  // bytes per invocation
-  uint32_t x = std::min({8u, wg, max_x});
-  while (x > 1 && x * each > budget) x /= 2;
-  if (x * each > budget) fail("matmul", "device '" + caps.name + "' has too little shared memory");
-  const uint32_t y =
-      floor_pow2(std::min({8u, wg / x, budget / (x * each), caps.max_workgroup_size[1]}));
+  static_assert(kMatmulVecRows * 64 * 8 <= push::MATMUL_TEXEL_MAX_PARTIAL);
+  const uint32_t fit = push::MATMUL_TEXEL_MAX_PARTIAL / (rows * 8);  // invocations, at least 64
+  const uint32_t x = std::min({8u, wg, max_x});
+  const uint32_t y = floor_pow2(std::min({8u, wg / x, fit / x, caps.max_workgroup_size[1]}));
   plan.out_per_group = o.layout == WeightLayout::NK
                            ? y * 8
                            : x * static_cast<uint32_t>(16 / dtype_bytes(dtype));
@@ -123,9 +123,7 @@ void plan_wide(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype, 
   static_assert(kMatmulVecRows <= push::MATMUL_WIDE_MAX_ROWS);
   constexpr uint32_t shared_bytes = push::MATMUL_WIDE_MAX_WORKGROUP * push::MATMUL_WIDE_MAX_ROWS *
                                     push::MATMUL_WIDE_MAX_OUTS * 4;
-  if (caps.max_shared_memory < shared_bytes)
-    fail("matmul", "device '" + caps.name + "' has less than " + std::to_string(shared_bytes) +
-         " bytes of shared memory");
+  require_shared_memory(caps, "matmul", shared_bytes);
   plan.out_per_group = outs;
   plan.rows = std::min(plan.rows, rows);
   const vk::Specialization spec{{wg, 1, 1},
