@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "model/ops/gpu/policy.h"
+#include "shaders/matmul.h"
 #include "tests/cli.h"
 #include "tests/files.h"
 #include "tests/gpu.h"
@@ -50,12 +51,42 @@ TEST_CASE("policy: CPU devices get the CPU set, every other device the GPU set")
   }
 }
 
+TEST_CASE("policy: the GPU set's tuning table, by vendor and architecture") {
+  struct Row {
+    uint32_t vendor;
+    const char* name;
+    const char* arch;
+    uint32_t gemv;
+  };
+  const Row rows[] = {{0x1002, "AMD Radeon RX 7900 XTX (RADV NAVI31)", "AMD RDNA", 64},
+                      {0x1002, "AMD Radeon RX 580 Series (RADV POLARIS10)", "AMD GCN", 64},
+                      {0x10DE, "NVIDIA GeForce RTX 4090", "NVIDIA", 32},
+                      {0x8086, "Intel(R) Arc(tm) A770 Graphics (DG2)", "Intel", 32},
+                      {0x106B, "Apple M2 Pro", "Apple", 32},
+                      {0x5143, "Adreno (TM) 740", "Qualcomm Adreno", 64},
+                      {0x13B5, "Mali-G715", "Arm Mali", 16},
+                      {0x10005, "llvmpipe (LLVM 15.0.6, 256 bits)", "unknown", 64},
+                      {0x1AE0, "SwiftShader Device", "unknown", 64}};
+  for (const Row& r : rows) {
+    CAPTURE(r.name);
+    vk::DeviceCaps c = caps_of(VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU);
+    c.vendor_id = r.vendor;
+    c.name = r.name;
+    const model::gpu::KernelPolicy p = model::gpu::choose_policy(c, vk::KernelSet::Auto);
+    CHECK(p.tuning.arch == r.arch);
+    CHECK(p.tuning.gemv_workgroup == r.gemv);
+    // A power of two within the wide kernel's declared maximum.
+    CHECK((r.gemv & (r.gemv - 1)) == 0);
+    CHECK(r.gemv <= push::MATMUL_WIDE_MAX_WORKGROUP);
+  }
+}
+
 TEST_CASE("policy: either set can be forced on any device") {
   using model::gpu::choose_policy;
   const auto forced_gpu = choose_policy(caps_of(VK_PHYSICAL_DEVICE_TYPE_CPU), vk::KernelSet::Gpu);
   CHECK(forced_gpu.set == vk::KernelSet::Gpu);
   CHECK_FALSE(forced_gpu.interleaved_weights);
-  CHECK(forced_gpu.describe() == "gpu (forced (--kernels or GPT2VK_KERNELS))");
+  CHECK(forced_gpu.describe() == "gpu (forced (--kernels or GPT2VK_KERNELS)), tuned for unknown");
   const auto forced_cpu =
       choose_policy(caps_of(VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU), vk::KernelSet::Cpu);
   CHECK(forced_cpu.set == vk::KernelSet::Cpu);

@@ -1,6 +1,62 @@
 #include "model/ops/gpu/policy.h"
 
+#include <algorithm>
+#include <cctype>
+#include <regex>
+
 namespace model::gpu {
+namespace {
+
+bool has(std::string name, const char* part) {
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  return name.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+// SIMD widths from the vendors' documents: AMD GCN runs wave64; RDNA wave32 or wave64 (RADV and
+// AMDVLK compile compute as wave64 by default); NVIDIA warps of 32; Intel Xe SIMD8 to SIMD32
+// (the driver picks; 32 is its widest); Apple SIMD groups of 32; Qualcomm Adreno waves of 64 or
+// 128; Arm Mali Valhall warps of 16 (Bifrost 4 or 8). Not measured on any of them here (no GPU):
+// the values follow what llama.cpp's Vulkan backend chooses per vendor for its GEMV.
+GpuTuning gpu_tuning(const vk::DeviceCaps& caps) {
+  GpuTuning t;
+  switch (caps.vendor_id) {
+    case 0x1002:  // AMD
+      // RADV names the chip (NAVI, GFX11...); otherwise the product: RX 5000 to 9000 series
+      // cards are RDNA, the RX 400/500 (Polaris) and Vega GCN.
+      t.arch = has(caps.name, "navi") || has(caps.name, "gfx1") ||
+                       std::regex_search(caps.name, std::regex("RX [5-9][0-9]{3}", std::regex::icase))
+                   ? "AMD RDNA"
+                   : "AMD GCN";
+      t.gemv_workgroup = 64;
+      break;
+    case 0x10DE:
+      t.arch = "NVIDIA";
+      t.gemv_workgroup = 32;
+      break;
+    case 0x8086:
+      t.arch = "Intel";
+      t.gemv_workgroup = 32;
+      break;
+    case 0x106B:
+      t.arch = "Apple";
+      t.gemv_workgroup = 32;
+      break;
+    case 0x5143:
+      t.arch = "Qualcomm Adreno";
+      t.gemv_workgroup = 64;
+      break;
+    case 0x13B5:
+      t.arch = "Arm Mali";
+      t.gemv_workgroup = 16;
+      break;
+    default:
+      break;
+  }
+  return t;
+}
 
 KernelPolicy choose_policy(const vk::DeviceCaps& caps, vk::KernelSet asked) {
   KernelPolicy p;
@@ -24,6 +80,7 @@ KernelPolicy choose_policy(const vk::DeviceCaps& caps, vk::KernelSet asked) {
   } else {
     p.nk_weights = true;
     p.split_attention = true;
+    p.tuning = gpu_tuning(caps);
   }
   return p;
 }
@@ -33,7 +90,8 @@ KernelPolicy kernel_policy(const vk::Device& device) {
 }
 
 std::string KernelPolicy::describe() const {
-  return std::string(vk::kernel_set_name(set)) + " (" + why + ")";
+  return std::string(vk::kernel_set_name(set)) + " (" + why + ")" +
+         (set == vk::KernelSet::Gpu ? ", tuned for " + tuning.arch : "");
 }
 
 }  // namespace model::gpu

@@ -18,6 +18,19 @@
 
 namespace model::gpu {
 
+// The GPU set's sizes for one GPU architecture, from the tuning table in policy.cpp. A device
+// the table does not know gets the defaults, safe everywhere; every size is still clamped to the
+// device's limits where it is used.
+struct GpuTuning {
+  std::string arch = "unknown";  // "AMD RDNA", "NVIDIA", "Arm Mali", ...
+  // matmul_vec_wide's invocations per MATMUL_WIDE_MAX_OUTS rows of W, a power of two: one or two
+  // of the architecture's SIMD groups, so the one reduction per row stays short.
+  uint32_t gemv_workgroup = 64;
+};
+// The table's entry for a device: by PCI vendor id, then by name where a vendor's architectures
+// differ.
+GpuTuning gpu_tuning(const vk::DeviceCaps& caps);
+
 struct KernelPolicy {
   vk::KernelSet set = vk::KernelSet::Gpu;  // Gpu or Cpu, never Auto
   std::string why;                         // "auto: a CPU device", "forced by --kernels", ...
@@ -41,6 +54,7 @@ struct KernelPolicy {
   uint64_t norm_linear_max_bytes = 0;
   // Logits each top-k invocation reduces per round (model/ops/gpu/topk.cpp).
   uint32_t topk_per_invocation = 4;
+  GpuTuning tuning;  // the GPU set's sizes (the CPU set keeps the defaults)
 
   std::string describe() const;  // "cpu (auto: ...)": for `gpt2vk devices` and summaries
 };
