@@ -22,6 +22,7 @@ std::string describe(const MatmulCase& c, MatmulKernel kernel) {
           : kernel == MatmulKernel::Tiled       ? " (tiled)"
           : kernel == MatmulKernel::VectorTexel ? " (vector texel)"
           : kernel == MatmulKernel::VectorWide  ? " (vector wide)"
+          : kernel == MatmulKernel::CoopEmulated ? " (cooperative-matrix emulation)"
                                                 : " (auto)");
 }
 

@@ -9,6 +9,7 @@
 // fp16-rounded weights: what remains is only fp32 accumulation order.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -383,4 +384,75 @@ TEST_CASE("transpose_kn turns W [K, N] into [N, K] across its blocks") {
       wrong += size_t{t[size_t(n) * K + k] != w[size_t(k) * N + n]} +
                size_t{th[size_t(n) * K + k] != h[size_t(k) * N + n]};
   CHECK(wrong == 0);
+}
+
+// The cooperative-matrix tiling, its fragment operations emulated (MatmulKernel::CoopEmulated).
+// Tolerance: its inputs are x and W rounded to fp16, as a matrix unit's are: each product is off
+// by at most 2 * 2^-11 of itself with round-to-nearest (packHalf2x16's rounding is not specified;
+// truncation doubles that), so |gpu - ref| <= 2^-10 * mag and, with the sums' order, 3e-3 * mag.
+TEST_CASE("matmul's cooperative-matrix tiling, emulated, on GPT-2 shapes and ragged edges") {
+  GPU_TEST(g);
+  if (g.device.caps().max_workgroup_invocations < 128) {
+    MESSAGE("SKIPPED: fewer than 128 invocations per workgroup");
+    return;
+  }
+  // T = 1, 127, 128, 129 against the 32-row tiles; K and N not multiples of 16 or 32; both
+  // dtypes; GPT-2 small's c_attn and mlp c_proj at prefill (N cut to keep lavapipe's time
+  // down: the emulation is scalar). W [N, K], the GPU set's layout, everywhere; [K, N] on the
+  // small shapes.
+  const Case cases[] = {{1, 768, 400, true},
+                        {127, 768, 96, true, Activation::GeluTanh, Residual::Separate},
+                        {128, 3072, 64, true, Activation::None, Residual::InPlace},
+                        {129, 100, 67, true, Activation::GeluErf, Residual::Separate},
+                        {33, 17, 5, false, Activation::Relu}};
+  unsigned seed = 4100;
+  for (Case c : cases)
+    for (WeightLayout layout : {WeightLayout::NK, WeightLayout::KN})
+      for (DType dtype : {DType::F16, DType::F32}) {
+        if (layout == WeightLayout::KN && uint64_t{c.K} * c.N > 10000) continue;
+        c.layout = layout;
+        c.dtype = dtype;
+        Problem p = test::make_problem(c, seed += 10);
+        const std::string what = test::describe(c, MatmulKernel::CoopEmulated);
+        CAPTURE(what);
+        const std::vector<float> got = run_gpu(g.device, g.kernels, p, MatmulKernel::CoopEmulated);
+        std::vector<float> gn(got.size()), rn(got.size());
+        for (size_t i = 0; i < got.size(); i++) {
+          gn[i] = got[i] / p.mag[i];
+          rn[i] = p.ref[i] / p.mag[i];
+        }
+        CHECK(test::close(what + ", values / mag", gn, rn, {3e-3, 0}));
+        // Not within fp32's tolerance everywhere: the inputs really are rounded to fp16.
+        if (dtype == DType::F32 && c.K >= 100) {
+          double worst = 0;
+          for (size_t i = 0; i < gn.size(); i++)
+            worst = std::max(worst, std::fabs(double{gn[i]} - double{rn[i]}));
+          CHECK(worst > kTol);
+        }
+      }
+}
+
+TEST_CASE("matmul's cooperative-matrix tiling splits tensors past maxStorageBufferRange") {
+  GPU_TEST(g);
+  // 3 KiB: W [N, K] in chunks of N, W [K, N] in chunks of K summed into out, x in passes.
+  test::LoweredGpu small(g, {.max_storage_buffer_range = 3072});
+  unsigned seed = 4300;
+  for (WeightLayout layout : {WeightLayout::NK, WeightLayout::KN}) {
+    const Case c{37, 41, 71, true, Activation::GeluTanh, Residual::Separate, layout, DType::F16};
+    Problem p = test::make_problem(c, seed += 10);
+    vk::RecorderStats stats;
+    const std::vector<float> got =
+        run_gpu(small.device, small.kernels, p, MatmulKernel::CoopEmulated, &stats);
+    std::vector<float> gn(got.size()), rn(got.size());
+    for (size_t i = 0; i < got.size(); i++) {
+      gn[i] = got[i] / p.mag[i];
+      rn[i] = p.ref[i] / p.mag[i];
+    }
+    CHECK(test::close(test::describe(c, MatmulKernel::CoopEmulated), gn, rn, {3e-3, 0}));
+    CHECK(stats.dispatches >= 4);
+  }
+  test::LoweredGpu narrow(g, {.max_workgroup_invocations = 64});
+  Problem p = test::make_problem({4, 32, 32}, 4400);
+  CHECK_THROWS_WITH_AS(run_gpu(narrow.device, narrow.kernels, p, MatmulKernel::CoopEmulated),
+                       doctest::Contains("workgroups of 128"), vk::Error);
 }

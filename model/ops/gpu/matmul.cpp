@@ -181,6 +181,36 @@ void plan_tiled(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype,
                                                          : plan.last;
 }
 
+void plan_coop(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype, uint32_t N) {
+  const vk::DeviceCaps& caps = k.device().caps();
+  const uint32_t wg = push::MATMUL_COOP_LANES * push::MATMUL_COOP_SUBGROUPS;
+  if (caps.max_workgroup_invocations < wg || caps.max_workgroup_size[0] < wg)
+    fail("matmul", "the cooperative-matrix tiling needs workgroups of " + std::to_string(wg) +
+         " invocations; device '" + caps.name + "' allows fewer");
+  require_shared_memory(caps, "matmul",
+                        ((push::MATMUL_COOP_BM + push::MATMUL_COOP_BN) * push::MATMUL_COOP_AB_STRIDE +
+                         push::MATMUL_COOP_BM * push::MATMUL_COOP_C_STRIDE) *
+                            4);
+  plan.tile_bm = push::MATMUL_COOP_BM;
+  plan.tile_bn = push::MATMUL_COOP_BN;
+  plan.rows = static_cast<uint32_t>(
+      std::min<uint64_t>(plan.rows, uint64_t(caps.max_workgroup_count[1]) * plan.tile_bm));
+  const uint64_t max_outputs = uint64_t(caps.max_workgroup_count[0]) * plan.tile_bn;
+  if (o.layout == WeightLayout::NK)
+    plan.chunk = static_cast<uint32_t>(std::min<uint64_t>(plan.chunk, max_outputs));
+  else if (N > max_outputs)
+    fail("matmul", "N = " + std::to_string(N) + " exceeds this device's workgroup count");
+  const auto spec = [&](Activation a) {
+    return vk::Specialization{{wg, 1, 1},
+                               {static_cast<uint32_t>(o.layout), static_cast<uint32_t>(dtype),
+                                static_cast<uint32_t>(a)}};
+  };
+  plan.last = &k.get("matmul_coop_emulated", spec(o.act));
+  plan.plain = plan.split_k && o.act != Activation::None
+                   ? &k.get("matmul_coop_emulated", spec(Activation::None))
+                   : plan.last;
+}
+
 bool overlaps(const vk::BufferSpan& a, uint64_t a_bytes, const vk::BufferSpan& b,
               uint64_t b_bytes) {
   return a.buffer == b.buffer && a.offset < b.offset + b_bytes && b.offset < a.offset + a_bytes;
@@ -286,6 +316,8 @@ Plan make_plan(vk::Kernels& k, const MatmulOptions& o, const vk::BufferSpan& x, 
     plan_vector(k, plan, o, dtype, T);
   else if (kernel == MatmulKernel::VectorWide)
     plan_wide(k, plan, o, dtype, T);
+  else if (kernel == MatmulKernel::CoopEmulated)
+    plan_coop(k, plan, o, dtype, N);
   else if (texel)
     plan_texel(k, plan, o, dtype, T);
   else

@@ -26,6 +26,12 @@ enum class MatmulKernel : uint32_t {
   // loads along K and a subgroup (or shared-memory) reduction. Needs matmul_wide_supported();
   // throws otherwise.
   VectorWide,
+  // matmul_coop_emulated: the tiling of a cooperative-matrix kernel (16 x 16 x 16 fp16
+  // fragments, fp32 accumulation, 32 x 32 tiles of 4 subgroups), the fragment operations
+  // emulated in shared memory. It tests that kernel's tiling and indexing where no device here has
+  // matrix units; x and W are rounded to fp16 as the hardware's inputs are. Only when asked for.
+  // Needs 128-invocation workgroups; throws otherwise.
+  CoopEmulated,
 };
 
 // Rows of x the matrix-vector kernel handles in one pass (larger T loops over passes).
