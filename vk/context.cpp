@@ -378,17 +378,10 @@ void Device::settle(VkFence fence) const noexcept {
   std::_Exit(EXIT_FAILURE);
 }
 
-uint32_t Device::memory_type(uint32_t type_bits, bool device_local, bool host_visible) const {
+VkPhysicalDeviceMemoryProperties Device::memory_properties() const {
   VkPhysicalDeviceMemoryProperties mem{};
   vkGetPhysicalDeviceMemoryProperties(physical_.handle, &mem);
-  VkMemoryPropertyFlags want = 0;
-  if (device_local) want |= VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
-  if (host_visible) want |= VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-  for (uint32_t i = 0; i < mem.memoryTypeCount; i++)
-    if ((type_bits & (1u << i)) && (mem.memoryTypes[i].propertyFlags & want) == want) return i;
-  // A host-visible request may settle for memory that is not device-local (staging on dGPUs).
-  if (device_local && host_visible) return memory_type(type_bits, false, true);
-  throw Error("device '" + caps_.name + "' has no memory type with the needed properties");
+  return mem;
 }
 
 

@@ -166,8 +166,8 @@ class Device {
   // The kernel set asked for (options.kernels); model/ops/gpu/policy.h resolves Auto.
   KernelSet kernels_asked() const { return kernels_asked_; }
 
-  // Memory type for a buffer with these requirements; host_visible asks for mappable memory.
-  uint32_t memory_type(uint32_t type_bits, bool device_local, bool host_visible) const;
+  // The physical device's memory types and heaps (vk/memory_type.h chooses among them).
+  VkPhysicalDeviceMemoryProperties memory_properties() const;
 
   // Device-local memory the arenas hold, for the budget of overrides.device_memory and for the
   // out-of-memory message. reserve() throws that message when `bytes` would pass the budget.

@@ -7,6 +7,7 @@
 
 #include "vk/check.h"
 #include "vk/context.h"
+#include "vk/memory_type.h"
 #include "vk/sizes.h"
 
 namespace vk {
@@ -39,18 +40,32 @@ Arena::Arena(const Device& device, VkDeviceSize capacity, MemoryKind kind, std::
 
   VkMemoryRequirements req{};
   vkGetBufferMemoryRequirements(device.get(), buffer, &req);
-  const bool host_visible = kind == MemoryKind::Staging || caps.uma;
+  const VkPhysicalDeviceMemoryProperties props = device.memory_properties();
+  const MemoryPurpose purpose = kind == MemoryKind::Device    ? MemoryPurpose::Device
+                                : kind == MemoryKind::Staging ? MemoryPurpose::Upload
+                                                              : MemoryPurpose::Readback;
+  const std::vector<uint32_t> types =
+      memory_type_candidates(props, req.memoryTypeBits, purpose, req.size, caps.uma);
+  const std::string what = "arena '" + name_ + "'";
+  if (types.empty())
+    throw Error(what + ": device '" + caps.name + "' has no memory type for " +
+                std::to_string(req.size) + " bytes of this use");
   VkMemoryAllocateInfo alloc{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
   alloc.allocationSize = req.size;
-  alloc.memoryTypeIndex = device.memory_type(req.memoryTypeBits, kind == MemoryKind::Device, host_visible);
   VkDeviceMemory memory = VK_NULL_HANDLE;
-  const std::string what = "arena '" + name_ + "'";
   if (kind == MemoryKind::Device) device.reserve(alloc.allocationSize, what);
-  VkResult r = vkAllocateMemory(device.get(), &alloc, nullptr, &memory);
+  // The types best first; a heap that is full (not only too small) moves on to the next.
+  VkResult r = VK_ERROR_OUT_OF_DEVICE_MEMORY;
+  for (uint32_t type : types) {
+    alloc.memoryTypeIndex = type;
+    r = vkAllocateMemory(device.get(), &alloc, nullptr, &memory);
+    if (r != VK_ERROR_OUT_OF_DEVICE_MEMORY && r != VK_ERROR_OUT_OF_HOST_MEMORY) break;
+  }
   if (r != VK_SUCCESS && kind == MemoryKind::Device) device.unreserve(alloc.allocationSize);
   if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
     throw Error(device.out_of_memory(what, alloc.allocationSize, r));
   VK_CHECK(r);
+  const bool host_visible = memory_type_mappable(props, alloc.memoryTypeIndex);
   if (kind == MemoryKind::Device) reserved_ = alloc.allocationSize;
   memory_ = device.own(memory, vkFreeMemory);
   VK_CHECK(vkBindBufferMemory(device.get(), buffer, memory, 0));
@@ -164,7 +179,7 @@ void download(const Device& device, void* dst, const BufferSpan& src, VkDeviceSi
     std::memcpy(dst, src.mapped, bytes);  // Recorder ends every submission with a host barrier
     return;
   }
-  Arena staging(device, bytes, MemoryKind::Staging, "download staging");
+  Arena staging(device, bytes, MemoryKind::Readback, "download staging");
   BufferSpan s = staging.alloc(bytes);
   one_shot(device, [&](VkCommandBuffer cmd) {
     barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,

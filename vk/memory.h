@@ -24,9 +24,11 @@ struct BufferSpan {
   BufferSpan sub(VkDeviceSize off, VkDeviceSize bytes) const;
 };
 
+// What an arena is for; vk/memory_type.h picks the memory type from it.
 enum class MemoryKind {
-  Device,   // for kernels: device-local, mapped too when the device is UMA
-  Staging,  // host-visible, for copies to and from a discrete GPU
+  Device,    // for kernels: device-local, mapped too when the device is UMA
+  Staging,   // host-visible, for copies to a discrete GPU
+  Readback,  // host-visible and host-cached where offered: what the host reads back
 };
 
 // One VkDeviceMemory bound to one VkBuffer; alloc() hands out aligned sub-ranges in order.

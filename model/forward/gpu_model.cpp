@@ -223,15 +223,18 @@ void GpuModel::plan_state() {
   if (policy_.split_attention)
     split_ = state_.add(gpu::attention_split_scratch_bytes(gpu::kAttentionSplitMaxT, c.n_ctx,
                                                            c.n_embd, c.n_head));
+  // The top-k's rounds re-read their scratch: device memory, not host memory over the bus.
+  const uint32_t k = std::min(Model::kMaxCandidates, c.n_vocab);
+  scratch_ = state_.add(std::max<uint64_t>(4, gpu::topk_scratch_bytes(device_, c.n_vocab, k)));
   state_.allocate(vk::MemoryKind::Device);
 
-  const uint32_t k = std::min(Model::kMaxCandidates, c.n_vocab);
+  // What the host writes (ids) and reads back (the candidates, the argmax partials) each pass:
+  // host-cached memory where the device offers it, since the host reads most of it.
   ids_ = io_.add(T * 4);
   top_ids_ = io_.add(k * 4);
   top_values_ = io_.add(k * 4);
-  scratch_ = io_.add(std::max<uint64_t>(4, gpu::topk_scratch_bytes(device_, c.n_vocab, k)));
   partials_ = io_.add(uint64_t{2} * gpu::matmul_argmax_partials(c.n_vocab) * 4);
-  io_.allocate(vk::MemoryKind::Staging);
+  io_.allocate(vk::MemoryKind::Readback);
   ensure_logits(1);
 }
 
@@ -295,7 +298,7 @@ void GpuModel::run(std::span<const int32_t> ids, bool all_rows, uint32_t k,
   const bool best_k = head == Head::LastRow && k > 0;
   if (best_k)
     gpu::topk(kernels_, rec_, io_.span(top_ids_), io_.span(top_values_), logits_,
-              io_.span(scratch_), V, k);
+              state_.span(scratch_), V, k);
   rec_.end();
   rec_.submit();
   rec_.wait();
