@@ -257,3 +257,30 @@ TEST_CASE("GPT-2 small's shape (124M, V = 50257): GPU matches the CPU reference,
     }
   }
 }
+
+TEST_CASE("GPU forward under lowered limits: 16 KiB shared, 128 invocations, no subgroupAdd") {
+  GPU_TEST(g);
+  // The limits every Vulkan device meets (16 KiB of shared memory, 128 invocations) and no
+  // subgroup arithmetic, the one device feature a kernel branches on: both kernel sets, a
+  // prompt, then decoded tokens (the GPU set's wide GEMV and split attention), against the CPU.
+  model::Config c = test::tiny_config();
+  test::TinyModel m(c);
+  const std::vector<int32_t> prompt = some_ids(9, c.n_vocab, 6), steps = some_ids(3, c.n_vocab, 7);
+  auto cpu = model::make_cpu_model(*m.checkpoint, model::Precision::F16);
+  std::vector<std::vector<float>> ref{cpu->logits(prompt)};
+  for (int32_t id : steps) ref.push_back(cpu->logits({&id, 1}));
+  for (vk::KernelSet ks : test::kKernelSets) {
+    CAPTURE(test::kernels_name(ks));
+    test::LoweredGpu low(g,
+                         {.max_shared_memory = 16384, .max_workgroup_invocations = 128,
+                          .no_subgroup_arithmetic = true},
+                         ks);
+    model::GpuModelOptions o;
+    o.precision = model::Precision::F16;
+    auto gpu = model::make_gpu_model(*m.checkpoint, low.device, o);
+    CHECK(test::close_rows("prompt", gpu->logits(prompt), ref[0], c.n_vocab, kTol));
+    for (size_t i = 0; i < steps.size(); i++)
+      CHECK(test::close_rows("decoded token " + std::to_string(i), gpu->logits({&steps[i], 1}),
+                             ref[i + 1], c.n_vocab, kTol));
+  }
+}
