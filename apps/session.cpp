@@ -22,7 +22,8 @@ void add_model_options(CLI::App& cmd, ModelArgs& args, bool model_only) {
       ->check(CLI::IsMember({"auto", "gpu", "cpu"}));
   cmd.add_option("--split-layers", args.split_layers,
                  "submit each forward pass in parts of N blocks, for GPU drivers whose watchdog "
-                 "ends long submissions (default 0: one submission)")
+                 "ends long submissions (default 0: on a GPU, parts no slow GPU should take over "
+                 "0.5 s to run, by the pass's estimated cost; on a CPU device one submission)")
       ->check(CLI::Range(0u, 1u << 20));
   cmd.add_flag("--validation", args.validation,
                "enable the Khronos validation layer (also: GPT2VK_VALIDATION=1)");

@@ -18,7 +18,7 @@ struct ModelArgs {
   std::string device;             // index, name, or "cpu"; "" = the first GPU
   std::string precision = "f16";  // weight storage: f16 | f32
   bool validation = false;
-  uint32_t split_layers = 0;  // blocks per submission; 0 = one submission per forward pass
+  uint32_t split_layers = 0;  // blocks per submission; 0 = automatic (GpuModelOptions)
   std::string kernels;        // auto | gpu | cpu; "" = GPT2VK_KERNELS, else auto
 };
 

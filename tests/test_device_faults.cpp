@@ -256,3 +256,43 @@ TEST_CASE("--split-layers: the same logits from one submission per N blocks") {
   CHECK(row[1] == "2");  // gpt2-tiny has 2 blocks
   CHECK(test::no_validation_messages(p));
 }
+
+TEST_CASE("submissions: a pass is cut by its estimated cost, with the same logits") {
+  // The estimate: GPT-2 small decodes in one submission and prefills 128 tokens in a few;
+  // GPT-2 XL's 1024-token prefill takes one block per submission (each alone is over budget).
+  model::Config small = test::tiny_config();
+  small.n_embd = 768, small.n_head = 12, small.n_inner = 3072, small.n_layer = 12;
+  const model::SubmissionRates rates;
+  CHECK(model::blocks_per_submission(small, 1, 100, model::DType::F16, rates) == 12);
+  const uint32_t pp128 = model::blocks_per_submission(small, 128, 128, model::DType::F16, rates);
+  CHECK(pp128 >= 4);
+  CHECK(pp128 < 12);
+  CHECK(pp128 * model::block_seconds(small, 128, 128, model::DType::F16, rates) <= rates.budget_s);
+  model::Config xl = small;
+  xl.n_embd = 1600, xl.n_head = 25, xl.n_inner = 6400, xl.n_layer = 48;
+  CHECK(model::block_seconds(xl, 1024, 1024, model::DType::F16, rates) > rates.budget_s);
+  CHECK(model::blocks_per_submission(xl, 1024, 1024, model::DType::F16, rates) == 1);
+  // Attention's share grows with the keys: a decoded token late in a long context costs more.
+  CHECK(model::block_seconds(xl, 1, 1024, model::DType::F16, rates) >
+        model::block_seconds(xl, 1, 10, model::DType::F16, rates));
+
+  // On the device: rates so slow that every block is its own submission give the bits of one.
+  GPU_TEST(g);
+  model::Config c = test::tiny_config();
+  c.n_layer = 5;
+  test::TinyModel m(c);
+  const std::vector<int32_t> ids = {3, 141, 59, 26, 5, 35, 89, 79};
+  for (vk::KernelSet ks : test::kKernelSets) {
+    CAPTURE(test::kernels_name(ks));
+    model::GpuModelOptions whole{model::Precision::F16, false, 0, {}};
+    model::GpuModelOptions slow = whole;
+    slow.rates = model::SubmissionRates{1e6, 1e6, 0.5};
+    auto a = model::make_gpu_model(*m.checkpoint, g.with_kernels(ks), whole);
+    auto b = model::make_gpu_model(*m.checkpoint, g.with_kernels(ks), slow);
+    const std::vector<float> la = a->logits(ids), lb = b->logits(ids);
+    if (g.device.caps().type == VK_PHYSICAL_DEVICE_TYPE_CPU)
+      CHECK(model::gpu_stats(*a).submits == 1);  // a CPU device splits only when asked
+    CHECK(model::gpu_stats(*b).submits == 5);
+    CHECK(la == lb);
+  }
+}

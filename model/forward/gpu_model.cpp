@@ -47,6 +47,7 @@ class GpuModel final : public Model {
         device_(device),
         precision_(o.precision),
         split_layers_(o.split_layers),
+        rates_(o.rates),
         kernels_(device.kernels()),
         policy_(gpu::kernel_policy(device)),
         weights_(device, "weights"),
@@ -83,7 +84,9 @@ class GpuModel final : public Model {
   Config config_;
   const vk::Device& device_;
   Precision precision_;
-  uint32_t split_layers_;  // blocks per submission; 0 = the whole pass in one
+  uint32_t split_layers_;  // blocks per submission; 0 = by the estimated cost
+  std::optional<SubmissionRates> rates_;
+  uint32_t pass_split_ = 0;  // this pass's blocks per submission; 0 = the whole pass in one
   vk::Kernels& kernels_;  // the device's, shared with its other models
   gpu::KernelPolicy policy_;  // the device's
   vk::RecorderStats stats_;
@@ -292,6 +295,14 @@ void GpuModel::run(std::span<const int32_t> ids, bool all_rows, uint32_t k,
   const bool argmax = !all_rows && k == 1 &&
                       w_.head.w->layout == WeightLayout::Interleaved && V <= (1u << 24);
   const Head head = all_rows ? Head::AllRows : argmax ? Head::LastArgmax : Head::LastRow;
+  // Blocks per submission: as asked, or by the pass's estimated cost on a GPU (or wherever the
+  // options give rates).
+  const bool automatic = rates_ || device_.caps().type != VK_PHYSICAL_DEVICE_TYPE_CPU;
+  const DType wdtype = precision_ == Precision::F16 ? DType::F16 : DType::F32;
+  pass_split_ = split_layers_ ? split_layers_
+                : automatic   ? blocks_per_submission(c, T, length() + T, wdtype,
+                                                      rates_.value_or(SubmissionRates{}))
+                              : 0;
   rec_.begin();
   GpuBackend b{*this};
   forward(b, c, w_, T, length(), head);
@@ -408,7 +419,7 @@ void GpuBackend::tap(uint32_t layer, uint32_t T) {
                     Activation::None);
   // The end of a block: with split_layers, the end of a submission too (not after the last
   // block, whose submission runs the head).
-  const uint32_t n = m.split_layers_;
+  const uint32_t n = m.pass_split_;
   if (n && (layer + 1) % n == 0 && layer + 1 < m.config_.n_layer) m.rec_.flush();
 }
 

@@ -3,8 +3,10 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "model/forward/model.h"
+#include "model/forward/submissions.h"
 #include "vk/context.h"
 #include "vk/recorder.h"
 
@@ -19,10 +21,13 @@ using UploadProgress = std::function<void(uint64_t done, uint64_t total)>;
 struct GpuModelOptions {
   Precision precision = Precision::F16;
   bool timestamps = false;  // per-dispatch GPU times (Recorder::timings)
-  // A forward pass is one submission; with N > 0 it is one per N blocks (the last also runs the
-  // head), for drivers whose watchdog ends long submissions. Same logits either way.
+  // With N > 0 a forward pass is one submission per N blocks (the last also runs the head), for
+  // drivers whose watchdog ends long submissions. 0: on a GPU, as many blocks per submission as
+  // `rates` expects to finish within its budget (model/forward/submissions.h); on a CPU device
+  // (no watchdog) one submission, unless `rates` is given. Same logits either way.
   uint32_t split_layers = 0;
   UploadProgress on_upload;
+  std::optional<SubmissionRates> rates;
 };
 
 // `device` must outlive the model.

@@ -1,0 +1,27 @@
+#include "model/forward/submissions.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace model {
+
+double block_seconds(const Config& c, uint32_t T, uint32_t L, DType weights,
+                     const SubmissionRates& rates) {
+  const double C = c.n_embd, t = T, l = std::max(L, T);
+  // c_attn and c_proj, then c_fc and the MLP's c_proj.
+  const double params = 4 * C * C + (c.attention_only ? 0 : 2 * C * c.n_inner);
+  const double tiles = std::ceil(t / 64);
+  const double flops = 2 * t * params + 4 * t * l * C;  // q.k and the weighted sum of v
+  const double bytes = params * static_cast<double>(dtype_bytes(weights)) * tiles +
+                       t * l * C * 2 * sizeof(float);
+  return flops / rates.flops_per_s + bytes / rates.bytes_per_s;
+}
+
+uint32_t blocks_per_submission(const Config& c, uint32_t T, uint32_t L, DType weights,
+                               const SubmissionRates& rates) {
+  const double each = block_seconds(c, T, L, weights, rates);
+  if (each * c.n_layer <= rates.budget_s) return c.n_layer;
+  return static_cast<uint32_t>(std::clamp<double>(std::floor(rates.budget_s / each), 1, c.n_layer));
+}
+
+}  // namespace model
