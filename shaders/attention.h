@@ -1,5 +1,6 @@
-// Push constants of shaders/attention.comp and shaders/attention_texel.comp, shared by GLSL and
-// C++ (see shaders/common/types.h).
+// Push constants and sizes of the attention kernels (attention.comp, attention_texel*.comp,
+// attention_split.comp and attention_merge.comp), shared by GLSL and C++ (see
+// shaders/common/types.h).
 #ifndef GPT2VK_ATTENTION_H
 #define GPT2VK_ATTENTION_H
 #include "common/types.h"
@@ -17,6 +18,14 @@ CONST ATTENTION_MAX_WORKGROUP = 256;  // invocations: the reduction red[]
 // attention_texel.comp: the merge of split keys, WG * (D + 1) floats for up to 8 invocations
 // and the texel kernel's largest head dim 256 (8 KiB).
 CONST ATTENTION_TEXEL_MAX_MERGE = 8 * (256 + 1);
+// attention_split.comp and attention_merge.comp: invocations per workgroup, and keys per block
+// (one score per invocation); the largest head dim (the query slice in shared memory, at most 4
+// dims per invocation); floats of partial dot products staged at once (8 KiB), a batch of keys
+// times the lanes per key.
+CONST ATTENTION_SPLIT_WG = 64;
+CONST ATTENTION_SPLIT_BLOCK = 64;
+CONST ATTENTION_SPLIT_MAX_D = 256;
+CONST ATTENTION_SPLIT_DOTS = 2048;
 
 // out[t, head h] = softmax(scale * q[t, h] . k_cache[j, h]) v_cache[j, h] over the visible keys j
 struct AttentionPush {
@@ -26,6 +35,7 @@ struct AttentionPush {
   uint q_stride;  // row stride of q (3C when q is the fused QKV projection)
   uint causal;    // 1: the query at position p sees keys 0..p; 0: every query sees all L keys
   float scale;    // multiplies q . k before the softmax
+  uint splits;    // the split kernels' key blocks, ceil(L / ATTENTION_SPLIT_BLOCK); others: 0
 };
 PUSH_NAMESPACE_END
 

@@ -3,14 +3,14 @@
 // (attention_split.comp). With M the largest block maximum and a_b = exp(m_b - M):
 // out = sum_b a_b o_b / sum_b a_b l_b. One workgroup per (head, query), lanes along the head dim.
 #extension GL_GOOGLE_include_directive : require
-#include "attention_split.h"
+#include "attention.h"
 
 layout(local_size_x = ATTENTION_SPLIT_WG) in;
 layout(constant_id = 3) const uint D = 64;
 
 layout(binding = 0) writeonly buffer Out { float out_[]; };  // [T, C], head h in cols h*D ..
 layout(binding = 1) readonly buffer Part { float part[]; };  // [T, H, splits, D + 2]
-layout(push_constant) uniform Push { AttentionSplitPush p; };
+layout(push_constant) uniform Push { AttentionPush p; };
 
 void main() {
   const uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, H = gl_NumWorkGroups.x;

@@ -15,7 +15,7 @@
 // part[t, h, block] = (o[0..D), m, l): o = sum over the block's keys j of exp(s_j - m) v_j. A
 // causal query's block past its last key writes (0, -FLT_MAX, 0), which the merge weighs as 0.
 #extension GL_GOOGLE_include_directive : require
-#include "attention_split.h"
+#include "attention.h"
 
 layout(local_size_x = ATTENTION_SPLIT_WG) in;
 layout(constant_id = 3) const uint D = 64;  // head dim, C / H: a multiple of 4, <= MAX_D
@@ -24,7 +24,7 @@ layout(binding = 0) writeonly buffer Part { float part[]; };  // [T, H, splits, 
 layout(binding = 1) readonly buffer Q { vec4 q4[]; };         // [T, q_stride / 4]
 layout(binding = 2) readonly buffer K { vec4 k4[]; };         // [L, C / 4]
 layout(binding = 3) readonly buffer V { float v_cache[]; };   // [L, C]
-layout(push_constant) uniform Push { AttentionSplitPush p; };
+layout(push_constant) uniform Push { AttentionPush p; };
 
 const uint WG = ATTENTION_SPLIT_WG;
 const float LOWEST = -3.402823466e38;

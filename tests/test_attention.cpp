@@ -22,7 +22,6 @@
 #include "model/ops/gpu/attention.h"
 #include "model/ops/gpu/kv_store.h"
 #include "shaders/attention.h"
-#include "shaders/attention_split.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"
 #include "vk/check.h"

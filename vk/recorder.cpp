@@ -11,31 +11,28 @@ namespace vk {
 namespace {
 constexpr uint32_t kSetsPerPool = 256;
 constexpr uint32_t kMaxTimestamps = 4096;
+}  // namespace
 
-// The union of the read-only bindings' byte ranges (an op fills an absent optional input with
-// another input's span, which is read once if at all).
-uint64_t read_only_bytes(const ShaderInterface& iface, std::span<const BufferSpan> buffers) {
-  struct Span {
-    VkBuffer buffer;
-    VkDeviceSize lo, hi;
-  };
-  std::vector<Span> spans;
+// An op fills an absent optional input with another input's span, which is read once if at all:
+// overlapping ranges count once.
+uint64_t Recorder::read_only_bytes(const ShaderInterface& iface,
+                                   std::span<const BufferSpan> buffers) {
+  std::vector<Range> ranges;
   for (size_t i = 0; i < buffers.size(); i++)
     if (iface.bindings[i].reads && !iface.bindings[i].writes)
-      spans.push_back({buffers[i].buffer, buffers[i].offset, buffers[i].offset + buffers[i].size});
-  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+      ranges.push_back({buffers[i].buffer, buffers[i].offset, buffers[i].offset + buffers[i].size});
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
     return a.buffer != b.buffer ? a.buffer < b.buffer : a.lo < b.lo;
   });
   uint64_t bytes = 0;
-  for (size_t i = 0; i < spans.size();) {
-    Span run = spans[i++];
-    while (i < spans.size() && spans[i].buffer == run.buffer && spans[i].lo <= run.hi)
-      run.hi = std::max(run.hi, spans[i++].hi);
+  for (size_t i = 0; i < ranges.size();) {
+    Range run = ranges[i++];
+    while (i < ranges.size() && ranges[i].buffer == run.buffer && ranges[i].lo <= run.hi)
+      run.hi = std::max(run.hi, ranges[i++].hi);
     bytes += run.hi - run.lo;
   }
   return bytes;
 }
-}  // namespace
 
 Groups groups_for(const Device& device, const Pipeline& p, uint64_t threads) {
   const uint64_t local = p.local_size()[0];

@@ -118,6 +118,9 @@ class Recorder {
   VkDescriptorSet allocate_set(VkDescriptorSetLayout layout);
   void add_pool();
   bool hazard(const Pipeline& p, std::span<const BufferSpan> buffers) const;
+  // The union of the read-only bindings' byte ranges (DispatchTime::read_bytes).
+  static uint64_t read_only_bytes(const ShaderInterface& iface,
+                                  std::span<const BufferSpan> buffers);
   VkBufferView texel_view(const Pipeline& p, const BindingInfo& b, const BufferSpan& s);
   void open();  // begins the command buffer (and the timestamps) for more dispatches
   std::vector<DispatchTime> last_timings() const;  // of the part last submitted

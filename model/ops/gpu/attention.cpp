@@ -5,7 +5,6 @@
 
 #include "model/ops/gpu/kv_store.h"
 #include "shaders/attention.h"
-#include "shaders/attention_split.h"
 #include "vk/check.h"
 
 namespace model::gpu {
@@ -208,9 +207,9 @@ std::string split_unsupported(const vk::DeviceCaps& caps, const Call& c) {
 
 // The split kernel: partial results per (key block, head, query), then their merge.
 void dispatch_split(vk::Kernels& k, vk::Recorder& rec, const Call& c,
-                    const push::AttentionPush& a) {
+                    push::AttentionPush p) {
   const uint32_t D = c.C / c.H, wg = push::ATTENTION_SPLIT_WG, blocks = split_blocks(c.L);
-  const push::AttentionSplitPush p{a.T, a.L, a.C, a.q_stride, a.causal, a.scale, blocks};
+  p.splits = blocks;
   const vk::BufferSpan part =
       c.scratch->sub(0, attention_split_scratch_bytes(c.T, c.L, c.C, c.H));
   rec.dispatch(k.get("attention_split", {{wg, 1, 1}, {D}}),
@@ -247,7 +246,7 @@ AttentionKernel choose_kernel(const vk::Device& device, const Call& c, Attention
 push::AttentionPush make_push(const Call& c, const AttentionOptions& options) {
   const float D = static_cast<float>(c.C / c.H);
   const float scale = options.scale != 0 ? options.scale : 1.0f / std::sqrt(D);
-  return {c.T, c.L, c.C, c.q_stride, options.causal ? 1u : 0u, scale};
+  return {c.T, c.L, c.C, c.q_stride, options.causal ? 1u : 0u, scale, 0};
 }
 
 }  // namespace

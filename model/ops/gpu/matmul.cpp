@@ -53,6 +53,31 @@ struct Plan {
   uint64_t align = 0;                    // of every binding's offset
 };
 
+// plan.last with the call's activation and, where chunks of W [K, N] sum into out before it
+// applies, plan.plain without: spec(activation) gives each one's specialization.
+template <class Spec>
+void set_pipelines(vk::Kernels& k, Plan& plan, const MatmulOptions& o, const char* name,
+                   const Spec& spec) {
+  plan.last = &k.get(name, spec(o.act));
+  plan.plain = plan.split_k && o.act != Activation::None ? &k.get(name, spec(Activation::None))
+                                                         : plan.last;
+}
+
+// The tiled kernels' grid: x over the chunk's outputs in tiles of bn, y over the pass's rows in
+// tiles of bm; chunks of W [N, K] and passes shrink to fit the device's workgroup counts.
+void fit_tiles(const vk::DeviceCaps& caps, Plan& plan, const MatmulOptions& o, uint32_t N,
+               uint32_t bm, uint32_t bn) {
+  plan.tile_bm = bm;
+  plan.tile_bn = bn;
+  plan.rows = static_cast<uint32_t>(
+      std::min<uint64_t>(plan.rows, uint64_t(caps.max_workgroup_count[1]) * bm));
+  const uint64_t max_outputs = uint64_t(caps.max_workgroup_count[0]) * bn;
+  if (o.layout == WeightLayout::NK)
+    plan.chunk = static_cast<uint32_t>(std::min<uint64_t>(plan.chunk, max_outputs));
+  else if (N > max_outputs)
+    fail("matmul", "N = " + std::to_string(N) + " exceeds this device's workgroup count");
+}
+
 // The matrix-vector kernel: a power-of-two workgroup whose reduction buffer (ROWS floats per
 // invocation) fits the shader's MATMUL_VEC_MAX_PARTIAL, lanes along the weight's contiguous axis.
 void plan_vector(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype, uint32_t T) {
@@ -72,10 +97,7 @@ void plan_vector(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype
                                {static_cast<uint32_t>(o.layout), static_cast<uint32_t>(dtype),
                                 static_cast<uint32_t>(a), rows}};
   };
-  plan.last = &k.get("matmul_vec", spec(o.act));
-  plan.plain = plan.split_k && o.act != Activation::None
-                   ? &k.get("matmul_vec", spec(Activation::None))
-                   : plan.last;
+  set_pipelines(k, plan, o, "matmul_vec", spec);
 }
 
 // The texel-buffer matrix-vector kernel: x lanes (8, the SIMD width of llvmpipe, so that a SIMD
@@ -102,10 +124,7 @@ void plan_texel(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype,
                                {static_cast<uint32_t>(o.layout), static_cast<uint32_t>(dtype),
                                 static_cast<uint32_t>(a), rows}};
   };
-  plan.last = &k.get("matmul_vec_texel", spec(o.act));
-  plan.plain = plan.split_k && o.act != Activation::None
-                   ? &k.get("matmul_vec_texel", spec(Activation::None))
-                   : plan.last;
+  set_pipelines(k, plan, o, "matmul_vec_texel", spec);
 }
 
 // The wide matrix-vector kernel (W [N, K]): MATMUL_WIDE_MAX_OUTS rows of W per workgroup of the
@@ -161,24 +180,13 @@ void plan_interleaved(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType 
 void plan_tiled(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype, uint32_t N) {
   const vk::DeviceCaps& caps = k.device().caps();
   const Tile& t = tile_for(caps);
-  plan.tile_bm = t.bm;
-  plan.tile_bn = t.bn;
-  // Group counts: x over the chunk's outputs, y over the pass's rows.
-  plan.rows = static_cast<uint32_t>(
-      std::min<uint64_t>(plan.rows, uint64_t(caps.max_workgroup_count[1]) * t.bm));
-  const uint64_t max_outputs = uint64_t(caps.max_workgroup_count[0]) * t.bn;
-  if (o.layout == WeightLayout::NK)
-    plan.chunk = static_cast<uint32_t>(std::min<uint64_t>(plan.chunk, max_outputs));
-  else if (N > max_outputs)
-    fail("matmul", "N = " + std::to_string(N) + " exceeds this device's workgroup count");
+  fit_tiles(caps, plan, o, N, t.bm, t.bn);
   const auto spec = [&](Activation a) {
     return vk::Specialization{{t.bn / t.tn, t.bm / t.tm, 1},
                                {static_cast<uint32_t>(o.layout), static_cast<uint32_t>(dtype),
                                 static_cast<uint32_t>(a), t.bm, t.bn, t.bk, t.tm, t.tn}};
   };
-  plan.last = &k.get("matmul", spec(o.act));
-  plan.plain = plan.split_k && o.act != Activation::None ? &k.get("matmul", spec(Activation::None))
-                                                         : plan.last;
+  set_pipelines(k, plan, o, "matmul", spec);
 }
 
 void plan_coop(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype, uint32_t N) {
@@ -191,24 +199,13 @@ void plan_coop(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype, 
                         ((push::MATMUL_COOP_BM + push::MATMUL_COOP_BN) * push::MATMUL_COOP_AB_STRIDE +
                          push::MATMUL_COOP_BM * push::MATMUL_COOP_C_STRIDE) *
                             4);
-  plan.tile_bm = push::MATMUL_COOP_BM;
-  plan.tile_bn = push::MATMUL_COOP_BN;
-  plan.rows = static_cast<uint32_t>(
-      std::min<uint64_t>(plan.rows, uint64_t(caps.max_workgroup_count[1]) * plan.tile_bm));
-  const uint64_t max_outputs = uint64_t(caps.max_workgroup_count[0]) * plan.tile_bn;
-  if (o.layout == WeightLayout::NK)
-    plan.chunk = static_cast<uint32_t>(std::min<uint64_t>(plan.chunk, max_outputs));
-  else if (N > max_outputs)
-    fail("matmul", "N = " + std::to_string(N) + " exceeds this device's workgroup count");
+  fit_tiles(caps, plan, o, N, push::MATMUL_COOP_BM, push::MATMUL_COOP_BN);
   const auto spec = [&](Activation a) {
     return vk::Specialization{{wg, 1, 1},
                                {static_cast<uint32_t>(o.layout), static_cast<uint32_t>(dtype),
                                 static_cast<uint32_t>(a)}};
   };
-  plan.last = &k.get("matmul_coop_emulated", spec(o.act));
-  plan.plain = plan.split_k && o.act != Activation::None
-                   ? &k.get("matmul_coop_emulated", spec(Activation::None))
-                   : plan.last;
+  set_pipelines(k, plan, o, "matmul_coop_emulated", spec);
 }
 
 bool overlaps(const vk::BufferSpan& a, uint64_t a_bytes, const vk::BufferSpan& b,

@@ -21,40 +21,26 @@ bool has(std::string name, const char* part) {
 // 128; Arm Mali Valhall warps of 16 (Bifrost 4 or 8). Not measured on any of them here (no GPU):
 // the values follow what llama.cpp's Vulkan backend chooses per vendor for its GEMV.
 GpuTuning gpu_tuning(const vk::DeviceCaps& caps) {
+  struct Row {
+    uint32_t vendor;
+    const char* arch;
+    uint32_t gemv_workgroup;
+  };
+  static constexpr Row kTable[] = {{0x1002, "AMD GCN", 64},       {0x10DE, "NVIDIA", 32},
+                                   {0x8086, "Intel", 32},         {0x106B, "Apple", 32},
+                                   {0x5143, "Qualcomm Adreno", 64}, {0x13B5, "Arm Mali", 16}};
   GpuTuning t;
-  switch (caps.vendor_id) {
-    case 0x1002:  // AMD
-      // RADV names the chip (NAVI, GFX11...); otherwise the product: RX 5000 to 9000 series
-      // cards are RDNA, the RX 400/500 (Polaris) and Vega GCN.
-      t.arch = has(caps.name, "navi") || has(caps.name, "gfx1") ||
-                       std::regex_search(caps.name, std::regex("RX [5-9][0-9]{3}", std::regex::icase))
-                   ? "AMD RDNA"
-                   : "AMD GCN";
-      t.gemv_workgroup = 64;
-      break;
-    case 0x10DE:
-      t.arch = "NVIDIA";
-      t.gemv_workgroup = 32;
-      break;
-    case 0x8086:
-      t.arch = "Intel";
-      t.gemv_workgroup = 32;
-      break;
-    case 0x106B:
-      t.arch = "Apple";
-      t.gemv_workgroup = 32;
-      break;
-    case 0x5143:
-      t.arch = "Qualcomm Adreno";
-      t.gemv_workgroup = 64;
-      break;
-    case 0x13B5:
-      t.arch = "Arm Mali";
-      t.gemv_workgroup = 16;
-      break;
-    default:
-      break;
-  }
+  for (const Row& r : kTable)
+    if (r.vendor == caps.vendor_id) {
+      t.arch = r.arch;
+      t.gemv_workgroup = r.gemv_workgroup;
+    }
+  // AMD's two architectures by name: RADV names the chip (NAVI, GFX11...), otherwise the
+  // product: RX 5000 to 9000 series cards are RDNA, the RX 400/500 (Polaris) and Vega GCN.
+  if (caps.vendor_id == 0x1002 &&
+      (has(caps.name, "navi") || has(caps.name, "gfx1") ||
+       std::regex_search(caps.name, std::regex("RX [5-9][0-9]{3}", std::regex::icase))))
+    t.arch = "AMD RDNA";
   return t;
 }
 
