@@ -30,7 +30,7 @@ layout(constant_id = 4) const uint SPLITS = 1;   // invocations sharing one quer
 layout(constant_id = 5) const uint QPL = 1;      // queries per invocation (SPLITS = 1 only)
 layout(constant_id = 6) const uint KB = 8;       // keys per online-softmax block
 
-layout(binding = 0) writeonly buffer Out { float out_[]; };          // [T, C]
+layout(binding = 0) writeonly buffer Out { vec4 out4[]; };           // [T, C / 4]
 layout(binding = 1, rgba32f) uniform readonly imageBuffer q;         // [T, q_stride / 4]
 layout(binding = 2, rgba32f) uniform readonly imageBuffer k_cache;   // [>= L, C / 4]
 layout(binding = 3, rgba32f) uniform readonly imageBuffer v_cache;   // [>= L, C / 4]
@@ -152,9 +152,11 @@ void segment(uint first, uint end, bool from_q) {
     lim_max = max(lim_max, lim[r]);
     lim_min = min(lim_min, lim[r]);
   }
-  uint j0 = first;
-  for (; j0 + (KB - 1) * SPLITS < lim_min; j0 += KB * SPLITS) keys(j0, false, from_q);
-  for (; j0 < lim_max; j0 += KB * SPLITS) keys(j0, true, from_q);
+  // One call site, masking decided per block at run time (a compare and select per key and
+  // query, little beside the dot products): a second inlined copy of keys(), one per value of
+  // masked, doubled the time lavapipe takes to compile the kernel.
+  for (uint j0 = first; j0 < lim_max; j0 += KB * SPLITS)
+    keys(j0, j0 + (KB - 1) * SPLITS >= lim_min, from_q);
 }
 
 void main() {
@@ -191,9 +193,10 @@ void main() {
   if (SPLITS == 1) {
     for (uint r = 0; r < QPL; r++) {
       if (n[r] == 0) continue;
-      const uint dst = (t0 + r) * p.C + head * 4;
-      for (uint i = 0; i < DT; i++)
-        for (uint c = 0; c < 4; c++) out_[dst + i * 4 + c] = acc[r][i][c] / l[r];
+      // Whole texels: each store with an address per lane is a loop over the lanes on llvmpipe,
+      // and four times as many of them took as long again to compile.
+      const uint dst = (t0 + r) * (p.C / 4) + head;
+      for (uint i = 0; i < DT; i++) out4[dst + i] = acc[r][i] / l[r];
 #if ATTENTION_PROBS
       write_probs(r, t0 + r, m[r], l[r], 0, 1);
 #endif
@@ -220,7 +223,7 @@ void main() {
   for (uint d = split; d < D; d += SPLITS) {
     float sum = 0.0;
     for (uint s = 0; s < SPLITS; s++) sum += merge[WG + (first + s) * D + d];
-    out_[dst + d] = sum / total;
+    out4[(dst + d) / 4][(dst + d) % 4] = sum / total;
   }
 #if ATTENTION_PROBS
   write_probs(0, t0, mq, total, split, SPLITS);

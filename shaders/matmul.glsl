@@ -39,7 +39,11 @@ void store(uint t, uint n, float v) {
   uint o = p.out_off + t * p.N + p.n_base + n;
   if ((p.flags & MATMUL_ACCUMULATE) != 0) v += out_[o];
   if ((p.flags & MATMUL_BIAS) != 0) v += bias[p.n_base + n];
+#ifdef MATMUL_ACT_IN_FLAGS
+  v = activate(v, p.flags >> MATMUL_ACT_SHIFT);
+#else
   v = activate(v, ACT);
+#endif
   if ((p.flags & MATMUL_RESIDUAL) != 0) v += residual[p.res_off + t * p.N + p.n_base + n];
   out_[o] = v;
 }

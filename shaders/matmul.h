@@ -47,6 +47,11 @@ CONST MATMUL_COOP_C_STRIDE = 40;   // BN + 8
 CONST MATMUL_BIAS = 1;        // v += bias[n]
 CONST MATMUL_RESIDUAL = 2;    // v = act(v) + residual[t, n]
 CONST MATMUL_ACCUMULATE = 4;  // v += out[t, n]: add to an earlier chunk's partial sums
+// matmul_interleaved.comp takes the activation (an ACT_* value) at run time, in the bits of
+// flags from this one up, rather than as specialization constant 5: one pipeline then serves
+// every projection of a block, and lavapipe compiles each large tile once instead of per
+// activation (a few seconds each with the cache cold); the branch is in the epilogue only.
+CONST MATMUL_ACT_SHIFT = 8;
 
 // One dispatch: out[t, n_base + n] = act(sum_k x[t, k_base + k] w(k, n) + ...) + ... for
 // t < rows, n < n_count, k < k_count, where w is the chunk of W the weight binding holds. x, W,
@@ -64,7 +69,7 @@ struct MatmulPush {
   uint w_off;
   uint out_off;
   uint res_off;
-  uint flags;  // MATMUL_BIAS | MATMUL_RESIDUAL | MATMUL_ACCUMULATE
+  uint flags;  // MATMUL_BIAS | MATMUL_RESIDUAL | MATMUL_ACCUMULATE (| act << MATMUL_ACT_SHIFT)
   float eps;   // matmul_interleaved.comp with a fused LayerNorm: its epsilon
 };
 PUSH_NAMESPACE_END

@@ -158,8 +158,12 @@ void plan_wide(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype, 
 void plan_interleaved(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype,
                       uint32_t T, bool argmax) {
   const vk::DeviceCaps& caps = k.device().caps();
+  // Tiles of 1, 2, 4, 8 or kInterleavedRows rows: a 16-row tile compiles four times as long as
+  // an 8-row one on lavapipe with a cold cache (2 s against 0.5 s) and, on the prompts that
+  // would get it, gives half as many workgroups to spread over the threads.
   uint32_t rows = 1;
   while (rows < std::min(T, kInterleavedRows)) rows *= 2;
+  if (rows == 16) rows = 8;
   const uint32_t wg = std::max(
       8u, floor_pow2(std::min({caps.max_workgroup_invocations, caps.max_workgroup_size[0], 32u})));
   // Short prompts and decoding keep 8 lanes (64 / 8 = 8 rows of W each), whose smaller tile
@@ -172,7 +176,7 @@ void plan_interleaved(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType 
       std::min<uint64_t>(plan.rows, uint64_t(caps.max_workgroup_count[2]) * rows));
   const vk::Specialization spec{{wg, 1, 1},
                                  {static_cast<uint32_t>(o.layout), static_cast<uint32_t>(dtype),
-                                  static_cast<uint32_t>(o.act), rows, argmax ? 1u : 0u,
+                                  push::ACT_NONE, rows, argmax ? 1u : 0u,
                                   o.norm ? 1 + static_cast<uint32_t>(o.norm->kind) : 0u, lanes}};
   plan.last = plan.plain = &k.get("matmul_interleaved", spec);
 }
@@ -447,6 +451,7 @@ void matmul(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
       uint32_t flags = first ? 0 : push::MATMUL_ACCUMULATE;
       if (bias && first) flags |= push::MATMUL_BIAS;
       if (residual && (o.act == Activation::None ? first : last)) flags |= push::MATMUL_RESIDUAL;
+      if (interleaved) flags |= static_cast<uint32_t>(o.act) << push::MATMUL_ACT_SHIFT;
       const push::MatmulPush p{
           rows,           K,      N,      nk ? 0 : r0, nk ? K : count, nk ? r0 : 0,
           nk ? count : N, xw.skip, ww.skip, ow.skip, rw.skip,         flags,
