@@ -1,17 +1,23 @@
 // gpt2vk generate: the prompt, then the model's continuation, streamed to stdout as it comes;
 // logs and the summary on stderr.
+#include <chrono>
 #include <cstdio>
 #include <random>
 
 #include "apps/commands.h"
+#include "apps/progress.h"
 #include "model/generation/generate.h"
 #include "model/text/utf8.h"
 
 namespace app {
 
 int generate(const GenerateArgs& args) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  const auto since_start = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
   const std::string text = read_text(args.prompt, args.file);
   Session s = open_session(args.model);
+  const double load_s = since_start();
   const model::Config& c = s.model->config();
   const std::vector<int32_t> prompt = s.tokenizer->encode(text);
 
@@ -19,13 +25,24 @@ int generate(const GenerateArgs& args) {
   o.max_new = args.n;
   o.sampling = {args.temp, args.top_k, args.top_p, args.seed};
   if (!args.seed_given) o.sampling.seed = std::random_device{}();
+  // A line that counts the pipelines as they compile, on a terminal.
+  const bool tty = stderr_is_terminal();
+  o.on_compile = [&, t0 = Clock::now()](size_t done, size_t total) {
+    if (!tty) return;
+    const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    std::fprintf(stderr, "\rgpt2vk: compiling %zu pipelines ... %zu done, %.1f s", total, done,
+                 secs);
+    if (done == total) std::fputc('\n', stderr);
+  };
 
   // Refuse before anything reaches stdout: there, only the text goes.
   model::check_prompt(c, prompt.size());
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
   model::Utf8Stream stream;
+  double first_token_s = 0;  // from the command's start to the first new token's text
   auto print = [&](int32_t id) {
+    if (first_token_s == 0) first_token_s = since_start();
     const std::string out = stream.push(s.tokenizer->token_bytes(id));
     std::fwrite(out.data(), 1, out.size(), stdout);
     std::fflush(stdout);
@@ -49,10 +66,16 @@ int generate(const GenerateArgs& args) {
   const double gen_rate = r.forward_passes > 1 && r.generate_seconds > 0
                               ? double(r.forward_passes - 1) / r.generate_seconds
                               : 0;
+  // Load (checkpoint, device, weights) and the first token's latency from the start, which on a
+  // driver with a cold shader cache includes compiling the pipelines the prompt's pass uses.
+  // (Lavapipe compiles a pipeline at its first dispatch, so there the compile is in the prompt.)
   std::fprintf(stderr,
-               "gpt2vk: prompt %zu tokens, %.1f tok/s | generated %zu tokens, %.1f tok/s | %s | "
-               "%s | stop: %s%s\n",
-               prompt.size(), double(prompt.size()) / r.prompt_seconds, r.tokens.size(), gen_rate,
+               "gpt2vk: load %.2f s, %zu pipelines compiled in %.2f s, first token at %.2f s | "
+               "prompt %zu tokens, %.1f tok/s | generated %zu tokens, %.1f tok/s | %s | %s | "
+               "stop: %s%s\n",
+               load_s, r.pipelines, r.compile_seconds, first_token_s, prompt.size(),
+               double(prompt.size()) / r.prompt_seconds,
+               r.tokens.size(), gen_rate,
                s.model->device_name().c_str(), model::precision_name(s.model->precision()),
                r.stop.c_str(), c.eos_token_id ? "" : " (the model has no end-of-text token)");
   return 0;

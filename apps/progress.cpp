@@ -20,6 +20,10 @@ constexpr int kBarWidth = 30;
 
 }  // namespace
 
+bool stderr_is_terminal() {
+  return GPT2VK_ISATTY_STDERR();
+}
+
 Progress::Progress(std::string what, uint64_t total_bytes)
     : what_(std::move(what)),
       total_(total_bytes),

@@ -9,6 +9,8 @@
 
 namespace app {
 
+bool stderr_is_terminal();
+
 class Progress {
  public:
   Progress(std::string what, uint64_t total_bytes);

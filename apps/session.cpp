@@ -5,6 +5,7 @@
 
 #include "apps/progress.h"
 #include "model/forward/gpu_model.h"
+#include "vk/pipeline_cache.h"
 
 namespace app {
 
@@ -51,6 +52,7 @@ Session open_checkpoint(const ModelArgs& args) {
 vk::DeviceOptions device_options(const ModelArgs& args) {
   vk::DeviceOptions d = vk::DeviceOptions::from_env();
   d.select = args.device;
+  d.pipeline_cache_dir = vk::default_cache_dir().string();
   if (!args.kernels.empty()) d.kernels = vk::parse_kernel_set(args.kernels, "--kernels");
   return d;
 }

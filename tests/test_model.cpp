@@ -206,6 +206,38 @@ TEST_CASE("greedy generation on the GPU and the CPU gives the same tokens; the w
   }
 }
 
+TEST_CASE("prepare() compiles every pipeline the prompt's pass and the decoding passes use") {
+  GPU_TEST(g);
+  test::TinyModel m(test::tiny_config());
+  const std::vector<int32_t> prompt = some_ids(9, 256, 8);
+  for (auto [p, ks] : test::precisions_and_kernel_sets())
+    for (float temperature : {0.0f, 0.8f}) {  // greedy: the head's argmax; else top-k
+      CAPTURE(test::kernels_name(ks));
+      CAPTURE(model::precision_name(p));
+      CAPTURE(temperature);
+      // A device of its own, so that no earlier test has compiled anything for it.
+      test::LoweredGpu fresh(g, {}, ks);
+      model::GpuModelOptions mo;
+      mo.precision = p;
+      auto gpu = model::make_gpu_model(*m.checkpoint, fresh.device, mo);
+      model::GenerateOptions o;
+      o.max_new = 12;  // 9 + 12 < n_ctx 32: no slide, whose prefill is another shape
+      o.sampling.temperature = temperature;
+      size_t last_done = 0, last_total = 0;
+      o.on_compile = [&](size_t done, size_t total) { last_done = done, last_total = total; };
+      const model::GenerateResult r = model::generate(*gpu, prompt, o, [](int32_t) {});
+      CHECK(r.tokens.size() == 12);
+      CHECK(r.pipelines > 0);
+      CHECK(last_done == r.pipelines);
+      CHECK(last_total == r.pipelines);
+      // Nothing was made after prepare(): the dry passes named exactly what the real ones use.
+      CHECK(fresh.device.kernels().count() == r.pipelines);
+      // A second generation on the same device finds everything compiled.
+      CHECK(model::generate(*gpu, prompt, o, [](int32_t) {}).pipelines == 0);
+      CHECK(fresh.device.kernels().count() == r.pipelines);
+    }
+}
+
 TEST_CASE("generation stops at the config's end-of-text token") {
   GPU_TEST(g);
   model::Config c = test::tiny_config();

@@ -142,6 +142,47 @@ TEST_CASE("a recording replays without re-recording") {
   CHECK(got[n - 1] == 5.0f);
 }
 
+TEST_CASE("a dry recording names the pipelines a pass uses; they compile before the real one") {
+  GPU_TEST(g);
+  const uint32_t n = 100;
+  std::vector<float> one(n, 1.0f);
+  vk::Arena arena(g.device, 4096, vk::MemoryKind::Device, "test dry");
+  vk::BufferSpan out = test::to_gpu(g, arena, one), inc = test::to_gpu(g, arena, one);
+  vk::Kernels kernels(g.device);  // its own: the shared one has compiled `add` already
+  vk::Recorder rec(g.device);
+
+  kernels.defer(true);
+  rec.begin_dry();
+  test::gpu_add(kernels, rec, out, out, inc, n);
+  test::gpu_add(kernels, rec, out, out, inc, n);
+  CHECK(rec.stats().dispatches == 2);
+  CHECK_NOTHROW(rec.flush());  // nothing to submit
+  rec.end();
+  CHECK_THROWS_WITH_AS(rec.submit(), doctest::Contains("dry"), vk::Error);
+  CHECK(kernels.count() == 1);
+  // A real recording of a pipeline still deferred is refused, not recorded with a null handle.
+  rec.begin();
+  CHECK_THROWS_WITH_AS(test::gpu_add(kernels, rec, out, out, inc, n),
+                       doctest::Contains("before it was compiled"), vk::Error);
+  rec.end();
+  kernels.defer(false);
+
+  size_t reported = 0;
+  CHECK(kernels.compile_deferred([&](size_t done, size_t total) {
+    CHECK(total == 1);
+    reported = done;
+  }) == 1);
+  CHECK(reported == 1);
+  CHECK(kernels.compile_deferred() == 0);  // nothing left
+  rec.begin();
+  test::gpu_add(kernels, rec, out, out, inc, n);
+  rec.end();
+  rec.submit();
+  rec.wait();
+  CHECK(kernels.count() == 1);
+  CHECK(test::from_gpu(g, out, n)[n - 1] == 2.0f);  // the dry dispatches wrote nothing
+}
+
 TEST_CASE("timestamps give a time for every dispatch") {
   GPU_TEST(g);
   if (!g.device.caps().timestamps) {

@@ -272,6 +272,7 @@ Device::Device(const Instance& instance, const DeviceOptions& options) : instanc
                                                                  : DeviceOptions::kGpuFenceTimeout;
   lose_at_wait_ = options.lose_device_at_wait;
   kernels_asked_ = options.kernels;
+  pipeline_cache_dir_ = options.pipeline_cache_dir;
   budget_ = o.device_memory;
 
   float priority = 1.0f;
@@ -308,7 +309,7 @@ Device::~Device() {
 }
 
 Kernels& Device::kernels() const {
-  if (!kernels_) kernels_ = std::make_unique<Kernels>(*this);
+  if (!kernels_) kernels_ = std::make_unique<Kernels>(*this, pipeline_cache_dir_);
   return *kernels_;
 }
 

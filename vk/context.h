@@ -132,6 +132,9 @@ struct DeviceOptions {
   KernelSet kernels = KernelSet::Auto;
   // kCpuFenceTimeout on CPU devices (lavapipe runs a GPT-2 XL prefill for minutes).
   double fence_timeout_s = 0;
+  // Where the pipeline cache is kept between runs (vk/pipeline_cache.h); "" keeps none. The
+  // commands pass default_cache_dir(); tests and library users choose.
+  std::string pipeline_cache_dir;
   // Test hook: the n-th fence wait on this device (counting from 1) reports
   // VK_ERROR_DEVICE_LOST after the real wait, as a driver reset would. 0 = off.
   uint32_t lose_device_at_wait = 0;
@@ -214,6 +217,7 @@ class Device {
   mutable std::atomic<bool> lost_{false};
   mutable std::mutex lost_mutex_;
   mutable std::string lost_reason_;  // guarded by lost_mutex_
+  std::string pipeline_cache_dir_;
   mutable std::unique_ptr<Kernels> kernels_;
 };
 

@@ -1,12 +1,21 @@
 #include "vk/pipeline.h"
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <mutex>
+#include <thread>
+
 #include "vk/check.h"
 #include "vk/context.h"
 #include "vk/spirv_registry.h"
 
 namespace vk {
 
-Pipeline::Pipeline(const Device& device, const std::string& name, const Specialization& spec)
+Pipeline::Pipeline(const Device& device, const std::string& name, const Specialization& spec,
+                   VkPipelineCache cache, bool compile_now)
     : name_(name), spec_(spec) {
   std::span<const uint32_t> spirv = find_spirv(name);
   if (spirv.empty()) throw Error("no embedded shader named '" + name + "'");
@@ -51,9 +60,19 @@ Pipeline::Pipeline(const Device& device, const std::string& name, const Speciali
   VK_CHECK(vkCreatePipelineLayout(dev, &layout_info, nullptr, &layout));
   layout_ = device.own(layout, vkDestroyPipelineLayout);
 
+  device_ = &device;
+  spirv_ = spirv;
+  if (compile_now) compile(cache);
+}
+
+void Pipeline::compile(VkPipelineCache cache) {
+  if (pipeline_) return;
+  const Device& device = *device_;
+  const VkDevice dev = device.get();
+  const Specialization& spec = spec_;
   VkShaderModuleCreateInfo module_info{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
-  module_info.codeSize = spirv.size_bytes();
-  module_info.pCode = spirv.data();
+  module_info.codeSize = spirv_.size_bytes();
+  module_info.pCode = spirv_.data();
   VkShaderModule module_handle = VK_NULL_HANDLE;
   VK_CHECK(vkCreateShaderModule(dev, &module_info, nullptr, &module_handle));
   Handle<VkShaderModule> module = device.own(module_handle, vkDestroyShaderModule);
@@ -72,18 +91,80 @@ Pipeline::Pipeline(const Device& device, const std::string& name, const Speciali
   info.stage.module = module;
   info.stage.pName = "main";
   info.stage.pSpecializationInfo = &spec_info;
-  info.layout = layout;
+  info.layout = layout_;
   VkPipeline pipeline = VK_NULL_HANDLE;
-  VK_CHECK(vkCreateComputePipelines(dev, VK_NULL_HANDLE, 1, &info, nullptr, &pipeline));
+  VK_CHECK(vkCreateComputePipelines(dev, cache, 1, &info, nullptr, &pipeline));
   pipeline_ = device.own(pipeline, vkDestroyPipeline);
+}
+
+Kernels::Kernels(const Device& device, const std::filesystem::path& cache_dir)
+    : device_(device), cache_(device, cache_dir) {}
+
+Kernels::~Kernels() {
+  try {
+    cache_.save();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpt2vk: warning: the pipeline cache was not saved: %s\n", e.what());
+  }
 }
 
 const Pipeline& Kernels::get(const std::string& name, const Specialization& spec) {
   auto key = std::make_pair(name, spec);
   auto it = pipelines_.find(key);
-  if (it == pipelines_.end())
-    it = pipelines_.emplace(key, std::make_unique<Pipeline>(device_, name, spec)).first;
-  return *it->second;
+  if (it == pipelines_.end()) {
+    it = pipelines_
+             .emplace(key, std::make_unique<Pipeline>(device_, name, spec, cache_.get(), false))
+             .first;
+    if (deferring_) {
+      deferred_.push_back(it->second.get());
+      return *it->second;
+    }
+  }
+  Pipeline& p = *it->second;
+  if (!p.compiled() && !deferring_) {
+    const auto t0 = std::chrono::steady_clock::now();
+    p.compile(cache_.get());
+    compile_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return p;
+}
+
+size_t Kernels::compile_deferred(const CompileProgress& progress) {
+  std::vector<Pipeline*> todo;
+  for (Pipeline* p : deferred_)
+    if (!p->compiled()) todo.push_back(p);
+  deferred_.clear();
+  if (todo.empty()) return 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  // Drivers compile at vkCreateComputePipelines (most GPU drivers) and take the pipeline cache
+  // from any thread; each pipeline is its own object, so the threads share nothing else.
+  const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
+  std::atomic<size_t> next{0}, done{0};
+  std::mutex failed_mutex;
+  std::exception_ptr failed;
+  std::mutex progress_mutex;
+  auto work = [&] {
+    for (size_t i; (i = next++) < todo.size();) {
+      try {
+        todo[i]->compile(cache_.get());
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(failed_mutex);
+        if (!failed) failed = std::current_exception();
+      }
+      const size_t n = ++done;
+      if (progress) {
+        std::lock_guard<std::mutex> lock(progress_mutex);
+        progress(n, todo.size());
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < std::min(threads, todo.size()); t++) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  compile_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (failed) std::rethrow_exception(failed);
+  return todo.size();
 }
 
 }  // namespace vk

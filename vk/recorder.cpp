@@ -128,7 +128,18 @@ void Recorder::begin() {
   open();
 }
 
+void Recorder::begin_dry() {
+  if (pending_) wait();
+  reads_.clear();
+  writes_.clear();
+  flushed_timings_.clear();
+  stats_ = {};
+  recording_ = true;
+  dry_ = true;
+}
+
 void Recorder::open() {
+  dry_ = false;
   VK_CHECK(vkResetCommandBuffer(cmd_, 0));
   VkCommandBufferBeginInfo info{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   VK_CHECK(vkBeginCommandBuffer(cmd_, &info));
@@ -144,6 +155,7 @@ void Recorder::open() {
 
 void Recorder::flush() {
   if (!recording_) throw Error("Recorder::flush() outside begin()/end()");
+  if (dry_) return;
   end();
   submit();
   wait();
@@ -183,6 +195,10 @@ void Recorder::record(const Pipeline& p, std::span<const BufferSpan> buffers,
     if (counts[d] == 0 || counts[d] > caps.max_workgroup_count[d])
       throw Error("shader '" + p.name() + "': workgroup count " + std::to_string(counts[d]) +
                   " in dimension " + std::to_string(d) + " is outside this device's limit");
+  if (dry_) {
+    stats_.dispatches++;
+    return;
+  }
 
   std::vector<VkDescriptorBufferInfo> infos(buffers.size());
   std::vector<VkBufferView> views(buffers.size(), VK_NULL_HANDLE);
@@ -289,6 +305,10 @@ VkBufferView Recorder::texel_view(const Pipeline& p, const BindingInfo& b, const
 
 void Recorder::end() {
   if (!recording_) throw Error("Recorder::end() without begin()");
+  if (dry_) {
+    recording_ = false;
+    return;
+  }
   // Make every shader write visible to the host, so mapped memory can be read after wait().
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
@@ -301,6 +321,7 @@ void Recorder::end() {
 
 void Recorder::submit() {
   if (recording_) throw Error("Recorder::submit() before end()");
+  if (dry_) throw Error("Recorder::submit() of a dry recording (begin_dry), which holds nothing");
   if (pending_) wait();
   device_.check_usable();
   VK_CHECK(vkResetFences(device_.get(), 1, fence_.ptr()));

@@ -66,6 +66,10 @@ class Recorder {
   ~Recorder();
 
   void begin();  // start a new recording; releases the previous one's descriptor sets
+  // A recording that records nothing: dispatches are checked and counted, flush() does nothing
+  // and submit() throws. What it is for: the ops it runs request their pipelines, so a dry pass
+  // names the pipelines a real one will use (Kernels::defer), before they are compiled.
+  void begin_dry();
 
   // Binds `buffers` to bindings 0, 1, ... of `p` and dispatches. A storage texel buffer binding
   // (imageLoad) gets a VkBufferView of the span in the format the shader declares; views are
@@ -135,6 +139,7 @@ class Recorder {
   VkCommandBuffer cmd_ = VK_NULL_HANDLE;
 
   bool recording_ = false;
+  bool dry_ = false;  // begin_dry()
   bool pending_ = false;  // submitted, not yet waited on
   bool auto_barriers_ = true;
   VkPipeline bound_ = VK_NULL_HANDLE;

@@ -72,7 +72,13 @@ class GpuModel final : public Model {
   void run(std::span<const int32_t> ids, bool all_rows, uint32_t k, std::vector<float>& logits,
            std::vector<int32_t>& top_ids) override;
 
+ public:
+  size_t prepare(uint32_t prompt_tokens, uint32_t k, const vk::CompileProgress& progress) override;
+
  private:
+  // Records (dry: only names the pipelines, Recorder::begin_dry) a forward pass over T tokens at
+  // `pos`, and the top-k after it where the head asks for one; returns that head.
+  Head record_pass(uint32_t T, uint32_t pos, bool all_rows, uint32_t k, bool dry);
   friend struct GpuBackend;
   WeightLayout matrix_layout(const ExpectedTensor& e, DType dtype, WeightLayout& from) const;
   void upload_weights(const Checkpoint& ckpt, const UploadProgress& on_upload);
@@ -278,6 +284,51 @@ void GpuModel::ensure_attention_taps(uint32_t T, uint32_t L) {
   }
 }
 
+Head GpuModel::record_pass(uint32_t T, uint32_t pos, bool all_rows, uint32_t k, bool dry) {
+  const Config& c = config_;
+  const uint32_t V = c.n_vocab;
+  // Greedy decoding on an interleaved head finds the best logit in the head's own pass.
+  const bool argmax = !all_rows && k == 1 &&
+                      w_.head.w->layout == WeightLayout::Interleaved && V <= (1u << 24);
+  const Head head = all_rows ? Head::AllRows : argmax ? Head::LastArgmax : Head::LastRow;
+  // Blocks per submission: as asked, or by the pass's estimated cost on a GPU (or wherever the
+  // options give rates).
+  const bool automatic = rates_ || device_.caps().type != VK_PHYSICAL_DEVICE_TYPE_CPU;
+  const DType wdtype = precision_ == Precision::F16 ? DType::F16 : DType::F32;
+  pass_split_ = split_layers_ ? split_layers_
+                : automatic   ? blocks_per_submission(c, T, pos + T, wdtype,
+                                                      rates_.value_or(SubmissionRates{}))
+                              : 0;
+  if (dry)
+    rec_.begin_dry();
+  else
+    rec_.begin();
+  GpuBackend b{*this};
+  forward(b, c, w_, T, pos, head);
+  if (head == Head::LastRow && k > 0)
+    gpu::topk(kernels_, rec_, io_.span(top_ids_), io_.span(top_values_), logits_,
+              state_.span(scratch_), V, k);
+  rec_.end();
+  return head;
+}
+
+size_t GpuModel::prepare(uint32_t prompt_tokens, uint32_t k, const vk::CompileProgress& progress) {
+  const Config& c = config_;
+  const uint32_t T = std::clamp<uint32_t>(prompt_tokens, 1, c.n_ctx);
+  ensure_logits(1);
+  // Dry passes as next() will record them: the prompt's, then one token's after it.
+  kernels_.defer(true);
+  try {
+    record_pass(T, length(), false, k, true);
+    if (T < c.n_ctx) record_pass(1, std::min(length() + T, c.n_ctx - 1), false, k, true);
+  } catch (...) {
+    kernels_.defer(false);
+    throw;
+  }
+  kernels_.defer(false);
+  return kernels_.compile_deferred(progress);
+}
+
 void GpuModel::run(std::span<const int32_t> ids, bool all_rows, uint32_t k,
                    std::vector<float>& logits, std::vector<int32_t>& top_ids) {
   const Config& c = config_;
@@ -291,29 +342,11 @@ void GpuModel::run(std::span<const int32_t> ids, bool all_rows, uint32_t k,
     probs_spans_.clear();
   std::memcpy(io_.span(ids_).mapped, ids.data(), ids.size_bytes());
 
-  // Greedy decoding on an interleaved head finds the best logit in the head's own pass.
-  const bool argmax = !all_rows && k == 1 &&
-                      w_.head.w->layout == WeightLayout::Interleaved && V <= (1u << 24);
-  const Head head = all_rows ? Head::AllRows : argmax ? Head::LastArgmax : Head::LastRow;
-  // Blocks per submission: as asked, or by the pass's estimated cost on a GPU (or wherever the
-  // options give rates).
-  const bool automatic = rates_ || device_.caps().type != VK_PHYSICAL_DEVICE_TYPE_CPU;
-  const DType wdtype = precision_ == Precision::F16 ? DType::F16 : DType::F32;
-  pass_split_ = split_layers_ ? split_layers_
-                : automatic   ? blocks_per_submission(c, T, length() + T, wdtype,
-                                                      rates_.value_or(SubmissionRates{}))
-                              : 0;
-  rec_.begin();
-  GpuBackend b{*this};
-  forward(b, c, w_, T, length(), head);
-  const bool best_k = head == Head::LastRow && k > 0;
-  if (best_k)
-    gpu::topk(kernels_, rec_, io_.span(top_ids_), io_.span(top_values_), logits_,
-              state_.span(scratch_), V, k);
-  rec_.end();
+  const Head head = record_pass(T, length(), all_rows, k, false);
   rec_.submit();
   rec_.wait();
   stats_ = rec_.stats();
+  const bool argmax = head == Head::LastArgmax, best_k = head == Head::LastRow && k > 0;
 
   if (argmax) {
     const auto [id, value] = gpu::argmax_of_partials(

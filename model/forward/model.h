@@ -2,6 +2,7 @@
 // the tests drive either the same way. Each keeps a KV cache of the tokens it has seen.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -64,6 +65,16 @@ class Model {
   const std::vector<std::string>& warnings() const { return warnings_; }
 
   static constexpr uint32_t kMaxCandidates = 256;
+
+  // Makes ready what next() will use for a prompt of `prompt_tokens` ids and then one token at a
+  // time, each with this k: a GPU model compiles exactly those pipelines now, in parallel, so
+  // that no pass waits for a compiler (progress: pipelines done of total). Returns how many it
+  // compiled; the CPU reference has nothing to prepare.
+  virtual size_t prepare(uint32_t prompt_tokens, uint32_t k,
+                         const std::function<void(size_t, size_t)>& progress = {}) {
+    (void)prompt_tokens, (void)k, (void)progress;
+    return 0;
+  }
 
  protected:
   // One forward pass over ids at position length_; all rows' logits or the last row's best k.

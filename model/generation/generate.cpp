@@ -33,6 +33,9 @@ GenerateResult generate(Model& model, std::span<const int32_t> prompt, const Gen
 
   model.reset();
   auto t0 = std::chrono::steady_clock::now();
+  r.pipelines = model.prepare(static_cast<uint32_t>(prompt.size()), k, o.on_compile);
+  r.compile_seconds = seconds_since(t0);
+  t0 = std::chrono::steady_clock::now();
   Candidates cand = model.next(seq, k);
   r.prompt_seconds = seconds_since(t0);
   r.forward_passes = 1;

@@ -16,10 +16,14 @@ struct GenerateOptions {
   uint32_t max_new = 64;  // -n
   SamplerOptions sampling;
   bool stop_at_eos = true;  // stop at the config's eos_token_id (<|endoftext|>)
+  // Pipelines compiled before the prompt's pass (Model::prepare): done of total.
+  std::function<void(size_t done, size_t total)> on_compile;
 };
 
 struct GenerateResult {
   std::vector<int32_t> tokens;  // the generated ids, without the prompt
+  size_t pipelines = 0;         // compiled before the prompt's pass (Model::prepare)
+  double compile_seconds = 0;   // that compile
   double prompt_seconds = 0;    // the prefill
   double generate_seconds = 0;  // every later forward pass
   uint32_t forward_passes = 0;
