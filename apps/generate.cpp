@@ -37,11 +37,19 @@ int generate(const GenerateArgs& args) {
 
   // Refuse before anything reaches stdout: there, only the text goes.
   model::check_prompt(c, prompt.size());
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fflush(stdout);
+  // The prompt goes out with the first token, after the compile's progress line (on stderr), so
+  // that a terminal shows that line on its own and not over the prompt.
+  bool echoed = false;
+  auto echo_prompt = [&] {
+    if (echoed) return;
+    echoed = true;
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  };
   model::Utf8Stream stream;
   double first_token_s = 0;  // from the command's start to the first new token's text
   auto print = [&](int32_t id) {
+    echo_prompt();
     if (first_token_s == 0) first_token_s = since_start();
     const std::string out = stream.push(s.tokenizer->token_bytes(id));
     std::fwrite(out.data(), 1, out.size(), stdout);
@@ -53,10 +61,12 @@ int generate(const GenerateArgs& args) {
     r = model::generate(*s.model, prompt, o, print, note);
   } catch (...) {
     // A failure mid-stream (a lost device, ...): end the text's line, then main reports it.
+    if (!echoed) throw;
     std::fputc('\n', stdout);
     std::fflush(stdout);
     throw;
   }
+  echo_prompt();  // no new token: -n 0, or end-of-text first
   const std::string rest = stream.finish();
   std::fwrite(rest.data(), 1, rest.size(), stdout);
   std::fputc('\n', stdout);
