@@ -27,12 +27,14 @@ int generate(const GenerateArgs& args) {
   if (!args.seed_given) o.sampling.seed = std::random_device{}();
   // A line that counts the pipelines as they compile, on a terminal.
   const bool tty = stderr_is_terminal();
+  bool line_open = false;  // the progress line has no newline yet
   o.on_compile = [&, t0 = Clock::now()](size_t done, size_t total) {
     if (!tty) return;
     const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
     std::fprintf(stderr, "\rgpt2vk: compiling %zu pipelines ... %zu done, %.1f s", total, done,
                  secs);
-    if (done == total) std::fputc('\n', stderr);
+    line_open = done < total;
+    if (!line_open) std::fputc('\n', stderr);
   };
 
   // Refuse before anything reaches stdout: there, only the text goes.
@@ -60,8 +62,10 @@ int generate(const GenerateArgs& args) {
   try {
     r = model::generate(*s.model, prompt, o, print, note);
   } catch (...) {
-    // A failure mid-stream (a lost device, ...): end the text's line, then main reports it.
-    if (!echoed) throw;
+    // A failure while compiling or mid-stream (a lost device, ...): end the progress line and
+    // the text's, then main reports it.
+    if (line_open) std::fputc('\n', stderr);
+    echo_prompt();
     std::fputc('\n', stdout);
     std::fflush(stdout);
     throw;
@@ -78,12 +82,19 @@ int generate(const GenerateArgs& args) {
                               : 0;
   // Load (checkpoint, device, weights) and the first token's latency from the start, which on a
   // driver with a cold shader cache includes compiling the pipelines the prompt's pass uses.
-  // (Lavapipe compiles a pipeline at its first dispatch, so there the compile is in the prompt.)
+  // Lavapipe compiles a pipeline at its first dispatch, so there the compile is in the prompt
+  // and the line says so.
+  char first[32] = "none";
+  if (first_token_s > 0) std::snprintf(first, sizeof first, "%.2f s", first_token_s);
+  const bool lazy = s.device && s.device->caps().type == VK_PHYSICAL_DEVICE_TYPE_CPU;
+  char compile[128] = "";  // none where every pipeline was ready (or on the CPU reference)
+  if (r.pipelines)
+    std::snprintf(compile, sizeof compile, ", %zu pipelines created in %.2f s%s", r.pipelines,
+                  r.compile_seconds, lazy ? " (this driver compiles them at first use)" : "");
   std::fprintf(stderr,
-               "gpt2vk: load %.2f s, %zu pipelines compiled in %.2f s, first token at %.2f s | "
-               "prompt %zu tokens, %.1f tok/s | generated %zu tokens, %.1f tok/s | %s | %s | "
-               "stop: %s%s\n",
-               load_s, r.pipelines, r.compile_seconds, first_token_s, prompt.size(),
+               "gpt2vk: load %.2f s%s, first token at %s | prompt %zu tokens, %.1f tok/s | "
+               "generated %zu tokens, %.1f tok/s | %s | %s | stop: %s%s\n",
+               load_s, compile, first, prompt.size(),
                double(prompt.size()) / r.prompt_seconds,
                r.tokens.size(), gen_rate,
                s.model->device_name().c_str(), model::precision_name(s.model->precision()),

@@ -52,7 +52,7 @@ Session open_checkpoint(const ModelArgs& args) {
 vk::DeviceOptions device_options(const ModelArgs& args) {
   vk::DeviceOptions d = vk::DeviceOptions::from_env();
   d.select = args.device;
-  d.pipeline_cache_dir = vk::default_cache_dir().string();
+  d.pipeline_cache_dir = vk::default_cache_dir();
   if (!args.kernels.empty()) d.kernels = vk::parse_kernel_set(args.kernels, "--kernels");
   return d;
 }

@@ -286,7 +286,9 @@ TEST_CASE("submissions: a pass is cut by its estimated cost, with the same logit
     CAPTURE(test::kernels_name(ks));
     model::GpuModelOptions whole{model::Precision::F16, false, 0, {}};
     model::GpuModelOptions slow = whole;
-    slow.rates = model::SubmissionRates{1e6, 1e6, 0.5};
+    // So slow that a block alone takes minutes: the waits' timeout grows past the device's.
+    const model::SubmissionRates crawl{1e3, 1e3, 0.5};
+    slow.rates = crawl;
     auto a = model::make_gpu_model(*m.checkpoint, g.with_kernels(ks), whole);
     auto b = model::make_gpu_model(*m.checkpoint, g.with_kernels(ks), slow);
     const std::vector<float> la = a->logits(ids), lb = b->logits(ids);
@@ -294,5 +296,13 @@ TEST_CASE("submissions: a pass is cut by its estimated cost, with the same logit
       CHECK(model::gpu_stats(*a).submits == 1);  // a CPU device splits only when asked
     CHECK(model::gpu_stats(*b).submits == 5);
     CHECK(la == lb);
+    const vk::Device& d = g.with_kernels(ks);
+    CHECK(model::gpu_submission_timeout(*a) == d.fence_timeout_s());
+    const double expected = model::block_seconds(c, 8, 8, model::DType::F16, crawl) +
+                            model::head_seconds(c, 8, model::DType::F16, crawl);
+    REQUIRE(model::kTimeoutMargin * expected > d.fence_timeout_s());
+    CHECK(model::gpu_submission_timeout(*b) == doctest::Approx(model::kTimeoutMargin * expected));
   }
+  CHECK(model::submission_timeout(0.1, 20) == 20);
+  CHECK(model::submission_timeout(100, 20) == 400);
 }

@@ -209,24 +209,42 @@ TEST_CASE("greedy generation on the GPU and the CPU gives the same tokens; the w
 TEST_CASE("prepare() compiles every pipeline the prompt's pass and the decoding passes use") {
   GPU_TEST(g);
   test::TinyModel m(test::tiny_config());
+  model::Config bidirectional = test::tiny_config();
+  bidirectional.causal = false;
+  test::TinyModel mb(bidirectional);
   const std::vector<int32_t> prompt = some_ids(9, 256, 8);
-  for (auto [p, ks] : test::precisions_and_kernel_sets())
-    for (float temperature : {0.0f, 0.8f}) {  // greedy: the head's argmax; else top-k
-      CAPTURE(test::kernels_name(ks));
-      CAPTURE(model::precision_name(p));
-      CAPTURE(temperature);
+  struct Case {
+    const model::Checkpoint& checkpoint;
+    model::Precision precision;
+    vk::KernelSet kernels;
+    float temperature;  // 0: greedy, the head's argmax; else top-k
+    uint32_t max_new;
+  };
+  std::vector<Case> cases;
+  for (auto [p, ks] : test::precisions_and_kernel_sets()) {
+    cases.push_back({*m.checkpoint, p, ks, 0.0f, 12});  // 9 + 12 < n_ctx 32: no slide
+    cases.push_back({*m.checkpoint, p, ks, 0.8f, 40});  // a slide, and decoding after it
+  }
+  for (vk::KernelSet ks : test::kKernelSets)  // every step a whole pass of a new length
+    cases.push_back({*mb.checkpoint, model::Precision::F32, ks, 0.0f, 30});
+  for (const Case& t : cases) {
+      CAPTURE(test::kernels_name(t.kernels));
+      CAPTURE(model::precision_name(t.precision));
+      CAPTURE(t.temperature);
+      CAPTURE(t.checkpoint.config().causal);
       // A device of its own, so that no earlier test has compiled anything for it.
-      test::LoweredGpu fresh(g, {}, ks);
+      test::LoweredGpu fresh(g, {}, t.kernels);
       model::GpuModelOptions mo;
-      mo.precision = p;
-      auto gpu = model::make_gpu_model(*m.checkpoint, fresh.device, mo);
+      mo.precision = t.precision;
+      auto gpu = model::make_gpu_model(t.checkpoint, fresh.device, mo);
       model::GenerateOptions o;
-      o.max_new = 12;  // 9 + 12 < n_ctx 32: no slide, whose prefill is another shape
-      o.sampling.temperature = temperature;
+      o.max_new = t.max_new;
+      o.stop_at_eos = false;
+      o.sampling.temperature = t.temperature;
       size_t last_done = 0, last_total = 0;
       o.on_compile = [&](size_t done, size_t total) { last_done = done, last_total = total; };
       const model::GenerateResult r = model::generate(*gpu, prompt, o, [](int32_t) {});
-      CHECK(r.tokens.size() == 12);
+      CHECK(r.tokens.size() == t.max_new);
       CHECK(r.pipelines > 0);
       CHECK(last_done == r.pipelines);
       CHECK(last_total == r.pipelines);

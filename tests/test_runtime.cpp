@@ -155,10 +155,11 @@ TEST_CASE("a dry recording names the pipelines a pass uses; they compile before 
   rec.begin_dry();
   test::gpu_add(kernels, rec, out, out, inc, n);
   test::gpu_add(kernels, rec, out, out, inc, n);
-  CHECK(rec.stats().dispatches == 2);
+  CHECK(rec.dry_dispatches() == 2);
+  CHECK(rec.stats().dispatches == 0);  // a dry recording leaves the real one's stats alone
   CHECK_NOTHROW(rec.flush());  // nothing to submit
   rec.end();
-  CHECK_THROWS_WITH_AS(rec.submit(), doctest::Contains("dry"), vk::Error);
+  CHECK_THROWS_WITH_AS(rec.submit(), doctest::Contains("nothing recorded"), vk::Error);
   CHECK(kernels.count() == 1);
   // A real recording of a pipeline still deferred is refused, not recorded with a null handle.
   rec.begin();
@@ -181,6 +182,14 @@ TEST_CASE("a dry recording names the pipelines a pass uses; they compile before 
   rec.wait();
   CHECK(kernels.count() == 1);
   CHECK(test::from_gpu(g, out, n)[n - 1] == 2.0f);  // the dry dispatches wrote nothing
+  // A dry recording after a real one leaves that one to be submitted again.
+  rec.begin_dry();
+  test::gpu_add(kernels, rec, out, out, inc, n);
+  rec.end();
+  CHECK(rec.stats().dispatches == 1);
+  rec.submit();
+  rec.wait();
+  CHECK(test::from_gpu(g, out, n)[n - 1] == 3.0f);
 }
 
 TEST_CASE("timestamps give a time for every dispatch") {

@@ -270,6 +270,7 @@ Device::Device(const Instance& instance, const DeviceOptions& options) : instanc
   fence_timeout_s_ = options.fence_timeout_s > 0 ? options.fence_timeout_s
                      : caps_.type == VK_PHYSICAL_DEVICE_TYPE_CPU ? DeviceOptions::kCpuFenceTimeout
                                                                  : DeviceOptions::kGpuFenceTimeout;
+  fence_timeout_set_ = options.fence_timeout_s > 0;
   lose_at_wait_ = options.lose_device_at_wait;
   kernels_asked_ = options.kernels;
   pipeline_cache_dir_ = options.pipeline_cache_dir;

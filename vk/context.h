@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -134,7 +135,7 @@ struct DeviceOptions {
   double fence_timeout_s = 0;
   // Where the pipeline cache is kept between runs (vk/pipeline_cache.h); "" keeps none. The
   // commands pass default_cache_dir(); tests and library users choose.
-  std::string pipeline_cache_dir;
+  std::filesystem::path pipeline_cache_dir;
   // Test hook: the n-th fence wait on this device (counting from 1) reports
   // VK_ERROR_DEVICE_LOST after the real wait, as a driver reset would. 0 = off.
   uint32_t lose_device_at_wait = 0;
@@ -184,6 +185,9 @@ class Device {
   // VK_TIMEOUT and VK_ERROR_DEVICE_LOST mark the device lost and throw a vk::Error saying
   // what happened. After that, check_usable() (called before every submission) throws.
   double fence_timeout_s() const { return fence_timeout_s_; }
+  // Whether the user set it (DeviceOptions::fence_timeout_s): then it is kept exactly, not
+  // scaled by a pass's expected time.
+  bool fence_timeout_set() const { return fence_timeout_set_; }
   void wait_for(VkFence fence, double timeout_s = 0) const;
   void check_usable() const;
   bool lost() const { return lost_; }
@@ -210,6 +214,7 @@ class Device {
   VkQueue queue_ = VK_NULL_HANDLE;
   KernelSet kernels_asked_ = KernelSet::Auto;
   double fence_timeout_s_ = DeviceOptions::kGpuFenceTimeout;
+  bool fence_timeout_set_ = false;
   uint32_t lose_at_wait_ = 0;
   uint64_t budget_ = 0;  // overrides.device_memory; 0 = the driver decides
   mutable std::atomic<uint32_t> waits_{0};
@@ -217,7 +222,7 @@ class Device {
   mutable std::atomic<bool> lost_{false};
   mutable std::mutex lost_mutex_;
   mutable std::string lost_reason_;  // guarded by lost_mutex_
-  std::string pipeline_cache_dir_;
+  std::filesystem::path pipeline_cache_dir_;
   mutable std::unique_ptr<Kernels> kernels_;
 };
 

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "vk/check.h"
@@ -139,31 +140,42 @@ size_t Kernels::compile_deferred(const CompileProgress& progress) {
   // Drivers compile at vkCreateComputePipelines (most GPU drivers) and take the pipeline cache
   // from any thread; each pipeline is its own object, so the threads share nothing else.
   const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
-  std::atomic<size_t> next{0}, done{0};
-  std::mutex failed_mutex;
+  std::atomic<size_t> next{0};
+  std::mutex mutex;  // guards done, failed and the progress calls (in order, one at a time)
+  size_t done = 0;
   std::exception_ptr failed;
-  std::mutex progress_mutex;
   auto work = [&] {
     for (size_t i; (i = next++) < todo.size();) {
+      std::exception_ptr error;
       try {
         todo[i]->compile(cache_.get());
       } catch (...) {
-        std::lock_guard<std::mutex> lock(failed_mutex);
-        if (!failed) failed = std::current_exception();
+        error = std::current_exception();
       }
-      const size_t n = ++done;
-      if (progress) {
-        std::lock_guard<std::mutex> lock(progress_mutex);
-        progress(n, todo.size());
+      std::lock_guard<std::mutex> lock(mutex);
+      if (error && !failed) failed = error;
+      ++done;
+      try {
+        if (progress) progress(done, todo.size());
+      } catch (...) {
+        if (!failed) failed = std::current_exception();
       }
     }
   };
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < std::min(threads, todo.size()); t++) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
+  {
+    std::vector<std::thread> pool;
+    try {
+      for (size_t t = 1; t < std::min(threads, todo.size()); t++) pool.emplace_back(work);
+    } catch (const std::system_error&) {
+      // No more threads to be had: the ones started, and this one, do the rest.
+    }
+    work();
+    for (std::thread& t : pool) t.join();
+  }
   compile_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (failed) std::rethrow_exception(failed);
+  // Saved now as well as at exit: a run stopped by Ctrl-C (no destructors) keeps what it compiled.
+  cache_.save();
   return todo.size();
 }
 

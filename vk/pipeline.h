@@ -84,8 +84,10 @@ class Kernels {
   PipelineCache& cache() { return cache_; }
 
   void defer(bool on) { deferring_ = on; }
-  // Compiles what get() deferred, in parallel; returns how many. The first failure is rethrown
-  // once every thread has stopped.
+  // Compiles what get() deferred, in parallel, then saves the pipeline cache; returns how many.
+  // `progress` is called from the compiling threads, one call at a time, with done rising by
+  // one each call. The first failure (of a compile or of progress) is rethrown once every
+  // thread has stopped.
   size_t compile_deferred(const CompileProgress& progress = {});
   // Pipelines made so far, and the seconds spent in vkCreateComputePipelines (where most
   // drivers compile; lavapipe compiles at a pipeline's first dispatch instead).

@@ -1,10 +1,17 @@
 #include "vk/pipeline_cache.h"
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <random>
+
+#if defined(_WIN32)
+#include <process.h>
+#else
+#include <unistd.h>
+#endif
 
 #include "vk/check.h"
 #include "vk/context.h"
@@ -15,6 +22,16 @@ namespace {
 constexpr char kMagic[8] = {'G', 'P', 'T', '2', 'V', 'K', 'P', 'C'};
 // VkPipelineCacheHeaderVersionOne: header length, header version, vendor id, device id, UUID.
 constexpr size_t kVulkanHeaderBytes = 16 + VK_UUID_SIZE;
+// A file larger than this is not read: no driver's cache of our few dozen pipelines comes near.
+constexpr uintmax_t kMaxFileBytes = uintmax_t{256} << 20;
+
+long process_id() {
+#if defined(_WIN32)
+  return _getpid();
+#else
+  return static_cast<long>(getpid());
+#endif
+}
 
 uint64_t fnv1a(const uint8_t* p, size_t n) {
   uint64_t h = 14695981039346656037ull;
@@ -48,7 +65,9 @@ std::filesystem::path default_cache_dir() {
 #elif defined(__APPLE__)
   if (const char* h = env("HOME")) return std::filesystem::path(h) / "Library/Caches/gpt2vk";
 #else
-  if (const char* d = env("XDG_CACHE_HOME")) return std::filesystem::path(d) / "gpt2vk";
+  // The XDG spec: a relative XDG_CACHE_HOME is invalid and to be ignored.
+  if (const char* d = env("XDG_CACHE_HOME"); d && d[0] == '/')
+    return std::filesystem::path(d) / "gpt2vk";
   if (const char* h = env("HOME")) return std::filesystem::path(h) / ".cache/gpt2vk";
 #endif
   return {};
@@ -67,8 +86,15 @@ PipelineCache::PipelineCache(const Device& device, const std::filesystem::path& 
     path_ = dir / (hex(props.vendorID, 4) + "-" + hex(props.deviceID, 4) + "-" +
                    hex(props.driverVersion, 8) + "-" + uuid + ".pipelines");
     std::ifstream in(path_, std::ios::binary);
+    std::error_code ec;
+    const uintmax_t bytes = std::filesystem::file_size(path_, ec);
     if (!in) {
       status_ = "absent";
+    } else if (ec || bytes > kMaxFileBytes) {
+      status_ = "ignored: " + (ec ? "unreadable (" + ec.message() + ")"
+                                  : "larger than " + std::to_string(kMaxFileBytes >> 20) + " MiB");
+      warn_("ignoring the pipeline cache " + path_.string() + ": " + status_.substr(9) +
+            "; it will be rewritten");
     } else {
       std::vector<uint8_t> file((std::istreambuf_iterator<char>(in)),
                                 std::istreambuf_iterator<char>());
@@ -89,7 +115,20 @@ PipelineCache::PipelineCache(const Device& device, const std::filesystem::path& 
   info.initialDataSize = initial.size();
   info.pInitialData = initial.empty() ? nullptr : initial.data();
   VkPipelineCache cache = VK_NULL_HANDLE;
-  VK_CHECK(vkCreatePipelineCache(device.get(), &info, nullptr, &cache));
+  VkResult r = vkCreatePipelineCache(device.get(), &info, nullptr, &cache);
+  if (r != VK_SUCCESS && !initial.empty()) {
+    // The driver refused data that passed our checks: start empty rather than fail every run.
+    status_ = "ignored: the driver refused its data";
+    warn_("ignoring the pipeline cache " + path_.string() + ": the driver refused its data (" +
+          std::to_string(r) + "); it will be rewritten");
+    initial.clear();
+    loaded_bytes_ = 0;
+    current_ = false;
+    info.initialDataSize = 0;
+    info.pInitialData = nullptr;
+    r = vkCreatePipelineCache(device.get(), &info, nullptr, &cache);
+  }
+  VK_CHECK(r);
   cache_ = device.own(cache, vkDestroyPipelineCache);
   saved_ = std::move(initial);
 }
@@ -108,7 +147,7 @@ std::string PipelineCache::check(const std::vector<uint8_t>& file) const {
            std::to_string(h.size) + ")";
   const uint8_t* p = file.data() + sizeof h;
   if (fnv1a(p, payload) != h.checksum) return "corrupt (checksum mismatch)";
-  if (payload < kVulkanHeaderBytes || read_u32(p) < kVulkanHeaderBytes ||
+  if (payload < kVulkanHeaderBytes || read_u32(p) < kVulkanHeaderBytes || read_u32(p) > payload ||
       read_u32(p + 4) != VK_PIPELINE_CACHE_HEADER_VERSION_ONE)
     return "its data has no Vulkan pipeline cache header";
   VkPhysicalDeviceProperties props;
@@ -150,10 +189,16 @@ bool PipelineCache::save() {
     return false;
   }
   if (current_ && payload == saved_) return false;
+  // Not even a Vulkan header: a later load would only warn about it.
+  if (payload.size() < kVulkanHeaderBytes) return false;
   const std::vector<uint8_t> file = wrap(payload);
-  // A name no other process or thread uses, in the same folder, so the rename is atomic.
-  const std::filesystem::path tmp =
-      path_.string() + ".tmp-" + hex(std::random_device{}(), 8) + hex(std::random_device{}(), 8);
+  // A name no other process or thread uses, in the same folder, so the rename is atomic. (Two
+  // processes saving at once: the last rename wins, and the other's new entries wait for a
+  // later run.)
+  static std::atomic<uint64_t> serial{0};
+  std::filesystem::path tmp = path_;
+  tmp += ".tmp-" + hex(uint64_t(process_id()), 8) + "-" + hex(serial++, 4) + "-" +
+         hex(uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()), 16);
   std::error_code ec;
   std::filesystem::create_directories(path_.parent_path(), ec);
   bool ok = !ec;

@@ -129,17 +129,18 @@ void Recorder::begin() {
 }
 
 void Recorder::begin_dry() {
+  if (recording_) throw Error("Recorder::begin_dry() inside a recording");
   if (pending_) wait();
-  reads_.clear();
-  writes_.clear();
-  flushed_timings_.clear();
-  stats_ = {};
+  // The last real recording, its statistics, timings and barrier tracking stay as they are: it
+  // may still be submitted again.
+  dry_dispatches_ = 0;
   recording_ = true;
   dry_ = true;
 }
 
 void Recorder::open() {
   dry_ = false;
+  recorded_ = false;
   VK_CHECK(vkResetCommandBuffer(cmd_, 0));
   VkCommandBufferBeginInfo info{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   VK_CHECK(vkBeginCommandBuffer(cmd_, &info));
@@ -195,10 +196,6 @@ void Recorder::record(const Pipeline& p, std::span<const BufferSpan> buffers,
     if (counts[d] == 0 || counts[d] > caps.max_workgroup_count[d])
       throw Error("shader '" + p.name() + "': workgroup count " + std::to_string(counts[d]) +
                   " in dimension " + std::to_string(d) + " is outside this device's limit");
-  if (dry_) {
-    stats_.dispatches++;
-    return;
-  }
 
   std::vector<VkDescriptorBufferInfo> infos(buffers.size());
   std::vector<VkBufferView> views(buffers.size(), VK_NULL_HANDLE);
@@ -222,6 +219,10 @@ void Recorder::record(const Pipeline& p, std::span<const BufferSpan> buffers,
       throw Error("shader '" + p.name() + "': binding " + std::to_string(b.binding) +
                   " starts at an offset not aligned to minStorageBufferOffsetAlignment");
     infos[i++] = {s.buffer, s.offset, s.size};
+  }
+  if (dry_) {  // checked like a real dispatch (a texel view may have been made, and is kept)
+    dry_dispatches_++;
+    return;
   }
 
   if (auto_barriers_ && hazard(p, buffers)) {
@@ -307,6 +308,7 @@ void Recorder::end() {
   if (!recording_) throw Error("Recorder::end() without begin()");
   if (dry_) {
     recording_ = false;
+    dry_ = false;
     return;
   }
   // Make every shader write visible to the host, so mapped memory can be read after wait().
@@ -316,12 +318,14 @@ void Recorder::end() {
   vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0,
                        1, &mb, 0, nullptr, 0, nullptr);
   VK_CHECK(vkEndCommandBuffer(cmd_));
+  recorded_ = true;
   recording_ = false;
 }
 
 void Recorder::submit() {
   if (recording_) throw Error("Recorder::submit() before end()");
-  if (dry_) throw Error("Recorder::submit() of a dry recording (begin_dry), which holds nothing");
+  if (!recorded_)
+    throw Error("Recorder::submit() with nothing recorded (a dry recording records nothing)");
   if (pending_) wait();
   device_.check_usable();
   VK_CHECK(vkResetFences(device_.get(), 1, fence_.ptr()));
@@ -333,10 +337,14 @@ void Recorder::submit() {
   stats_.submits++;
 }
 
+double Recorder::timeout() const {
+  return timeout_s_ > 0 ? timeout_s_ : device_.fence_timeout_s();
+}
+
 void Recorder::wait(double timeout_s) {
   if (!pending_) return;
   try {
-    device_.wait_for(fence_, timeout_s);
+    device_.wait_for(fence_, timeout_s > 0 ? timeout_s : timeout());
   } catch (const Error&) {
     // A lost device runs nothing any more; a timed-out submission may still be running, and
     // the destructor must settle it before anything it uses is freed.

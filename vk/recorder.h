@@ -66,10 +66,13 @@ class Recorder {
   ~Recorder();
 
   void begin();  // start a new recording; releases the previous one's descriptor sets
-  // A recording that records nothing: dispatches are checked and counted, flush() does nothing
-  // and submit() throws. What it is for: the ops it runs request their pipelines, so a dry pass
-  // names the pipelines a real one will use (Kernels::defer), before they are compiled.
+  // A recording that records nothing: dispatches are checked as in a real one and counted
+  // (dry_dispatches), flush() does nothing, and the last real recording is left as it was (its
+  // stats, timings, and a later submit() submit it again). What it is for: the ops it runs
+  // request their pipelines, so a dry pass names the pipelines a real one will use
+  // (Kernels::defer), before they are compiled.
   void begin_dry();
+  uint32_t dry_dispatches() const { return dry_dispatches_; }
 
   // Binds `buffers` to bindings 0, 1, ... of `p` and dispatches. A storage texel buffer binding
   // (imageLoad) gets a VkBufferView of the span in the format the shader declares; views are
@@ -97,6 +100,10 @@ class Recorder {
   // Waits on the fence at most timeout_s (0: the device's fence_timeout_s()); a submission that
   // does not finish in time, or a lost device, becomes a vk::Error (Device::wait_for).
   void wait(double timeout_s = 0);
+  // The timeout of waits that name none (flush() and wait()), until set again; 0: the device's.
+  // A model sets it per pass from the pass's expected time (model/forward/submissions.h).
+  void set_timeout(double timeout_s) { timeout_s_ = timeout_s; }
+  double timeout() const;
   void run() { end(); submit(); wait(); }
   // Submits what is recorded so far, waits, and goes on recording: one pass in several
   // submissions, for drivers whose watchdog ends long ones. Barrier tracking carries over, so a
@@ -140,6 +147,9 @@ class Recorder {
 
   bool recording_ = false;
   bool dry_ = false;  // begin_dry()
+  uint32_t dry_dispatches_ = 0;
+  bool recorded_ = false;  // cmd_ holds a finished real recording
+  double timeout_s_ = 0;  // set_timeout()
   bool pending_ = false;  // submitted, not yet waited on
   bool auto_barriers_ = true;
   VkPipeline bound_ = VK_NULL_HANDLE;

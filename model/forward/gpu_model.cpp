@@ -65,6 +65,7 @@ class GpuModel final : public Model {
   }
   Precision precision() const override { return precision_; }
   const vk::RecorderStats& stats() const { return stats_; }
+  double wait_timeout() const { return rec_.timeout(); }
   std::vector<vk::DispatchTime> timings() const { return rec_.timings(); }
   const gpu::KernelPolicy& policy() const { return policy_; }
 
@@ -73,7 +74,8 @@ class GpuModel final : public Model {
            std::vector<int32_t>& top_ids) override;
 
  public:
-  size_t prepare(uint32_t prompt_tokens, uint32_t k, const vk::CompileProgress& progress) override;
+  size_t prepare(uint32_t prompt_tokens, uint32_t max_new, uint32_t k,
+                 const vk::CompileProgress& progress) override;
 
  private:
   // Records (dry: only names the pipelines, Recorder::begin_dry) a forward pass over T tokens at
@@ -299,6 +301,15 @@ Head GpuModel::record_pass(uint32_t T, uint32_t pos, bool all_rows, uint32_t k, 
                 : automatic   ? blocks_per_submission(c, T, pos + T, wdtype,
                                                       rates_.value_or(SubmissionRates{}))
                               : 0;
+  // The longest submission's expected time sets how long a wait for it may take: the blocks one
+  // submission holds (all, unsplit) and the head, which the last one carries.
+  if (!device_.fence_timeout_set()) {
+    const SubmissionRates rates = rates_.value_or(SubmissionRates{});
+    const uint32_t blocks = pass_split_ ? pass_split_ : c.n_layer;
+    const double expected = blocks * block_seconds(c, T, pos + T, wdtype, rates) +
+                            head_seconds(c, all_rows ? T : 1, wdtype, rates);
+    rec_.set_timeout(model::submission_timeout(expected, device_.fence_timeout_s()));
+  }
   if (dry)
     rec_.begin_dry();
   else
@@ -312,15 +323,36 @@ Head GpuModel::record_pass(uint32_t T, uint32_t pos, bool all_rows, uint32_t k, 
   return head;
 }
 
-size_t GpuModel::prepare(uint32_t prompt_tokens, uint32_t k, const vk::CompileProgress& progress) {
+size_t GpuModel::prepare(uint32_t prompt_tokens, uint32_t max_new, uint32_t k,
+                         const vk::CompileProgress& progress) {
   const Config& c = config_;
-  const uint32_t T = std::clamp<uint32_t>(prompt_tokens, 1, c.n_ctx);
+  const uint32_t n = c.n_ctx, P = std::clamp<uint32_t>(prompt_tokens, 1, n);
+  // The passes generate() will run (model/generation/generate.cpp), as (T, pos): the prompt's,
+  // and for a causal model one-token passes from pos P on, up to the last position reached
+  // (kernel choices change with the cache length only one way, so the first and the last
+  // decode cover those between); a full context slides to its last n/2 tokens, recomputed,
+  // then decodes from there. A bidirectional model has no cache: every step is the whole
+  // sequence again, so one pass per length.
+  std::vector<std::pair<uint32_t, uint32_t>> passes{{P, 0}};
+  const uint64_t last = uint64_t{P} + max_new - 1;  // tokens seen before the last pass's output
+  if (max_new > 1 && !c.causal) {
+    for (uint64_t t = P + 1; t <= std::min<uint64_t>(last, n); t++)
+      passes.emplace_back(static_cast<uint32_t>(t), 0);
+  } else if (max_new > 1) {
+    if (P < n) passes.emplace_back(1, P);
+    if (last > n) {
+      const uint32_t keep = std::max<uint32_t>(1, n / 2);
+      passes.emplace_back(keep, 0);
+      if (keep < n) passes.emplace_back(1, keep);
+    }
+    const auto end = static_cast<uint32_t>(std::min<uint64_t>(last, n) - 1);
+    if (end > P) passes.emplace_back(1, end);
+  }
   ensure_logits(1);
-  // Dry passes as next() will record them: the prompt's, then one token's after it.
+  probs_spans_.clear();  // next() records no attention tap for these passes
   kernels_.defer(true);
   try {
-    record_pass(T, length(), false, k, true);
-    if (T < c.n_ctx) record_pass(1, std::min(length() + T, c.n_ctx - 1), false, k, true);
+    for (auto [T, pos] : passes) record_pass(T, pos, false, k, true);
   } catch (...) {
     kernels_.defer(false);
     throw;
@@ -461,6 +493,10 @@ void GpuBackend::tap(uint32_t layer, uint32_t T) {
 std::unique_ptr<Model> make_gpu_model(const Checkpoint& checkpoint, const vk::Device& device,
                                       const GpuModelOptions& options) {
   return std::make_unique<GpuModel>(checkpoint, device, options);
+}
+
+double gpu_submission_timeout(const Model& model) {
+  return dynamic_cast<const GpuModel&>(model).wait_timeout();
 }
 
 const vk::RecorderStats& gpu_stats(const Model& model) {

@@ -38,6 +38,8 @@ std::unique_ptr<Model> make_gpu_model(const Checkpoint& checkpoint, const vk::De
 // the tests that prove one submission per token). `model` must come from make_gpu_model.
 const vk::RecorderStats& gpu_stats(const Model& model);
 std::vector<vk::DispatchTime> gpu_timings(const Model& model);
+// How long a wait for one of the last pass's submissions may take (submission_timeout).
+double gpu_submission_timeout(const Model& model);
 // "gpu (forced ...)" or "cpu (auto: a CPU device)": the kernel set the model runs.
 std::string gpu_kernels(const Model& model);
 

@@ -66,13 +66,13 @@ class Model {
 
   static constexpr uint32_t kMaxCandidates = 256;
 
-  // Makes ready what next() will use for a prompt of `prompt_tokens` ids and then one token at a
-  // time, each with this k: a GPU model compiles exactly those pipelines now, in parallel, so
-  // that no pass waits for a compiler (progress: pipelines done of total). Returns how many it
-  // compiled; the CPU reference has nothing to prepare.
-  virtual size_t prepare(uint32_t prompt_tokens, uint32_t k,
+  // Makes ready what generate() will use to continue a prompt of `prompt_tokens` ids by
+  // `max_new` tokens, each pass with this k: a GPU model compiles exactly those pipelines now,
+  // in parallel, so that no pass waits for a compiler (progress: pipelines done of total).
+  // Returns how many it compiled; the CPU reference has nothing to prepare.
+  virtual size_t prepare(uint32_t prompt_tokens, uint32_t max_new, uint32_t k,
                          const std::function<void(size_t, size_t)>& progress = {}) {
-    (void)prompt_tokens, (void)k, (void)progress;
+    (void)prompt_tokens, (void)max_new, (void)k, (void)progress;
     return 0;
   }
 

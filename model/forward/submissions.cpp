@@ -17,6 +17,16 @@ double block_seconds(const Config& c, uint32_t T, uint32_t L, DType weights,
   return flops / rates.flops_per_s + bytes / rates.bytes_per_s;
 }
 
+double head_seconds(const Config& c, uint32_t rows, DType weights, const SubmissionRates& rates) {
+  const double CV = double(c.n_embd) * c.n_vocab;
+  return 2 * rows * CV / rates.flops_per_s +
+         CV * static_cast<double>(dtype_bytes(weights)) * std::ceil(rows / 64.0) / rates.bytes_per_s;
+}
+
+double submission_timeout(double expected_s, double base_s) {
+  return std::max(base_s, kTimeoutMargin * expected_s);
+}
+
 uint32_t blocks_per_submission(const Config& c, uint32_t T, uint32_t L, DType weights,
                                const SubmissionRates& rates) {
   const double each = block_seconds(c, T, L, weights, rates);

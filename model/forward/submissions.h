@@ -24,6 +24,18 @@ struct SubmissionRates {
 double block_seconds(const Config& c, uint32_t T, uint32_t L, DType weights,
                      const SubmissionRates& rates);
 
+// Seconds the head is expected to take for `rows` rows of logits: the [C, V] matrix read once,
+// 2 C V FLOPs per row.
+double head_seconds(const Config& c, uint32_t rows, DType weights, const SubmissionRates& rates);
+
+// How long a submission expected to take `expected_s` (at `rates`, already slower than most
+// devices) may run before it counts as hung: kTimeoutMargin times that, and never less than the
+// device's own timeout `base_s`. So a long submission the user asked for (--split-layers, or one
+// block alone past the budget) is not declared hung while it is still plausibly working, and a
+// short one keeps the device's bound.
+inline constexpr double kTimeoutMargin = 4;
+double submission_timeout(double expected_s, double base_s);
+
 // Blocks per submission: the most whose expected time stays within the budget, at least 1;
 // n_layer when the whole pass fits one submission.
 uint32_t blocks_per_submission(const Config& c, uint32_t T, uint32_t L, DType weights,

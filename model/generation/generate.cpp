@@ -33,7 +33,7 @@ GenerateResult generate(Model& model, std::span<const int32_t> prompt, const Gen
 
   model.reset();
   auto t0 = std::chrono::steady_clock::now();
-  r.pipelines = model.prepare(static_cast<uint32_t>(prompt.size()), k, o.on_compile);
+  r.pipelines = model.prepare(static_cast<uint32_t>(prompt.size()), o.max_new, k, o.on_compile);
   r.compile_seconds = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
   Candidates cand = model.next(seq, k);

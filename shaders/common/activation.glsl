@@ -1,6 +1,7 @@
 // The MLP activations, shared by activation.comp and the matmul epilogue. `kind` is one of the
-// ACT_* constants of common/types.h (a specialization constant where it is used, so the branch
-// folds away).
+// ACT_* constants of common/types.h: a specialization constant in activation.comp and the
+// storage-buffer matmuls, so the branch folds away; matmul_interleaved reads it from its push
+// flags instead (one pipeline for every activation, MATMUL_ACT_IN_FLAGS).
 #include "common/types.h"
 
 float gelu_tanh(float x) {
