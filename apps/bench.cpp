@@ -255,9 +255,11 @@ struct Profile {
     for (const vk::DispatchTime& d : model::gpu_timings(m)) {
       ops[d.shader].ms += d.ms;
       ops[d.shader].dispatches++;
-      // The embedding binds the whole table and gathers T rows of it: its binding says nothing
-      // about what it reads, so it counts no bytes (T rows are noise beside the weights).
-      if (d.shader.rfind("embedding", 0) != 0) ops[d.shader].read_bytes += d.read_bytes;
+      // The embedding binds the whole table and gathers T rows of it, and attention binds the
+      // whole caches and reads the rows up to the position it reads at run time: their bindings
+      // say nothing about what they read, so they count no bytes.
+      if (d.shader.rfind("embedding", 0) != 0 && d.shader.rfind("attention", 0) != 0)
+        ops[d.shader].read_bytes += d.read_bytes;
       longest[d.shader] = std::max(longest[d.shader], d.ms);
     }
     for (const auto& [name, ms] : longest) ops[name].longest += ms;
@@ -268,14 +270,17 @@ struct Profile {
     stats.pipeline_binds += st.pipeline_binds;
     stats.submits += st.submits;
     stats.waits += st.waits;
+    stats.commands += st.commands;
+    stats.replays += st.replays;
     passes++;
     wall_s += seconds;
   }
 };
 
-// bandwidth: GB/s, or 0. An op's bytes are those of its read-only bindings (the weights, x, the
-// cache rows in use): at one row of x (decoding) a matmul's are its weights, which is what bounds
-// it, so bytes / time against the device's bandwidth is its distance from the roofline.
+// bandwidth: GB/s, or 0. An op's bytes are those of its read-only bindings (the weights, x; none
+// for the embedding and attention, Profile::add): at one row of x (decoding) a matmul's are its
+// weights, which is what bounds it, so bytes / time against the device's bandwidth is its
+// distance from the roofline.
 void print_profile(FILE* out, const std::string& title, const Profile& p, const std::string& unit,
                    double bandwidth) {
   const double n = p.passes;
@@ -314,10 +319,12 @@ void print_profile(FILE* out, const std::string& title, const Profile& p, const 
   print_markdown(out, {"counter", "per " + unit}, {false, true},
                  {{"submits", format("%.4g", st.submits / n)},
                   {"fence waits", format("%.4g", st.waits / n)},
+                  {"replays of a recording", format("%.4g", st.replays / n)},
+                  {"commands recorded", format("%.4g", st.commands / n)},
                   {"descriptor writes", format("%.4g", st.descriptor_writes / n)},
-                  {"pipeline binds", format("%.4g", st.pipeline_binds / n)},
-                  {"dispatches", format("%.4g", st.dispatches / n)},
-                  {"barriers", format("%.4g", st.barriers / n)}});
+                  {"pipeline binds recorded", format("%.4g", st.pipeline_binds / n)},
+                  {"barriers recorded", format("%.4g", st.barriers / n)},
+                  {"dispatches run", format("%.4g", st.dispatches / n)}});
 }
 
 // Where the time of a prefill pass and of a decoded token goes, on a model instance of its own

@@ -27,6 +27,8 @@ layout(binding = 3) readonly buffer V { float v_cache[]; };  // [L, C]
 #if ATTENTION_PROBS
 layout(binding = 4) writeonly buffer Probs { float probs[]; };  // [H, T, L]
 #endif
+// The pass's position (AttentionPush.dynamic_pos), the last binding.
+layout(binding = ATTENTION_PROBS != 0 ? 5 : 4) readonly buffer Step { uint step_pos; };
 layout(push_constant) uniform Push { AttentionPush p; };
 
 const uint WG = gl_WorkGroupSize.x;
@@ -37,6 +39,8 @@ shared float q_sh[ATTENTION_MAX_D];  // this query's head slice, read by every k
 #define REDUCE_T float
 shared REDUCE_T red[ATTENTION_MAX_WORKGROUP];  // the max reduction; then the parts' results
 #include "common/reduce.glsl"
+
+uint L;  // keys: p.L, plus the Step position when dynamic
 
 // The scaled score of the query in q_sh against the key at cache row j, head column col: the
 // one computation both the online softmax and the tap use, so the tap's weights are the sum's.
@@ -50,9 +54,10 @@ float score(uint j, uint col) {
 void main() {
   const uint query = gl_WorkGroupID.x + gl_WorkGroupID.z * gl_NumWorkGroups.x;
   if (query >= p.T) return;  // the whole workgroup leaves together, before any barrier
+  L = p.L + (p.dynamic_pos != 0 ? step_pos : 0);
   const uint tid = gl_LocalInvocationID.x;
   const uint col = gl_WorkGroupID.y * D;  // first column of this head
-  const uint n_keys = p.causal != 0 ? p.L - p.T + query + 1 : p.L;
+  const uint n_keys = p.causal != 0 ? L - p.T + query + 1 : L;
 
   for (uint d = tid; d < D; d += WG) q_sh[d] = q[query * p.q_stride + col + d];
 
@@ -107,8 +112,8 @@ void main() {
   for (uint i = 0; i < parts; i++) total += red[i];
 
 #if ATTENTION_PROBS
-  const uint probs_row = (gl_WorkGroupID.y * p.T + query) * p.L;
-  for (uint j = tid; j < p.L; j += WG)
+  const uint probs_row = (gl_WorkGroupID.y * p.T + query) * L;
+  for (uint j = tid; j < L; j += WG)
     probs[probs_row + j] = j < n_keys ? exp(score(j, col) - m) / total : 0.0;
 #endif
   const uint dst = query * p.C + col;

@@ -36,6 +36,10 @@ struct AttentionPush {
   uint causal;    // 1: the query at position p sees keys 0..p; 0: every query sees all L keys
   float scale;    // multiplies q . k before the softmax
   uint splits;    // the split kernels' key blocks, ceil(L / ATTENTION_SPLIT_BLOCK); others: 0
+  // 1: L and the store's rows are counted from the position in the Step binding, read when the
+  // kernel runs (the keys are L + step_pos), so one recording serves every decode step; 0: the
+  // Step binding is not read.
+  uint dynamic_pos;
 };
 PUSH_NAMESPACE_END
 

@@ -24,6 +24,7 @@ layout(binding = 0) writeonly buffer Part { float part[]; };  // [T, H, splits, 
 layout(binding = 1) readonly buffer Q { vec4 q4[]; };         // [T, q_stride / 4]
 layout(binding = 2) readonly buffer K { vec4 k4[]; };         // [L, C / 4]
 layout(binding = 3) readonly buffer V { float v_cache[]; };   // [L, C]
+layout(binding = 4) readonly buffer Step { uint step_pos; };  // AttentionPush.dynamic_pos
 layout(push_constant) uniform Push { AttentionPush p; };
 
 const uint WG = ATTENTION_SPLIT_WG;
@@ -51,7 +52,8 @@ void main() {
   const uint block = gl_WorkGroupID.x, h = gl_WorkGroupID.y, t = gl_WorkGroupID.z;
   const uint H = gl_NumWorkGroups.y, tid = gl_LocalInvocationID.x;
   const uint G = D / 4, C4 = p.C / 4;
-  const uint n_keys = p.causal != 0 ? p.L - p.T + t + 1 : p.L;
+  const uint L = p.L + (p.dynamic_pos != 0 ? step_pos : 0);
+  const uint n_keys = p.causal != 0 ? L - p.T + t + 1 : L;
   const uint k0 = block * ATTENTION_SPLIT_BLOCK;
   const uint n = k0 < n_keys ? min(ATTENTION_SPLIT_BLOCK, n_keys - k0) : 0;
   const uint dst = ((t * H + h) * p.splits + block) * (D + 2);

@@ -42,6 +42,8 @@ layout(binding = 5) writeonly buffer VStore { vec4 v_store[]; };   // [>= L, C /
 #if ATTENTION_PROBS
 layout(binding = ATTENTION_STORE != 0 ? 6 : 4) writeonly buffer Probs { float probs[]; };  // [H, T, L]
 #endif
+// The pass's position (AttentionPush.dynamic_pos), the last binding.
+layout(binding = 4 + 2 * ATTENTION_STORE + ATTENTION_PROBS) readonly buffer Step { uint step_pos; };
 layout(push_constant) uniform Push { AttentionPush p; };
 
 const uint WG = gl_WorkGroupSize.x;
@@ -53,6 +55,7 @@ const float LOWEST = -3.402823466e38;  // a finite -inf: exp(LOWEST - m) is 0, n
 shared float merge[ATTENTION_TEXEL_MAX_MERGE];
 
 // This invocation's state, global so that the functions below work on it in place.
+uint L;                   // keys: p.L, plus the Step position when dynamic
 uint head;                // first texel of the head in a row
 uint cached;              // keys below this come from the caches, the others from q
 uint n[QPL];              // visible keys of each query; 0 for queries past T
@@ -136,8 +139,8 @@ float score(uint r, uint j) {
 // Query r (at t) has final maximum mq and sum total: its weights over every key j = first,
 // first + step, ... below L, 0 past its visible keys.
 void write_probs(uint r, uint t, float mq, float total, uint first, uint step) {
-  const uint row = (gl_WorkGroupID.y * p.T + t) * p.L;
-  for (uint j = first; j < p.L; j += step)
+  const uint row = (gl_WorkGroupID.y * p.T + t) * L;
+  for (uint j = first; j < L; j += step)
     probs[row + j] = j < n[r] ? exp(score(r, j) - mq) / total : 0.0;
 }
 #endif
@@ -165,11 +168,12 @@ void main() {
   const uint block = gl_WorkGroupID.x + gl_WorkGroupID.z * gl_NumWorkGroups.x;
   const uint t0 = (block * (WG / SPLITS) + tid / SPLITS) * QPL;  // this invocation's 1st query
   head = gl_WorkGroupID.y * DT;
-  cached = ATTENTION_STORE != 0 ? p.L - p.T : p.L;
+  L = p.L + (p.dynamic_pos != 0 ? step_pos : 0);
+  cached = ATTENTION_STORE != 0 ? L - p.T : L;
 
   for (uint r = 0; r < QPL; r++) {
     const uint t = t0 + r;
-    n[r] = t >= p.T ? 0 : p.causal != 0 ? p.L - p.T + t + 1 : p.L;
+    n[r] = t >= p.T ? 0 : p.causal != 0 ? L - p.T + t + 1 : L;
     const uint src = min(t, p.T - 1) * (p.q_stride / 4) + head;
     for (uint i = 0; i < DT; i++) qv[r][i] = imageLoad(q, int(src + i)) * p.scale;
     m[r] = LOWEST;
@@ -188,7 +192,7 @@ void main() {
   }
 
   segment(split, cached, false);
-  if (ATTENTION_STORE != 0) segment(cached + (split + SPLITS - cached % SPLITS) % SPLITS, p.L, true);
+  if (ATTENTION_STORE != 0) segment(cached + (split + SPLITS - cached % SPLITS) % SPLITS, L, true);
 
   if (SPLITS == 1) {
     for (uint r = 0; r < QPL; r++) {

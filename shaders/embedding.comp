@@ -21,6 +21,7 @@ layout(binding = 1) readonly buffer Ids { int ids[]; };      // [T]
 // Weights as 32-bit words: fp32 bits, or fp16 pairs (element i is half i & 1 of word i >> 1).
 layout(binding = 2) readonly buffer Wte { uint wte[]; };  // rows [v_begin, v_end) of [V, C]
 layout(binding = 3) readonly buffer Wpe { uint wpe[]; };  // rows [pos_offset, +T) of [n_pos, C]
+layout(binding = 4) readonly buffer Step { uint step_pos; };  // EmbeddingPush.dynamic_pos
 layout(push_constant) uniform Push { EmbeddingPush p; };
 
 float load_wte(uint i) {
@@ -78,7 +79,8 @@ void main() {
   const uint B = MATMUL_BLOCK_ROWS;
   if (WTE_INTERLEAVED) at = ((row / B * (p.C / e) + c / e) * B + row % B) * e + c % e;
   float x = load_wte(p.wte_skip + at);
-  if (POSITION == POS_LEARNED) x += load_wpe(p.wpe_skip + t * p.C + c);
-  if (POSITION == POS_SINUSOIDAL) x += sinusoid(p.pos_offset + t, c);
+  const uint dpos = p.dynamic_pos != 0 ? step_pos : 0;  // rows past pos_offset
+  if (POSITION == POS_LEARNED) x += load_wpe(p.wpe_skip + (dpos + t) * p.C + c);
+  if (POSITION == POS_SINUSOIDAL) x += sinusoid(p.pos_offset + dpos + t, c);
   out_[i] = x;
 }

@@ -21,6 +21,10 @@ struct EmbeddingPush {
   uint v_end;       // one past its last row
   uint wte_skip;    // elements from the start of the wte binding to row v_begin
   uint wpe_skip;    // elements from the start of the wpe binding to row pos_offset
+  // 1: the positions start at pos_offset + the Step binding's position, read when the kernel
+  // runs (wpe bound from row pos_offset on, as far as the table goes), so one recording serves
+  // every decode step; 0: the Step binding is not read.
+  uint dynamic_pos;
 };
 PUSH_NAMESPACE_END
 

@@ -11,13 +11,15 @@ layout(local_size_x_id = 0) in;
 layout(binding = 0) writeonly buffer KCache { float k_cache[]; };  // [>= pos + T, C]
 layout(binding = 1) writeonly buffer VCache { float v_cache[]; };  // [>= pos + T, C]
 layout(binding = 2) readonly buffer Qkv { float qkv[]; };          // [T, 3C]
+layout(binding = 3) readonly buffer Step { uint step_pos; };       // KvStorePush.dynamic_pos
 layout(push_constant) uniform Push { KvStorePush p; };
 
 void main() {
   uint i = flat_index();
   if (i >= p.T * p.C) return;
   uint t = i / p.C, c = i % p.C;
-  uint src = t * 3 * p.C + c, dst = (p.pos + t) * p.C + c;
+  const uint pos = p.pos + (p.dynamic_pos != 0 ? step_pos : 0);
+  uint src = t * 3 * p.C + c, dst = (pos + t) * p.C + c;
   k_cache[dst] = qkv[src + p.C];
   v_cache[dst] = qkv[src + 2 * p.C];
 }

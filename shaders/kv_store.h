@@ -9,6 +9,8 @@ struct KvStorePush {
   uint T;    // new tokens
   uint C;    // model width: row length of the caches
   uint pos;  // cache row of the first new token
+  // 1: plus the Step binding's position, read when the kernel runs; 0: that is not read.
+  uint dynamic_pos;
 };
 PUSH_NAMESPACE_END
 

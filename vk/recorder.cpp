@@ -125,6 +125,8 @@ void Recorder::begin() {
   writes_.clear();
   flushed_timings_.clear();
   stats_ = {};
+  signature_ = kSignatureSeed;
+  flushed_ = false;
   open();
 }
 
@@ -134,8 +136,30 @@ void Recorder::begin_dry() {
   // The last real recording, its statistics, timings and barrier tracking stay as they are: it
   // may still be submitted again.
   dry_dispatches_ = 0;
+  dry_signature_ = kSignatureSeed;
   recording_ = true;
   dry_ = true;
+}
+
+void Recorder::hash(const void* data, size_t bytes) {
+  uint64_t& h = dry_ ? dry_signature_ : signature_;
+  const auto* p = static_cast<const uint8_t*>(data);
+  for (size_t i = 0; i < bytes; i++) h = (h ^ p[i]) * 1099511628211ull;  // FNV-1a
+}
+
+bool Recorder::dry_matches() const {
+  return recorded_ && !flushed_ && !recording_ && dry_signature_ == signature_;
+}
+
+void Recorder::replay() {
+  if (!dry_matches())
+    throw Error("Recorder::replay(): the last dry recording differs from the recorded one");
+  const uint32_t dispatches = stats_.dispatches;
+  submit();
+  stats_ = {};
+  stats_.dispatches = dispatches;  // what runs; nothing was recorded
+  stats_.submits = 1;
+  stats_.replays = 1;
 }
 
 void Recorder::open() {
@@ -151,12 +175,16 @@ void Recorder::open() {
   if (queries_) {
     vkCmdResetQueryPool(cmd_, queries_, 0, max_timestamps_);
     vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_, 0);
+    stats_.commands += 2;
   }
 }
 
 void Recorder::flush() {
   if (!recording_) throw Error("Recorder::flush() outside begin()/end()");
+  const char mark = 'F';
+  hash(&mark, 1);
   if (dry_) return;
+  flushed_ = true;
   end();
   submit();
   wait();
@@ -220,6 +248,17 @@ void Recorder::record(const Pipeline& p, std::span<const BufferSpan> buffers,
                   " starts at an offset not aligned to minStorageBufferOffsetAlignment");
     infos[i++] = {s.buffer, s.offset, s.size};
   }
+  // What identifies the dispatch in the command buffer: a dry recording whose signature equals
+  // the recorded one's would record the same commands (barriers follow from these too).
+  const Pipeline* pp = &p;
+  hash(&pp, sizeof pp);
+  for (const BufferSpan& s : buffers) {
+    const uint64_t b[3] = {reinterpret_cast<uint64_t>(s.buffer), s.offset, s.size};
+    hash(b, sizeof b);
+  }
+  if (push_bytes) hash(push, push_bytes);
+  const uint32_t g[3] = {groups.x, groups.y, groups.z};
+  hash(g, sizeof g);
   if (dry_) {  // checked like a real dispatch (a texel view may have been made, and is kept)
     dry_dispatches_++;
     return;
@@ -234,6 +273,7 @@ void Recorder::record(const Pipeline& p, std::span<const BufferSpan> buffers,
     reads_.clear();
     writes_.clear();
     stats_.barriers++;
+    stats_.commands++;
   }
   i = 0;
   for (const BufferSpan& s : buffers) {
@@ -263,16 +303,19 @@ void Recorder::record(const Pipeline& p, std::span<const BufferSpan> buffers,
     vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.get());
     bound_ = p.get();
     stats_.pipeline_binds++;
+    stats_.commands++;
   }
   vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout(), 0, 1, &set, 0, nullptr);
   if (push_bytes) vkCmdPushConstants(cmd_, p.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
   vkCmdDispatch(cmd_, groups.x, groups.y, groups.z);
   stats_.dispatches++;
+  stats_.commands += push_bytes ? 3 : 2;  // descriptor set, push constants, dispatch
   if (queries_ && timed_.size() + 1 < max_timestamps_) {
     timed_.push_back(p.name());
     timed_bytes_.push_back(read_only_bytes(iface, buffers));
     vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_,
                         static_cast<uint32_t>(timed_.size()));
+    stats_.commands++;
   }
 }
 
@@ -317,6 +360,7 @@ void Recorder::end() {
   mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
   vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0,
                        1, &mb, 0, nullptr, 0, nullptr);
+  stats_.commands++;
   VK_CHECK(vkEndCommandBuffer(cmd_));
   recorded_ = true;
   recording_ = false;

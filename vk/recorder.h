@@ -42,14 +42,16 @@ struct RecorderStats {
   uint32_t pipeline_binds = 0;
   uint32_t submits = 0;
   uint32_t waits = 0;
+  uint32_t commands = 0;  // vkCmd* calls recorded (0 for a replay)
+  uint32_t replays = 0;   // submissions of an earlier recording, unchanged (Recorder::replay)
 };
 
 struct DispatchTime {
   std::string shader;
   double ms = 0;
   // Bytes of the dispatch's read-only bindings, overlaps counted once: what it reads at most,
-  // and exactly what a matrix-vector product or attention reads (their bindings are the weight
-  // block, x, the cache rows in use), so bytes / ms is the bandwidth the op reached.
+  // and exactly what a matrix-vector product reads (its bindings are the weight block and x), so
+  // bytes / ms is the bandwidth the op reached.
   uint64_t read_bytes = 0;
 };
 
@@ -73,6 +75,14 @@ class Recorder {
   // (Kernels::defer), before they are compiled.
   void begin_dry();
   uint32_t dry_dispatches() const { return dry_dispatches_; }
+  // After a dry recording: whether it would have recorded exactly what the last real recording
+  // holds (the same pipelines, bindings, push constants and workgroups, in order, and no
+  // flush), so that submitting that one again does the same work. Every recording keeps a hash
+  // of those (its signature).
+  bool dry_matches() const;
+  // Submits the last real recording again where dry_matches(); stats() then count the one
+  // submission and its dispatches, with nothing recorded. Throws otherwise.
+  void replay();
 
   // Binds `buffers` to bindings 0, 1, ... of `p` and dispatches. A storage texel buffer binding
   // (imageLoad) gets a VkBufferView of the span in the format the shader declares; views are
@@ -148,6 +158,11 @@ class Recorder {
   bool recording_ = false;
   bool dry_ = false;  // begin_dry()
   uint32_t dry_dispatches_ = 0;
+  static constexpr uint64_t kSignatureSeed = 14695981039346656037ull;
+  uint64_t signature_ = kSignatureSeed;      // of the real recording
+  uint64_t dry_signature_ = kSignatureSeed;  // of the last dry one
+  bool flushed_ = false;                     // the real recording was cut by flush()
+  void hash(const void* data, size_t bytes);  // into the current recording's signature
   bool recorded_ = false;  // cmd_ holds a finished real recording
   double timeout_s_ = 0;  // set_timeout()
   bool pending_ = false;  // submitted, not yet waited on

@@ -47,6 +47,7 @@ class GpuModel final : public Model {
         device_(device),
         precision_(o.precision),
         split_layers_(o.split_layers),
+        replay_(o.replay),
         rates_(o.rates),
         kernels_(device.kernels()),
         policy_(gpu::kernel_policy(device)),
@@ -93,6 +94,7 @@ class GpuModel final : public Model {
   const vk::Device& device_;
   Precision precision_;
   uint32_t split_layers_;  // blocks per submission; 0 = by the estimated cost
+  bool replay_;            // GpuModelOptions::replay
   std::optional<SubmissionRates> rates_;
   uint32_t pass_split_ = 0;  // this pass's blocks per submission; 0 = the whole pass in one
   vk::Kernels& kernels_;  // the device's, shared with its other models
@@ -107,7 +109,7 @@ class GpuModel final : public Model {
   size_t x_, h_, qkv_, att_, fc_;
   std::vector<size_t> k_cache_, v_cache_;
   Packer io_;     // host-visible: ids in, best candidates out
-  size_t ids_, top_ids_, top_values_, scratch_;
+  size_t ids_, step_, top_ids_, top_values_, scratch_;
   size_t split_ = 0;  // split-K attention's partial results (policy split_attention)
   size_t partials_;  // greedy decoding: the head's argmax partials (gpu::matmul_argmax)
 
@@ -242,6 +244,7 @@ void GpuModel::plan_state() {
   // What the host writes (ids) and reads back (the candidates, the argmax partials) each pass:
   // host-cached memory where the device offers it, since the host reads most of it.
   ids_ = io_.add(T * 4);
+  step_ = io_.add(4);  // the pass's position, which the shaders read (gpu::step_binding)
   top_ids_ = io_.add(k * 4);
   top_values_ = io_.add(k * 4);
   partials_ = io_.add(uint64_t{2} * gpu::matmul_argmax_partials(c.n_vocab) * 4);
@@ -373,9 +376,24 @@ void GpuModel::run(std::span<const int32_t> ids, bool all_rows, uint32_t k,
   else
     probs_spans_.clear();
   std::memcpy(io_.span(ids_).mapped, ids.data(), ids.size_bytes());
+  const uint32_t pos = length();
+  std::memcpy(io_.span(step_).mapped, &pos, sizeof pos);
 
-  const Head head = record_pass(T, length(), all_rows, k, false);
-  rec_.submit();
+  // A decode step: a dry recording says whether the last recording would be recorded again;
+  // then it is submitted as it is (no descriptor writes, no commands), else recorded anew.
+  Head head;
+  if (replay_ && T == 1 && !all_rows) {
+    head = record_pass(T, pos, all_rows, k, true);
+    if (rec_.dry_matches()) {
+      rec_.replay();
+    } else {
+      record_pass(T, pos, all_rows, k, false);
+      rec_.submit();
+    }
+  } else {
+    head = record_pass(T, pos, all_rows, k, false);
+    rec_.submit();
+  }
   rec_.wait();
   stats_ = rec_.stats();
   const bool argmax = head == Head::LastArgmax, best_k = head == Head::LastRow && k > 0;
@@ -427,7 +445,7 @@ void GpuBackend::embed(uint32_t T, uint32_t pos) {
   const gpu::Weight& wte = *m.w_.wte;
   gpu::embedding(m.kernels_, m.rec_, buf(Buf::X), m.io_.span(m.ids_), wte, m.w_.wpe, T,
                  c.n_embd, c.n_vocab, c.n_ctx, pos, c.positions,
-                 wte.layout == WeightLayout::Interleaved);
+                 wte.layout == WeightLayout::Interleaved, &m.io_.span(m.step_));
 }
 
 void GpuBackend::layernorm(Buf out, Buf in, const GpuNorm& n, uint32_t T) {
@@ -474,6 +492,7 @@ void GpuBackend::attention_store(uint32_t layer, uint32_t T, uint32_t pos) {
   if (layer < m.probs_spans_.size() && m.probs_spans_[layer].size > 0)
     o.probs = &m.probs_spans_[layer];
   if (m.policy_.split_attention) o.scratch = &m.state_.span(m.split_);
+  o.step = &m.io_.span(m.step_);  // holds pos (GpuModel::run)
   gpu::attention_store(m.kernels_, m.rec_, buf(Buf::ATT), kc, vc, buf(Buf::QKV), T, pos, c.n_embd,
                        c.n_head, o);
 }

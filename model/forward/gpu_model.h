@@ -28,6 +28,11 @@ struct GpuModelOptions {
   uint32_t split_layers = 0;
   UploadProgress on_upload;
   std::optional<SubmissionRates> rates;
+  // A decode step whose recording would be the last one's again (the position is read at run
+  // time, so it is until the plan changes: a kernel or a key-block count past a length, a
+  // window slide) submits that recording again instead of recording it (Recorder::replay).
+  // false: every pass is recorded, as a test compares.
+  bool replay = true;
 };
 
 // `device` must outlive the model.

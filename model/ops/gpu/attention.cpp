@@ -78,7 +78,15 @@ struct Call {
   bool store;
   const vk::BufferSpan* probs;    // the tap, or null
   const vk::BufferSpan* scratch;  // Split's partial results, or null
+  const vk::BufferSpan* step;     // the position read at run time (L - T), or null
   uint64_t row_bytes() const { return uint64_t{C} * sizeof(float); }
+  // The cache rows a kernel that reads the first L binds: those, or all with the position read
+  // at run time (the binding must not depend on it).
+  uint64_t cache_bytes() const {
+    return step ? std::min(k_cache.size, v_cache.size) / row_bytes() * row_bytes()
+                : L * row_bytes();
+  }
+  vk::BufferSpan step_span() const { return step_binding("attention", step, q.sub(0, 4)); }
   uint64_t q_floats() const {
     return store ? uint64_t{T} * q_stride : uint64_t{T - 1} * q_stride + C;
   }
@@ -107,8 +115,9 @@ void dispatch_portable(vk::Kernels& k, vk::Recorder& rec, const Call& c,
   // Bind only what is read or written: the first L cache rows (same offset, so still aligned).
   std::vector<vk::BufferSpan> bindings{
       c.out.sub(0, c.T * c.row_bytes()), c.q.sub(0, c.q_floats() * sizeof(float)),
-      c.k_cache.sub(0, c.L * c.row_bytes()), c.v_cache.sub(0, c.L * c.row_bytes())};
+      c.k_cache.sub(0, c.cache_bytes()), c.v_cache.sub(0, c.cache_bytes())};
   if (c.probs) bindings.push_back(probs_binding(caps, *c.probs, c.T, c.L, c.H));
+  bindings.push_back(c.step_span());
   rec.dispatch(p, bindings, push, groups(caps, c.T, c.H));
 }
 
@@ -169,6 +178,7 @@ void dispatch_texel(vk::Kernels& k, vk::Recorder& rec, const Call& c,
   std::vector<vk::BufferSpan> bindings{out, q, kc, vc};
   if (c.store) bindings.insert(bindings.end(), {kc, vc});  // texel reads, storage-buffer writes
   if (c.probs) bindings.push_back(probs_binding(caps, *c.probs, c.T, c.L, c.H));
+  bindings.push_back(c.step_span());
   rec.dispatch(p, bindings, push, g);
 }
 
@@ -213,8 +223,8 @@ void dispatch_split(vk::Kernels& k, vk::Recorder& rec, const Call& c,
   const vk::BufferSpan part =
       c.scratch->sub(0, attention_split_scratch_bytes(c.T, c.L, c.C, c.H));
   rec.dispatch(k.get("attention_split", {{wg, 1, 1}, {D}}),
-               {part, c.q.sub(0, c.q_floats() * sizeof(float)),
-                c.k_cache.sub(0, c.L * c.row_bytes()), c.v_cache.sub(0, c.L * c.row_bytes())},
+               {part, c.q.sub(0, c.q_floats() * sizeof(float)), c.k_cache.sub(0, c.cache_bytes()),
+                c.v_cache.sub(0, c.cache_bytes()), c.step_span()},
                p, {blocks, c.H, c.T});
   rec.dispatch(k.get("attention_merge", {{wg, 1, 1}, {D}}),
                {c.out.sub(0, c.T * c.row_bytes()), part}, p, {c.H, c.T, 1});
@@ -246,7 +256,9 @@ AttentionKernel choose_kernel(const vk::Device& device, const Call& c, Attention
 push::AttentionPush make_push(const Call& c, const AttentionOptions& options) {
   const float D = static_cast<float>(c.C / c.H);
   const float scale = options.scale != 0 ? options.scale : 1.0f / std::sqrt(D);
-  return {c.T, c.L, c.C, c.q_stride, options.causal ? 1u : 0u, scale, 0};
+  // With the position read at run time, L counts only the keys past it: the T new ones.
+  return {c.T, c.step ? c.T : c.L, c.C, c.q_stride, options.causal ? 1u : 0u, scale, 0,
+          c.step ? 1u : 0u};
 }
 
 }  // namespace
@@ -262,7 +274,7 @@ void attention(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
                const AttentionOptions& options) {
   check_shapes(out, q, q_stride, k_cache, v_cache, T, L, C, H, options.causal);
   const Call c{out, q, k_cache, v_cache, q_stride, T, L, C, H, false, options.probs,
-               options.scratch};
+               options.scratch, options.step};
   const AttentionKernel kernel = choose_kernel(k.device(), c, options.kernel);
   if (kernel == AttentionKernel::Texel)
     dispatch_texel(k, rec, c, make_push(c, options));
@@ -286,12 +298,12 @@ void attention_store(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& ou
   require_elements("attention_store", "qkv", qkv, uint64_t{T} * 3 * C);
   check_shapes(out, qkv, 3 * C, k_cache, v_cache, T, L, C, H, options.causal);
   const Call c{out, qkv, k_cache, v_cache, 3 * C, T, L, C, H, true, options.probs,
-               options.scratch};
+               options.scratch, options.step};
   if (choose_kernel(k.device(), c, options.kernel) == AttentionKernel::Texel) {
     dispatch_texel(k, rec, c, make_push(c, options));
     return;
   }
-  kv_store(k, rec, k_cache, v_cache, qkv, T, C, pos);
+  kv_store(k, rec, k_cache, v_cache, qkv, T, C, pos, options.step);
   attention(k, rec, out, qkv, 3 * C, k_cache, v_cache, T, L, C, H, options);
 }
 

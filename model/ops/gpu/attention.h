@@ -43,6 +43,9 @@ struct AttentionOptions : AttentionSpec {
   const vk::BufferSpan* probs = nullptr;
   // Split's partial results; without it, Auto does not take Split.
   const vk::BufferSpan* scratch = nullptr;
+  // The position read at run time (gpu::step_binding): it must then hold L - T (attention_store:
+  // pos). The caches are bound whole.
+  const vk::BufferSpan* step = nullptr;
 };
 
 // Multi-head scaled dot-product attention of T queries against the first L rows of a KV cache.

@@ -71,4 +71,11 @@ void fail(const char* op, const std::string& what) {
   throw vk::Error(std::string(op) + ": " + what);
 }
 
+vk::BufferSpan step_binding(const char* op, const vk::BufferSpan* step,
+                            const vk::BufferSpan& unused) {
+  if (!step) return unused;
+  require_elements(op, "step", *step, 1, sizeof(uint32_t));
+  return step->sub(0, sizeof(uint32_t));
+}
+
 }  // namespace model::gpu

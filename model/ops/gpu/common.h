@@ -60,6 +60,16 @@ struct Window {
 Window window(const vk::BufferSpan& s, uint64_t first, uint64_t count, size_t bytes_each,
               uint64_t align);
 
+// A pass's position read when it runs, for the ops whose work depends on it (embedding, the KV
+// store, attention): null, the position is recorded in the push constants; else a span of one
+// uint32 the host writes before each submission, and the op records nothing else that depends
+// on the position (its bindings span whole caches and tables), so that one recording of a
+// decode step serves every later one (model/forward/gpu_model.cpp). The host still passes the
+// true position, to check and to plan with. Returns the binding: the step, or `unused` (any
+// span the op binds read-only anyway) when there is none.
+vk::BufferSpan step_binding(const char* op, const vk::BufferSpan* step,
+                            const vk::BufferSpan& unused);
+
 // Throws vk::Error "<op>: <what>": every wrapper's argument errors.
 [[noreturn]] void fail(const char* op, const std::string& what);
 

@@ -25,7 +25,7 @@ void check_weight(const char* what, const Weight& w, uint64_t bytes, uint64_t al
 void embedding(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
                const vk::BufferSpan& ids, const Weight& wte, const Weight* wpe, uint32_t T,
                uint32_t C, uint32_t V, uint32_t n_pos, uint32_t pos_offset, PositionKind position,
-               bool wte_interleaved) {
+               bool wte_interleaved, const vk::BufferSpan* step) {
   const vk::DeviceCaps& caps = k.device().caps();
   const uint64_t align = binding_alignment(caps);
   if (T == 0 || C == 0 || V == 0) fail("embedding", "T, C and V must be positive");
@@ -38,7 +38,8 @@ void embedding(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
                                              : weight_bytes(wte.dtype, uint64_t{V} * C);
   check_weight("wte", wte, wte_bytes, align);
 
-  push::EmbeddingPush push{T, C, V, pos_offset, 0, V, 0, 0};
+  // With the position read at run time, the push holds 0 and wpe is bound from row 0 on.
+  push::EmbeddingPush push{T, C, V, step ? 0 : pos_offset, 0, V, 0, 0, step ? 1u : 0u};
   Window pos{ids, 0};  // an unused binding still needs a buffer: the ids are always in range
   if (position == PositionKind::Learned) {
     if (!wpe) fail("embedding", "learned positions need a wpe table");
@@ -46,8 +47,9 @@ void embedding(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
       fail("embedding", "positions " + std::to_string(pos_offset) + ".." + std::to_string(pos_offset + T - 1) +
            " exceed the " + std::to_string(n_pos) + " rows of wpe");
     check_weight("wpe", *wpe, weight_bytes(wpe->dtype, uint64_t{n_pos} * C), align);
-    pos = window(wpe->span, uint64_t{pos_offset} * C, uint64_t{T} * C, dtype_bytes(wpe->dtype),
-                 align);
+    pos = step ? window(wpe->span, 0, uint64_t{n_pos} * C, dtype_bytes(wpe->dtype), align)
+               : window(wpe->span, uint64_t{pos_offset} * C, uint64_t{T} * C,
+                        dtype_bytes(wpe->dtype), align);
     push.wpe_skip = pos.skip;
   }
 
@@ -78,7 +80,8 @@ void embedding(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
     push.v_begin = static_cast<uint32_t>(v0);
     push.v_end = static_cast<uint32_t>(v1);
     push.wte_skip = rows_bound.skip;
-    rec.dispatch(p, {out, ids, rows_bound.span, pos.span}, push, groups);
+    rec.dispatch(p, {out, ids, rows_bound.span, pos.span, step_binding("embedding", step, ids)},
+                 push, groups);
   }
 }
 

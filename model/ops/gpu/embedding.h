@@ -14,10 +14,11 @@ namespace model::gpu {
 // An fp16 weight's span holds its elements as packed pairs, rounded up to a whole 32-bit word.
 // wte may exceed maxStorageBufferRange: it is then bound as blocks of rows, one dispatch each.
 // wte_interleaved: wte is in matmul's WeightLayout::Interleaved (a tied head that reads it so).
+// step: the position read at run time (gpu::step_binding); it must then hold pos_offset.
 void embedding(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
                const vk::BufferSpan& ids, const Weight& wte, const Weight* wpe, uint32_t T,
                uint32_t C, uint32_t V, uint32_t n_pos, uint32_t pos_offset, PositionKind position,
-               bool wte_interleaved = false);
+               bool wte_interleaved = false, const vk::BufferSpan* step = nullptr);
 
 // Checks every id against the vocabulary [0, V) and uploads them as int32 [T] into dst. Throws
 // vk::Error naming the first bad position and id, before anything is copied.

@@ -9,7 +9,7 @@ namespace model::gpu {
 
 void kv_store(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& k_cache,
               const vk::BufferSpan& v_cache, const vk::BufferSpan& qkv, uint32_t T, uint32_t C,
-              uint32_t pos) {
+              uint32_t pos, const vk::BufferSpan* step) {
   if (T == 0 || C == 0)
     throw vk::Error("kv_store: T=" + std::to_string(T) + " and C=" + std::to_string(C) +
                      " must both be positive");
@@ -24,10 +24,14 @@ void kv_store(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& k_cache,
   const vk::Pipeline& p = k.get("kv_store", {{default_workgroup(k.device().caps()), 1, 1}, {}});
   // Only the rows up to the last one written are bound (offset unchanged, so still aligned): a
   // later reader of the cache still gets a barrier, and the binding stays as small as it can.
+  // With the position read at run time, the whole caches.
+  const uint64_t bound = step ? n_ctx * row_bytes : end * row_bytes;
+  const vk::BufferSpan q = qkv.sub(0, uint64_t{T} * 3 * row_bytes);
   rec.dispatch(p,
-               {k_cache.sub(0, end * row_bytes), v_cache.sub(0, end * row_bytes),
-                qkv.sub(0, uint64_t{T} * 3 * row_bytes)},
-               push::KvStorePush{T, C, pos}, vk::groups_for(k.device(), p, uint64_t{T} * C));
+               {k_cache.sub(0, bound), v_cache.sub(0, bound), q,
+                step_binding("kv_store", step, q)},
+               push::KvStorePush{T, C, step ? 0 : pos, step ? 1u : 0u},
+               vk::groups_for(k.device(), p, uint64_t{T} * C));
 }
 
 }  // namespace model::gpu

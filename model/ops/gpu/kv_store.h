@@ -7,8 +7,9 @@ namespace model::gpu {
 // Copies K and V of T new tokens (columns [C, 2C) and [2C, 3C) of the fused QKV projection) into
 // cache rows pos .. pos+T-1. The cache capacity n_ctx is the number of whole rows the spans hold;
 // pos + T > n_ctx throws.                [T, 3C] -> k_cache, v_cache [pos .. pos+T-1 of n_ctx, C]
+// step: the position read at run time (gpu::step_binding); it must then hold pos.
 void kv_store(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& k_cache,
               const vk::BufferSpan& v_cache, const vk::BufferSpan& qkv, uint32_t T, uint32_t C,
-              uint32_t pos);
+              uint32_t pos, const vk::BufferSpan* step = nullptr);
 
 }  // namespace model::gpu
