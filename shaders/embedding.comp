@@ -20,7 +20,8 @@ layout(binding = 0) writeonly buffer Out { float out_[]; };  // [T, C]
 layout(binding = 1) readonly buffer Ids { int ids[]; };      // [T]
 // Weights as 32-bit words: fp32 bits, or fp16 pairs (element i is half i & 1 of word i >> 1).
 layout(binding = 2) readonly buffer Wte { uint wte[]; };  // rows [v_begin, v_end) of [V, C]
-layout(binding = 3) readonly buffer Wpe { uint wpe[]; };  // rows [pos_offset, +T) of [n_pos, C]
+// Rows [pos_offset, +T) of [n_pos, C]; the whole table when the position is read at run time.
+layout(binding = 3) readonly buffer Wpe { uint wpe[]; };
 layout(binding = 4) readonly buffer Step { uint step_pos; };  // EmbeddingPush.dynamic_pos
 layout(push_constant) uniform Push { EmbeddingPush p; };
 

@@ -22,7 +22,7 @@ struct EmbeddingPush {
   uint wte_skip;    // elements from the start of the wte binding to row v_begin
   uint wpe_skip;    // elements from the start of the wpe binding to row pos_offset
   // 1: the positions start at pos_offset + the Step binding's position, read when the kernel
-  // runs (wpe bound from row pos_offset on, as far as the table goes), so one recording serves
+  // runs (the host binds wpe from row 0 and pushes pos_offset 0), so one recording serves
   // every decode step; 0: the Step binding is not read.
   uint dynamic_pos;
 };

@@ -56,6 +56,8 @@ TEST_CASE("memory types: a discrete NVIDIA card (VRAM, system memory, a 256 MiB 
   // Uploads through write-combined system memory, not the small BAR heap; readback cached.
   CHECK(first(p, vk::MemoryPurpose::Upload, 64 * MiB, false) == 3);
   CHECK(first(p, vk::MemoryPurpose::Readback, MiB, false) == 4);
+  // A pass's ids and position: in the BAR window, which the GPU reads without crossing PCIe.
+  CHECK(first(p, vk::MemoryPurpose::Parameters, 4096, false) == 5);
   // Past VRAM (a 13 GiB request), device memory falls back to host-visible system memory.
   CHECK(first(p, vk::MemoryPurpose::Device, 13 * GiB, false) == 3);
 }
@@ -73,8 +75,9 @@ TEST_CASE("memory types: a discrete AMD card on RADV, device-coherent types pres
   CHECK(first(p, vk::MemoryPurpose::Device, 500 * MiB, false) == 0);
   CHECK(first(p, vk::MemoryPurpose::Upload, 500 * MiB, false) == 1);
   CHECK(first(p, vk::MemoryPurpose::Readback, MiB, false) == 3);
-  for (vk::MemoryPurpose purpose :
-       {vk::MemoryPurpose::Device, vk::MemoryPurpose::Upload, vk::MemoryPurpose::Readback})
+  CHECK(first(p, vk::MemoryPurpose::Parameters, 4096, false) == 2);  // the BAR
+  for (vk::MemoryPurpose purpose : {vk::MemoryPurpose::Device, vk::MemoryPurpose::Upload,
+                                    vk::MemoryPurpose::Readback, vk::MemoryPurpose::Parameters})
     for (uint32_t t : vk::memory_type_candidates(p, ~0u, purpose, MiB, false)) CHECK(t < 4);
   // A buffer whose memoryTypeBits exclude type 0 takes the next device-local type.
   const std::vector<uint32_t> c =
@@ -102,21 +105,22 @@ TEST_CASE("memory types: an AMD APU's 512 MiB carve-out and lavapipe") {
   const auto apu = table({512 * MiB, 14 * GiB},
                          {{DL, 0}, {HV | HC, 1}, {DL | HV | HC, 0}, {HV | HC | CA, 1}});
   CHECK(first(apu, vk::MemoryPurpose::Device, 100 * MiB, true) == 2);
+  CHECK(first(apu, vk::MemoryPurpose::Parameters, 4096, true) == 2);
   // Weights of GPT-2 medium (700 MiB) do not fit the carve-out: host-visible system memory,
   // which the APU reads as fast, not an allocation failure.
   CHECK(first(apu, vk::MemoryPurpose::Device, 700 * MiB, true) == 1);
   CHECK(vk::memory_type_candidates(apu, ~0u, vk::MemoryPurpose::Device, 15 * GiB, true).empty());
   // lavapipe: one type, everything.
   const auto lvp = table({2 * GiB}, {{DL | HV | HC | CA, 0}});
-  for (vk::MemoryPurpose purpose :
-       {vk::MemoryPurpose::Device, vk::MemoryPurpose::Upload, vk::MemoryPurpose::Readback})
+  for (vk::MemoryPurpose purpose : {vk::MemoryPurpose::Device, vk::MemoryPurpose::Upload,
+                                    vk::MemoryPurpose::Readback, vk::MemoryPurpose::Parameters})
     CHECK(first(lvp, purpose, MiB, true) == 0);
 }
 
 TEST_CASE("memory types: every kind of arena on this device is usable, staging mapped") {
   GPU_TEST(g);
   for (vk::MemoryKind kind : {vk::MemoryKind::Device, vk::MemoryKind::Staging,
-                              vk::MemoryKind::Readback}) {
+                              vk::MemoryKind::Readback, vk::MemoryKind::Parameters}) {
     vk::Arena a(g.device, 1 << 16, kind, "test memory kind");
     if (kind != vk::MemoryKind::Device) CHECK(a.mapped());
     const std::vector<float> data(1024, 1.5f);

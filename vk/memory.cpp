@@ -41,9 +41,10 @@ Arena::Arena(const Device& device, VkDeviceSize capacity, MemoryKind kind, std::
   VkMemoryRequirements req{};
   vkGetBufferMemoryRequirements(device.get(), buffer, &req);
   const VkPhysicalDeviceMemoryProperties props = device.memory_properties();
-  const MemoryPurpose purpose = kind == MemoryKind::Device    ? MemoryPurpose::Device
-                                : kind == MemoryKind::Staging ? MemoryPurpose::Upload
-                                                              : MemoryPurpose::Readback;
+  const MemoryPurpose purpose = kind == MemoryKind::Device       ? MemoryPurpose::Device
+                                : kind == MemoryKind::Staging    ? MemoryPurpose::Upload
+                                : kind == MemoryKind::Parameters ? MemoryPurpose::Parameters
+                                                                 : MemoryPurpose::Readback;
   const std::vector<uint32_t> types =
       memory_type_candidates(props, req.memoryTypeBits, purpose, req.size, caps.uma);
   const std::string what = "arena '" + name_ + "'";

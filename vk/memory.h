@@ -29,6 +29,7 @@ enum class MemoryKind {
   Device,    // for kernels: device-local, mapped too when the device is UMA
   Staging,   // host-visible, for copies to a discrete GPU
   Readback,  // host-visible and host-cached where offered: what the host reads back
+  Parameters,  // host-visible, device-local where offered: what the host writes for each pass
 };
 
 // One VkDeviceMemory bound to one VkBuffer; alloc() hands out aligned sub-ranges in order.

@@ -29,6 +29,8 @@ std::vector<Want> preferences(MemoryPurpose purpose, bool uma) {
       return {{HV | HC, DL | CACHED}, {HV | HC, DL}, {HV | HC, 0}};
     case MemoryPurpose::Readback:
       return {{HV | HC | CACHED, DL}, {HV | HC | CACHED, 0}, {HV | HC, 0}};
+    case MemoryPurpose::Parameters:
+      return {{DL | HV | HC, 0}, {HV | HC, 0}};
   }
   return {};
 }

@@ -12,6 +12,10 @@ enum class MemoryPurpose {
   Device,    // the kernels' data: weights, activations, caches, scratch
   Upload,    // the host writes, the device reads once: staging for uploads
   Readback,  // the device writes, the host reads: download staging, a pass's results
+  // The host writes a few bytes before each submission that many dispatches then read (a
+  // pass's token ids and position): device-local and host-visible where offered (a discrete
+  // GPU's BAR window, UMA memory), so the reads do not cross the bus; else host memory.
+  Parameters,
 };
 
 // The memory types an allocation of `bytes` for `purpose` may use, best first: only types in

@@ -131,8 +131,11 @@ void Recorder::begin() {
 }
 
 void Recorder::begin_dry() {
-  if (recording_) throw Error("Recorder::begin_dry() inside a recording");
   if (pending_) wait();
+  if (recording_) {  // a recording an exception cut short: nothing to submit until begin()
+    recording_ = false;
+    recorded_ = false;
+  }
   // The last real recording, its statistics, timings and barrier tracking stay as they are: it
   // may still be submitted again.
   dry_dispatches_ = 0;

@@ -54,6 +54,7 @@ class GpuModel final : public Model {
         weights_(device, "weights"),
         state_(device, "activations"),
         io_(device, "io"),
+        params_(device, "pass parameters"),
         rec_(device, o.timestamps) {
     upload_weights(ckpt, o.on_upload);
     plan_state();
@@ -108,7 +109,8 @@ class GpuModel final : public Model {
   Packer state_;  // activations and the KV cache
   size_t x_, h_, qkv_, att_, fc_;
   std::vector<size_t> k_cache_, v_cache_;
-  Packer io_;     // host-visible: ids in, best candidates out
+  Packer io_;      // host-visible: the best candidates out
+  Packer params_;  // host-written before each pass: the ids and the position
   size_t ids_, step_, top_ids_, top_values_, scratch_;
   size_t split_ = 0;  // split-K attention's partial results (policy split_attention)
   size_t partials_;  // greedy decoding: the head's argmax partials (gpu::matmul_argmax)
@@ -243,12 +245,16 @@ void GpuModel::plan_state() {
 
   // What the host writes (ids) and reads back (the candidates, the argmax partials) each pass:
   // host-cached memory where the device offers it, since the host reads most of it.
-  ids_ = io_.add(T * 4);
-  step_ = io_.add(4);  // the pass's position, which the shaders read (gpu::step_binding)
   top_ids_ = io_.add(k * 4);
   top_values_ = io_.add(k * 4);
   partials_ = io_.add(uint64_t{2} * gpu::matmul_argmax_partials(c.n_vocab) * 4);
   io_.allocate(vk::MemoryKind::Readback);
+  // What the host writes before each pass and its dispatches read: the ids, and the position
+  // (gpu::step_binding), which every attention dispatch reads; in device-local memory where the
+  // device lets the host write there.
+  ids_ = params_.add(T * 4);
+  step_ = params_.add(4);
+  params_.allocate(vk::MemoryKind::Parameters);
   ensure_logits(1);
 }
 
@@ -375,9 +381,10 @@ void GpuModel::run(std::span<const int32_t> ids, bool all_rows, uint32_t k,
     ensure_attention_taps(T, length() + T);
   else
     probs_spans_.clear();
-  std::memcpy(io_.span(ids_).mapped, ids.data(), ids.size_bytes());
+  rec_.wait();  // a submission still running (after a timed-out wait) may read what follows
+  std::memcpy(params_.span(ids_).mapped, ids.data(), ids.size_bytes());
   const uint32_t pos = length();
-  std::memcpy(io_.span(step_).mapped, &pos, sizeof pos);
+  std::memcpy(params_.span(step_).mapped, &pos, sizeof pos);
 
   // A decode step: a dry recording says whether the last recording would be recorded again;
   // then it is submitted as it is (no descriptor writes, no commands), else recorded anew.
@@ -443,9 +450,9 @@ const vk::BufferSpan& GpuBackend::buf(Buf b) const {
 void GpuBackend::embed(uint32_t T, uint32_t pos) {
   const Config& c = m.config_;
   const gpu::Weight& wte = *m.w_.wte;
-  gpu::embedding(m.kernels_, m.rec_, buf(Buf::X), m.io_.span(m.ids_), wte, m.w_.wpe, T,
+  gpu::embedding(m.kernels_, m.rec_, buf(Buf::X), m.params_.span(m.ids_), wte, m.w_.wpe, T,
                  c.n_embd, c.n_vocab, c.n_ctx, pos, c.positions,
-                 wte.layout == WeightLayout::Interleaved, &m.io_.span(m.step_));
+                 wte.layout == WeightLayout::Interleaved, &m.params_.span(m.step_));
 }
 
 void GpuBackend::layernorm(Buf out, Buf in, const GpuNorm& n, uint32_t T) {
@@ -492,7 +499,7 @@ void GpuBackend::attention_store(uint32_t layer, uint32_t T, uint32_t pos) {
   if (layer < m.probs_spans_.size() && m.probs_spans_[layer].size > 0)
     o.probs = &m.probs_spans_[layer];
   if (m.policy_.split_attention) o.scratch = &m.state_.span(m.split_);
-  o.step = &m.io_.span(m.step_);  // holds pos (GpuModel::run)
+  o.step = &m.params_.span(m.step_);  // holds pos (GpuModel::run)
   gpu::attention_store(m.kernels_, m.rec_, buf(Buf::ATT), kc, vc, buf(Buf::QKV), T, pos, c.n_embd,
                        c.n_head, o);
 }

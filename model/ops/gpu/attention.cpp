@@ -82,9 +82,14 @@ struct Call {
   uint64_t row_bytes() const { return uint64_t{C} * sizeof(float); }
   // The cache rows a kernel that reads the first L binds: those, or all with the position read
   // at run time (the binding must not depend on it).
-  uint64_t cache_bytes() const {
-    return step ? std::min(k_cache.size, v_cache.size) / row_bytes() * row_bytes()
-                : L * row_bytes();
+  uint64_t cache_bytes(const vk::DeviceCaps& caps) const {
+    if (!step) return L * row_bytes();
+    const uint64_t bytes = std::min({k_cache.size, v_cache.size, caps.max_storage_buffer_range});
+    if (bytes / row_bytes() < L)
+      throw vk::Error("attention: L=" + std::to_string(L) +
+                      " cache rows exceed what one binding of this device may hold (" +
+                      std::to_string(caps.max_storage_buffer_range) + " bytes)");
+    return bytes / row_bytes() * row_bytes();
   }
   vk::BufferSpan step_span() const { return step_binding("attention", step, q.sub(0, 4)); }
   uint64_t q_floats() const {
@@ -115,7 +120,7 @@ void dispatch_portable(vk::Kernels& k, vk::Recorder& rec, const Call& c,
   // Bind only what is read or written: the first L cache rows (same offset, so still aligned).
   std::vector<vk::BufferSpan> bindings{
       c.out.sub(0, c.T * c.row_bytes()), c.q.sub(0, c.q_floats() * sizeof(float)),
-      c.k_cache.sub(0, c.cache_bytes()), c.v_cache.sub(0, c.cache_bytes())};
+      c.k_cache.sub(0, c.cache_bytes(caps)), c.v_cache.sub(0, c.cache_bytes(caps))};
   if (c.probs) bindings.push_back(probs_binding(caps, *c.probs, c.T, c.L, c.H));
   bindings.push_back(c.step_span());
   rec.dispatch(p, bindings, push, groups(caps, c.T, c.H));
@@ -222,9 +227,10 @@ void dispatch_split(vk::Kernels& k, vk::Recorder& rec, const Call& c,
   p.splits = blocks;
   const vk::BufferSpan part =
       c.scratch->sub(0, attention_split_scratch_bytes(c.T, c.L, c.C, c.H));
+  const uint64_t cache = c.cache_bytes(k.device().caps());
   rec.dispatch(k.get("attention_split", {{wg, 1, 1}, {D}}),
-               {part, c.q.sub(0, c.q_floats() * sizeof(float)), c.k_cache.sub(0, c.cache_bytes()),
-                c.v_cache.sub(0, c.cache_bytes()), c.step_span()},
+               {part, c.q.sub(0, c.q_floats() * sizeof(float)), c.k_cache.sub(0, cache),
+                c.v_cache.sub(0, cache), c.step_span()},
                p, {blocks, c.H, c.T});
   rec.dispatch(k.get("attention_merge", {{wg, 1, 1}, {D}}),
                {c.out.sub(0, c.T * c.row_bytes()), part}, p, {c.H, c.T, 1});
