@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <mutex>
@@ -116,17 +115,10 @@ const Pipeline& Kernels::get(const std::string& name, const Specialization& spec
     it = pipelines_
              .emplace(key, std::make_unique<Pipeline>(device_, name, spec, cache_.get(), false))
              .first;
-    if (deferring_) {
-      deferred_.push_back(it->second.get());
-      return *it->second;
-    }
+    if (deferring_) deferred_.push_back(it->second.get());
   }
   Pipeline& p = *it->second;
-  if (!p.compiled() && !deferring_) {
-    const auto t0 = std::chrono::steady_clock::now();
-    p.compile(cache_.get());
-    compile_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
+  if (!deferring_) p.compile(cache_.get());  // once: a no-op when compiled
   return p;
 }
 
@@ -136,7 +128,6 @@ size_t Kernels::compile_deferred(const CompileProgress& progress) {
     if (!p->compiled()) todo.push_back(p);
   deferred_.clear();
   if (todo.empty()) return 0;
-  const auto t0 = std::chrono::steady_clock::now();
   // Drivers compile at vkCreateComputePipelines (most GPU drivers) and take the pipeline cache
   // from any thread; each pipeline is its own object, so the threads share nothing else.
   const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
@@ -172,7 +163,6 @@ size_t Kernels::compile_deferred(const CompileProgress& progress) {
     work();
     for (std::thread& t : pool) t.join();
   }
-  compile_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (failed) std::rethrow_exception(failed);
   // Saved now as well as at exit: a run stopped by Ctrl-C (no destructors) keeps what it compiled.
   cache_.save();

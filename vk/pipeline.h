@@ -81,7 +81,6 @@ class Kernels {
   ~Kernels();  // saves the pipeline cache (a failure is a warning)
   const Device& device() const { return device_; }
   const Pipeline& get(const std::string& name, const Specialization& spec = {});
-  PipelineCache& cache() { return cache_; }
 
   void defer(bool on) { deferring_ = on; }
   // Compiles what get() deferred, in parallel, then saves the pipeline cache; returns how many.
@@ -89,10 +88,8 @@ class Kernels {
   // one each call. The first failure (of a compile or of progress) is rethrown once every
   // thread has stopped.
   size_t compile_deferred(const CompileProgress& progress = {});
-  // Pipelines made so far, and the seconds spent in vkCreateComputePipelines (where most
-  // drivers compile; lavapipe compiles at a pipeline's first dispatch instead).
+  // Pipelines made so far.
   size_t count() const { return pipelines_.size(); }
-  double compile_seconds() const { return compile_seconds_; }
 
  private:
   const Device& device_;
@@ -100,7 +97,6 @@ class Kernels {
   std::map<std::pair<std::string, Specialization>, std::unique_ptr<Pipeline>> pipelines_;
   bool deferring_ = false;
   std::vector<Pipeline*> deferred_;
-  double compile_seconds_ = 0;
 };
 
 }  // namespace vk

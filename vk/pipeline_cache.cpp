@@ -15,6 +15,7 @@
 
 #include "vk/check.h"
 #include "vk/context.h"
+#include "vk/hash.h"
 
 namespace vk {
 namespace {
@@ -31,12 +32,6 @@ long process_id() {
 #else
   return static_cast<long>(getpid());
 #endif
-}
-
-uint64_t fnv1a(const uint8_t* p, size_t n) {
-  uint64_t h = 14695981039346656037ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
 }
 
 uint32_t read_u32(const uint8_t* p) {

@@ -125,7 +125,7 @@ void Recorder::begin() {
   writes_.clear();
   flushed_timings_.clear();
   stats_ = {};
-  signature_ = kSignatureSeed;
+  signature_ = kFnv1aOffset;
   flushed_ = false;
   open();
 }
@@ -139,15 +139,14 @@ void Recorder::begin_dry() {
   // The last real recording, its statistics, timings and barrier tracking stay as they are: it
   // may still be submitted again.
   dry_dispatches_ = 0;
-  dry_signature_ = kSignatureSeed;
+  dry_signature_ = kFnv1aOffset;
   recording_ = true;
   dry_ = true;
 }
 
 void Recorder::hash(const void* data, size_t bytes) {
   uint64_t& h = dry_ ? dry_signature_ : signature_;
-  const auto* p = static_cast<const uint8_t*>(data);
-  for (size_t i = 0; i < bytes; i++) h = (h ^ p[i]) * 1099511628211ull;  // FNV-1a
+  h = fnv1a(data, bytes, h);
 }
 
 bool Recorder::dry_matches() const {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "vk/handle.h"
+#include "vk/hash.h"
 #include "vk/memory.h"
 #include "vk/pipeline.h"
 
@@ -158,9 +159,8 @@ class Recorder {
   bool recording_ = false;
   bool dry_ = false;  // begin_dry()
   uint32_t dry_dispatches_ = 0;
-  static constexpr uint64_t kSignatureSeed = 14695981039346656037ull;
-  uint64_t signature_ = kSignatureSeed;      // of the real recording
-  uint64_t dry_signature_ = kSignatureSeed;  // of the last dry one
+  uint64_t signature_ = kFnv1aOffset;      // of the real recording (vk/hash.h)
+  uint64_t dry_signature_ = kFnv1aOffset;  // of the last dry one
   bool flushed_ = false;                     // the real recording was cut by flush()
   void hash(const void* data, size_t bytes);  // into the current recording's signature
   bool recorded_ = false;  // cmd_ holds a finished real recording

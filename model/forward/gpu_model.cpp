@@ -306,14 +306,13 @@ Head GpuModel::record_pass(uint32_t T, uint32_t pos, bool all_rows, uint32_t k, 
   // options give rates).
   const bool automatic = rates_ || device_.caps().type != VK_PHYSICAL_DEVICE_TYPE_CPU;
   const DType wdtype = precision_ == Precision::F16 ? DType::F16 : DType::F32;
+  const SubmissionRates rates = rates_.value_or(SubmissionRates{});
   pass_split_ = split_layers_ ? split_layers_
-                : automatic   ? blocks_per_submission(c, T, pos + T, wdtype,
-                                                      rates_.value_or(SubmissionRates{}))
+                : automatic   ? blocks_per_submission(c, T, pos + T, wdtype, rates)
                               : 0;
   // The longest submission's expected time sets how long a wait for it may take: the blocks one
   // submission holds (all, unsplit) and the head, which the last one carries.
   if (!device_.fence_timeout_set()) {
-    const SubmissionRates rates = rates_.value_or(SubmissionRates{});
     const uint32_t blocks = pass_split_ ? pass_split_ : c.n_layer;
     const double expected = blocks * block_seconds(c, T, pos + T, wdtype, rates) +
                             head_seconds(c, all_rows ? T : 1, wdtype, rates);
@@ -357,7 +356,6 @@ size_t GpuModel::prepare(uint32_t prompt_tokens, uint32_t max_new, uint32_t k,
     const auto end = static_cast<uint32_t>(std::min<uint64_t>(last, n) - 1);
     if (end > P) passes.emplace_back(1, end);
   }
-  ensure_logits(1);
   probs_spans_.clear();  // next() records no attention tap for these passes
   kernels_.defer(true);
   try {

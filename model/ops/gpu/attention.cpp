@@ -83,13 +83,8 @@ struct Call {
   // The cache rows a kernel that reads the first L binds: those, or all with the position read
   // at run time (the binding must not depend on it).
   uint64_t cache_bytes(const vk::DeviceCaps& caps) const {
-    if (!step) return L * row_bytes();
-    const uint64_t bytes = std::min({k_cache.size, v_cache.size, caps.max_storage_buffer_range});
-    if (bytes / row_bytes() < L)
-      throw vk::Error("attention: L=" + std::to_string(L) +
-                      " cache rows exceed what one binding of this device may hold (" +
-                      std::to_string(caps.max_storage_buffer_range) + " bytes)");
-    return bytes / row_bytes() * row_bytes();
+    return step ? whole_cache_bytes("attention", caps, k_cache, v_cache, row_bytes(), L)
+                : L * row_bytes();
   }
   vk::BufferSpan step_span() const { return step_binding("attention", step, q.sub(0, 4)); }
   uint64_t q_floats() const {

@@ -78,4 +78,15 @@ vk::BufferSpan step_binding(const char* op, const vk::BufferSpan* step,
   return step->sub(0, sizeof(uint32_t));
 }
 
+uint64_t whole_cache_bytes(const char* op, const vk::DeviceCaps& caps,
+                           const vk::BufferSpan& k_cache, const vk::BufferSpan& v_cache,
+                           uint64_t row_bytes, uint64_t rows) {
+  const uint64_t bound =
+      std::min({k_cache.size, v_cache.size, caps.max_storage_buffer_range}) / row_bytes;
+  if (bound < rows)
+    fail(op, std::to_string(rows) + " cache rows exceed what one binding of this device may " +
+                 "hold (" + std::to_string(caps.max_storage_buffer_range) + " bytes)");
+  return bound * row_bytes;
+}
+
 }  // namespace model::gpu

@@ -69,6 +69,12 @@ Window window(const vk::BufferSpan& s, uint64_t first, uint64_t count, size_t by
 // span the op binds read-only anyway) when there is none.
 vk::BufferSpan step_binding(const char* op, const vk::BufferSpan* step,
                             const vk::BufferSpan& unused);
+// With the position read at run time, a cache is bound whole: the bytes of the whole rows of
+// `row_bytes` that both caches hold, as far as one storage-buffer binding may reach; throws
+// unless that is at least `rows` rows (the ones the op touches).
+uint64_t whole_cache_bytes(const char* op, const vk::DeviceCaps& caps,
+                           const vk::BufferSpan& k_cache, const vk::BufferSpan& v_cache,
+                           uint64_t row_bytes, uint64_t rows);
 
 // Throws vk::Error "<op>: <what>": every wrapper's argument errors.
 [[noreturn]] void fail(const char* op, const std::string& what);

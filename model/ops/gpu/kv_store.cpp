@@ -26,12 +26,8 @@ void kv_store(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& k_cache,
   // later reader of the cache still gets a barrier, and the binding stays as small as it can.
   // With the position read at run time, the whole caches.
   const uint64_t bound =
-      step ? std::min(n_ctx * row_bytes, k.device().caps().max_storage_buffer_range) / row_bytes *
-                 row_bytes
+      step ? whole_cache_bytes("kv_store", k.device().caps(), k_cache, v_cache, row_bytes, end)
            : end * row_bytes;
-  if (bound < end * row_bytes)
-    throw vk::Error("kv_store: rows up to " + std::to_string(end - 1) +
-                    " exceed what one binding of this device may hold");
   const vk::BufferSpan q = qkv.sub(0, uint64_t{T} * 3 * row_bytes);
   rec.dispatch(p,
                {k_cache.sub(0, bound), v_cache.sub(0, bound), q,

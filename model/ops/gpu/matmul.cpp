@@ -176,7 +176,7 @@ void plan_interleaved(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType 
       std::min<uint64_t>(plan.rows, uint64_t(caps.max_workgroup_count[2]) * rows));
   const vk::Specialization spec{{wg, 1, 1},
                                  {static_cast<uint32_t>(o.layout), static_cast<uint32_t>(dtype),
-                                  push::ACT_NONE, rows, argmax ? 1u : 0u,
+                                  push::ACT_NONE /* in the flags */, rows, argmax ? 1u : 0u,
                                   o.norm ? 1 + static_cast<uint32_t>(o.norm->kind) : 0u, lanes}};
   plan.last = plan.plain = &k.get("matmul_interleaved", spec);
 }
