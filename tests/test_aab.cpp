@@ -139,7 +139,7 @@ TEST_CASE("aab: the folder loads as the README describes it") {
 TEST_CASE("aab: CPU reference: the README's logits, 100% on aab x 10, recovery") {
   Aab aab;
   for (model::Precision p : kPrecisions) {
-    CAPTURE(model::precision_name(p));
+    CAPTURE(std::string(model::precision_name(p)));
     auto cpu = model::make_cpu_model(*aab.checkpoint, p);
     check_logits(*cpu, *aab.tokenizer);
     check_accuracy(*cpu, *aab.tokenizer);
@@ -151,7 +151,7 @@ TEST_CASE("aab: GPU: the README's logits, 100% on aab x 10, recovery") {
   GPU_TEST(g);
   Aab aab;
   for (auto [p, ks] : test::precisions_and_kernel_sets()) {
-    CAPTURE(model::precision_name(p));
+    CAPTURE(std::string(model::precision_name(p)));
     CAPTURE(test::kernels_name(ks));
     auto gpu = test::gpu_model(g, *aab.checkpoint, p, ks);
     check_logits(*gpu, *aab.tokenizer);

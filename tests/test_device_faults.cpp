@@ -14,8 +14,10 @@
 #include <regex>
 
 #include "model/forward/gpu_model.h"
+#include "model/generation/generate.h"
 #include "model/ops/gpu/activation.h"
 #include "tests/cli.h"
+#include "tests/compare.h"
 #include "tests/files.h"
 #include "tests/gpu.h"
 #include "tests/model_fixture.h"
@@ -286,23 +288,134 @@ TEST_CASE("submissions: a pass is cut by its estimated cost, with the same logit
     CAPTURE(test::kernels_name(ks));
     model::GpuModelOptions whole{model::Precision::F16, false, 0, {}};
     model::GpuModelOptions slow = whole;
-    // So slow that a block alone takes minutes: the waits' timeout grows past the device's.
-    const model::SubmissionRates crawl{1e3, 1e3, 0.5};
+    // So slow that a block alone takes minutes (the waits' timeout grows past the device's),
+    // with a budget of exactly one block: one block per submission, the prompt in one pass.
+    model::SubmissionRates crawl{1e3, 1e3, 0};
+    crawl.budget_s = model::block_seconds(c, 8, 8, model::DType::F16, crawl);
+    REQUIRE(model::prompt_chunks(c, 8, 0, model::DType::F16, crawl).size() == 1);
     slow.rates = crawl;
     auto a = model::make_gpu_model(*m.checkpoint, g.with_kernels(ks), whole);
     auto b = model::make_gpu_model(*m.checkpoint, g.with_kernels(ks), slow);
     const std::vector<float> la = a->logits(ids), lb = b->logits(ids);
     if (g.device.caps().type == VK_PHYSICAL_DEVICE_TYPE_CPU)
       CHECK(model::gpu_stats(*a).submits == 1);  // a CPU device splits only when asked
-    CHECK(model::gpu_stats(*b).submits == 5);
+    CHECK(model::gpu_stats(*b).submits == 6);  // the head, over budget with a block, apart
     CHECK(la == lb);
     const vk::Device& d = g.with_kernels(ks);
     CHECK(model::gpu_submission_timeout(*a) == d.fence_timeout_s());
-    const double expected = model::block_seconds(c, 8, 8, model::DType::F16, crawl) +
-                            model::head_seconds(c, 8, model::DType::F16, crawl);
+    const double expected = std::max(model::block_seconds(c, 8, 8, model::DType::F16, crawl),
+                                      model::head_seconds(c, 8, model::DType::F16, crawl));
     REQUIRE(model::kTimeoutMargin * expected > d.fence_timeout_s());
     CHECK(model::gpu_submission_timeout(*b) == doctest::Approx(model::kTimeoutMargin * expected));
   }
   CHECK(model::submission_timeout(0.1, 20) == 20);
   CHECK(model::submission_timeout(100, 20) == 400);
+}
+
+TEST_CASE("submissions: a prompt whose block alone is over budget runs in chunks") {
+  // The estimate: GPT-2 XL's 1024-token prompt at the default rates runs in chunks whose blocks
+  // each fit the budget, whole tiles of 64 rows but the last; GPT-2 small's 128 tokens and any
+  // decoded token in one pass; a bidirectional model's pass is never cut.
+  model::Config xl = test::tiny_config();
+  xl.n_embd = 1600, xl.n_head = 25, xl.n_inner = 6400, xl.n_layer = 48, xl.n_ctx = 1024;
+  xl.n_vocab = 50257;
+  const model::SubmissionRates rates;
+  const std::vector<uint32_t> parts = model::prompt_chunks(xl, 1024, 0, model::DType::F16, rates);
+  CAPTURE(parts.size());
+  CHECK(parts.size() > 2);
+  uint32_t done = 0;
+  for (size_t i = 0; i < parts.size(); done += parts[i++]) {
+    CHECK(model::block_seconds(xl, parts[i], done + parts[i], model::DType::F16, rates) <=
+          rates.budget_s);
+    if (i + 1 < parts.size()) CHECK(parts[i] % 64 == 0);
+  }
+  CHECK(done == 1024);
+  CHECK(parts.front() >= parts.back());  // later chunks attend to more keys
+  CHECK(model::prompt_chunks(xl, 1, 1023, model::DType::F16, rates) == std::vector<uint32_t>{1});
+  model::Config small = xl;
+  small.n_embd = 768, small.n_head = 12, small.n_inner = 3072, small.n_layer = 12;
+  CHECK(model::prompt_chunks(small, 128, 0, model::DType::F16, rates) ==
+        std::vector<uint32_t>{128});
+  model::Config bidirectional = xl;
+  bidirectional.causal = false;
+  CHECK(model::prompt_chunks(bidirectional, 1024, 0, model::DType::F16, rates) ==
+        std::vector<uint32_t>{1024});
+  // Every row's logits: the head over a chunk's rows (50257 of them each) must fit too.
+  for (uint32_t t : model::prompt_chunks(xl, 1024, 0, model::DType::F16, rates, true)) {
+    CHECK(t <= parts.front());
+    CHECK(model::head_seconds(xl, t, model::DType::F16, rates) <= rates.budget_s);
+  }
+  const model::SubmissionRates crawl{1e3, 1e3, 0.5};  // not even one token fits: one at a time
+  CHECK(model::prompt_chunks(small, 5, 0, model::DType::F16, crawl) ==
+        std::vector<uint32_t>(5, 1));
+
+  // On the device: the same logits, residual taps, attention weights and best candidates as one
+  // pass, from more submissions, and generation compiles nothing after prepare().
+  GPU_TEST(g);
+  model::Config c = test::tiny_config();
+  c.n_layer = 3;
+  test::TinyModel m(c);
+  std::vector<int32_t> ids;
+  for (int32_t i = 0; i < 24; i++) ids.push_back((i * 37 + 11) % 256);
+  // Slow enough that a block over more than ~5 tokens of 24 is over budget: chunks of several
+  // tokens, each attending to the cache the earlier ones filled.
+  model::SubmissionRates slow_rates{1e3, 1e3, 0};
+  slow_rates.budget_s = model::block_seconds(c, 5, 24, model::DType::F16, slow_rates);
+  const std::vector<uint32_t> cut = model::prompt_chunks(c, 24, 0, model::DType::F16, slow_rates);
+  CAPTURE(cut.size());
+  REQUIRE(cut.size() >= 4);
+  REQUIRE(*std::max_element(cut.begin(), cut.end()) > 1);
+  // The chunks' matmuls and attention reduce over the same values grouped differently (another
+  // kernel for a 1-row chunk, online softmax over other key blocks): rounding of fp32 sums of
+  // logits of magnitude ~1 (measured on lavapipe: at most 1e-5, the GPU kernel set only; the
+  // CPU set gives the same bits), far below what a wrong cache row or position would change.
+  const test::Tolerance tol{5e-5, 5e-5};
+  for (auto [precision, ks] : test::precisions_and_kernel_sets()) {
+    CAPTURE(test::kernels_name(ks));
+    CAPTURE(std::string(model::precision_name(precision)));
+    model::GpuModelOptions whole;
+    whole.precision = precision;
+    model::GpuModelOptions slow = whole;
+    slow.rates = slow_rates;
+    const vk::Device& d = g.with_kernels(ks);
+    auto a = model::make_gpu_model(*m.checkpoint, d, whole);
+    auto b = model::make_gpu_model(*m.checkpoint, d, slow);
+    for (model::Model* x : {a.get(), b.get()}) {
+      x->set_taps(true);
+      x->set_attention_taps(true);
+    }
+    const std::vector<float> la = a->logits(ids), lb = b->logits(ids);
+    CHECK(test::close("logits", lb, la, tol));
+    CHECK(model::gpu_stats(*b).submits > cut.size());  // each chunk's blocks are cut too
+    if (d.caps().type == VK_PHYSICAL_DEVICE_TYPE_CPU) CHECK(model::gpu_stats(*a).submits == 1);
+    for (uint32_t i = 0; i < c.n_layer; i++) {
+      CHECK(test::close("tap", b->taps()[i], a->taps()[i], tol));
+      REQUIRE(b->attention_probs()[i].size() == a->attention_probs()[i].size());
+      CHECK(test::close("attention", b->attention_probs()[i], a->attention_probs()[i], tol));
+    }
+    // After a cached start, the rest of a prompt in chunks; the best 5 of its last row.
+    for (model::Model* x : {a.get(), b.get()}) {
+      x->reset();
+      x->set_taps(false);
+      x->set_attention_taps(false);
+      x->next(std::span(ids).first(3), 5);
+    }
+    const model::Candidates ca = a->next(std::span(ids).subspan(3), 5),
+                            cb = b->next(std::span(ids).subspan(3), 5);
+    CHECK(model::gpu_stats(*b).submits > 1);
+    CHECK(ca.ids == cb.ids);
+    CHECK(test::close("best logits", cb.logits, ca.logits, tol));
+
+    // Generation through the chunks, on a device that has compiled nothing yet.
+    test::LoweredGpu fresh(g, {}, ks);
+    auto fb = model::make_gpu_model(*m.checkpoint, fresh.device, slow);
+    model::GenerateOptions o;
+    o.max_new = 4;
+    o.stop_at_eos = false;
+    o.sampling.temperature = 0;
+    const model::GenerateResult rb = model::generate(*fb, ids, o, [](int32_t) {});
+    CHECK(fresh.device.kernels().count() == rb.pipelines);
+    a->reset();
+    CHECK(model::generate(*a, ids, o, [](int32_t) {}).tokens == rb.tokens);
+  }
 }

@@ -214,7 +214,7 @@ TEST_CASE("decode steps replayed from one recording give the logits of recording
   const std::vector<int32_t> prompt = some_ids(5, 256, 9);
   for (auto [p, ks] : test::precisions_and_kernel_sets()) {
     CAPTURE(test::kernels_name(ks));
-    CAPTURE(model::precision_name(p));
+    CAPTURE(std::string(model::precision_name(p)));
     model::GpuModelOptions replayed{p, false, 0, {}};
     model::GpuModelOptions recorded = replayed;
     recorded.replay = false;
@@ -280,7 +280,7 @@ TEST_CASE("prepare() compiles every pipeline the prompt's pass and the decoding 
     cases.push_back({*mb.checkpoint, model::Precision::F32, ks, 0.0f, 30});
   for (const Case& t : cases) {
       CAPTURE(test::kernels_name(t.kernels));
-      CAPTURE(model::precision_name(t.precision));
+      CAPTURE(std::string(model::precision_name(t.precision)));
       CAPTURE(t.temperature);
       CAPTURE(t.checkpoint.config().causal);
       // A device of its own, so that no earlier test has compiled anything for it.

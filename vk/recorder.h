@@ -45,6 +45,13 @@ struct RecorderStats {
   uint32_t waits = 0;
   uint32_t commands = 0;  // vkCmd* calls recorded (0 for a replay)
   uint32_t replays = 0;   // submissions of an earlier recording, unchanged (Recorder::replay)
+
+  RecorderStats& operator+=(const RecorderStats& o) {  // of a pass recorded in several parts
+    dispatches += o.dispatches, barriers += o.barriers, descriptor_writes += o.descriptor_writes;
+    pipeline_binds += o.pipeline_binds, submits += o.submits, waits += o.waits;
+    commands += o.commands, replays += o.replays;
+    return *this;
+  }
 };
 
 struct DispatchTime {

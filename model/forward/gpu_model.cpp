@@ -81,8 +81,24 @@ class GpuModel final : public Model {
 
  private:
   // Records (dry: only names the pipelines, Recorder::begin_dry) a forward pass over T tokens at
-  // `pos`, and the top-k after it where the head asks for one; returns that head.
-  Head record_pass(uint32_t T, uint32_t pos, bool all_rows, uint32_t k, bool dry);
+  // `pos`, and the top-k after it where the head asks for one; returns that head. A prompt
+  // chunk before the `last` computes no head unless all rows are asked for.
+  Head record_pass(uint32_t T, uint32_t pos, bool all_rows, uint32_t k, bool dry,
+                   bool last = true);
+  // Runs the pass of ids at `pos` (one chunk of run()'s) and waits for it.
+  Head run_pass(std::span<const int32_t> ids, uint32_t pos, bool all_rows, uint32_t k, bool last);
+  // Whether passes are cut by their estimated cost (on a GPU, or wherever the options give
+  // rates), and at which rates.
+  bool automatic() const {
+    return !split_layers_ && (rates_ || device_.caps().type != VK_PHYSICAL_DEVICE_TYPE_CPU);
+  }
+  SubmissionRates rates() const { return rates_.value_or(SubmissionRates{}); }
+  DType weight_dtype() const { return precision_ == Precision::F16 ? DType::F16 : DType::F32; }
+  // The passes run() makes of T tokens at pos: one, or a long prompt's chunks (prompt_chunks).
+  std::vector<uint32_t> chunks(uint32_t T, uint32_t pos, bool all_rows) const {
+    return automatic() ? prompt_chunks(config_, T, pos, weight_dtype(), rates(), all_rows)
+                       : std::vector<uint32_t>{T};
+  }
   friend struct GpuBackend;
   WeightLayout matrix_layout(const ExpectedTensor& e, DType dtype, WeightLayout& from) const;
   void upload_weights(const Checkpoint& ckpt, const UploadProgress& on_upload);
@@ -98,6 +114,7 @@ class GpuModel final : public Model {
   bool replay_;            // GpuModelOptions::replay
   std::optional<SubmissionRates> rates_;
   uint32_t pass_split_ = 0;  // this pass's blocks per submission; 0 = the whole pass in one
+  bool head_apart_ = false;  // this pass's head is a submission of its own
   vk::Kernels& kernels_;  // the device's, shared with its other models
   gpu::KernelPolicy policy_;  // the device's
   vk::RecorderStats stats_;
@@ -295,27 +312,34 @@ void GpuModel::ensure_attention_taps(uint32_t T, uint32_t L) {
   }
 }
 
-Head GpuModel::record_pass(uint32_t T, uint32_t pos, bool all_rows, uint32_t k, bool dry) {
+Head GpuModel::record_pass(uint32_t T, uint32_t pos, bool all_rows, uint32_t k, bool dry,
+                          bool last) {
   const Config& c = config_;
   const uint32_t V = c.n_vocab;
   // Greedy decoding on an interleaved head finds the best logit in the head's own pass.
   const bool argmax = !all_rows && k == 1 &&
                       w_.head.w->layout == WeightLayout::Interleaved && V <= (1u << 24);
-  const Head head = all_rows ? Head::AllRows : argmax ? Head::LastArgmax : Head::LastRow;
-  // Blocks per submission: as asked, or by the pass's estimated cost on a GPU (or wherever the
-  // options give rates).
-  const bool automatic = rates_ || device_.caps().type != VK_PHYSICAL_DEVICE_TYPE_CPU;
-  const DType wdtype = precision_ == Precision::F16 ? DType::F16 : DType::F32;
-  const SubmissionRates rates = rates_.value_or(SubmissionRates{});
+  const Head head = all_rows ? Head::AllRows
+                    : !last   ? Head::None
+                    : argmax  ? Head::LastArgmax
+                              : Head::LastRow;
+  // Blocks per submission: as asked, or by the pass's estimated cost.
+  const DType wdtype = weight_dtype();
+  const SubmissionRates rates = this->rates();
   pass_split_ = split_layers_ ? split_layers_
-                : automatic   ? blocks_per_submission(c, T, pos + T, wdtype, rates)
+                : automatic() ? blocks_per_submission(c, T, pos + T, wdtype, rates)
                               : 0;
-  // The longest submission's expected time sets how long a wait for it may take: the blocks one
-  // submission holds (all, unsplit) and the head, which the last one carries.
+  // The head goes with the last submission's blocks, or where together they would be over
+  // budget, in a submission of its own.
+  const uint32_t blocks = pass_split_ ? pass_split_ : c.n_layer;
+  const uint32_t tail = c.n_layer % blocks ? c.n_layer % blocks : blocks;
+  const double each = block_seconds(c, T, pos + T, wdtype, rates);
+  const double head_s = head == Head::None ? 0 : head_seconds(c, all_rows ? T : 1, wdtype, rates);
+  head_apart_ = automatic() && head_s > 0 && tail * each + head_s > rates.budget_s;
+  // The longest submission's expected time sets how long a wait for it may take.
   if (!device_.fence_timeout_set()) {
-    const uint32_t blocks = pass_split_ ? pass_split_ : c.n_layer;
-    const double expected = blocks * block_seconds(c, T, pos + T, wdtype, rates) +
-                            head_seconds(c, all_rows ? T : 1, wdtype, rates);
+    const double expected =
+        head_apart_ ? std::max(blocks * each, head_s) : blocks * each + head_s;
     rec_.set_timeout(model::submission_timeout(expected, device_.fence_timeout_s()));
   }
   if (dry)
@@ -340,7 +364,7 @@ size_t GpuModel::prepare(uint32_t prompt_tokens, uint32_t max_new, uint32_t k,
   // (kernel choices change with the cache length only one way, so the first and the last
   // decode cover those between); a full context slides to its last n/2 tokens, recomputed,
   // then decodes from there. A bidirectional model has no cache: every step is the whole
-  // sequence again, so one pass per length.
+  // sequence again, so one pass per length. Each is recorded in the chunks run() cuts it into.
   std::vector<std::pair<uint32_t, uint32_t>> passes{{P, 0}};
   const uint64_t last = uint64_t{P} + max_new - 1;  // tokens seen before the last pass's output
   if (max_new > 1 && !c.causal) {
@@ -359,7 +383,12 @@ size_t GpuModel::prepare(uint32_t prompt_tokens, uint32_t max_new, uint32_t k,
   probs_spans_.clear();  // next() records no attention tap for these passes
   kernels_.defer(true);
   try {
-    for (auto [T, pos] : passes) record_pass(T, pos, false, k, true);
+    for (auto [T, pos] : passes) {
+      const std::vector<uint32_t> parts = chunks(T, pos, false);
+      uint32_t done = 0;
+      for (size_t i = 0; i < parts.size(); done += parts[i++])
+        record_pass(parts[i], pos + done, false, k, true, i + 1 == parts.size());
+    }
   } catch (...) {
     kernels_.defer(false);
     throw;
@@ -368,69 +397,98 @@ size_t GpuModel::prepare(uint32_t prompt_tokens, uint32_t max_new, uint32_t k,
   return kernels_.compile_deferred(progress);
 }
 
+// One pass, or a long prompt's chunks one after another (each fills the cache the next
+// attends to); the outputs are gathered as one pass would give them.
 void GpuModel::run(std::span<const int32_t> ids, bool all_rows, uint32_t k,
                    std::vector<float>& logits, std::vector<int32_t>& top_ids) {
   const Config& c = config_;
   const auto T = static_cast<uint32_t>(ids.size());
-  const uint32_t rows = all_rows ? T : 1, V = c.n_vocab;
-  ensure_logits(rows);
+  const uint32_t pos = length(), L = pos + T, V = c.n_vocab, C = c.n_embd, H = c.n_head;
+  const bool taps = taps_on_ && all_rows, attention = attention_on_ && all_rows;
+  if (all_rows) logits.resize(size_t(T) * V);
+  if (taps) taps_.assign(c.n_layer, std::vector<float>(size_t(T) * C));
+  if (attention) {
+    attention_.assign(c.n_layer, {});
+    for (uint32_t i = 0; i < c.n_layer; i++)
+      if (attention_tapped(i)) attention_[i].assign(size_t(H) * T * L, 0.0f);
+  }
+  const std::vector<uint32_t> parts = chunks(T, pos, all_rows);
+  vk::RecorderStats sum;
+  std::vector<float> probs;
+  uint32_t done = 0;
+  for (size_t part = 0; part < parts.size(); done += parts[part++]) {
+    const uint32_t t = parts[part], at = pos + done, Lt = at + t;
+    const bool last = part + 1 == parts.size();
+    const Head head = run_pass(ids.subspan(done, t), at, all_rows, k, last);
+    sum += rec_.stats();
+    if (head == Head::LastArgmax) {
+      const auto [id, value] =
+          gpu::argmax_of_partials(reinterpret_cast<const float*>(io_.span(partials_).mapped),
+                                  gpu::matmul_argmax_partials(V));
+      if (id < 0)
+        throw vk::Error("every logit is NaN: the model's weights or activations are broken");
+      top_ids.assign(1, id);
+      logits.assign(1, value);
+    } else if (head == Head::LastRow && k > 0) {
+      top_ids.resize(k);
+      logits.resize(k);
+      std::memcpy(top_ids.data(), io_.span(top_ids_).mapped, k * 4);
+      std::memcpy(logits.data(), io_.span(top_values_).mapped, k * 4);
+    } else if (head == Head::LastRow) {
+      logits.resize(V);
+      vk::download(device_, logits.data(), logits_, size_t(V) * 4);
+    } else if (head == Head::AllRows) {
+      vk::download(device_, logits.data() + size_t(done) * V, logits_, size_t(t) * V * 4);
+    }
+    if (taps)
+      for (uint32_t i = 0; i < c.n_layer; i++)
+        vk::download(device_, taps_[i].data() + size_t(done) * C, tap_spans_[i],
+                     size_t(t) * C * 4);
+    // This chunk's [H, t, Lt] into rows done.. of [H, T, L]; keys past Lt stay 0 (a causal
+    // query does not see them; only a causal pass is cut).
+    for (uint32_t i = 0; attention && i < c.n_layer; i++) {
+      if (attention_[i].empty()) continue;
+      probs.resize(size_t(H) * t * Lt);
+      vk::download(device_, probs.data(), probs_spans_[i], probs.size() * 4);
+      for (uint32_t h = 0; h < H; h++)
+        for (uint32_t r = 0; r < t; r++)
+          std::memcpy(attention_[i].data() + (size_t(h) * T + done + r) * L,
+                      probs.data() + (size_t(h) * t + r) * Lt, size_t(Lt) * 4);
+    }
+  }
+  stats_ = sum;
+}
+
+Head GpuModel::run_pass(std::span<const int32_t> ids, uint32_t pos, bool all_rows, uint32_t k,
+                        bool last) {
+  const auto T = static_cast<uint32_t>(ids.size());
+  ensure_logits(all_rows ? T : 1);
   if (taps_on_ && all_rows) ensure_taps();
   if (attention_on_ && all_rows)
-    ensure_attention_taps(T, length() + T);
+    ensure_attention_taps(T, pos + T);
   else
     probs_spans_.clear();
   rec_.wait();  // a submission still running (after a timed-out wait) may read what follows
   std::memcpy(params_.span(ids_).mapped, ids.data(), ids.size_bytes());
-  const uint32_t pos = length();
   std::memcpy(params_.span(step_).mapped, &pos, sizeof pos);
 
   // A decode step: a dry recording says whether the last recording would be recorded again;
   // then it is submitted as it is (no descriptor writes, no commands), else recorded anew.
   Head head;
   if (replay_ && T == 1 && !all_rows) {
-    head = record_pass(T, pos, all_rows, k, true);
+    head = record_pass(T, pos, all_rows, k, true, last);
     if (rec_.dry_matches()) {
       rec_.replay();
     } else {
-      record_pass(T, pos, all_rows, k, false);
+      record_pass(T, pos, all_rows, k, false, last);
       rec_.submit();
     }
   } else {
-    head = record_pass(T, pos, all_rows, k, false);
+    head = record_pass(T, pos, all_rows, k, false, last);
     rec_.submit();
   }
   rec_.wait();
-  stats_ = rec_.stats();
-  const bool argmax = head == Head::LastArgmax, best_k = head == Head::LastRow && k > 0;
-
-  if (argmax) {
-    const auto [id, value] = gpu::argmax_of_partials(
-        reinterpret_cast<const float*>(io_.span(partials_).mapped), gpu::matmul_argmax_partials(V));
-    if (id < 0) throw vk::Error("every logit is NaN: the model's weights or activations are broken");
-    top_ids.assign(1, id);
-    logits.assign(1, value);
-  } else if (best_k) {
-    top_ids.resize(k);
-    logits.resize(k);
-    std::memcpy(top_ids.data(), io_.span(top_ids_).mapped, k * 4);
-    std::memcpy(logits.data(), io_.span(top_values_).mapped, k * 4);
-  } else {
-    logits.resize(size_t(rows) * V);
-    vk::download(device_, logits.data(), logits_, logits.size() * 4);
-  }
-  if (taps_on_ && all_rows) {
-    taps_.assign(c.n_layer, std::vector<float>(size_t(T) * c.n_embd));
-    for (uint32_t i = 0; i < c.n_layer; i++)
-      vk::download(device_, taps_[i].data(), tap_spans_[i], taps_[i].size() * 4);
-  }
-  if (!probs_spans_.empty()) {
-    attention_.assign(c.n_layer, {});
-    for (uint32_t i = 0; i < c.n_layer; i++) {
-      if (probs_spans_[i].size == 0) continue;
-      attention_[i].resize(probs_spans_[i].size / sizeof(float));
-      vk::download(device_, attention_[i].data(), probs_spans_[i], probs_spans_[i].size);
-    }
-  }
+  return head;
 }
 
 const vk::BufferSpan& GpuBackend::buf(Buf b) const {
@@ -506,10 +564,10 @@ void GpuBackend::tap(uint32_t layer, uint32_t T) {
   if (m.taps_on_ && m.taps_arena_)
     gpu::activation(m.kernels_, m.rec_, m.tap_spans_[layer], buf(Buf::X), T * m.config_.n_embd,
                     Activation::None);
-  // The end of a block: with split_layers, the end of a submission too (not after the last
-  // block, whose submission runs the head).
+  // The end of a block: with split_layers, the end of a submission too (after the last block
+  // only where the head runs apart).
   const uint32_t n = m.pass_split_;
-  if (n && (layer + 1) % n == 0 && layer + 1 < m.config_.n_layer) m.rec_.flush();
+  if (layer + 1 == m.config_.n_layer ? m.head_apart_ : n && (layer + 1) % n == 0) m.rec_.flush();
 }
 
 }  // namespace

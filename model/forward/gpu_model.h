@@ -24,7 +24,10 @@ struct GpuModelOptions {
   // With N > 0 a forward pass is one submission per N blocks (the last also runs the head), for
   // drivers whose watchdog ends long submissions. 0: on a GPU, as many blocks per submission as
   // `rates` expects to finish within its budget (model/forward/submissions.h); on a CPU device
-  // (no watchdog) one submission, unless `rates` is given. Same logits either way.
+  // (no watchdog) one submission, unless `rates` is given. Same logits either way. Where one
+  // block alone is over the budget, a causal model's prompt also runs in chunks
+  // (prompt_chunks): the same logits within rounding, since each chunk's matmuls and attention
+  // reduce over the same values in a different grouping.
   uint32_t split_layers = 0;
   UploadProgress on_upload;
   std::optional<SubmissionRates> rates;

@@ -70,8 +70,9 @@ inline Epilogue residual(Buf r) {
   return {Activation::None, r};
 }
 
-// What the head computes: every row's logits, the last row's, or only the last row's best id.
-enum class Head { AllRows, LastRow, LastArgmax };
+// What the head computes: every row's logits, the last row's, or only the last row's best id;
+// or nothing, for a prompt chunk whose logits no one asks for (model/forward/submissions.h).
+enum class Head { AllRows, LastRow, LastArgmax, None };
 
 // Fills a ModelWeights from a function of the canonical tensor name that returns W's empty
 // value for a tensor the config does not have.
@@ -148,6 +149,7 @@ void forward(Backend& b, const Config& c, const ModelWeights<W>& w, uint32_t T, 
 
   // The head, after ln_f where the model has one: the logits of every row or of the last, or
   // only the last row's best id.
+  if (head == Head::None) return;
   const uint32_t rows = head == Head::AllRows ? T : 1;
   if (head == Head::LastArgmax) {
     Buf top = X;

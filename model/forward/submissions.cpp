@@ -34,4 +34,30 @@ uint32_t blocks_per_submission(const Config& c, uint32_t T, uint32_t L, DType we
   return static_cast<uint32_t>(std::clamp<double>(std::floor(rates.budget_s / each), 1, c.n_layer));
 }
 
+std::vector<uint32_t> prompt_chunks(const Config& c, uint32_t T, uint32_t pos, DType weights,
+                                    const SubmissionRates& rates, bool all_rows) {
+  auto fits = [&](uint32_t t, uint32_t at) {
+    return block_seconds(c, t, at + t, weights, rates) <= rates.budget_s &&
+           (!all_rows || head_seconds(c, t, weights, rates) <= rates.budget_s);
+  };
+  if (!c.causal || T <= 1 || fits(T, pos)) return {T};
+  std::vector<uint32_t> chunks;
+  for (uint32_t done = 0; done < T;) {
+    const uint32_t left = T - done, at = pos + done;
+    // The cost grows with t: the most that fits, by bisection in [1, left].
+    uint32_t lo = 1, hi = left;
+    while (lo < hi) {
+      const uint32_t mid = lo + (hi - lo + 1) / 2;
+      if (fits(mid, at))
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    if (lo < left && lo >= 64) lo -= lo % 64;
+    chunks.push_back(lo);
+    done += lo;
+  }
+  return chunks;
+}
+
 }  // namespace model

@@ -1,9 +1,12 @@
 // How a forward pass is cut into submissions, so that on a slow GPU none runs into a watchdog
 // (amdgpu's default lockup timeout and Windows' TDR are 2 s): a block's work, estimated from its
 // FLOPs and bytes against a conservative device rate, decides how many blocks one submission
-// takes. A CPU device (lavapipe) has no watchdog, and the model splits there only when asked.
+// takes; where one block alone is over budget (a long prompt on a large model), a causal
+// model's prompt runs in chunks, each a pass of its own. A CPU device (lavapipe) has no
+// watchdog, and the model splits there only when asked.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "model/formats/config.h"
 #include "model/ops/types.h"
@@ -40,5 +43,16 @@ double submission_timeout(double expected_s, double base_s);
 // n_layer when the whole pass fits one submission.
 uint32_t blocks_per_submission(const Config& c, uint32_t T, uint32_t L, DType weights,
                                const SubmissionRates& rates);
+
+// The passes that run T new tokens at `pos`: their token counts, in order, summing to T. One
+// pass where a block over all T fits the budget; otherwise chunks, each the most tokens whose
+// block fits (at least 1, and a multiple of 64, the tiled matmul's rows, where it is shorter
+// than what is left), so that a block over the keys the chunk attends to stays in budget. A
+// causal query attends only to keys before it, so the cache the earlier chunks filled gives it
+// exactly what one pass would; a bidirectional model's queries attend to keys after them too,
+// and its pass is never cut (its blocks still are). With all_rows (every row's logits asked
+// for), the head over a chunk's rows must fit the budget as well.
+std::vector<uint32_t> prompt_chunks(const Config& c, uint32_t T, uint32_t pos, DType weights,
+                                    const SubmissionRates& rates, bool all_rows = false);
 
 }  // namespace model
