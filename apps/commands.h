@@ -84,6 +84,18 @@ struct AttentionArgs {
 };
 int attention(const AttentionArgs& args);
 
+struct ServeArgs {
+  ModelArgs model;
+  std::string host = "127.0.0.1";  // loopback unless told otherwise
+  uint16_t port = 8080;             // 0: any free port (the line on stderr names it)
+  uint32_t parallel = 1;            // requests decoding at once
+  uint32_t ctx_per_slot = 0;        // tokens of prompt + completion per request; 0: n_ctx
+  std::string api_key;              // "": no key needed
+  uint32_t max_queue = 16;          // requests waiting beyond this get 503 + Retry-After
+  size_t max_body = 1 << 20;        // bytes of a request body
+};
+int serve(const ServeArgs& args);
+
 struct MakeModelArgs {
   std::string shape = "small";  // tiny | small | medium | large | xl
   std::string dtype = "f16";    // f32 | f16 | bf16

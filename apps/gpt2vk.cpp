@@ -109,6 +109,25 @@ int main(int argc, char** argv) {
   attention->add_option("--layer", att_args.layer, "only this layer (0-based)");
   attention->add_option("--head", att_args.head, "only this head (0-based)");
 
+  app::ServeArgs serve_args;
+  CLI::App* serve = cli.add_subcommand(
+      "serve", "an OpenAI-compatible HTTP server: /v1/completions, /v1/models, /health, /metrics");
+  add_model_options(*serve, serve_args.model);
+  serve->add_option("--host", serve_args.host, "address to listen on (default 127.0.0.1: this machine only)");
+  serve->add_option("--port", serve_args.port, "port (default 8080; 0: any free port)");
+  serve->add_option("--parallel", serve_args.parallel, "requests decoding at once (default 1)")
+      ->check(CLI::Range(1u, 64u));
+  serve->add_option("--ctx-per-slot", serve_args.ctx_per_slot,
+                    "tokens of prompt plus completion a request may use (default: the model's context)")
+      ->check(CLI::Range(1u, 1u << 20));
+  serve->add_option("--api-key", serve_args.api_key,
+                    "require 'Authorization: Bearer KEY' on every endpoint but /health");
+  serve->add_option("--max-queue", serve_args.max_queue,
+                    "requests that may wait for a slot; more get 503 with Retry-After (default 16)")
+      ->check(CLI::Range(1u, 4096u));
+  serve->add_option("--max-body", serve_args.max_body, "largest request body in bytes (default 1 MiB)")
+      ->check(CLI::Range(size_t{64}, size_t{1} << 30));
+
   app::MakeModelArgs make_args;
   CLI::App* make = cli.add_subcommand(
       "make-model", "write a random-weight checkpoint of a GPT-2 shape, with GPT-2's tokenizer");
@@ -131,6 +150,7 @@ int main(int argc, char** argv) {
     if (logits->parsed()) return app::logits(logit_args);
     if (perplexity->parsed()) return app::perplexity(ppl_args);
     if (attention->parsed()) return app::attention(att_args);
+    if (serve->parsed()) return app::serve(serve_args);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpt2vk: error: %s\n", e.what());
     return 1;

@@ -10,6 +10,8 @@ packages=(
   doctest-dev libpcre2-dev nlohmann-json3-dev libcli11-dev
   clang libclang-rt-dev  # the fuzz targets: clang's libFuzzer and sanitizer runtimes
   chromium               # the attention page's test renders it headless
+  libcpp-httplib-dev     # gpt2vk serve's HTTP
+  curl                   # the server's tests call it with curl ...
 )
 
 if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-query >/dev/null 2>&1; then
@@ -23,9 +25,18 @@ On other systems install:
     vcpkg: doctest pcre2 nlohmann-json cli11)
   - for the fuzz targets only: clang with libFuzzer (LLVM's compiler-rt)
   - for the attention page's test only: Chromium at /usr/bin/chromium
+  - for `gpt2vk serve`: cpp-httplib (Homebrew: cpp-httplib; vcpkg: cpp-httplib; else fetched);
+    for its tests: curl, Node.js >= 18 with npm, then: npm ci --prefix tests/node
 Then: cmake -S . -B build && cmake --build build
 MSG
   exit 1
+fi
+
+# Node.js and npm run the server's test with the official openai client. A machine that has
+# them from elsewhere (NodeSource's nodejs bundles npm, and conflicts with Debian's npm) keeps
+# them.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  packages+=(nodejs npm)
 fi
 
 missing=()
@@ -36,12 +47,19 @@ done
 
 if ((${#missing[@]} == 0)); then
   echo "gpt2vk setup: all ${#packages[@]} packages present"
-  exit 0
+else
+  sudo=""
+  if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+  echo "gpt2vk setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -q
+  $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-sudo=""
-if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
-echo "gpt2vk setup: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -q
-$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+# The openai client at the version tests/node/package-lock.json pins, from npm's registry.
+node_dir="$(dirname "$0")/../tests/node"
+if [[ ! -f "$node_dir/node_modules/openai/package.json" ||
+      "$node_dir/package-lock.json" -nt "$node_dir/node_modules/.package-lock.json" ]]; then
+  echo "gpt2vk setup: installing the openai npm client for the server's tests"
+  npm ci --prefix "$node_dir" --no-audit --no-fund --loglevel=error
+fi

@@ -64,3 +64,26 @@ else()
   set_target_properties(pcre2 PROPERTIES IMPORTED_LOCATION ${PCRE2_LIBRARY}
                         INTERFACE_INCLUDE_DIRECTORIES ${PCRE2_INCLUDE_DIR})
 endif()
+
+# cpp-httplib for `gpt2vk serve`. Debian's libcpp-httplib-dev is a compiled library with a
+# pkg-config file (its flags turn on TLS and compression, whose headers it depends on); other
+# systems ship the single header, or a pinned release is fetched.
+if(PkgConfig_FOUND)
+  pkg_check_modules(HTTPLIB QUIET IMPORTED_TARGET cpp-httplib)
+endif()
+if(HTTPLIB_FOUND)
+  add_library(httplib ALIAS PkgConfig::HTTPLIB)
+else()
+  find_path(HTTPLIB_INCLUDE_DIR httplib.h)
+  if(NOT HTTPLIB_INCLUDE_DIR)
+    message(STATUS "cpp-httplib not found on the system: fetching pinned release")
+    FetchContent_Declare(httplib_src GIT_REPOSITORY https://github.com/yhirose/cpp-httplib.git
+                         GIT_TAG v0.11.4)
+    FetchContent_Populate(httplib_src)
+    set(HTTPLIB_INCLUDE_DIR ${httplib_src_SOURCE_DIR})
+  endif()
+  find_package(Threads REQUIRED)
+  add_library(httplib INTERFACE)
+  target_include_directories(httplib SYSTEM INTERFACE ${HTTPLIB_INCLUDE_DIR})
+  target_link_libraries(httplib INTERFACE Threads::Threads)
+endif()

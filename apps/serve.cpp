@@ -1,0 +1,308 @@
+// gpt2vk serve: OpenAI's completions API over HTTP (cpp-httplib), answered by the engine's
+// thread (apps/serve_engine.h). Every refusal is a 4xx/5xx with OpenAI's error object.
+#include <httplib.h>
+#include <pthread.h>
+
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "apps/commands.h"
+#include "apps/serve_engine.h"
+#include "model/text/utf8.h"
+
+namespace app {
+
+using json = nlohmann::json;
+
+namespace {
+
+// JSON out: text the tokenizer made is valid UTF-8, but a token's own bytes may not be.
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  if (e.retry_after) res.set_header("Retry-After", std::to_string(e.retry_after));
+  if (e.status == 401) res.set_header("WWW-Authenticate", "Bearer");
+  res.set_content(e.body(), "application/json");
+}
+
+// OpenAI's logprobs object for some tokens; `offset` is the text's length before them (bytes).
+json logprobs_json(const std::vector<TokenLogprob>& tokens, const model::Tokenizer& tok,
+                   size_t& offset) {
+  json out = {{"tokens", json::array()},
+              {"token_logprobs", json::array()},
+              {"top_logprobs", json::array()},
+              {"text_offset", json::array()}};
+  for (const TokenLogprob& t : tokens) {
+    const std::string bytes = tok.token_bytes(t.id);
+    out["tokens"].push_back(model::sanitize_utf8(bytes));
+    out["token_logprobs"].push_back(t.logprob ? json(*t.logprob) : json(nullptr));
+    if (!t.logprob) {
+      out["top_logprobs"].push_back(nullptr);
+    } else {
+      json top = json::object();
+      for (auto [id, lp] : t.top) top[model::sanitize_utf8(tok.token_bytes(id))] = lp;
+      out["top_logprobs"].push_back(top);
+    }
+    out["text_offset"].push_back(offset);
+    offset += bytes.size();
+  }
+  return out;
+}
+
+struct Server {
+  Server(const ServeArgs& a, Session& s, std::string name, uint32_t ctx)
+      : args(a), session(s), model_name(std::move(name)), context(ctx) {}
+  const ServeArgs& args;
+  Session& session;
+  const std::string model_name;
+  const uint32_t context;
+  Metrics metrics;
+  std::unique_ptr<Engine> engine;
+  httplib::Server http;
+  std::atomic<uint64_t> next_id{1};
+  // Completion responses not yet written out: a shutdown stops the server only after them.
+  std::mutex inflight_mutex;
+  std::condition_variable inflight_done;
+  uint32_t inflight = 0;
+  void begin_response() {
+    std::lock_guard lock(inflight_mutex);
+    inflight++;
+  }
+  void end_response() {
+    std::lock_guard lock(inflight_mutex);
+    inflight--;
+    inflight_done.notify_all();
+  }
+  // Drains the engine, waits for the responses in flight (at most `limit`), stops listening.
+  void shut_down(std::chrono::seconds limit) {
+    engine->drain();
+    std::unique_lock lock(inflight_mutex);
+    inflight_done.wait_for(lock, limit, [&] { return inflight == 0; });
+    lock.unlock();
+    http.stop();
+  }
+
+  json chunk(const std::string& id, std::time_t created, const std::string& text,
+             const json& logprobs, const json& finish) const {
+    return {{"id", id},
+            {"object", "text_completion"},
+            {"created", created},
+            {"model", model_name},
+            {"choices",
+             json::array({{{"text", text}, {"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish}}})}};
+  }
+
+  void completions(const httplib::Request& req, httplib::Response& res) {
+    const model::Config& c = session.model->config();
+    CompletionRequest r = parse_completion(req.body, *session.tokenizer, c, context);
+    const std::shared_ptr<Job> job = engine->submit(std::move(r));
+    const std::string id = "cmpl-" + std::to_string(next_id++);
+    const std::time_t created = std::time(nullptr);
+    const bool with_logprobs = job->request.logprobs.has_value();
+    if (!job->request.stream) {
+      begin_response();
+      struct End {
+        Server& s;
+        ~End() { s.end_response(); }
+      } end{*this};
+      std::string text;
+      size_t offset = 0;
+      json logprobs = nullptr;
+      while (true) {
+        std::optional<Event> e = job->next(std::chrono::milliseconds(1000));
+        if (!e) continue;
+        if (e->error) throw *e->error;
+        if (with_logprobs) {
+          const json part = logprobs_json(e->logprobs, *session.tokenizer, offset);
+          if (logprobs.is_null()) logprobs = part;
+          else
+            for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
+              for (const json& v : part[key]) logprobs[key].push_back(v);
+        }
+        text += e->text;
+        if (!e->done) continue;
+        json out = chunk(id, created, text, logprobs, e->finish_reason);
+        out["usage"] = {{"prompt_tokens", e->prompt_tokens},
+                        {"completion_tokens", e->completion_tokens},
+                        {"total_tokens", e->prompt_tokens + e->completion_tokens}};
+        res.set_content(dump(out), "application/json");
+        return;
+      }
+    }
+    // Server-sent events, OpenAI's chunks, then [DONE]. A write that fails (the client left)
+    // cancels the job, which frees the engine at its next token; while nothing comes (queued,
+    // or the prompt's pass), a comment line every second finds a closed connection too.
+    auto offset = std::make_shared<size_t>(0);
+    res.set_header("Cache-Control", "no-cache");
+    begin_response();
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, job, id, created, with_logprobs, offset](size_t, httplib::DataSink& sink) {
+          std::optional<Event> e = job->next(std::chrono::milliseconds(1000));
+          if (!e) {
+            static const std::string ping = ": waiting\n\n";
+            if (!sink.write(ping.data(), ping.size())) return false;
+            return true;
+          }
+          std::string out;
+          if (e->error) {
+            out = "data: " + e->error->body() + "\n\n";
+          } else {
+            const json lp = with_logprobs ? logprobs_json(e->logprobs, *session.tokenizer, *offset)
+                                          : json(nullptr);
+            json part = chunk(id, created, e->text, lp, e->done ? json(e->finish_reason) : json(nullptr));
+            if (e->done)
+              part["usage"] = {{"prompt_tokens", e->prompt_tokens},
+                            {"completion_tokens", e->completion_tokens},
+                            {"total_tokens", e->prompt_tokens + e->completion_tokens}};
+            out = "data: " + dump(part) + "\n\n";
+            if (e->done) out += "data: [DONE]\n\n";
+          }
+          if (!sink.write(out.data(), out.size())) return false;
+          if (e->done) sink.done();
+          return true;
+        },
+        [this, job](bool success) {
+          if (!success) job->cancel();
+          end_response();
+        });
+  }
+
+  void routes() {
+    http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      try {
+        completions(req, res);
+      } catch (const ApiError& e) {
+        send_error(res, e);
+      }
+    });
+    http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+      const model::Config& c = session.model->config();
+      json m = {{"id", model_name},         {"object", "model"},
+                {"created", 0},             {"owned_by", "gpt2vk"},
+                {"context_length", context}, {"n_ctx", c.n_ctx},
+                {"n_vocab", c.n_vocab},     {"device", session.model->device_name()}};
+      res.set_content(dump({{"object", "list"}, {"data", json::array({m})}}), "application/json");
+    });
+    http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+      if (std::optional<std::string> failure = engine->failure()) {
+        res.status = 503;
+        res.set_content(dump({{"status", "error"}, {"reason", *failure}}), "application/json");
+      } else if (session.device && session.device->lost()) {
+        res.status = 503;
+        res.set_content(dump({{"status", "error"}, {"reason", "the GPU is lost"}}), "application/json");
+      } else {
+        res.set_content(dump({{"status", "ok"}}), "application/json");
+      }
+    });
+    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(metrics.text(), "text/plain; version=0.0.4");
+    });
+    // The API key, checked before routing: everything but /health needs it.
+    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (args.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+      if (req.get_header_value("Authorization") == "Bearer " + args.api_key)
+        return httplib::Server::HandlerResponse::Unhandled;
+      send_error(res, ApiError(401, "a valid API key is required: send the header "
+                                    "'Authorization: Bearer <key>' (the server's --api-key)"));
+      return httplib::Server::HandlerResponse::Handled;
+    });
+    // Statuses httplib sets itself (404, 413, 400 for an unreadable request) get a body too.
+    http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return;
+      if (res.status == 404)
+        send_error(res, ApiError(404, "no such endpoint: " + req.method + " " + req.path));
+      else if (res.status == 413)
+        send_error(res, ApiError(413, "the request body is larger than this server's limit of " +
+                                          std::to_string(args.max_body) + " bytes (--max-body)"));
+      else
+        send_error(res, ApiError(res.status, "the request could not be read (HTTP " +
+                                                 std::to_string(res.status) + ")"));
+    });
+    http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      std::string what = "unknown error";
+      try {
+        std::rethrow_exception(ep);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      send_error(res, ApiError(500, "internal error: " + what));
+    });
+    http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+      const bool known = req.path == "/v1/completions" || req.path == "/v1/models" ||
+                         req.path == "/health" || req.path == "/metrics";
+      metrics.request(known ? req.path : "other", res.status);
+      std::fprintf(stderr, "gpt2vk: %s %s %d\n", req.method.c_str(),
+                   model::sanitize_utf8(req.path).c_str(), res.status);
+    });
+  }
+};
+
+}  // namespace
+
+int serve(const ServeArgs& args) {
+  // SIGINT and SIGTERM go to one thread that drains the engine and stops the server; every
+  // thread made from here on inherits the mask. A client gone mid-write is an error, not SIGPIPE.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  if (args.parallel != 1)
+    throw std::runtime_error("--parallel " + std::to_string(args.parallel) +
+                             ": batched decoding over several slots is not built yet; this "
+                             "server runs one request at a time (--parallel 1) and queues the rest");
+  Session s = open_session(args.model);
+  const model::Config& c = s.model->config();
+  if (!c.causal)
+    throw std::runtime_error("serve needs a causal model: a bidirectional one has no next token to predict");
+  const uint32_t context = args.ctx_per_slot ? args.ctx_per_slot : c.n_ctx;
+  if (context > c.n_ctx)
+    throw std::runtime_error("--ctx-per-slot " + std::to_string(context) +
+                             " is longer than the model's context of " + std::to_string(c.n_ctx));
+  // The pipelines of a prompt and of decoding, greedy, top-k and every logit, before the first
+  // request (those of an echo's every-row logits compile at first use).
+  for (uint32_t k : {1u, 0u, 40u}) s.model->prepare(std::min<uint32_t>(context, 64), context, k);
+
+  std::string name = model_dir(args.model).filename().string();
+  Server server(args, s, name.empty() ? "model" : name, context);
+  server.engine = std::make_unique<Engine>(*s.model, *s.tokenizer, server.metrics, args.max_queue,
+                                           [&s] { return s.device && s.device->lost(); });
+  server.routes();
+  server.http.set_payload_max_length(args.max_body);
+  // Threads for the requests waiting and running, and a few for /health and /metrics meanwhile.
+  const size_t threads = args.max_queue + args.parallel + 4;
+  server.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  const int port = args.port ? (server.http.bind_to_port(args.host, args.port) ? args.port : -1)
+                             : server.http.bind_to_any_port(args.host);
+  if (port <= 0)
+    throw std::runtime_error("cannot listen on " + args.host + ":" + std::to_string(args.port) +
+                             " (in use, or not an address of this machine)");
+  std::fprintf(stderr, "gpt2vk: serving %s (%s) on http://%s:%d, context %u per request\n",
+               server.model_name.c_str(), s.model->device_name().c_str(), args.host.c_str(), port,
+               context);
+
+  std::atomic<bool> listening{true};
+  std::thread stopper([&server, &listening, signals] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (!listening) return;  // the server stopped by itself; main woke this thread
+    std::fprintf(stderr, "gpt2vk: %s: finishing the requests in flight, then stopping\n",
+                 sig == SIGINT ? "SIGINT" : "SIGTERM");
+    server.shut_down(std::chrono::seconds(60));
+  });
+  const bool ok = server.http.listen_after_bind();
+  if (listening.exchange(false)) pthread_kill(stopper.native_handle(), SIGTERM);
+  stopper.join();
+  server.engine.reset();
+  std::fprintf(stderr, "gpt2vk: server stopped\n");
+  return ok ? 0 : 1;
+}
+
+}  // namespace app

@@ -1,0 +1,101 @@
+// `gpt2vk serve`'s engine: one thread that owns the model and runs the queued completion
+// requests, each as a stream of events its HTTP handler turns into a response. One request runs
+// at a time (one KV cache; batched decoding over several slots is not built yet).
+#pragma once
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "apps/serve_metrics.h"
+#include "apps/serve_request.h"
+#include "model/forward/model.h"
+#include "model/text/tokenizer.h"
+
+namespace app {
+
+struct TokenLogprob {
+  int32_t id = 0;
+  std::optional<double> logprob;  // none for the prompt's first token (nothing predicts it)
+  std::vector<std::pair<int32_t, double>> top;  // the best alternatives, best first
+};
+
+// One piece of a request's answer. The text of all pieces joined is the completion (with echo,
+// the prompt first); each piece is valid UTF-8: a character split across tokens waits for its
+// last byte, and text that could begin a stop string waits until it cannot.
+struct Event {
+  std::string text;
+  std::vector<TokenLogprob> logprobs;  // the tokens since the last piece (logprobs asked for)
+  bool done = false;
+  std::string finish_reason;  // done: "stop" (end-of-text or a stop string) or "length"
+  uint32_t prompt_tokens = 0, completion_tokens = 0;  // done
+  std::optional<ApiError> error;  // done, failed: what to tell the client
+};
+
+class Job {
+ public:
+  explicit Job(CompletionRequest r) : request(std::move(r)) {}
+  const CompletionRequest request;
+  const std::chrono::steady_clock::time_point arrived = std::chrono::steady_clock::now();
+
+  // The handler's side: the next event, or none within `timeout`.
+  std::optional<Event> next(std::chrono::milliseconds timeout);
+  // The client is gone: the engine drops the request at its next token (or before it starts).
+  void cancel();
+  bool cancelled() const;
+
+  void push(Event e);  // the engine's side
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<Event> events_;
+  bool cancelled_ = false;
+};
+
+class Engine {
+ public:
+  // device_lost: whether the model's device is gone (then /health fails and nothing more runs).
+  Engine(model::Model& model, const model::Tokenizer& tokenizer, Metrics& metrics,
+         uint32_t max_queue, std::function<bool()> device_lost);
+  ~Engine();
+
+  // Queues a request. Throws ApiError 503 when max_queue requests already wait (with a
+  // Retry-After estimate), while shutting down, or after the device failed.
+  std::shared_ptr<Job> submit(CompletionRequest r);
+  // Why nothing more can run (the device is lost, or a fatal error), if so.
+  std::optional<std::string> failure() const;
+  // Refuses new requests and those still waiting (503); returns once the running one is done.
+  void drain();
+  // Seconds a client refused for a full queue should wait: the queue at the mean request time.
+  uint32_t retry_after() const;
+
+ private:
+  void loop();
+  void run(Job& job);
+  void update_metrics();  // with mutex_ held
+
+  model::Model& model_;
+  const model::Tokenizer& tokenizer_;
+  Metrics& metrics_;
+  const uint32_t max_queue_;
+  std::function<bool()> device_lost_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_, idle_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  bool running_ = false, stopping_ = false, draining_ = false;
+  std::optional<std::string> failure_;
+  double seconds_total_ = 0;  // of finished requests, for retry_after
+  uint64_t finished_ = 0;
+  std::thread thread_;  // last: started once everything above exists
+};
+
+}  // namespace app

@@ -1,0 +1,49 @@
+// `gpt2vk serve`'s side of OpenAI's completions API: a request body checked field by field into
+// what the engine runs, and the error object every refusal answers with.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "model/formats/config.h"
+#include "model/generation/sampler.h"
+#include "model/text/tokenizer.h"
+
+namespace app {
+
+// A refusal: the HTTP status and OpenAI's error object ({"error": {"message", "type", "param",
+// "code"}}); `param` names the field at fault, where one is.
+struct ApiError : std::runtime_error {
+  ApiError(int http_status, const std::string& message, std::string field_name = "",
+           std::string error_code = "");
+  int status;
+  std::string param, code;
+  uint32_t retry_after = 0;  // seconds, for a 503 the client may retry (Retry-After)
+  std::string type() const;  // invalid_request_error, authentication_error, server_error, ...
+  std::string body() const;  // the JSON error object
+};
+
+struct CompletionRequest {
+  std::vector<int32_t> prompt;  // token ids, never empty
+  std::string prompt_text;      // as given, or the ids decoded (what echo returns)
+  uint32_t max_tokens = 16;     // OpenAI's default
+  model::SamplerOptions sampling{1.0f, 0, 1.0f, 0};  // OpenAI's defaults: temperature 1, no cuts
+  bool seed_given = false;
+  std::vector<std::string> stop;  // up to 4, none empty
+  bool stream = false;
+  std::optional<uint32_t> logprobs;  // the top-N alternatives per token (0..kMaxLogprobs)
+  bool echo = false;                 // the prompt first in the text (and its logprobs)
+};
+
+inline constexpr uint32_t kMaxLogprobs = 20;
+inline constexpr size_t kMaxStops = 4;
+
+// Parses and checks a /v1/completions body for a slot of `context` tokens: the prompt (a string,
+// or an array of token ids, or an array of one string), and that it plus max_tokens fits.
+// Unknown fields are ignored. Throws ApiError (400) naming the field and the problem.
+CompletionRequest parse_completion(const std::string& body, const model::Tokenizer& tokenizer,
+                                   const model::Config& config, uint32_t context);
+
+}  // namespace app

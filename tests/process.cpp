@@ -1,0 +1,111 @@
+#include "tests/process.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <regex>
+#include <stdexcept>
+#include <thread>
+
+namespace test {
+
+namespace {
+
+// fork + exec with stdout and stderr to files; returns the child's pid.
+pid_t spawn(const std::vector<std::string>& argv, const Env& env, const std::string& out,
+            const std::string& err, bool gpt2vk) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    if (!freopen(out.c_str(), "w", stdout) || !freopen(err.c_str(), "w", stderr)) _exit(127);
+    if (!freopen("/dev/null", "r", stdin)) _exit(127);
+    if (gpt2vk) setenv("GPT2VK_VALIDATION", "1", 1);
+    for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
+    std::vector<std::string> copy = argv;
+    std::vector<char*> args;
+    for (std::string& a : copy) args.push_back(a.data());
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+int exit_code(int status) {
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace
+
+CliResult run(const std::vector<std::string>& argv, const Env& env) {
+  TempDir dir;
+  const std::string out = (dir / "out").string(), err = (dir / "err").string();
+  const pid_t pid = spawn(argv, env, out, err, false);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CliResult r;
+  r.exit_code = exit_code(status);
+  r.out = read_file(out);
+  r.err = read_file(err);
+  return r;
+}
+
+bool on_path(const std::string& program) {
+  return run({"sh", "-c", "command -v " + program}).exit_code == 0;
+}
+
+Server::Server(const std::vector<std::string>& args, const Env& env) {
+  std::vector<std::string> argv = {GPT2VK_BINARY, "serve", "--port", "0"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  write_file(dir_ / "err", "");  // there before the child opens it
+  pid_ = spawn(argv, env, (dir_ / "out").string(), (dir_ / "err").string(), true);
+  const std::regex line(R"(on http://127\.0\.0\.1:(\d+))");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::smatch m;
+    const std::string e = err();
+    if (std::regex_search(e, m, line)) {
+      port_ = std::stoi(m[1]);
+      return;
+    }
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      throw std::runtime_error("gpt2vk serve exited (" + std::to_string(exit_code(status)) +
+                               "): " + e);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  throw std::runtime_error("gpt2vk serve did not say where it listens within a minute: " + err());
+}
+
+Server::~Server() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+}
+
+std::string Server::err() const { return read_file(dir_ / "err"); }
+
+int Server::stop(int signal, int seconds) {
+  if (pid_ <= 0) return -1;
+  kill(pid_, signal);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return exit_code(status);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return -1;
+}
+
+}  // namespace test

@@ -1,0 +1,384 @@
+// gpt2vk serve from outside, as its clients see it: curl and the official openai client (npm)
+// against a server on a free loopback port, each answer checked against the commands that
+// compute the same thing (generate --temp 0, logits), every refusal against OpenAI's error
+// object, and the server's stderr against validation messages.
+#include <doctest/doctest.h>
+#include <signal.h>
+
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <thread>
+
+#include "tests/cli.h"
+#include "tests/files.h"
+#include "tests/process.h"
+
+namespace {
+
+using json = nlohmann::json;
+
+struct Reply {
+  int status = 0;
+  std::string headers, body;
+};
+
+// One request with curl: -i gives the status line and headers before the body.
+Reply request(const std::string& url, const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> argv = {"curl", "-sS", "-i", "--max-time", "300"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  argv.push_back(url);
+  const test::CliResult r = test::run(argv);
+  INFO("curl: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  Reply reply;
+  std::string rest = r.out;
+  // Skip interim "HTTP/1.1 100 Continue" blocks (curl sends Expect for large bodies).
+  size_t end = rest.find("\r\n\r\n");
+  while (rest.rfind("HTTP/1.1 100", 0) == 0 && end != std::string::npos) {
+    rest = rest.substr(end + 4);
+    end = rest.find("\r\n\r\n");
+  }
+  REQUIRE(end != std::string::npos);
+  reply.headers = rest.substr(0, end);
+  reply.body = rest.substr(end + 4);
+  reply.status = std::stoi(reply.headers.substr(reply.headers.find(' ') + 1, 3));
+  return reply;
+}
+
+Reply post(const test::Server& s, const std::string& body, std::vector<std::string> extra = {}) {
+  test::TempDir dir;
+  test::write_file(dir / "body", body);  // as bytes: invalid UTF-8 stays invalid
+  extra.insert(extra.end(), {"-H", "Content-Type: application/json", "--data-binary",
+                             std::string("@").append((dir / "body").string())});
+  return request(s.url() + "/v1/completions", extra);
+}
+
+// The error object's message, after checking the object's shape.
+std::string error_message(const Reply& r) {
+  INFO(r.body);
+  const json j = json::parse(r.body);
+  REQUIRE(j.contains("error"));
+  CHECK(j["error"]["type"].is_string());
+  CHECK(j["error"].contains("param"));
+  CHECK(j["error"].contains("code"));
+  return j["error"]["message"].get<std::string>();
+}
+
+// The texts of a server-sent-events body, joined, and whether it ended with [DONE].
+std::pair<std::string, bool> stream_text(const std::string& body, json* last = nullptr) {
+  std::string text;
+  bool done = false;
+  size_t at = 0;
+  while ((at = body.find("data: ", at)) != std::string::npos) {
+    const size_t end = body.find("\n\n", at);
+    const std::string data = body.substr(at + 6, end - at - 6);
+    at = end;
+    if (data == "[DONE]") {
+      done = true;
+      continue;
+    }
+    const json j = json::parse(data);
+    if (j.contains("error")) {
+      if (last) *last = j;
+      continue;
+    }
+    text += j["choices"][0]["text"].get<std::string>();
+    if (last) *last = j;
+  }
+  return {text, done};
+}
+
+// What `gpt2vk generate --temp 0` continues `prompt` with.
+std::string generated(const std::string& prompt, int n) {
+  const test::CliResult r =
+      test::gpt2vk({"generate", "-p", prompt, "-n", std::to_string(n), "--temp", "0"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.out.size() > prompt.size());
+  return r.out.substr(prompt.size(), r.out.size() - prompt.size() - 1);  // the newline after
+}
+
+bool ci() { return std::getenv("CI") && std::string(std::getenv("CI")) == "true"; }
+
+// The node client is there (setup.sh installs it); in CI its absence fails the test.
+bool have_openai_client() {
+  const bool there = test::on_path("node") &&
+                     std::filesystem::exists(test::source_dir() / "tests/node/node_modules/openai/package.json");
+  if (!there) {
+    if (ci()) FAIL_CHECK("node or the openai npm client is missing: run scripts/setup.sh");
+    else MESSAGE("SKIPPED: node or the openai npm client is missing (scripts/setup.sh installs them)");
+  }
+  return there;
+}
+
+}  // namespace
+
+TEST_CASE("serve: text, streams and echo log-probabilities equal the commands'") {
+  REQUIRE(test::on_path("curl"));
+  test::Server server({});
+  const std::string prompt = "And God said";
+  const int n = 24;
+  const std::string expected = generated(prompt, n);
+
+  // curl, whole and streamed.
+  const json greedy = {{"prompt", prompt}, {"max_tokens", n}, {"temperature", 0}};
+  const Reply whole = post(server, greedy.dump());
+  REQUIRE(whole.status == 200);
+  const json w = json::parse(whole.body);
+  CHECK(w["object"] == "text_completion");
+  CHECK(w["choices"][0]["text"] == expected);
+  CHECK(w["choices"][0]["finish_reason"] == "length");
+  CHECK(w["usage"]["completion_tokens"] == n);
+  CHECK(w["usage"]["prompt_tokens"] == prompt.size());  // a byte-level model
+  CHECK(w["usage"]["total_tokens"] == prompt.size() + n);
+  json stream_body = greedy;
+  stream_body["stream"] = true;
+  const Reply streamed = post(server, stream_body.dump(), {"-N"});
+  REQUIRE(streamed.status == 200);
+  CHECK(streamed.headers.find("text/event-stream") != std::string::npos);
+  json last;
+  const auto [text, done] = stream_text(streamed.body, &last);
+  CHECK(text == expected);
+  CHECK(done);
+  CHECK(last["choices"][0]["finish_reason"] == "length");
+
+  // A stop string: the text up to it, finish_reason "stop"; the streamed text the same.
+  const std::string stop = expected.substr(5, 3);
+  json stopping = greedy;
+  stopping["stop"] = json::array({stop, "\x01never"});
+  const json s = json::parse(post(server, stopping.dump()).body);
+  CHECK(s["choices"][0]["text"] == expected.substr(0, expected.find(stop)));
+  CHECK(s["choices"][0]["finish_reason"] == "stop");
+  stopping["stream"] = true;
+  CHECK(stream_text(post(server, stopping.dump(), {"-N"}).body).first ==
+        expected.substr(0, expected.find(stop)));
+
+  // echo + logprobs on token ids: the log-softmax of `gpt2vk logits` on the same ids.
+  test::TempDir dir;
+  const std::vector<int32_t> ids = {65, 110, 100, 32, 116, 104, 101, 114, 101, 32, 119, 97, 115};
+  test::write_file(dir / "ids", std::string_view(reinterpret_cast<const char*>(ids.data()), ids.size() * 4));
+  const test::CliResult lr = test::gpt2vk(
+      {"logits", "--ids", (dir / "ids").string(), "-o", (dir / "logits").string()});
+  REQUIRE(lr.exit_code == 0);
+  const std::string raw = test::read_file(dir / "logits");
+  const size_t V = raw.size() / 4 / ids.size();
+  std::vector<float> logits(raw.size() / 4);
+  std::memcpy(logits.data(), raw.data(), raw.size());
+  std::vector<double> want = {0};  // the first token has none
+  for (size_t t = 1; t < ids.size(); t++) {
+    const float* row = logits.data() + (t - 1) * V;
+    double top = -INFINITY, sum = 0;
+    for (size_t v = 0; v < V; v++) top = std::max(top, double(row[v]));
+    for (size_t v = 0; v < V; v++) sum += std::exp(double(row[v]) - top);
+    want.push_back(double(row[ids[t]]) - top - std::log(sum));
+  }
+  const json echo = json::parse(
+      post(server, json{{"prompt", ids}, {"max_tokens", 0}, {"echo", true}, {"logprobs", 3}}.dump()).body);
+  const json& lp = echo["choices"][0]["logprobs"];
+  CHECK(echo["choices"][0]["text"] == "And there was");
+  REQUIRE(lp["token_logprobs"].size() == ids.size());
+  CHECK(lp["token_logprobs"][0].is_null());
+  for (size_t t = 1; t < ids.size(); t++) {
+    CAPTURE(t);
+    CHECK(lp["token_logprobs"][t].get<double>() == doctest::Approx(want[t]).epsilon(1e-12));
+    CHECK(lp["top_logprobs"][t].size() == 3);
+  }
+
+  // The official openai client: the same texts, eight at once each as alone, a refusal.
+  if (have_openai_client()) {
+    const std::vector<std::string> prompts = {"In the beginning", "And the LORD", "Blessed are",
+                                              "Thou shalt", "And it came to pass", "The heavens",
+                                              "Behold", "For God so"};
+    const json cfg = {{"base_url", server.url()}, {"prompt", prompt}, {"ids", ids},
+                      {"prompts", prompts},       {"max_tokens", n}};
+    const test::CliResult r = test::run(
+        {"node", (test::source_dir() / "tests/node/openai_client.mjs").string(), cfg.dump()});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const json o = json::parse(r.out);
+    CHECK(o["models"] == json::array({"kjv"}));
+    CHECK(o["text"] == expected);
+    CHECK(o["finish_reason"] == "length");
+    CHECK(o["streamed"] == expected);
+    CHECK(o["chunks"].get<int>() > 1);
+    CHECK(o["echo_text"] == "And there was");
+    for (size_t t = 1; t < ids.size(); t++)
+      CHECK(o["echo_logprobs"][t].get<double>() == doctest::Approx(want[t]).epsilon(1e-12));
+    for (size_t i = 0; i < prompts.size(); i++) {
+      CAPTURE(prompts[i]);
+      CHECK(o["eight"][i] == generated(prompts[i], n));
+    }
+    CHECK(o["error"]["status"] == 400);
+    CHECK(o["error"]["code"] == "context_length_exceeded");
+    CHECK(o["error"]["param"] == "max_tokens");
+  }
+  CHECK(server.stop(SIGTERM) == 0);
+  CHECK(test::no_validation_messages({0, "", server.err()}));
+}
+
+TEST_CASE("serve: hostile and unlucky requests get errors that name the problem") {
+  test::Server server({"--max-body", "4096", "--ctx-per-slot", "64"});
+  struct Case {
+    std::string body;
+    int status;
+    std::string says;  // in the message
+  };
+  const std::vector<Case> cases = {
+      {"{\"prompt\": \"x\",", 400, "not valid JSON"},
+      {"[1, 2]", 400, "must be a JSON object"},
+      {R"({"max_tokens": 3})", 400, "prompt is required"},
+      {R"({"prompt": ""})", 400, "prompt is empty"},
+      {R"({"prompt": 7})", 400, "prompt must be a string or an array of token ids"},
+      {R"({"prompt": [1, 999]})", 400, "prompt[1] = 999 is not a token id"},
+      {R"({"prompt": [1, -2]})", 400, "prompt[1] = -2"},
+      {R"({"prompt": [1, 2.5]})", 400, "prompt[1] must be a token id"},
+      {R"({"prompt": ["a", "b"]})", 400, "batches of prompts are not supported"},
+      {R"({"prompt": "x", "max_tokens": "ten"})", 400, "max_tokens must be an integer"},
+      {R"({"prompt": "x", "max_tokens": -1})", 400, "max_tokens must be between 0"},
+      {R"({"prompt": "x", "max_tokens": 64})", 400, "context is 64 tokens"},
+      {json{{"prompt", std::string(65, 'a')}}.dump(), 400, "81 were requested (65 in the prompt, 16 for"},
+      {R"({"prompt": "x", "temperature": 9})", 400, "temperature must be in [0"},
+      {R"({"prompt": "x", "top_p": "high"})", 400, "top_p must be a number"},
+      {R"({"prompt": "x", "stream": "yes"})", 400, "stream must be a boolean"},
+      {R"({"prompt": "x", "logprobs": 50})", 400, "logprobs must be between 0 and 20"},
+      {R"({"prompt": "x", "n": 2})", 400, "n must be between 1 and 1"},
+      {R"({"prompt": "x", "stop": [1]})", 400, "stop must be a string"},
+      {R"({"prompt": "x", "stop": ["a","b","c","d","e"]})", 400, "at most 4"},
+      {R"({"prompt": "x", "model": 3})", 400, "model must be a string"},
+      {"{\"prompt\": \"caf\xc3\x28\"}", 400, "not valid JSON"},  // invalid UTF-8
+      {json{{"prompt", std::string(5000, 'a')}}.dump(), 413, "limit of 4096 bytes"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.body.substr(0, 80));
+    const Reply r = post(server, c.body);
+    CHECK(r.status == c.status);
+    const std::string message = error_message(r);
+    CAPTURE(message);
+    CHECK(message.find(c.says) != std::string::npos);
+  }
+  // Unknown fields are ignored; the server still serves.
+  const Reply ok = post(server, R"({"prompt": "And", "max_tokens": 2, "frobnicate": {"x": 1}})");
+  CHECK(ok.status == 200);
+  CHECK(json::parse(ok.body)["usage"]["completion_tokens"] == 2);
+  const Reply missing = request(server.url() + "/v2/anything");
+  CHECK(missing.status == 404);
+  CHECK(error_message(missing).find("no such endpoint: GET /v2/anything") != std::string::npos);
+  CHECK(request(server.url() + "/health").status == 200);
+
+  // A model line and the metrics that counted all this.
+  const json models = json::parse(request(server.url() + "/v1/models").body);
+  CHECK(models["data"][0]["context_length"] == 64);
+  CHECK(models["data"][0]["n_vocab"] == 256);
+  const std::string metrics = request(server.url() + "/metrics").body;
+  CHECK(metrics.find("gpt2vk_requests_total{endpoint=\"/v1/completions\",status=\"400\"} 22") !=
+        std::string::npos);
+  CHECK(metrics.find("gpt2vk_completion_tokens_total 2") != std::string::npos);
+  CHECK(metrics.find("gpt2vk_time_to_first_token_seconds_count 1") != std::string::npos);
+  CHECK(server.stop(SIGINT) == 0);
+  CHECK(test::no_validation_messages({0, "", server.err()}));
+
+  // Options the server refuses to start with.
+  const test::CliResult parallel = test::gpt2vk({"serve", "--parallel", "2", "--port", "0"});
+  CHECK(parallel.exit_code == 1);
+  CHECK(parallel.err.find("batched decoding over several slots is not built yet") != std::string::npos);
+  const test::CliResult ctx = test::gpt2vk({"serve", "--ctx-per-slot", "999", "--port", "0"});
+  CHECK(ctx.exit_code == 1);
+  CHECK(ctx.err.find("longer than the model's context of 256") != std::string::npos);
+}
+
+TEST_CASE("serve: a client that leaves frees the engine; SIGTERM finishes the stream in flight") {
+  test::Server server({});
+  const json long_stream = {{"prompt", "And"}, {"max_tokens", 250}, {"stream", true}, {"temperature", 0}};
+  test::TempDir dir;
+  test::write_file(dir / "body", long_stream.dump());
+  const std::string curl = "curl -sN -H 'Content-Type: application/json' --data-binary @" +
+                           (dir / "body").string() + " " + server.url() + "/v1/completions";
+  // `head` leaves after the first bytes; curl's next write fails, and the connection closes.
+  const test::CliResult gone = test::run({"sh", "-c", curl + " | head -c 40"});
+  CHECK(gone.out.size() == 40);
+  // The engine drops the request at its next tokens, well before 250.
+  std::smatch m;
+  std::string err;
+  for (int i = 0; i < 200; i++) {
+    err = server.err();
+    if (std::regex_search(err, m, std::regex(R"(client gone: request dropped after (\d+) of 250)"))) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(m.size() == 2);
+  CHECK(std::stoi(m[1]) < 250);
+
+  // A stream in flight when SIGTERM comes runs to its end; then the server exits 0.
+  const std::string out = (dir / "stream").string();
+  test::write_file(out, "");
+  int code = -1;
+  {
+    std::jthread client([&] { test::run({"sh", "-c", curl + " > " + out}); });
+    for (int i = 0; i < 400 && test::read_file(out).find("data: ") == std::string::npos; i++)
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    code = server.stop(SIGTERM);
+  }
+  CHECK(code == 0);
+  json last;
+  const auto [text, done] = stream_text(test::read_file(out), &last);
+  CHECK(done);
+  CHECK(last["choices"][0]["finish_reason"] == "length");
+  CHECK(last["usage"]["completion_tokens"] == 250);
+  CHECK(server.err().find("SIGTERM: finishing the requests in flight") != std::string::npos);
+  CHECK(test::no_validation_messages({0, "", server.err()}));
+}
+
+TEST_CASE("serve: a full queue, an API key, and a lost device") {
+  {  // One running, one waiting, the rest refused with Retry-After.
+    test::Server server({"--max-queue", "1"});
+    const json slow = {{"prompt", "And"}, {"max_tokens", 250}, {"temperature", 0}};
+    test::TempDir dir;
+    test::write_file(dir / "body", slow.dump());
+    const std::string curl = "curl -s -o /dev/null -D - -H 'Content-Type: application/json' --data-binary @" +
+                             (dir / "body").string() + " " + server.url() + "/v1/completions";
+    // Eight at once: each takes the engine a quarter second or more (250 tokens, validation
+    // on), so while the first runs and one waits, the others find the queue full.
+    test::run({"sh", "-c", "for i in 1 2 3 4 5 6 7 8; do " + curl + " > " + (dir / "h").string() +
+                               "$i & done; wait"});
+    int ok = 0, busy = 0;
+    for (int i = 1; i <= 8; i++) {
+      const std::string h = test::read_file(dir / std::string("h").append(std::to_string(i)));
+      CAPTURE(h);
+      if (h.find("HTTP/1.1 200") == 0) ok++;
+      if (h.find("HTTP/1.1 503") == 0) {
+        busy++;
+        CHECK(std::regex_search(h, std::regex("Retry-After: [1-9]")));
+      }
+    }
+    CHECK(ok >= 2);
+    CHECK(busy >= 1);
+    CHECK(ok + busy == 8);
+  }
+  {  // The key on everything but /health.
+    test::Server server({"--api-key", "s3cret"});
+    const Reply none = post(server, R"({"prompt": "And", "max_tokens": 1})");
+    CHECK(none.status == 401);
+    CHECK(error_message(none).find("API key") != std::string::npos);
+    CHECK(post(server, R"({"prompt": "And", "max_tokens": 1})", {"-H", "Authorization: Bearer wrong"}).status == 401);
+    CHECK(post(server, R"({"prompt": "And", "max_tokens": 1})", {"-H", "Authorization: Bearer s3cret"}).status == 200);
+    CHECK(request(server.url() + "/metrics").status == 401);
+    CHECK(request(server.url() + "/health").status == 200);
+  }
+  {  // The device lost mid-request (the test hook loses it at the 3rd fence wait): 503 for the
+     // request and /health, with the reason; the server goes on answering.
+    test::Server server({}, {{"GPT2VK_LOSE_DEVICE_AT_WAIT", "3"}});
+    CHECK(request(server.url() + "/health").status == 200);
+    const Reply r = post(server, R"({"prompt": "And", "max_tokens": 8})");
+    CHECK(r.status == 503);
+    CHECK(error_message(r).find("the GPU failed") != std::string::npos);
+    const Reply health = request(server.url() + "/health");
+    CHECK(health.status == 503);
+    CHECK(json::parse(health.body)["status"] == "error");
+    CHECK(json::parse(health.body)["reason"].get<std::string>().find("lost") != std::string::npos);
+    const Reply again = post(server, R"({"prompt": "And", "max_tokens": 8})");
+    CHECK(again.status == 503);
+    CHECK(error_message(again).find("cannot generate any more") != std::string::npos);
+    CHECK(server.stop(SIGTERM) == 0);
+  }
+}
