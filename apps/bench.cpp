@@ -28,9 +28,10 @@ double seconds_since(Clock::time_point t0) {
 }
 
 struct Test {
-  std::string name;  // pp128, tg32
+  std::string name;  // pp128, tg32, tg32 x8
   uint32_t n_prompt = 0, n_gen = 0;
-  std::vector<double> samples;  // tokens/s of each timed run
+  std::vector<double> samples;  // tokens/s of each timed run (all sequences together)
+  uint32_t parallel = 0;  // sequences decoding together in the model's slots (0: next())
 };
 
 double mean(const std::vector<double>& v) {
@@ -79,6 +80,28 @@ int32_t first_token(const model::Config& c) {
   return c.eos_token_id ? static_cast<int32_t>(*c.eos_token_id) : 0;  // GPT-2's <|endoftext|>
 }
 
+// What gpt2vk serve --parallel does: `seqs` sequences in slots 0.., one token of prompt each
+// (not timed), then n steps that decode a token for every one in one pass (Model::slot_decode),
+// each feeding back its greedy choice.
+double time_decode_slots(model::Model& m, int32_t first, uint32_t n, uint32_t seqs) {
+  const size_t V = m.config().n_vocab;
+  std::vector<model::Model::SlotToken> rows;
+  for (uint32_t s = 0; s < seqs; s++) {
+    m.slot_reset(s);
+    const std::vector<float> l = m.slot_prefill(s, {&first, 1}, false);
+    rows.push_back({s, static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin())});
+  }
+  const Clock::time_point t0 = Clock::now();
+  for (uint32_t i = 0; i < n; i++) {
+    const std::vector<float> l = m.slot_decode(rows);
+    for (size_t b = 0; b < rows.size(); b++)
+      rows[b].id = static_cast<int32_t>(
+          std::max_element(l.begin() + long(b * V), l.begin() + long((b + 1) * V)) -
+          (l.begin() + long(b * V)));
+  }
+  return seconds_since(t0);
+}
+
 void run_test(model::Model& m, Test& t, int repeats) {
   const model::Config& c = m.config();
   std::fprintf(stderr, "gpt2vk: %s: a warm-up and %d timed runs\n", t.name.c_str(), repeats);
@@ -86,6 +109,11 @@ void run_test(model::Model& m, Test& t, int repeats) {
     const std::vector<int32_t> ids = random_ids(t.n_prompt, c.n_vocab);
     time_prefill(m, ids);
     for (int r = 0; r < repeats; r++) t.samples.push_back(t.n_prompt / time_prefill(m, ids));
+  } else if (t.parallel > 0) {
+    time_decode_slots(m, first_token(c), 1, t.parallel);
+    for (int r = 0; r < repeats; r++)
+      t.samples.push_back(double(t.n_gen) * t.parallel /
+                          time_decode_slots(m, first_token(c), t.n_gen, t.parallel));
   } else {
     // The warm-up creates the decode pipelines and descriptor pools; later runs reuse them.
     time_decode(m, first_token(c), 1);
@@ -110,6 +138,8 @@ std::vector<Test> plan_tests(const BenchArgs& args, const model::Config& c) {
                                std::to_string(n) + " more pass the model's context of " +
                                std::to_string(c.n_ctx) + " tokens");
     tests.push_back({"tg" + std::to_string(n), 0, n, {}});
+    for (uint32_t seqs : args.parallel)
+      tests.push_back({"tg" + std::to_string(n) + " x" + std::to_string(seqs), 0, n, {}, seqs});
   }
   if (tests.empty()) throw std::runtime_error("nothing to run: -p and -n are both 0");
   return tests;
@@ -330,7 +360,8 @@ void print_profile(FILE* out, const std::string& title, const Profile& p, const 
 // Where the time of a prefill pass and of a decoded token goes, on a model instance of its own
 // with timestamps on, warmed up first like the timed runs.
 void profile(const model::Checkpoint& ckpt, const vk::Device& device, model::Precision precision,
-             uint32_t split_layers, uint32_t prompt, uint32_t gen, double bandwidth, FILE* out) {
+             uint32_t split_layers, uint32_t prompt, uint32_t gen, uint32_t parallel,
+             double bandwidth, FILE* out) {
   if (!device.caps().timestamps)
     std::fprintf(out, "\n'%s' has no compute timestamps: the op times are missing\n",
                  device.caps().name.c_str());
@@ -338,6 +369,10 @@ void profile(const model::Checkpoint& ckpt, const vk::Device& device, model::Pre
   o.precision = precision;
   o.timestamps = true;
   o.split_layers = split_layers;
+  if (parallel > 1) {
+    o.slots = parallel;
+    o.slot_context = std::max({prompt, gen + 1, 1u});
+  }
   std::unique_ptr<model::Model> m = model::make_gpu_model(ckpt, device, o);
   const int32_t first = first_token(m->config());
   time_decode(*m, first, 1);
@@ -364,12 +399,45 @@ void profile(const model::Checkpoint& ckpt, const vk::Device& device, model::Pre
     print_profile(out, "profile: decode, mean of " + std::to_string(gen) + " tokens" + where, p,
                   "token", bandwidth);
   }
+  if (gen > 0 && parallel > 1) {  // one pass decoding a token for each of `parallel` sequences
+    const size_t V = m->config().n_vocab;
+    std::vector<model::Model::SlotToken> rows;
+    for (uint32_t s = 0; s < parallel; s++) {
+      m->slot_reset(s);
+      m->slot_prefill(s, {&first, 1}, false);
+      rows.push_back({s, first});
+    }
+    m->slot_decode(rows);  // warm-up
+    Profile p;
+    for (uint32_t i = 1; i < gen; i++) {
+      const Clock::time_point t0 = Clock::now();
+      const std::vector<float> l = m->slot_decode(rows);
+      p.add(*m, seconds_since(t0));
+      for (size_t b = 0; b < rows.size(); b++)
+        rows[b].id = static_cast<int32_t>(
+            std::max_element(l.begin() + long(b * V), l.begin() + long((b + 1) * V)) -
+            (l.begin() + long(b * V)));
+    }
+    print_profile(out, "profile: decode of " + std::to_string(parallel) +
+                           " sequences together, mean of " + std::to_string(gen - 1) + " passes" + where,
+                  p, "pass", bandwidth);
+  }
 }
 
 }  // namespace
 
 int bench(const BenchArgs& args) {
-  Session s = open_session(args.model);
+  ModelArgs margs = args.model;
+  if (!args.parallel.empty()) {
+    // A slot per sequence, as long as the longest test needs (slot 0 also runs the others).
+    margs.slots = *std::max_element(args.parallel.begin(), args.parallel.end());
+    uint32_t need = 1;
+    for (uint32_t p : args.n_prompt) need = std::max(need, p);
+    for (uint32_t n : args.n_gen) need = std::max(need, n + 1);
+    margs.slot_context = need;
+  }
+  Session s = open_checkpoint(margs);
+  open_model(s, margs);
   const model::Config& c = s.model->config();
   std::vector<Test> tests = plan_tests(args, c);
   const bool cpu = args.model.device == "cpu";
@@ -380,6 +448,14 @@ int bench(const BenchArgs& args) {
                         weight_bytes(c, s.model->precision()),
                         model::parameter_count(c)};
   for (Test& t : tests) run_test(*s.model, t, args.repeats);
+  if (!args.parallel.empty()) {
+    // The aggregate of N sequences against one decoded the usual way (tgN).
+    for (const Test& t : tests)
+      for (const Test& one : tests)
+        if (t.parallel > 0 && one.parallel == 0 && one.n_gen == t.n_gen && one.n_prompt == 0)
+          std::fprintf(stderr, "gpt2vk: %s: %.2fx the aggregate tokens/s of %s\n", t.name.c_str(),
+                       mean(t.samples) / mean(one.samples), one.name.c_str());
+  }
   if (args.json)
     print_json(subject, tests);
   else
@@ -399,8 +475,10 @@ int bench(const BenchArgs& args) {
     if (!gen) gen = t.n_gen;
   }
   // With --json, stdout holds only the JSON.
+  const uint32_t parallel =
+      args.parallel.empty() ? 0 : *std::max_element(args.parallel.begin(), args.parallel.end());
   profile(*s.checkpoint, *s.device, model::parse_precision(args.model.precision),
-          args.model.split_layers, prompt, gen, args.bandwidth, args.json ? stderr : stdout);
+          args.model.split_layers, prompt, gen, parallel, args.bandwidth, args.json ? stderr : stdout);
   return 0;
 }
 

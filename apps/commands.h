@@ -33,6 +33,7 @@ struct BenchArgs {
   bool json = false;                       // stdout: a JSON array, one object per test
   bool profile = false;                    // then GPU time per op kind and per-token counters
   double bandwidth = 0;  // GB/s of the device's memory: the profile shows each op's fraction
+  std::vector<uint32_t> parallel;  // tg tests again with N sequences decoding together
 };
 int bench(const BenchArgs& args);
 

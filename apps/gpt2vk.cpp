@@ -53,6 +53,12 @@ int main(int argc, char** argv) {
                     "then shows the fraction of it each op and the whole token reach")
       ->check(CLI::PositiveNumber);
 
+  bench->add_option("--parallel", bench_args.parallel,
+                    "each tg test again with N sequences decoding together (gpt2vk serve "
+                    "--parallel N), aggregate tokens/s; a comma list runs several")
+      ->delimiter(',')
+      ->check(CLI::Range(1u, 8u));
+
   app::TokenizeArgs tok_args;
   CLI::App* tokenize = cli.add_subcommand("tokenize", "print a text's token ids, or write them as int32");
   add_model_options(*tokenize, tok_args.model, true);
@@ -115,8 +121,10 @@ int main(int argc, char** argv) {
   add_model_options(*serve, serve_args.model);
   serve->add_option("--host", serve_args.host, "address to listen on (default 127.0.0.1: this machine only)");
   serve->add_option("--port", serve_args.port, "port (default 8080; 0: any free port)");
-  serve->add_option("--parallel", serve_args.parallel, "requests decoding at once (default 1)")
-      ->check(CLI::Range(1u, 64u));
+  serve->add_option("--parallel", serve_args.parallel,
+                    "requests decoding together, each with a KV cache of --ctx-per-slot tokens "
+                    "(default 1, at most 8; more than 1 needs a GPU model)")
+      ->check(CLI::Range(1u, 8u));
   serve->add_option("--ctx-per-slot", serve_args.ctx_per_slot,
                     "tokens of prompt plus completion a request may use (default: the model's context)")
       ->check(CLI::Range(1u, 1u << 20));

@@ -43,7 +43,8 @@ json logprobs_json(const std::vector<TokenLogprob>& tokens, const model::Tokeniz
       out["top_logprobs"].push_back(nullptr);
     } else {
       json top = json::object();
-      for (auto [id, lp] : t.top) top[model::sanitize_utf8(tok.token_bytes(id))] = lp;
+      // Best first: where two ids print the same (bytes of a split character), the better stays.
+      for (auto [id, lp] : t.top) top.emplace(model::sanitize_utf8(tok.token_bytes(id)), lp);
       out["top_logprobs"].push_back(top);
     }
     out["text_offset"].push_back(offset);
@@ -76,12 +77,14 @@ struct Server {
     inflight--;
     inflight_done.notify_all();
   }
-  // Drains the engine, waits for the responses in flight (at most `limit`), stops listening.
-  void shut_down(std::chrono::seconds limit) {
+  // Drains the engine, waits for the responses in flight to be written, stops listening.
+  void shut_down() {
     engine->drain();
     std::unique_lock lock(inflight_mutex);
-    inflight_done.wait_for(lock, limit, [&] { return inflight == 0; });
+    inflight_done.wait(lock, [&] { return inflight == 0; });
     lock.unlock();
+    // stop() does nothing before listening has begun: wait for that (a signal soon after start).
+    while (!http.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     http.stop();
   }
 
@@ -95,15 +98,59 @@ struct Server {
              json::array({{{"text", text}, {"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish}}})}};
   }
 
-  void completions(const httplib::Request& req, httplib::Response& res) {
+  // The API key, where one is set: false after answering 401.
+  bool authorized(const httplib::Request& req, httplib::Response& res) const {
+    if (args.api_key.empty() || req.get_header_value("Authorization") == "Bearer " + args.api_key)
+      return true;
+    send_error(res, ApiError(401, "a valid API key is required: send the header "
+                                  "'Authorization: Bearer <key>' (the server's --api-key)"));
+    return false;
+  }
+
+  // The body, read here rather than by httplib: the same --max-body limit whatever the
+  // framing (a length, chunks) or content type (curl -d sends a form's), and the key checked
+  // only after the body is off the connection.
+  std::string read_body(const httplib::Request& req, const httplib::ContentReader& reader,
+                        httplib::Response& res) const {
+    std::string body;
+    bool over = false;
+    const bool read = reader([&](const char* data, size_t n) {
+      if (body.size() + n > args.max_body) {
+        over = true;
+        return false;
+      }
+      body.append(data, n);
+      return true;
+    });
+    if (!read && !over) {
+      res.set_header("Connection", "close");
+      throw ApiError(400, "the request body could not be read (cut short, or malformed chunks)");
+    }
+    if (over) {
+      res.set_header("Connection", "close");  // the rest of it is still on the wire
+      throw ApiError(413, "the request body is larger than this server's limit of " +
+                              std::to_string(args.max_body) + " bytes (--max-body)");
+    }
+    (void)req;
+    return body;
+  }
+
+  void completions(const std::string& body, httplib::Response& res) {
     const model::Config& c = session.model->config();
-    CompletionRequest r = parse_completion(req.body, *session.tokenizer, c, context);
-    const std::shared_ptr<Job> job = engine->submit(std::move(r));
+    CompletionRequest r = parse_completion(body, *session.tokenizer, c, context);
+    // Counted before it can start, so that a shutdown waits for its response.
+    begin_response();
+    std::shared_ptr<Job> job;
+    try {
+      job = engine->submit(std::move(r));
+    } catch (...) {
+      end_response();
+      throw;
+    }
     const std::string id = "cmpl-" + std::to_string(next_id++);
     const std::time_t created = std::time(nullptr);
     const bool with_logprobs = job->request.logprobs.has_value();
     if (!job->request.stream) {
-      begin_response();
       struct End {
         Server& s;
         ~End() { s.end_response(); }
@@ -137,7 +184,6 @@ struct Server {
     // or the prompt's pass), a comment line every second finds a closed connection too.
     auto offset = std::make_shared<size_t>(0);
     res.set_header("Cache-Control", "no-cache");
-    begin_response();
     res.set_chunked_content_provider(
         "text/event-stream",
         [this, job, id, created, with_logprobs, offset](size_t, httplib::DataSink& sink) {
@@ -172,14 +218,17 @@ struct Server {
   }
 
   void routes() {
-    http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res,
+                                        const httplib::ContentReader& reader) {
       try {
-        completions(req, res);
+        const std::string body = read_body(req, reader, res);
+        if (authorized(req, res)) completions(body, res);
       } catch (const ApiError& e) {
         send_error(res, e);
       }
     });
-    http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    http.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+      if (!authorized(req, res)) return;
       const model::Config& c = session.model->config();
       json m = {{"id", model_name},         {"object", "model"},
                 {"created", 0},             {"owned_by", "gpt2vk"},
@@ -198,17 +247,9 @@ struct Server {
         res.set_content(dump({{"status", "ok"}}), "application/json");
       }
     });
-    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    http.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
+      if (!authorized(req, res)) return;
       res.set_content(metrics.text(), "text/plain; version=0.0.4");
-    });
-    // The API key, checked before routing: everything but /health needs it.
-    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (args.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
-      if (req.get_header_value("Authorization") == "Bearer " + args.api_key)
-        return httplib::Server::HandlerResponse::Unhandled;
-      send_error(res, ApiError(401, "a valid API key is required: send the header "
-                                    "'Authorization: Bearer <key>' (the server's --api-key)"));
-      return httplib::Server::HandlerResponse::Handled;
     });
     // Statuses httplib sets itself (404, 413, 400 for an unreadable request) get a body too.
     http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
@@ -216,8 +257,7 @@ struct Server {
       if (res.status == 404)
         send_error(res, ApiError(404, "no such endpoint: " + req.method + " " + req.path));
       else if (res.status == 413)
-        send_error(res, ApiError(413, "the request body is larger than this server's limit of " +
-                                          std::to_string(args.max_body) + " bytes (--max-body)"));
+        send_error(res, ApiError(413, "the request is larger than this server accepts"));
       else
         send_error(res, ApiError(res.status, "the request could not be read (HTTP " +
                                                  std::to_string(res.status) + ")"));
@@ -254,18 +294,18 @@ int serve(const ServeArgs& args) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  if (args.parallel != 1)
-    throw std::runtime_error("--parallel " + std::to_string(args.parallel) +
-                             ": batched decoding over several slots is not built yet; this "
-                             "server runs one request at a time (--parallel 1) and queues the rest");
-  Session s = open_session(args.model);
-  const model::Config& c = s.model->config();
+  Session s = open_checkpoint(args.model);
+  const model::Config& c = s.checkpoint->config();
   if (!c.causal)
     throw std::runtime_error("serve needs a causal model: a bidirectional one has no next token to predict");
   const uint32_t context = args.ctx_per_slot ? args.ctx_per_slot : c.n_ctx;
   if (context > c.n_ctx)
     throw std::runtime_error("--ctx-per-slot " + std::to_string(context) +
                              " is longer than the model's context of " + std::to_string(c.n_ctx));
+  ModelArgs margs = args.model;
+  margs.slots = args.parallel;  // a KV cache of `context` tokens per request decoding at once
+  margs.slot_context = args.parallel > 1 ? context : 0;
+  open_model(s, margs);
   // The pipelines of a prompt and of decoding, greedy, top-k and every logit, before the first
   // request (those of an echo's every-row logits compile at first use).
   for (uint32_t k : {1u, 0u, 40u}) s.model->prepare(std::min<uint32_t>(context, 64), context, k);
@@ -275,10 +315,10 @@ int serve(const ServeArgs& args) {
   server.engine = std::make_unique<Engine>(*s.model, *s.tokenizer, server.metrics, args.max_queue,
                                            [&s] { return s.device && s.device->lost(); });
   server.routes();
-  server.http.set_payload_max_length(args.max_body);
   // Threads for the requests waiting and running, and a few for /health and /metrics meanwhile.
-  const size_t threads = args.max_queue + args.parallel + 4;
+  const size_t threads = args.max_queue + args.parallel + 8;
   server.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  server.http.set_keep_alive_timeout(1);  // an idle connection holds a thread no longer
   const int port = args.port ? (server.http.bind_to_port(args.host, args.port) ? args.port : -1)
                              : server.http.bind_to_any_port(args.host);
   if (port <= 0)
@@ -293,9 +333,16 @@ int serve(const ServeArgs& args) {
     int sig = 0;
     sigwait(&signals, &sig);
     if (!listening) return;  // the server stopped by itself; main woke this thread
-    std::fprintf(stderr, "gpt2vk: %s: finishing the requests in flight, then stopping\n",
-                 sig == SIGINT ? "SIGINT" : "SIGTERM");
-    server.shut_down(std::chrono::seconds(60));
+    std::fprintf(stderr, "gpt2vk: %s: finishing the requests in flight, then stopping (again to "
+                         "stop at once)\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    // A second signal ends the process without waiting.
+    std::thread([signals] {
+      int again = 0;
+      sigwait(&signals, &again);
+      std::fprintf(stderr, "gpt2vk: stopped at once, requests in flight cut off\n");
+      std::_Exit(1);
+    }).detach();
+    server.shut_down();
   });
   const bool ok = server.http.listen_after_bind();
   if (listening.exchange(false)) pthread_kill(stopper.native_handle(), SIGTERM);

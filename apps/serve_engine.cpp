@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <numeric>
 #include <random>
+#include <cstdlib>
 
 #include "model/generation/sampler.h"
 #include "model/text/utf8.h"
@@ -46,6 +47,10 @@ Engine::Engine(model::Model& model, const model::Tokenizer& tokenizer, Metrics& 
       metrics_(metrics),
       max_queue_(max_queue),
       device_lost_(std::move(device_lost)),
+      slots_(model.slots()),
+      step_delay_ms_(std::getenv("GPT2VK_SERVE_STEP_DELAY_MS")
+                         ? static_cast<uint32_t>(std::atoi(std::getenv("GPT2VK_SERVE_STEP_DELAY_MS")))
+                         : 0),
       thread_([this] { loop(); }) {}
 
 Engine::~Engine() {
@@ -81,76 +86,29 @@ std::optional<std::string> Engine::failure() const {
 
 uint32_t Engine::retry_after() const {
   const double mean = finished_ ? seconds_total_ / double(finished_) : 1.0;
-  return static_cast<uint32_t>(std::clamp(std::ceil(mean * double(queue_.size() + 1)), 1.0, 3600.0));
+  const double per_slot = double(queue_.size() + 1) / double(std::max<size_t>(1, slots_.size()));
+  return static_cast<uint32_t>(std::clamp(std::ceil(mean * per_slot), 1.0, 3600.0));
 }
+
+namespace {
+Event error_event(const ApiError& e) {
+  Event out;
+  out.done = true;
+  out.error = e;
+  return out;
+}
+}  // namespace
 
 void Engine::drain() {
   std::unique_lock lock(mutex_);
   draining_ = true;
-  for (auto& job : queue_) {
-    Event e;
-    e.done = true;
-    e.error = ApiError(503, "the server is shutting down");
-    job->push(std::move(e));
-  }
+  for (auto& job : queue_) job->push(error_event(ApiError(503, "the server is shutting down")));
   queue_.clear();
   update_metrics();
-  idle_.wait(lock, [&] { return !running_; });
+  idle_.wait(lock, [&] { return running_ == 0; });
 }
 
-void Engine::update_metrics() {
-  metrics_.set_queue(static_cast<uint32_t>(queue_.size()), running_ ? 1 : 0);
-}
-
-void Engine::loop() {
-  std::unique_lock lock(mutex_);
-  while (true) {
-    wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-    if (stopping_) return;
-    std::shared_ptr<Job> job = queue_.front();
-    queue_.pop_front();
-    running_ = true;
-    update_metrics();
-    lock.unlock();
-    const Clock::time_point start = Clock::now();
-    std::optional<ApiError> error;
-    try {
-      if (!job->cancelled()) run(*job);
-    } catch (const ApiError& e) {
-      error = e;
-    } catch (const std::exception& e) {
-      // A lost device ends all generation; anything else fails only this request.
-      if (device_lost_ && device_lost_()) {
-        std::lock_guard relock(mutex_);
-        failure_ = std::string("the GPU failed: ") + e.what();
-        error = ApiError(503, *failure_);
-      } else {
-        error = ApiError(500, std::string("generation failed: ") + e.what());
-      }
-    }
-    if (error) {
-      Event e;
-      e.done = true;
-      e.error = *error;
-      job->push(std::move(e));
-    }
-    lock.lock();
-    seconds_total_ += std::chrono::duration<double>(Clock::now() - start).count();
-    finished_++;
-    running_ = false;
-    if (failure_) {  // nothing waiting can run either
-      for (auto& waiting : queue_) {
-        Event e;
-        e.done = true;
-        e.error = ApiError(503, "the server cannot generate any more: " + *failure_);
-        waiting->push(std::move(e));
-      }
-      queue_.clear();
-    }
-    update_metrics();
-    idle_.notify_all();
-  }
-}
+void Engine::update_metrics() { metrics_.set_queue(static_cast<uint32_t>(queue_.size()), running_); }
 
 namespace {
 
@@ -158,22 +116,27 @@ namespace {
 // sampling cut): the chosen id's log-probability and the best n, best first (ties to the lower
 // id), accumulated in double.
 TokenLogprob logprob_of(std::span<const float> logits, int32_t id, uint32_t n) {
+  // NaN (broken weights) counts as -inf, as the sampler takes it.
+  auto at = [&](int32_t i) {
+    const float x = logits[size_t(i)];
+    return std::isnan(x) ? -double(INFINITY) : double(x);
+  };
   double top = -INFINITY;
-  for (float x : logits) top = std::max(top, double(x));
+  for (size_t i = 0; i < logits.size(); i++) top = std::max(top, at(int32_t(i)));
   double sum = 0;
-  for (float x : logits) sum += std::exp(double(x) - top);
+  for (size_t i = 0; i < logits.size(); i++) sum += std::exp(at(int32_t(i)) - top);
   const double norm = top + std::log(sum);
   TokenLogprob t;
   t.id = id;
-  t.logprob = double(logits[size_t(id)]) - norm;
+  t.logprob = at(id) - norm;
   std::vector<int32_t> order(logits.size());
   std::iota(order.begin(), order.end(), 0);
   const size_t keep = std::min<size_t>(n, order.size());
   std::partial_sort(order.begin(), order.begin() + long(keep), order.end(), [&](int32_t a, int32_t b) {
-    return logits[size_t(a)] > logits[size_t(b)] || (logits[size_t(a)] == logits[size_t(b)] && a < b);
+    return at(a) > at(b) || (at(a) == at(b) && a < b);
   });
   for (size_t i = 0; i < keep; i++)
-    t.top.emplace_back(order[i], double(logits[size_t(order[i])]) - norm);
+    t.top.emplace_back(order[i], at(order[i]) - norm);
   return t;
 }
 
@@ -198,95 +161,227 @@ size_t sendable(const std::string& text, const std::vector<std::string>& stops, 
 
 }  // namespace
 
-void Engine::run(Job& job) {
-  const CompletionRequest& r = job.request;
-  const model::Config& c = model_.config();
-  model::SamplerOptions so = r.sampling;
-  if (!r.seed_given) so.seed = std::random_device{}();
-  model::Sampler sampler(so);
-  // Log-probabilities need every logit of a position; otherwise what sampling needs.
-  const bool with_logprobs = r.logprobs.has_value();
-  const uint32_t n_top = r.logprobs.value_or(0);
-  const uint32_t k = with_logprobs ? 0 : sampler.candidates(c.n_vocab);
-
-  model_.reset();
-  model::Candidates cand;
-  Event head;  // the echoed prompt, with its tokens' log-probabilities
-  if (r.echo) head.text = r.prompt_text;
-  if (r.echo && with_logprobs) {
-    // Every prompt row's logits in one pass: row t predicts token t + 1.
-    const std::vector<float> all = model_.logits(r.prompt);
-    const size_t V = c.n_vocab;
-    head.logprobs.push_back({r.prompt[0], std::nullopt, {}});
-    for (size_t t = 1; t < r.prompt.size(); t++)
-      head.logprobs.push_back(
-          logprob_of(std::span(all).subspan((t - 1) * V, V), r.prompt[t], n_top));
-    cand.logits.assign(all.end() - long(V), all.end());
-  } else {
-    cand = model_.next(r.prompt, k);
-  }
-  if (!head.text.empty() || !head.logprobs.empty()) job.push(std::move(head));
-
+// A request in a slot: where its prompt and its text stand.
+struct Engine::Slot {
+  std::shared_ptr<Job> job;
+  model::Sampler sampler;
+  Clock::time_point started = Clock::now(), last;
+  size_t prefilled = 0;     // prompt tokens run
+  std::vector<float> next;  // the logits the next token comes from, once the prompt has run
+  Event head;               // the echoed prompt and its log-probabilities
   model::Utf8Stream utf8;
   std::string text;  // the completion so far, whole characters
-  size_t sent = 0;
+  size_t sent = 0;   // bytes of it sent
   uint32_t generated = 0;
-  bool stopped = false;
-  std::string finish = "length";
+  int32_t token = -1;                 // the last token picked, to decode next
   std::vector<TokenLogprob> pending;  // log-probabilities not yet sent
-  Clock::time_point last = Clock::now();
-  while (generated < r.max_tokens) {
-    if (job.cancelled()) {
-      std::fprintf(stderr, "gpt2vk: client gone: request dropped after %u of %u tokens\n",
-                   generated, r.max_tokens);
-      return;
+
+  Slot(std::shared_ptr<Job> j, const model::SamplerOptions& o) : job(std::move(j)), sampler(o) {}
+};
+
+void Engine::admit() {
+  for (uint32_t i = 0; i < slots_.size(); i++) {
+    if (slots_[i]) continue;
+    std::shared_ptr<Job> job;
+    {
+      std::lock_guard lock(mutex_);
+      while (!queue_.empty() && !job) {
+        job = queue_.front();
+        queue_.pop_front();
+        if (job->cancelled()) job.reset();
+      }
+      if (!job) return;
+      running_++;
+      update_metrics();
     }
-    const int32_t id = sampler.pick(cand);
-    if (c.eos_token_id && id == *c.eos_token_id) {
-      finish = "stop";
-      break;
-    }
-    if (with_logprobs) pending.push_back(logprob_of(cand.logits, id, n_top));
-    generated++;
-    const Clock::time_point now = Clock::now();
-    if (generated == 1)
-      metrics_.first_token(std::chrono::duration<double>(now - job.arrived).count());
-    else
-      metrics_.per_token(std::chrono::duration<double>(now - last).count());
-    last = now;
-    text += utf8.push(tokenizer_.token_bytes(id));
-    const size_t upto = sendable(text, r.stop, &stopped);
-    if (upto > sent || !pending.empty()) {
-      Event e;
-      e.text = text.substr(sent, upto - sent);
-      e.logprobs = std::move(pending);
-      pending.clear();
-      sent = upto;
-      job.push(std::move(e));
-    }
-    if (stopped) {
-      finish = "stop";
-      break;
-    }
-    if (generated == r.max_tokens) break;
-    const int32_t one[] = {id};
-    cand = model_.next(one, k);
+    model::SamplerOptions so = job->request.sampling;
+    if (!job->request.seed_given) so.seed = std::random_device{}();
+    slots_[i] = std::make_unique<Slot>(job, so);
+    model_.slot_reset(i);
+    if (job->request.echo) slots_[i]->head.text = job->request.prompt_text;
   }
-  // The end: an unfinished character as U+FFFD, and what was held back for the stop strings.
+}
+
+void Engine::prefill(Slot& s, uint32_t index) {
+  const CompletionRequest& r = s.job->request;
+  const size_t V = model_.config().n_vocab;
+  const size_t n = std::min<size_t>(kPrefillChunk, r.prompt.size() - s.prefilled);
+  const std::span<const int32_t> chunk = std::span(r.prompt).subspan(s.prefilled, n);
+  // echo + logprobs: every row's logits, row t predicting token t + 1.
+  const bool rows = r.echo && r.logprobs.has_value();
+  std::vector<float> out = model_.slot_prefill(index, chunk, rows);
+  if (rows) {
+    if (s.prefilled == 0) s.head.logprobs.push_back({r.prompt[0], std::nullopt, {}});
+    for (size_t t = 0; t < n; t++) {
+      const size_t at = s.prefilled + t + 1;  // the token row t predicts
+      if (at < r.prompt.size())
+        s.head.logprobs.push_back(
+            logprob_of(std::span(out).subspan(t * V, V), r.prompt[at], r.logprobs.value_or(0)));
+    }
+    out.erase(out.begin(), out.end() - long(V));
+  }
+  s.prefilled += n;
+  if (s.prefilled < r.prompt.size()) return;
+  s.next = std::move(out);
+  s.last = Clock::now();
+  if (!s.head.text.empty() || !s.head.logprobs.empty()) s.job->push(std::move(s.head));
+}
+
+bool Engine::pick(Slot& s) {
+  const CompletionRequest& r = s.job->request;
+  const model::Config& c = model_.config();
+  if (s.generated == r.max_tokens) {
+    finish(s, "length", false);
+    return false;
+  }
+  const int32_t id = s.sampler.pick(model::Candidates{{}, s.next});
+  if (c.eos_token_id && id == *c.eos_token_id) {
+    finish(s, "stop", false);
+    return false;
+  }
+  if (r.logprobs) s.pending.push_back(logprob_of(s.next, id, *r.logprobs));
+  s.generated++;
+  const Clock::time_point now = Clock::now();
+  if (s.generated == 1)
+    metrics_.first_token(std::chrono::duration<double>(now - s.job->arrived).count());
+  else
+    metrics_.per_token(std::chrono::duration<double>(now - s.last).count());
+  s.last = now;
+  s.text += s.utf8.push(tokenizer_.token_bytes(id));
+  bool stopped = false;
+  const size_t upto = sendable(s.text, r.stop, &stopped);
+  if (upto > s.sent || !s.pending.empty()) {
+    Event e;
+    e.text = s.text.substr(s.sent, upto - s.sent);
+    e.logprobs = std::move(s.pending);
+    s.pending.clear();
+    s.sent = upto;
+    s.job->push(std::move(e));
+  }
+  if (stopped) {
+    finish(s, "stop", true);
+    return false;
+  }
+  if (s.generated == r.max_tokens) {
+    finish(s, "length", false);
+    return false;
+  }
+  s.token = id;
+  return true;
+}
+
+// The end: an unfinished character as U+FFFD, and what was held back for the stop strings.
+void Engine::finish(Slot& s, std::string reason, bool stopped) {
+  const CompletionRequest& r = s.job->request;
   Event done;
   if (!stopped) {
-    text += utf8.finish();
-    const size_t upto = std::max(sent, sendable(text, r.stop, &stopped));
-    done.text = text.substr(sent, (stopped ? upto : text.size()) - sent);
-    if (stopped) finish = "stop";
+    s.text += s.utf8.finish();
+    const size_t upto = std::max(s.sent, sendable(s.text, r.stop, &stopped));
+    done.text = s.text.substr(s.sent, (stopped ? upto : s.text.size()) - s.sent);
+    if (stopped) reason = "stop";
   }
-  done.logprobs = std::move(pending);
+  done.logprobs = std::move(s.pending);
   done.done = true;
-  done.finish_reason = finish;
+  done.finish_reason = reason;
   done.prompt_tokens = static_cast<uint32_t>(r.prompt.size());
-  done.completion_tokens = generated;
-  metrics_.tokens(r.prompt.size(), generated);
-  job.push(std::move(done));
+  done.completion_tokens = s.generated;
+  metrics_.tokens(r.prompt.size(), s.generated);
+  s.job->push(std::move(done));
+}
+
+void Engine::fail(Slot& s, const ApiError& e) { s.job->push(error_event(e)); }
+
+void Engine::loop() {
+  while (true) {
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || running_ > 0; });
+      if (stopping_) return;
+    }
+    if (!failure()) admit();
+    if (step_delay_ms_) std::this_thread::sleep_for(std::chrono::milliseconds(step_delay_ms_));
+    std::vector<uint32_t> freed;
+    std::optional<ApiError> fatal;
+    // An exception from the model fails the requests of that pass; a lost device, every one.
+    auto failed = [&](const std::exception& e) {
+      if (device_lost_ && device_lost_()) {
+        std::lock_guard lock(mutex_);
+        failure_ = std::string("the GPU failed: ") + e.what();
+        fatal = ApiError(503, *failure_);
+        return *fatal;
+      }
+      return ApiError(500, std::string("generation failed: ") + e.what());
+    };
+    // 1. One prompt chunk for each request still reading its prompt.
+    for (uint32_t i = 0; i < slots_.size() && !fatal; i++) {
+      Slot* s = slots_[i].get();
+      if (!s || !s->next.empty()) continue;
+      if (s->job->cancelled()) {
+        freed.push_back(i);
+        continue;
+      }
+      try {
+        prefill(*s, i);
+      } catch (const std::exception& e) {
+        fail(*s, failed(e));
+        freed.push_back(i);
+      }
+    }
+    // 2. A token for each request past its prompt; those that go on decode together.
+    std::vector<model::Model::SlotToken> rows;
+    for (uint32_t i = 0; i < slots_.size() && !fatal; i++) {
+      Slot* s = slots_[i].get();
+      if (!s || s->next.empty() || std::find(freed.begin(), freed.end(), i) != freed.end()) continue;
+      if (s->job->cancelled()) {
+        std::fprintf(stderr, "gpt2vk: client gone: request dropped after %u of %u tokens\n",
+                     s->generated, s->job->request.max_tokens);
+        freed.push_back(i);
+        continue;
+      }
+      try {
+        if (pick(*s))
+          rows.push_back({i, s->token});
+        else
+          freed.push_back(i);
+      } catch (const std::exception& e) {
+        fail(*s, failed(e));
+        freed.push_back(i);
+      }
+    }
+    if (!rows.empty() && !fatal) {
+      try {
+        const std::vector<float> out = model_.slot_decode(rows);
+        metrics_.decode_pass(static_cast<uint32_t>(rows.size()));
+        const size_t V = model_.config().n_vocab;
+        for (size_t b = 0; b < rows.size(); b++)
+          slots_[rows[b].slot]->next.assign(out.begin() + long(b * V), out.begin() + long((b + 1) * V));
+      } catch (const std::exception& e) {
+        const ApiError err = failed(e);
+        for (const auto& row : rows) {
+          fail(*slots_[row.slot], err);
+          freed.push_back(row.slot);
+        }
+      }
+    }
+    // Free the finished; after a fatal error, everything.
+    std::lock_guard lock(mutex_);
+    for (uint32_t i = 0; i < slots_.size(); i++) {
+      const bool done = std::find(freed.begin(), freed.end(), i) != freed.end();
+      if (!slots_[i] || !(done || fatal)) continue;
+      if (fatal && !done) fail(*slots_[i], *fatal);
+      seconds_total_ += std::chrono::duration<double>(Clock::now() - slots_[i]->started).count();
+      finished_++;
+      slots_[i].reset();
+      running_--;
+    }
+    if (failure_) {  // nothing waiting can run either
+      for (auto& waiting : queue_)
+        waiting->push(error_event(ApiError(503, "the server cannot generate any more: " + *failure_)));
+      queue_.clear();
+    }
+    update_metrics();
+    idle_.notify_all();
+  }
 }
 
 }  // namespace app

@@ -1,6 +1,8 @@
 // `gpt2vk serve`'s engine: one thread that owns the model and runs the queued completion
-// requests, each as a stream of events its HTTP handler turns into a response. One request runs
-// at a time (one KV cache; batched decoding over several slots is not built yet).
+// requests, each as a stream of events its HTTP handler turns into a response. Requests take the
+// model's slots (a KV cache each); every step runs one prompt chunk for each newcomer, then one
+// pass that decodes a token for every request past its prompt (continuous batching: a request
+// joins or leaves between steps).
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -63,6 +65,7 @@ class Job {
 class Engine {
  public:
   // device_lost: whether the model's device is gone (then /health fails and nothing more runs).
+  // The model's slots (Model::slots) are the requests that decode together.
   Engine(model::Model& model, const model::Tokenizer& tokenizer, Metrics& metrics,
          uint32_t max_queue, std::function<bool()> device_lost);
   ~Engine();
@@ -72,14 +75,24 @@ class Engine {
   std::shared_ptr<Job> submit(CompletionRequest r);
   // Why nothing more can run (the device is lost, or a fatal error), if so.
   std::optional<std::string> failure() const;
-  // Refuses new requests and those still waiting (503); returns once the running one is done.
+  // Refuses new requests and those still waiting (503); returns once the running ones are done.
   void drain();
   // Seconds a client refused for a full queue should wait: the queue at the mean request time.
   uint32_t retry_after() const;
 
+  // Prompt tokens one step runs for a request still reading its prompt: what a step of the
+  // others may wait for a newcomer. Fixed, so a request's passes (and bits) do not depend on
+  // what else runs.
+  static constexpr uint32_t kPrefillChunk = 64;
+
  private:
+  struct Slot;
   void loop();
-  void run(Job& job);
+  void admit();                        // queued requests into free slots
+  void prefill(Slot& s, uint32_t index);  // one chunk of its prompt
+  bool pick(Slot& s);                  // its next token; false once it is finished
+  void finish(Slot& s, std::string reason, bool stopped);
+  void fail(Slot& s, const ApiError& e);
   void update_metrics();  // with mutex_ held
 
   model::Model& model_;
@@ -87,14 +100,17 @@ class Engine {
   Metrics& metrics_;
   const uint32_t max_queue_;
   std::function<bool()> device_lost_;
+  std::vector<std::unique_ptr<Slot>> slots_;  // the engine thread's; null = free
 
   mutable std::mutex mutex_;
   std::condition_variable wake_, idle_;
   std::deque<std::shared_ptr<Job>> queue_;
-  bool running_ = false, stopping_ = false, draining_ = false;
+  uint32_t running_ = 0;
+  bool stopping_ = false, draining_ = false;
   std::optional<std::string> failure_;
   double seconds_total_ = 0;  // of finished requests, for retry_after
   uint64_t finished_ = 0;
+  uint32_t step_delay_ms_ = 0;  // GPT2VK_SERVE_STEP_DELAY_MS: a test hook, slows every step
   std::thread thread_;  // last: started once everything above exists
 };
 

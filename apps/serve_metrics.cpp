@@ -59,6 +59,12 @@ void Metrics::set_queue(uint32_t waiting, uint32_t running) {
   running_ = running;
 }
 
+void Metrics::decode_pass(uint32_t rows) {
+  std::lock_guard lock(mutex_);
+  decode_passes_++;
+  decode_rows_ += rows;
+}
+
 std::string Metrics::text() const {
   std::lock_guard lock(mutex_);
   std::string out;
@@ -79,6 +85,12 @@ std::string Metrics::text() const {
   out += "# HELP gpt2vk_requests_running Requests holding a slot.\n"
          "# TYPE gpt2vk_requests_running gauge\n"
          "gpt2vk_requests_running " + std::to_string(running_) + "\n";
+  out += "# HELP gpt2vk_decode_passes_total Forward passes that decoded tokens.\n"
+         "# TYPE gpt2vk_decode_passes_total counter\n"
+         "gpt2vk_decode_passes_total " + std::to_string(decode_passes_) + "\n";
+  out += "# HELP gpt2vk_decode_rows_total Tokens those passes decoded (rows / passes: the mean batch).\n"
+         "# TYPE gpt2vk_decode_rows_total counter\n"
+         "gpt2vk_decode_rows_total " + std::to_string(decode_rows_) + "\n";
   first_token_.write(out, "gpt2vk_time_to_first_token_seconds",
                      "From a request's arrival to its first generated token.");
   per_token_.write(out, "gpt2vk_time_per_output_token_seconds",

@@ -16,6 +16,7 @@ class Metrics {
   void first_token(double seconds);  // from the request's arrival to its first new token
   void per_token(double seconds);    // between consecutive new tokens of one request
   void set_queue(uint32_t waiting, uint32_t running);
+  void decode_pass(uint32_t rows);  // one pass that decoded a token for `rows` requests
   std::string text() const;
 
  private:
@@ -32,6 +33,7 @@ class Metrics {
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   uint64_t prompt_tokens_ = 0, completion_tokens_ = 0;
   uint32_t waiting_ = 0, running_ = 0;
+  uint64_t decode_passes_ = 0, decode_rows_ = 0;
   Histogram first_token_{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
   Histogram per_token_{{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}};
 };

@@ -65,6 +65,8 @@ void open_gpu(Session& s, const ModelArgs& args) {
   model::GpuModelOptions o;
   o.precision = model::parse_precision(args.precision);
   o.split_layers = args.split_layers;
+  o.slots = args.slots;
+  o.slot_context = args.slot_context;
   std::unique_ptr<Progress> bar;
   uint64_t shown = 0;
   o.on_upload = [&](uint64_t done, uint64_t total) {
@@ -84,6 +86,9 @@ void print_warnings(const model::Model& m) {
 
 void open_model(Session& s, const ModelArgs& args) {
   if (args.device == "cpu") {
+    if (args.slots > 1)
+      throw std::runtime_error("the CPU reference decodes one sequence at a time; decoding " +
+                               std::to_string(args.slots) + " together needs a GPU");
     s.model = model::make_cpu_model(*s.checkpoint, model::parse_precision(args.precision));
     print_warnings(*s.model);
   } else {

@@ -20,6 +20,9 @@ struct ModelArgs {
   bool validation = false;
   uint32_t split_layers = 0;  // blocks per submission; 0 = automatic (GpuModelOptions)
   std::string kernels;        // auto | gpu | cpu; "" = GPT2VK_KERNELS, else auto
+  // Not options: what serve asks of a GPU model (GpuModelOptions::slots, slot_context).
+  uint32_t slots = 1;
+  uint32_t slot_context = 0;
 };
 
 // Adds --model, and unless `model_only`, --device, --precision, --kernels, --split-layers,

@@ -385,3 +385,81 @@ TEST_CASE("GPU forward under lowered limits: 16 KiB shared, 128 invocations, no 
                              ref[i + 1], c.n_vocab, kTol));
   }
 }
+
+TEST_CASE("slots: sequences decoded together give each the bits it gets alone") {
+  // Eight prompts of different lengths in eight slots, greedy-decoded: once each alone (batches
+  // of one row), once all together; every step's logits must be the same bits. And the
+  // CPU reference over each whole sequence agrees within kTol (so the rows are also right).
+  GPU_TEST(g);
+  model::Config c = test::tiny_config();
+  c.n_layer = 3;
+  test::TinyModel m(c);
+  std::vector<std::vector<int32_t>> prompts;
+  for (uint32_t s = 0; s < model::kMaxSlots; s++)
+    prompts.push_back(some_ids(1 + (s * 5) % 14, c.n_vocab, 21 + s));
+  const uint32_t S = model::kMaxSlots, steps = 10, V = c.n_vocab;
+  auto argmax = [&](std::span<const float> row) {
+    return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+  };
+  for (auto [p, ks] : test::precisions_and_kernel_sets()) {
+    CAPTURE(test::kernels_name(ks));
+    CAPTURE(std::string(model::precision_name(p)));
+    model::GpuModelOptions o;
+    o.precision = p;
+    o.slots = S;
+    o.slot_context = 24;
+    auto alone = model::make_gpu_model(*m.checkpoint, g.with_kernels(ks), o);
+    auto together = model::make_gpu_model(*m.checkpoint, g.with_kernels(ks), o);
+    REQUIRE(together->slots() == S);
+    // [slot][step] logits rows; the first from the prompt's pass.
+    std::vector<std::vector<std::vector<float>>> a(S), b(S);
+    std::vector<std::vector<int32_t>> seq(S);
+    for (uint32_t s = 0; s < S; s++) {
+      a[s].push_back(alone->slot_prefill(s, prompts[s], false));
+      b[s].push_back(together->slot_prefill(s, prompts[s], false));
+      seq[s] = prompts[s];
+    }
+    for (uint32_t step = 0; step < steps; step++) {
+      std::vector<model::Model::SlotToken> rows;
+      for (uint32_t s = 0; s < S; s++) {
+        const int32_t id = argmax(a[s].back());
+        seq[s].push_back(id);
+        const model::Model::SlotToken one[] = {{s, id}};
+        a[s].push_back(alone->slot_decode(one));
+        // Rows in a changing order, and slot 2 sitting out every third step.
+        const uint32_t slot = (s + step) % S;
+        if (!(slot == 2 && step % 3 == 0)) rows.push_back({slot, 0});
+      }
+      for (auto& r : rows) r.id = seq[r.slot].back();
+      const std::vector<float> out = together->slot_decode(rows);
+      for (size_t r = 0; r < rows.size(); r++)
+        b[rows[r].slot].push_back(std::vector<float>(out.begin() + long(r * V), out.begin() + long((r + 1) * V)));
+      if (step % 3 == 0) {  // slot 2 catches up alone
+        const model::Model::SlotToken one[] = {{2, seq[2].back()}};
+        b[2].push_back(together->slot_decode(one));
+      }
+    }
+    auto cpu = model::make_cpu_model(*m.checkpoint, p);
+    for (uint32_t s = 0; s < S; s++) {
+      CAPTURE(s);
+      CHECK(alone->slot_length(s) == seq[s].size());
+      CHECK(together->slot_length(s) == seq[s].size());
+      REQUIRE(a[s].size() == b[s].size());
+      for (size_t t = 0; t < a[s].size(); t++) CHECK(a[s][t] == b[s][t]);
+      cpu->reset();
+      const std::vector<float> ref = cpu->logits(seq[s]);
+      const size_t P = prompts[s].size();
+      std::vector<float> got;
+      for (size_t t = 0; t < a[s].size(); t++) got.insert(got.end(), a[s][t].begin(), a[s][t].end());
+      CHECK(test::close_rows("slot logits", got, std::span(ref).subspan((P - 1) * V, got.size()),
+                             V, kTol));
+    }
+    // A slot past its context, a slot twice in a batch: refused.
+    const model::Model::SlotToken twice[] = {{0, 1}, {0, 2}};
+    CHECK_THROWS_WITH_AS(together->slot_decode(twice), doctest::Contains("twice"), std::runtime_error);
+    together->slot_reset(1);
+    CHECK(together->slot_length(1) == 0);
+    CHECK_THROWS_WITH_AS(together->slot_prefill(1, some_ids(25, V, 1), false),
+                         doctest::Contains("slot's context of 24"), std::runtime_error);
+  }
+}

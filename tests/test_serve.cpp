@@ -280,16 +280,21 @@ TEST_CASE("serve: hostile and unlucky requests get errors that name the problem"
   CHECK(test::no_validation_messages({0, "", server.err()}));
 
   // Options the server refuses to start with.
-  const test::CliResult parallel = test::gpt2vk({"serve", "--parallel", "2", "--port", "0"});
+  const test::CliResult parallel =
+      test::gpt2vk({"serve", "--parallel", "2", "--device", "cpu", "--port", "0"});
   CHECK(parallel.exit_code == 1);
-  CHECK(parallel.err.find("batched decoding over several slots is not built yet") != std::string::npos);
+  CHECK(parallel.err.find("decoding 2 together needs a GPU") != std::string::npos);
   const test::CliResult ctx = test::gpt2vk({"serve", "--ctx-per-slot", "999", "--port", "0"});
   CHECK(ctx.exit_code == 1);
   CHECK(ctx.err.find("longer than the model's context of 256") != std::string::npos);
 }
 
+// A test hook: each engine step waits this long, so that a request of 250 tokens takes over a
+// second whatever the machine, and a test's clients surely act while it runs.
+const test::Env kSlowSteps = {{"GPT2VK_SERVE_STEP_DELAY_MS", "5"}};
+
 TEST_CASE("serve: a client that leaves frees the engine; SIGTERM finishes the stream in flight") {
-  test::Server server({});
+  test::Server server({}, kSlowSteps);
   const json long_stream = {{"prompt", "And"}, {"max_tokens", 250}, {"stream", true}, {"temperature", 0}};
   test::TempDir dir;
   test::write_file(dir / "body", long_stream.dump());
@@ -331,14 +336,14 @@ TEST_CASE("serve: a client that leaves frees the engine; SIGTERM finishes the st
 
 TEST_CASE("serve: a full queue, an API key, and a lost device") {
   {  // One running, one waiting, the rest refused with Retry-After.
-    test::Server server({"--max-queue", "1"});
+    test::Server server({"--max-queue", "1"}, kSlowSteps);
     const json slow = {{"prompt", "And"}, {"max_tokens", 250}, {"temperature", 0}};
     test::TempDir dir;
     test::write_file(dir / "body", slow.dump());
     const std::string curl = "curl -s -o /dev/null -D - -H 'Content-Type: application/json' --data-binary @" +
                              (dir / "body").string() + " " + server.url() + "/v1/completions";
-    // Eight at once: each takes the engine a quarter second or more (250 tokens, validation
-    // on), so while the first runs and one waits, the others find the queue full.
+    // Eight at once: each takes the engine over a second (250 steps of at least 5 ms), so while
+    // the first runs and one waits, the others find the queue full.
     test::run({"sh", "-c", "for i in 1 2 3 4 5 6 7 8; do " + curl + " > " + (dir / "h").string() +
                                "$i & done; wait"});
     int ok = 0, busy = 0;
@@ -381,4 +386,63 @@ TEST_CASE("serve: a full queue, an API key, and a lost device") {
     CHECK(error_message(again).find("cannot generate any more") != std::string::npos);
     CHECK(server.stop(SIGTERM) == 0);
   }
+}
+
+TEST_CASE("serve --parallel 8: each request gets the same tokens and log-probabilities as alone") {
+  // Eight prompts of different lengths (one longer than a prefill chunk, so it joins over
+  // several steps), greedy with logprobs, each sent alone and then all at once: the same text
+  // and the same log-probabilities to the last bit (JSON carries doubles exactly), at fp32 and
+  // fp16, under both kernel sets.
+  std::vector<std::string> prompts = {"In the beginning", "And the LORD spake unto Moses",
+                                      "Blessed", "Thou shalt not", "And it came to pass",
+                                      "The heavens declare", "Behold, I", ""};
+  for (int i = 0; i < 9; i++) prompts.back() += "And God said, ";  // 126 tokens
+  test::TempDir dir;
+  for (const char* precision : {"f32", "f16"})
+    for (const char* kernels : {"gpu", "cpu"}) {
+      CAPTURE(precision);
+      CAPTURE(kernels);
+      test::Server server({"--parallel", "8", "--precision", precision, "--kernels", kernels});
+      std::vector<std::string> bodies;
+      for (size_t i = 0; i < prompts.size(); i++) {
+        const std::string file = (dir / std::string("b").append(std::to_string(i))).string();
+        test::write_file(file, json{{"prompt", prompts[i]}, {"max_tokens", 40}, {"temperature", 0},
+                                    {"logprobs", 2}}.dump());
+        bodies.push_back(file);
+      }
+      auto curl = [&](size_t i) {
+        return "curl -sS -H 'Content-Type: application/json' --data-binary @" + bodies[i] + " " +
+               server.url() + "/v1/completions > " + bodies[i] + ".out";
+      };
+      std::vector<json> alone, together;
+      for (size_t i = 0; i < prompts.size(); i++) {
+        REQUIRE(test::run({"sh", "-c", curl(i)}).exit_code == 0);
+        alone.push_back(json::parse(test::read_file(bodies[i] + ".out"))["choices"][0]);
+      }
+      // Decode passes and rows so far, from /metrics.
+      auto decoded = [&] {
+        const std::string m = request(server.url() + "/metrics").body;
+        std::smatch passes, rows;
+        REQUIRE(std::regex_search(m, passes, std::regex(R"(gpt2vk_decode_passes_total (\d+))")));
+        REQUIRE(std::regex_search(m, rows, std::regex(R"(gpt2vk_decode_rows_total (\d+))")));
+        return std::make_pair(std::stod(passes[1]), std::stod(rows[1]));
+      };
+      const auto before = decoded();
+      CHECK(before.second == before.first);  // alone: one row per pass
+      std::string all;
+      for (size_t i = 0; i < prompts.size(); i++) all += curl(i) + " & ";
+      REQUIRE(test::run({"sh", "-c", all + "wait"}).exit_code == 0);
+      // Together: the passes decoded several requests at once (8 x 39 tokens in far fewer).
+      const auto after = decoded();
+      CHECK((after.second - before.second) / (after.first - before.first) > 2);
+      for (size_t i = 0; i < prompts.size(); i++) {
+        CAPTURE(prompts[i]);
+        together.push_back(json::parse(test::read_file(bodies[i] + ".out"))["choices"][0]);
+        CHECK(together[i]["text"] == alone[i]["text"]);
+        CHECK(together[i]["logprobs"] == alone[i]["logprobs"]);
+        CHECK(alone[i]["logprobs"]["tokens"].size() == 40);
+      }
+      CHECK(server.stop(SIGTERM) == 0);
+      CHECK(test::no_validation_messages({0, "", server.err()}));
+    }
 }

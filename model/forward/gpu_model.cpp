@@ -49,6 +49,8 @@ class GpuModel final : public Model {
         split_layers_(o.split_layers),
         replay_(o.replay),
         rates_(o.rates),
+        slots_(o.slots),
+        slot_ctx_(o.slot_context ? o.slot_context : ckpt.config().n_ctx),
         kernels_(device.kernels()),
         policy_(gpu::kernel_policy(device)),
         weights_(device, "weights"),
@@ -56,6 +58,7 @@ class GpuModel final : public Model {
         io_(device, "io"),
         params_(device, "pass parameters"),
         rec_(device, o.timestamps) {
+    check_slots();
     upload_weights(ckpt, o.on_upload);
     plan_state();
   }
@@ -73,7 +76,19 @@ class GpuModel final : public Model {
 
  protected:
   void run(std::span<const int32_t> ids, bool all_rows, uint32_t k, std::vector<float>& logits,
-           std::vector<int32_t>& top_ids) override;
+           std::vector<int32_t>& top_ids) override {
+    active_slot_ = 0;
+    run_at(length(), ids, all_rows, k, logits, top_ids);
+  }
+
+ public:
+  uint32_t slots() const override { return slots_; }
+  uint32_t slot_context() const override { return slots_ > 1 ? slot_ctx_ : Model::slot_context(); }
+  uint32_t slot_length(uint32_t slot) const override;
+  void slot_reset(uint32_t slot) override;
+  std::vector<float> slot_prefill(uint32_t slot, std::span<const int32_t> ids,
+                                  bool all_rows) override;
+  std::vector<float> slot_decode(std::span<const SlotToken> rows) override;
 
  public:
   size_t prepare(uint32_t prompt_tokens, uint32_t max_new, uint32_t k,
@@ -85,6 +100,18 @@ class GpuModel final : public Model {
   // chunk before the `last` computes no head unless all rows are asked for.
   Head record_pass(uint32_t T, uint32_t pos, bool all_rows, uint32_t k, bool dry,
                    bool last = true);
+  // run() at `pos` in the active slot's cache.
+  void run_at(uint32_t pos, std::span<const int32_t> ids, bool all_rows, uint32_t k,
+              std::vector<float>& logits, std::vector<int32_t>& top_ids);
+  void check_slots() const;
+  void check_slot(uint32_t slot) const;
+  // The active slot's cache of a layer (slot 0 unless slot_prefill or a batch says otherwise).
+  const vk::BufferSpan& k_cache(uint32_t layer, uint32_t slot) const {
+    return state_.span(k_cache_[size_t(layer) * slots_ + slot]);
+  }
+  const vk::BufferSpan& v_cache(uint32_t layer, uint32_t slot) const {
+    return state_.span(v_cache_[size_t(layer) * slots_ + slot]);
+  }
   // Runs the pass of ids at `pos` (one chunk of run()'s) and waits for it.
   Head run_pass(std::span<const int32_t> ids, uint32_t pos, bool all_rows, uint32_t k, bool last);
   // Whether passes are cut by their estimated cost (on a GPU, or wherever the options give
@@ -113,6 +140,15 @@ class GpuModel final : public Model {
   uint32_t split_layers_;  // blocks per submission; 0 = by the estimated cost
   bool replay_;            // GpuModelOptions::replay
   std::optional<SubmissionRates> rates_;
+  uint32_t slots_, slot_ctx_;      // GpuModelOptions::slots, slot_context
+  uint32_t active_slot_ = 0;        // whose cache this pass uses
+  std::vector<uint32_t> slot_len_;  // tokens cached per slot (slot 0's is Model::length())
+  // A batch of slot_decode: row b is one token of rows[b].slot at that slot's length.
+  struct Batch {
+    std::span<const SlotToken> rows;
+    std::vector<uint32_t> pos;
+  };
+  const Batch* batch_ = nullptr;
   uint32_t pass_split_ = 0;  // this pass's blocks per submission; 0 = the whole pass in one
   bool head_apart_ = false;  // this pass's head is a submission of its own
   vk::Kernels& kernels_;  // the device's, shared with its other models
@@ -125,10 +161,11 @@ class GpuModel final : public Model {
 
   Packer state_;  // activations and the KV cache
   size_t x_, h_, qkv_, att_, fc_;
-  std::vector<size_t> k_cache_, v_cache_;
+  std::vector<size_t> k_cache_, v_cache_;  // [layer * slots + slot]
   Packer io_;      // host-visible: the best candidates out
   Packer params_;  // host-written before each pass: the ids and the position
   size_t ids_, step_, top_ids_, top_values_, scratch_;
+  std::vector<size_t> row_ids_;  // a batch's ids, one aligned word per row
   size_t split_ = 0;  // split-K attention's partial results (policy split_attention)
   size_t partials_;  // greedy decoding: the head's argmax partials (gpu::matmul_argmax)
 
@@ -248,10 +285,13 @@ void GpuModel::plan_state() {
   att_ = state_.add(T * C * f);
   qkv_ = state_.add(T * 3 * C * f);
   fc_ = state_.add(T * c.n_inner * f);
-  for (uint32_t i = 0; i < c.n_layer; i++) {
-    k_cache_.push_back(state_.add(T * C * f));
-    v_cache_.push_back(state_.add(T * C * f));
-  }
+  for (uint32_t i = 0; i < c.n_layer; i++)
+    for (uint32_t s = 0; s < slots_; s++) {
+      const uint64_t rows = s == 0 && slots_ == 1 ? T : slot_ctx_;
+      k_cache_.push_back(state_.add(rows * C * f));
+      v_cache_.push_back(state_.add(rows * C * f));
+    }
+  slot_len_.assign(slots_, 0);
   if (policy_.split_attention)
     split_ = state_.add(gpu::attention_split_scratch_bytes(gpu::kAttentionSplitMaxT, c.n_ctx,
                                                            c.n_embd, c.n_head));
@@ -271,6 +311,7 @@ void GpuModel::plan_state() {
   // device lets the host write there.
   ids_ = params_.add(T * 4);
   step_ = params_.add(4);
+  for (uint32_t s = 0; s < (slots_ > 1 ? slots_ : 0); s++) row_ids_.push_back(params_.add(4));
   params_.allocate(vk::MemoryKind::Parameters);
   ensure_logits(1);
 }
@@ -399,11 +440,11 @@ size_t GpuModel::prepare(uint32_t prompt_tokens, uint32_t max_new, uint32_t k,
 
 // One pass, or a long prompt's chunks one after another (each fills the cache the next
 // attends to); the outputs are gathered as one pass would give them.
-void GpuModel::run(std::span<const int32_t> ids, bool all_rows, uint32_t k,
-                   std::vector<float>& logits, std::vector<int32_t>& top_ids) {
+void GpuModel::run_at(uint32_t pos, std::span<const int32_t> ids, bool all_rows, uint32_t k,
+                      std::vector<float>& logits, std::vector<int32_t>& top_ids) {
   const Config& c = config_;
   const auto T = static_cast<uint32_t>(ids.size());
-  const uint32_t pos = length(), L = pos + T, V = c.n_vocab, C = c.n_embd, H = c.n_head;
+  const uint32_t L = pos + T, V = c.n_vocab, C = c.n_embd, H = c.n_head;
   const bool taps = taps_on_ && all_rows, attention = attention_on_ && all_rows;
   if (all_rows) logits.resize(size_t(T) * V);
   if (taps) taps_.assign(c.n_layer, std::vector<float>(size_t(T) * C));
@@ -491,6 +532,120 @@ Head GpuModel::run_pass(std::span<const int32_t> ids, uint32_t pos, bool all_row
   return head;
 }
 
+void GpuModel::check_slots() const {
+  const Config& c = config_;
+  if (slots_ < 1 || slots_ > kMaxSlots)
+    throw std::runtime_error(std::to_string(slots_) + " slots: a model decodes 1 to " +
+                             std::to_string(kMaxSlots) + " sequences together");
+  if (slot_ctx_ < 1 || slot_ctx_ > c.n_ctx)
+    throw std::runtime_error("a slot of " + std::to_string(slot_ctx_) +
+                             " tokens: the model's context is " + std::to_string(c.n_ctx));
+  if (slots_ > 1 && !c.causal)
+    throw std::runtime_error("a bidirectional model has no cache to decode several sequences from");
+  // A batch's rows are views of the activations at row offsets, which must be aligned.
+  const uint64_t align = std::max(device_.caps().storage_buffer_alignment,
+                                  device_.caps().texel_buffer_alignment);
+  if (slots_ > 1 && (uint64_t{c.n_embd} * 4) % align != 0)
+    throw std::runtime_error("decoding several sequences together needs a row of " +
+                             std::to_string(c.n_embd) + " floats to be a multiple of " +
+                             std::to_string(align) + " bytes, this device's offset alignment");
+}
+
+void GpuModel::check_slot(uint32_t slot) const {
+  if (slot >= slots_)
+    throw std::runtime_error("slot " + std::to_string(slot) + " of a model with " +
+                             std::to_string(slots_) + " slots");
+}
+
+uint32_t GpuModel::slot_length(uint32_t slot) const {
+  if (slots_ == 1) return Model::slot_length(slot);
+  check_slot(slot);
+  return slot_len_[slot];
+}
+
+void GpuModel::slot_reset(uint32_t slot) {
+  if (slots_ == 1) return Model::slot_reset(slot);
+  check_slot(slot);
+  slot_len_[slot] = 0;
+}
+
+std::vector<float> GpuModel::slot_prefill(uint32_t slot, std::span<const int32_t> ids,
+                                          bool all_rows) {
+  if (slots_ == 1) return Model::slot_prefill(slot, ids, all_rows);
+  check_slot(slot);
+  const Config& c = config_;
+  if (ids.empty()) throw std::runtime_error("no tokens to run");
+  if (uint64_t{slot_len_[slot]} + ids.size() > slot_ctx_)
+    throw std::runtime_error(std::to_string(slot_len_[slot] + ids.size()) +
+                             " tokens would pass the slot's context of " + std::to_string(slot_ctx_));
+  for (int32_t id : ids)
+    if (id < 0 || uint32_t(id) >= c.n_vocab)
+      throw std::runtime_error("token id " + std::to_string(id) + " is outside the vocabulary");
+  std::vector<float> logits;
+  std::vector<int32_t> unused;
+  probs_spans_.clear();
+  const bool taps = taps_on_, attention = attention_on_;
+  taps_on_ = attention_on_ = false;  // the taps are logits()'s
+  active_slot_ = slot;
+  try {
+    run_at(slot_len_[slot], ids, all_rows, 0, logits, unused);
+  } catch (...) {
+    active_slot_ = 0, taps_on_ = taps, attention_on_ = attention;
+    throw;
+  }
+  active_slot_ = 0, taps_on_ = taps, attention_on_ = attention;
+  slot_len_[slot] += static_cast<uint32_t>(ids.size());
+  return logits;
+}
+
+std::vector<float> GpuModel::slot_decode(std::span<const SlotToken> rows) {
+  if (slots_ == 1) return Model::slot_decode(rows);
+  const Config& c = config_;
+  const auto B = static_cast<uint32_t>(rows.size());
+  if (B == 0 || B > slots_)
+    throw std::runtime_error("a batch of " + std::to_string(B) + " rows for " +
+                             std::to_string(slots_) + " slots");
+  Batch batch{rows, {}};
+  std::vector<bool> seen(slots_);
+  uint32_t last = 0;
+  for (const SlotToken& r : rows) {
+    check_slot(r.slot);
+    if (seen[r.slot]) throw std::runtime_error("slot " + std::to_string(r.slot) + " twice in a batch");
+    seen[r.slot] = true;
+    if (slot_len_[r.slot] >= slot_ctx_)
+      throw std::runtime_error("slot " + std::to_string(r.slot) + " is full (" +
+                               std::to_string(slot_ctx_) + " tokens)");
+    if (r.id < 0 || uint32_t(r.id) >= c.n_vocab)
+      throw std::runtime_error("token id " + std::to_string(r.id) + " is outside the vocabulary");
+    batch.pos.push_back(slot_len_[r.slot]);
+    last = std::max(last, slot_len_[r.slot]);
+  }
+  ensure_logits(B);
+  probs_spans_.clear();
+  rec_.wait();
+  for (uint32_t b = 0; b < B; b++)
+    std::memcpy(params_.span(row_ids_[b]).mapped, &rows[b].id, 4);
+  const bool taps = taps_on_;
+  taps_on_ = false;
+  batch_ = &batch;
+  try {
+    record_pass(B, last, true, 0, false);
+    rec_.submit();
+    rec_.wait();
+  } catch (...) {
+    batch_ = nullptr;
+    taps_on_ = taps;
+    throw;
+  }
+  batch_ = nullptr;
+  taps_on_ = taps;
+  stats_ = rec_.stats();
+  std::vector<float> logits(size_t(B) * c.n_vocab);
+  vk::download(device_, logits.data(), logits_, logits.size() * 4);
+  for (const SlotToken& r : rows) slot_len_[r.slot]++;
+  return logits;
+}
+
 const vk::BufferSpan& GpuBackend::buf(Buf b) const {
   switch (b) {
     case Buf::X: return m.state_.span(m.x_);
@@ -506,6 +661,14 @@ const vk::BufferSpan& GpuBackend::buf(Buf b) const {
 void GpuBackend::embed(uint32_t T, uint32_t pos) {
   const Config& c = m.config_;
   const gpu::Weight& wte = *m.w_.wte;
+  if (m.batch_) {  // row b: its slot's next position (no step: the recording is not replayed)
+    const uint64_t row = uint64_t{c.n_embd} * 4;
+    for (uint32_t b = 0; b < T; b++)
+      gpu::embedding(m.kernels_, m.rec_, buf(Buf::X).sub(b * row, row), m.params_.span(m.row_ids_[b]),
+                     wte, m.w_.wpe, 1, c.n_embd, c.n_vocab, c.n_ctx, m.batch_->pos[b], c.positions,
+                     wte.layout == WeightLayout::Interleaved);
+    return;
+  }
   gpu::embedding(m.kernels_, m.rec_, buf(Buf::X), m.params_.span(m.ids_), wte, m.w_.wpe, T,
                  c.n_embd, c.n_vocab, c.n_ctx, pos, c.positions,
                  wte.layout == WeightLayout::Interleaved, &m.params_.span(m.step_));
@@ -547,14 +710,25 @@ void GpuBackend::argmax_head(Buf in, const GpuLinear& l, uint32_t row) {
 
 void GpuBackend::attention_store(uint32_t layer, uint32_t T, uint32_t pos) {
   const Config& c = m.config_;
-  const vk::BufferSpan& kc = m.state_.span(m.k_cache_[layer]);
-  const vk::BufferSpan& vc = m.state_.span(m.v_cache_[layer]);
   gpu::AttentionOptions o;
   o.causal = c.causal;
   o.scale = c.attention_scale;
+  if (m.policy_.split_attention) o.scratch = &m.state_.span(m.split_);
+  if (m.batch_) {  // each row alone, in its slot's cache: the same work as a decode step alone
+    const uint64_t row = uint64_t{c.n_embd} * 4;
+    for (uint32_t b = 0; b < T; b++) {
+      const uint32_t slot = m.batch_->rows[b].slot;
+      gpu::attention_store(m.kernels_, m.rec_, buf(Buf::ATT).sub(b * row, row),
+                           m.k_cache(layer, slot), m.v_cache(layer, slot),
+                           buf(Buf::QKV).sub(b * 3 * row, 3 * row), 1, m.batch_->pos[b],
+                           c.n_embd, c.n_head, o);
+    }
+    return;
+  }
+  const vk::BufferSpan& kc = m.k_cache(layer, m.active_slot_);
+  const vk::BufferSpan& vc = m.v_cache(layer, m.active_slot_);
   if (layer < m.probs_spans_.size() && m.probs_spans_[layer].size > 0)
     o.probs = &m.probs_spans_[layer];
-  if (m.policy_.split_attention) o.scratch = &m.state_.span(m.split_);
   o.step = &m.params_.span(m.step_);  // holds pos (GpuModel::run)
   gpu::attention_store(m.kernels_, m.rec_, buf(Buf::ATT), kc, vc, buf(Buf::QKV), T, pos, c.n_embd,
                        c.n_head, o);

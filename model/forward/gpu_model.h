@@ -36,7 +36,15 @@ struct GpuModelOptions {
   // window slide) submits that recording again instead of recording it (Recorder::replay).
   // false: every pass is recorded, as a test compares.
   bool replay = true;
+  // Sequences decoded together (gpt2vk serve --parallel): each slot a KV cache of slot_context
+  // tokens (0: n_ctx), slot 0 the one logits() and next() use. With more than one, the model's
+  // slot_* calls run them (Model::slot_decode); at most kMaxSlots, where a row's matmuls reduce
+  // in the same order whatever the rows' count.
+  uint32_t slots = 1;
+  uint32_t slot_context = 0;
 };
+
+inline constexpr uint32_t kMaxSlots = 8;
 
 // `device` must outlive the model.
 std::unique_ptr<Model> make_gpu_model(const Checkpoint& checkpoint, const vk::Device& device,

@@ -58,4 +58,35 @@ Candidates Model::next(std::span<const int32_t> ids, uint32_t k) {
   return c;
 }
 
+// One slot: the model's own cache.
+namespace {
+void check_slot(uint32_t slot, uint32_t slots) {
+  if (slot >= slots)
+    throw std::runtime_error("slot " + std::to_string(slot) + " of a model with " +
+                             std::to_string(slots) + " slots");
+}
+}  // namespace
+
+uint32_t Model::slot_length(uint32_t slot) const {
+  check_slot(slot, 1);
+  return length_;
+}
+
+void Model::slot_reset(uint32_t slot) {
+  check_slot(slot, 1);
+  reset();
+}
+
+std::vector<float> Model::slot_prefill(uint32_t slot, std::span<const int32_t> ids,
+                                       bool all_rows) {
+  check_slot(slot, 1);
+  return all_rows ? logits(ids) : next(ids, 0).logits;
+}
+
+std::vector<float> Model::slot_decode(std::span<const SlotToken> rows) {
+  if (rows.size() != 1) throw std::runtime_error("this model decodes one slot at a time");
+  check_slot(rows[0].slot, 1);
+  return next(std::span(&rows[0].id, 1), 0).logits;
+}
+
 }  // namespace model

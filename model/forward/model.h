@@ -66,6 +66,25 @@ class Model {
 
   static constexpr uint32_t kMaxCandidates = 256;
 
+  // Several sequences at once (gpt2vk serve): slot s keeps a KV cache of its own, of
+  // slot_context() tokens. Every model has slot 0, the cache logits() and next() use; a GPU model
+  // made with GpuModelOptions::slots has more, and decodes them together.
+  struct SlotToken {
+    uint32_t slot;
+    int32_t id;
+  };
+  virtual uint32_t slots() const { return 1; }
+  virtual uint32_t slot_context() const { return config().n_ctx; }
+  virtual uint32_t slot_length(uint32_t slot) const;
+  virtual void slot_reset(uint32_t slot);
+  // Runs ids after slot's cached tokens: every row's V logits ([n, V]) or the last row's.
+  virtual std::vector<float> slot_prefill(uint32_t slot, std::span<const int32_t> ids,
+                                          bool all_rows);
+  // One new token for each of several slots (each at most once), in one pass: [rows, V], row b
+  // the logits after rows[b].id. A row's logits do not depend on the other rows: its matmuls
+  // reduce in the same order whatever their count, and each row attends alone.
+  virtual std::vector<float> slot_decode(std::span<const SlotToken> rows);
+
   // Makes ready what generate() will use to continue a prompt of `prompt_tokens` ids by
   // `max_new` tokens, each pass with this k: a GPU model compiles exactly those pipelines now,
   // in parallel, so that no pass waits for a compiler (progress: pipelines done of total).
