@@ -78,9 +78,15 @@ int64_t get_integer(const json& body, const char* name, int64_t fallback, int64_
   if (!v) return fallback;
   if (!v->is_number() || (v->is_number_float() && std::floor(v->get<double>()) != v->get<double>()))
     throw bad(name, std::string(name) + " must be an integer, got " + type_of(*v) + " " + v->dump());
-  if (v->is_number_float() ? !(v->get<double>() >= double(lo) && v->get<double>() <= double(hi))
-      : v->is_number_unsigned() ? v->get<uint64_t>() > uint64_t(hi)
-                                : v->get<int64_t>() < lo || v->get<int64_t>() > hi)
+  // A float must be below 2^63 to convert (double(INT64_MAX) rounds up to 2^63).
+  const bool out =
+      v->is_number_float()
+          ? !(v->get<double>() >= double(lo) && v->get<double>() <= double(hi) &&
+              v->get<double>() < 0x1p63)
+      : v->is_number_unsigned()
+          ? v->get<uint64_t>() > uint64_t(hi) || (lo > 0 && v->get<uint64_t>() < uint64_t(lo))
+          : v->get<int64_t>() < lo || v->get<int64_t>() > hi;
+  if (out)
     throw bad(name, std::string(name) + " must be between " + std::to_string(lo) + " and " +
                         std::to_string(hi) + ", got " + v->dump());
   return v->is_number_float() ? static_cast<int64_t>(v->get<double>()) : v->get<int64_t>();
@@ -159,6 +165,9 @@ CompletionRequest parse_completion(const std::string& body, const model::Tokeniz
                             std::to_string(stops.size()));
     for (const json& one : stops) {
       if (!one.is_string()) throw bad("stop", "stop must be a string or an array of strings, got " + type_of(one));
+      if (one.get<std::string>().size() > kMaxStopBytes)
+        throw bad("stop", "a stop string may be at most " + std::to_string(kMaxStopBytes) +
+                              " bytes long");
       if (!one.get<std::string>().empty()) r.stop.push_back(one.get<std::string>());
     }
   }

@@ -244,6 +244,10 @@ TEST_CASE("serve: hostile and unlucky requests get errors that name the problem"
       {R"({"prompt": "x", "stream": "yes"})", 400, "stream must be a boolean"},
       {R"({"prompt": "x", "logprobs": 50})", 400, "logprobs must be between 0 and 20"},
       {R"({"prompt": "x", "n": 2})", 400, "n must be between 1 and 1"},
+      {R"({"prompt": "x", "n": 0})", 400, "n must be between 1 and 1"},
+      {R"({"prompt": "x", "seed": 9223372036854775808.0})", 400, "seed must be between"},
+      {R"({"prompt": "x", "seed": 18446744073709551615})", 400, "seed must be between"},
+      {json{{"prompt", "x"}, {"stop", std::string(300, 's')}}.dump(), 400, "at most 256 bytes"},
       {R"({"prompt": "x", "stop": [1]})", 400, "stop must be a string"},
       {R"({"prompt": "x", "stop": ["a","b","c","d","e"]})", 400, "at most 4"},
       {R"({"prompt": "x", "model": 3})", 400, "model must be a string"},
@@ -258,6 +262,17 @@ TEST_CASE("serve: hostile and unlucky requests get errors that name the problem"
     CAPTURE(message);
     CHECK(message.find(c.says) != std::string::npos);
   }
+  // The same limit when the body comes in chunks, or as a form (what curl -d sends).
+  const std::string big = json{{"prompt", std::string(5000, 'a')}}.dump();
+  const Reply chunked = post(server, big, {"-H", "Transfer-Encoding: chunked"});
+  CHECK(chunked.status == 413);
+  CHECK(error_message(chunked).find("limit of 4096 bytes") != std::string::npos);
+  test::TempDir form_dir;
+  test::write_file(form_dir / "body", big);
+  const Reply form = request(server.url() + "/v1/completions",
+                             {"--data-binary", std::string("@").append((form_dir / "body").string())});
+  CHECK(form.status == 413);
+  CHECK(error_message(form).find("limit of 4096 bytes") != std::string::npos);
   // Unknown fields are ignored; the server still serves.
   const Reply ok = post(server, R"({"prompt": "And", "max_tokens": 2, "frobnicate": {"x": 1}})");
   CHECK(ok.status == 200);
@@ -272,7 +287,7 @@ TEST_CASE("serve: hostile and unlucky requests get errors that name the problem"
   CHECK(models["data"][0]["context_length"] == 64);
   CHECK(models["data"][0]["n_vocab"] == 256);
   const std::string metrics = request(server.url() + "/metrics").body;
-  CHECK(metrics.find("gpt2vk_requests_total{endpoint=\"/v1/completions\",status=\"400\"} 22") !=
+  CHECK(metrics.find("gpt2vk_requests_total{endpoint=\"/v1/completions\",status=\"400\"} 26") !=
         std::string::npos);
   CHECK(metrics.find("gpt2vk_completion_tokens_total 2") != std::string::npos);
   CHECK(metrics.find("gpt2vk_time_to_first_token_seconds_count 1") != std::string::npos);
