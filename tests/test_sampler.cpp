@@ -1,6 +1,7 @@
 // The sampler: greedy, top-k, top-p and temperature against distributions computed here.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -82,6 +83,25 @@ TEST_CASE("sampler: top-k and top-p cut the tail") {
   // top-p smaller than the best token's mass keeps that token alone.
   model::Sampler p01({1.0f, 0, 0.01f, 6});
   CHECK(histogram(p01, c, 200) == std::map<int32_t, int>{{0, 200}});
+}
+
+TEST_CASE("sampler: all V logits give the draws the GPU's top-k candidates give") {
+  // 300 logits with repeats (ties go to the lower id either way), and their best 40 as the
+  // GPU's top-k returns them, best first: with one seed, the same 200 draws from both.
+  std::vector<float> v;
+  for (int i = 0; i < 300; i++) v.push_back(static_cast<float>((i * 37) % 50) / 10.0f);
+  std::vector<int32_t> order(v.size());
+  for (size_t i = 0; i < v.size(); i++) order[i] = static_cast<int32_t>(i);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return v[size_t(a)] > v[size_t(b)]; });
+  model::Candidates top;
+  for (int i = 0; i < 40; i++) {
+    top.ids.push_back(order[size_t(i)]);
+    top.logits.push_back(v[size_t(order[size_t(i)])]);
+  }
+  for (float temp : {0.0f, 0.7f}) {
+    model::Sampler a({temp, 40, 0.9f, 11}), b({temp, 40, 0.9f, 11});
+    for (int i = 0; i < 200; i++) CHECK(a.pick(all_logits(v)) == b.pick(top));
+  }
 }
 
 TEST_CASE("sampler: bad options are refused") {

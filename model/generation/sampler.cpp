@@ -36,11 +36,19 @@ int32_t Sampler::pick(const Candidates& c) {
   // sorted here (ties to the lower id, as the GPU's).
   std::vector<std::pair<int32_t, double>> cand;
   if (c.ids.empty()) {
+    // Best first, ties to the lower id; only as far as the draw can reach (the best one when
+    // greedy, top_k when it cuts), since sorting all V logits every token costs milliseconds.
     cand.reserve(c.logits.size());
     for (size_t i = 0; i < c.logits.size(); i++)
       cand.emplace_back(static_cast<int32_t>(i), std::isnan(c.logits[i]) ? -INFINITY : c.logits[i]);
-    std::stable_sort(cand.begin(), cand.end(),
-                     [](const auto& a, const auto& b) { return a.second > b.second; });
+    const auto better = [](const auto& a, const auto& b) {
+      return a.second > b.second || (a.second == b.second && a.first < b.first);
+    };
+    const size_t reach = o_.temperature == 0 ? 1
+                         : o_.top_k > 0      ? std::min<size_t>(o_.top_k, cand.size())
+                                             : cand.size();
+    std::partial_sort(cand.begin(), cand.begin() + long(reach), cand.end(), better);
+    cand.resize(reach);
   } else {
     for (size_t i = 0; i < c.ids.size(); i++) cand.emplace_back(c.ids[i], c.logits[i]);
   }
