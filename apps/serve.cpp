@@ -306,9 +306,10 @@ int serve(const ServeArgs& args) {
   margs.slots = args.parallel;  // a KV cache of `context` tokens per request decoding at once
   margs.slot_context = args.parallel > 1 ? context : 0;
   open_model(s, margs);
-  // The pipelines of a prompt and of decoding, greedy, top-k and every logit, before the first
-  // request (those of an echo's every-row logits compile at first use).
-  for (uint32_t k : {1u, 0u, 40u}) s.model->prepare(std::min<uint32_t>(context, 64), context, k);
+  // The pipelines of a prompt chunk and of decoding (the engine reads every logit), and with
+  // slots of every batch, before the first request (an echo's every-row pass compiles at first
+  // use).
+  s.model->prepare(std::min<uint32_t>(context, Engine::kPrefillChunk), context, 0);
 
   std::string name = model_dir(args.model).filename().string();
   Server server(args, s, name.empty() ? "model" : name, context);

@@ -454,6 +454,21 @@ TEST_CASE("slots: sequences decoded together give each the bits it gets alone") 
       CHECK(test::close_rows("slot logits", got, std::span(ref).subspan((P - 1) * V, got.size()),
                              V, kTol));
     }
+    // prepare() names every pipeline a prompt chunk and batches of any size use: on a device
+    // that has compiled nothing, running them afterwards creates none.
+    {
+      test::LoweredGpu fresh(g, {}, ks);
+      auto m4 = model::make_gpu_model(*m.checkpoint, fresh.device, o);
+      const size_t made = m4->prepare(8, 16, 0);
+      CHECK(made > 0);
+      for (uint32_t s = 0; s < S; s++) m4->slot_prefill(s, some_ids(8, V, s), false);
+      for (uint32_t n = S; n >= 1; n--) {
+        std::vector<model::Model::SlotToken> rows;
+        for (uint32_t s = 0; s < n; s++) rows.push_back({s, int32_t(s)});
+        m4->slot_decode(rows);
+      }
+      CHECK(fresh.device.kernels().count() == made);
+    }
     // A slot past its context, a slot twice in a batch: refused.
     const model::Model::SlotToken twice[] = {{0, 1}, {0, 2}};
     CHECK_THROWS_WITH_AS(together->slot_decode(twice), doctest::Contains("twice"), std::runtime_error);

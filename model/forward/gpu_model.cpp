@@ -430,7 +430,21 @@ size_t GpuModel::prepare(uint32_t prompt_tokens, uint32_t max_new, uint32_t k,
       for (size_t i = 0; i < parts.size(); done += parts[i++])
         record_pass(parts[i], pos + done, false, k, true, i + 1 == parts.size());
     }
+    // With slots, the batches of slot_decode too: every row count (the matmul tiles change
+    // with it), the rows at the first and at the last position a slot reaches.
+    std::vector<SlotToken> rows;
+    if (slots_ > 1) ensure_logits(slots_);
+    for (uint32_t b = 0; b < (slots_ > 1 ? slots_ : 0); b++) {
+      rows.push_back({b, 0});
+      for (uint32_t at : {0u, slot_ctx_ - 1}) {
+        const Batch batch{rows, std::vector<uint32_t>(rows.size(), at)};
+        batch_ = &batch;
+        record_pass(b + 1, at, true, 0, true);
+        batch_ = nullptr;
+      }
+    }
   } catch (...) {
+    batch_ = nullptr;
     kernels_.defer(false);
     throw;
   }
