@@ -191,3 +191,28 @@ TEST_CASE("bench --profile --bandwidth: the bytes each op reads and the fraction
   const test::CliResult bad = test::gpt2vk({"bench", "-m", tiny(), "--bandwidth", "-3"});
   CHECK(bad.exit_code != 0);
 }
+
+TEST_CASE("bench --parallel: tg tests again with N sequences decoding together") {
+  GPU_TEST(g);
+  const test::CliResult r = test::gpt2vk({"bench", "-m", tiny(), "-p", "0", "-n", "4", "-r", "1",
+                                          "--parallel", "1,3", "--json", "--profile"});
+  CAPTURE(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(test::no_validation_messages(r));
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  REQUIRE(j.size() == 3);
+  CHECK(j[0]["test"] == "tg4");
+  CHECK(j[1]["test"] == "tg4 x1");
+  CHECK(j[2]["test"] == "tg4 x3");
+  for (const nlohmann::json& e : j) CHECK(e["avg_ts"].get<double>() > 0);
+  // The ratio line, and the profile of a batched pass: 3 rows, each with its own embedding and
+  // attention dispatches, in one submission.
+  CHECK(r.err.find("tg4 x3: ") != std::string::npos);
+  CHECK(r.err.find("x the aggregate tokens/s of tg4") != std::string::npos);
+  const std::string batch = "profile: decode of 3 sequences together";
+  CHECK(row_value(r.err, batch, "embedding") == "3");  // dispatches per pass
+  CHECK(row_value(r.err, batch, "submits") == "1");
+  CHECK(row_value(r.err, batch, "fence waits") == "1");
+  // A wrong count is refused by the option's range.
+  CHECK(test::gpt2vk({"bench", "-m", tiny(), "--parallel", "9"}).exit_code != 0);
+}
