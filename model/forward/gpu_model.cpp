@@ -104,7 +104,6 @@ class GpuModel final : public Model {
   void run_at(uint32_t pos, std::span<const int32_t> ids, bool all_rows, uint32_t k,
               std::vector<float>& logits, std::vector<int32_t>& top_ids);
   void check_slots() const;
-  void check_slot(uint32_t slot) const;
   // The active slot's cache of a layer (slot 0 unless slot_prefill or a batch says otherwise).
   const vk::BufferSpan& k_cache(uint32_t layer, uint32_t slot) const {
     return state_.span(k_cache_[size_t(layer) * slots_ + slot]);
@@ -149,6 +148,19 @@ class GpuModel final : public Model {
     std::vector<uint32_t> pos;
   };
   const Batch* batch_ = nullptr;
+  // What a slot's pass changes for its duration (a slot's cache, or a batch, and no taps: those
+  // are logits()'s), put back however the pass ends.
+  struct SlotPass {
+    SlotPass(GpuModel& model, uint32_t slot, const Batch* batch)
+        : m(model), taps(model.taps_on_), attention(model.attention_on_) {
+      m.active_slot_ = slot, m.batch_ = batch, m.taps_on_ = m.attention_on_ = false;
+    }
+    ~SlotPass() { m.active_slot_ = 0, m.batch_ = nullptr, m.taps_on_ = taps, m.attention_on_ = attention; }
+    SlotPass(const SlotPass&) = delete;
+    SlotPass& operator=(const SlotPass&) = delete;
+    GpuModel& m;
+    const bool taps, attention;
+  };
   uint32_t pass_split_ = 0;  // this pass's blocks per submission; 0 = the whole pass in one
   bool head_apart_ = false;  // this pass's head is a submission of its own
   vk::Kernels& kernels_;  // the device's, shared with its other models
@@ -438,13 +450,11 @@ size_t GpuModel::prepare(uint32_t prompt_tokens, uint32_t max_new, uint32_t k,
       rows.push_back({b, 0});
       for (uint32_t at : {0u, slot_ctx_ - 1}) {
         const Batch batch{rows, std::vector<uint32_t>(rows.size(), at)};
-        batch_ = &batch;
+        const SlotPass pass(*this, 0, &batch);
         record_pass(b + 1, at, true, 0, true);
-        batch_ = nullptr;
       }
     }
   } catch (...) {
-    batch_ = nullptr;
     kernels_.defer(false);
     throw;
   }
@@ -565,12 +575,6 @@ void GpuModel::check_slots() const {
                              std::to_string(align) + " bytes, this device's offset alignment");
 }
 
-void GpuModel::check_slot(uint32_t slot) const {
-  if (slot >= slots_)
-    throw std::runtime_error("slot " + std::to_string(slot) + " of a model with " +
-                             std::to_string(slots_) + " slots");
-}
-
 uint32_t GpuModel::slot_length(uint32_t slot) const {
   if (slots_ == 1) return Model::slot_length(slot);
   check_slot(slot);
@@ -587,27 +591,14 @@ std::vector<float> GpuModel::slot_prefill(uint32_t slot, std::span<const int32_t
                                           bool all_rows) {
   if (slots_ == 1) return Model::slot_prefill(slot, ids, all_rows);
   check_slot(slot);
-  const Config& c = config_;
-  if (ids.empty()) throw std::runtime_error("no tokens to run");
-  if (uint64_t{slot_len_[slot]} + ids.size() > slot_ctx_)
-    throw std::runtime_error(std::to_string(slot_len_[slot] + ids.size()) +
-                             " tokens would pass the slot's context of " + std::to_string(slot_ctx_));
-  for (int32_t id : ids)
-    if (id < 0 || uint32_t(id) >= c.n_vocab)
-      throw std::runtime_error("token id " + std::to_string(id) + " is outside the vocabulary");
+  check(ids, slot_len_[slot], slot_ctx_, "the slot's");
   std::vector<float> logits;
   std::vector<int32_t> unused;
   probs_spans_.clear();
-  const bool taps = taps_on_, attention = attention_on_;
-  taps_on_ = attention_on_ = false;  // the taps are logits()'s
-  active_slot_ = slot;
-  try {
+  {
+    const SlotPass pass(*this, slot, nullptr);
     run_at(slot_len_[slot], ids, all_rows, 0, logits, unused);
-  } catch (...) {
-    active_slot_ = 0, taps_on_ = taps, attention_on_ = attention;
-    throw;
   }
-  active_slot_ = 0, taps_on_ = taps, attention_on_ = attention;
   slot_len_[slot] += static_cast<uint32_t>(ids.size());
   return logits;
 }
@@ -626,11 +617,8 @@ std::vector<float> GpuModel::slot_decode(std::span<const SlotToken> rows) {
     check_slot(r.slot);
     if (seen[r.slot]) throw std::runtime_error("slot " + std::to_string(r.slot) + " twice in a batch");
     seen[r.slot] = true;
-    if (slot_len_[r.slot] >= slot_ctx_)
-      throw std::runtime_error("slot " + std::to_string(r.slot) + " is full (" +
-                               std::to_string(slot_ctx_) + " tokens)");
-    if (r.id < 0 || uint32_t(r.id) >= c.n_vocab)
-      throw std::runtime_error("token id " + std::to_string(r.id) + " is outside the vocabulary");
+    check(std::span(&r.id, 1), slot_len_[r.slot], slot_ctx_,
+          "slot " + std::to_string(r.slot) + "'s");
     batch.pos.push_back(slot_len_[r.slot]);
     last = std::max(last, slot_len_[r.slot]);
   }
@@ -639,20 +627,12 @@ std::vector<float> GpuModel::slot_decode(std::span<const SlotToken> rows) {
   rec_.wait();
   for (uint32_t b = 0; b < B; b++)
     std::memcpy(params_.span(row_ids_[b]).mapped, &rows[b].id, 4);
-  const bool taps = taps_on_;
-  taps_on_ = false;
-  batch_ = &batch;
-  try {
+  {
+    const SlotPass pass(*this, 0, &batch);
     record_pass(B, last, true, 0, false);
     rec_.submit();
     rec_.wait();
-  } catch (...) {
-    batch_ = nullptr;
-    taps_on_ = taps;
-    throw;
   }
-  batch_ = nullptr;
-  taps_on_ = taps;
   stats_ = rec_.stats();
   std::vector<float> logits(size_t(B) * c.n_vocab);
   vk::download(device_, logits.data(), logits_, logits.size() * 4);

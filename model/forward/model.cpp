@@ -22,22 +22,28 @@ void Model::warn_nonfinite(const Checkpoint& ckpt, const std::string& tensor, ui
                       " values are NaN or infinite" + (as ? std::string(" as ") + as : ""));
 }
 
-void Model::check(std::span<const int32_t> ids) const {
+void Model::check(std::span<const int32_t> ids, uint32_t length, uint32_t context,
+                  const std::string& whose) const {
   const Config& c = config();
   if (ids.empty()) throw std::runtime_error("no tokens to run");
-  if (length_ + ids.size() > c.n_ctx)
-    throw std::runtime_error(std::to_string(length_ + ids.size()) +
-                             " tokens would pass the model's context of " +
-                             std::to_string(c.n_ctx));
+  if (length + ids.size() > context)
+    throw std::runtime_error(std::to_string(length + ids.size()) + " tokens would pass " + whose +
+                             " context of " + std::to_string(context));
   for (size_t t = 0; t < ids.size(); t++)
     if (ids[t] < 0 || static_cast<uint32_t>(ids[t]) >= c.n_vocab)
       throw std::runtime_error("token id " + std::to_string(ids[t]) + " at position " +
-                               std::to_string(length_ + t) + " is outside the vocabulary [0, " +
+                               std::to_string(length + t) + " is outside the vocabulary [0, " +
                                std::to_string(c.n_vocab) + ")");
 }
 
+void Model::check_slot(uint32_t slot) const {
+  if (slot >= slots())
+    throw std::runtime_error("slot " + std::to_string(slot) + " of a model with " +
+                             std::to_string(slots()) + " slots");
+}
+
 std::vector<float> Model::logits(std::span<const int32_t> ids) {
-  check(ids);
+  check(ids, length_, config().n_ctx, "the model's");
   std::vector<float> out;
   std::vector<int32_t> unused;
   attention_.clear();  // the backend fills it for a tapped pass
@@ -47,7 +53,7 @@ std::vector<float> Model::logits(std::span<const int32_t> ids) {
 }
 
 Candidates Model::next(std::span<const int32_t> ids, uint32_t k) {
-  check(ids);
+  check(ids, length_, config().n_ctx, "the model's");
   if (k > kMaxCandidates || k > config().n_vocab)
     throw std::runtime_error("asked for " + std::to_string(k) + " candidates; at most " +
                              std::to_string(kMaxCandidates) + " and the vocabulary size");
@@ -59,33 +65,25 @@ Candidates Model::next(std::span<const int32_t> ids, uint32_t k) {
 }
 
 // One slot: the model's own cache.
-namespace {
-void check_slot(uint32_t slot, uint32_t slots) {
-  if (slot >= slots)
-    throw std::runtime_error("slot " + std::to_string(slot) + " of a model with " +
-                             std::to_string(slots) + " slots");
-}
-}  // namespace
-
 uint32_t Model::slot_length(uint32_t slot) const {
-  check_slot(slot, 1);
+  check_slot(slot);
   return length_;
 }
 
 void Model::slot_reset(uint32_t slot) {
-  check_slot(slot, 1);
+  check_slot(slot);
   reset();
 }
 
 std::vector<float> Model::slot_prefill(uint32_t slot, std::span<const int32_t> ids,
                                        bool all_rows) {
-  check_slot(slot, 1);
+  check_slot(slot);
   return all_rows ? logits(ids) : next(ids, 0).logits;
 }
 
 std::vector<float> Model::slot_decode(std::span<const SlotToken> rows) {
   if (rows.size() != 1) throw std::runtime_error("this model decodes one slot at a time");
-  check_slot(rows[0].slot, 1);
+  check_slot(rows[0].slot);
   return next(std::span(&rows[0].id, 1), 0).logits;
 }
 

@@ -113,9 +113,14 @@ class Model {
   // `as` names the precision they were converted to, when that is not the file's own.
   void warn_nonfinite(const Checkpoint& ckpt, const std::string& tensor, uint64_t bad,
                       uint64_t total, const char* as);
+  // Throws unless ids are not empty, in the vocabulary, and fit a cache of `context` tokens
+  // holding `length`; `whose` names that cache in the message ("the model's", "slot 2's").
+  void check(std::span<const int32_t> ids, uint32_t length, uint32_t context,
+             const std::string& whose) const;
+  // Throws unless slot < slots().
+  void check_slot(uint32_t slot) const;
 
  private:
-  void check(std::span<const int32_t> ids) const;
   uint32_t length_ = 0;
 };
 
