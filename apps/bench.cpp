@@ -80,25 +80,34 @@ int32_t first_token(const model::Config& c) {
   return c.eos_token_id ? static_cast<int32_t>(*c.eos_token_id) : 0;  // GPT-2's <|endoftext|>
 }
 
+// Slots 0 .. seqs-1 emptied and given one token of prompt, as rows for Model::slot_decode
+// holding that token.
+std::vector<model::Model::SlotToken> start_slots(model::Model& m, int32_t first, uint32_t seqs) {
+  std::vector<model::Model::SlotToken> rows;
+  for (uint32_t s = 0; s < seqs; s++) {
+    m.slot_reset(s);
+    m.slot_prefill(s, {&first, 1}, false);
+    rows.push_back({s, first});
+  }
+  return rows;
+}
+
+// Each row's next id: the greedy choice of its row of `logits` ([rows, V]).
+void feed_back(std::vector<model::Model::SlotToken>& rows, const std::vector<float>& logits,
+               size_t V) {
+  for (size_t b = 0; b < rows.size(); b++) {
+    const auto row = logits.begin() + long(b * V);
+    rows[b].id = static_cast<int32_t>(std::max_element(row, row + long(V)) - row);
+  }
+}
+
 // What gpt2vk serve --parallel does: `seqs` sequences in slots 0.., one token of prompt each
 // (not timed), then n steps that decode a token for every one in one pass (Model::slot_decode),
 // each feeding back its greedy choice.
 double time_decode_slots(model::Model& m, int32_t first, uint32_t n, uint32_t seqs) {
-  const size_t V = m.config().n_vocab;
-  std::vector<model::Model::SlotToken> rows;
-  for (uint32_t s = 0; s < seqs; s++) {
-    m.slot_reset(s);
-    const std::vector<float> l = m.slot_prefill(s, {&first, 1}, false);
-    rows.push_back({s, static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin())});
-  }
+  std::vector<model::Model::SlotToken> rows = start_slots(m, first, seqs);
   const Clock::time_point t0 = Clock::now();
-  for (uint32_t i = 0; i < n; i++) {
-    const std::vector<float> l = m.slot_decode(rows);
-    for (size_t b = 0; b < rows.size(); b++)
-      rows[b].id = static_cast<int32_t>(
-          std::max_element(l.begin() + long(b * V), l.begin() + long((b + 1) * V)) -
-          (l.begin() + long(b * V)));
-  }
+  for (uint32_t i = 0; i < n; i++) feed_back(rows, m.slot_decode(rows), m.config().n_vocab);
   return seconds_since(t0);
 }
 
@@ -293,15 +302,7 @@ struct Profile {
       longest[d.shader] = std::max(longest[d.shader], d.ms);
     }
     for (const auto& [name, ms] : longest) ops[name].longest += ms;
-    const vk::RecorderStats& st = model::gpu_stats(m);
-    stats.dispatches += st.dispatches;
-    stats.barriers += st.barriers;
-    stats.descriptor_writes += st.descriptor_writes;
-    stats.pipeline_binds += st.pipeline_binds;
-    stats.submits += st.submits;
-    stats.waits += st.waits;
-    stats.commands += st.commands;
-    stats.replays += st.replays;
+    stats += model::gpu_stats(m);
     passes++;
     wall_s += seconds;
   }
@@ -400,23 +401,14 @@ void profile(const model::Checkpoint& ckpt, const vk::Device& device, model::Pre
                   "token", bandwidth);
   }
   if (gen > 0 && parallel > 1) {  // one pass decoding a token for each of `parallel` sequences
-    const size_t V = m->config().n_vocab;
-    std::vector<model::Model::SlotToken> rows;
-    for (uint32_t s = 0; s < parallel; s++) {
-      m->slot_reset(s);
-      m->slot_prefill(s, {&first, 1}, false);
-      rows.push_back({s, first});
-    }
+    std::vector<model::Model::SlotToken> rows = start_slots(*m, first, parallel);
     m->slot_decode(rows);  // warm-up
     Profile p;
     for (uint32_t i = 1; i < gen; i++) {
       const Clock::time_point t0 = Clock::now();
       const std::vector<float> l = m->slot_decode(rows);
       p.add(*m, seconds_since(t0));
-      for (size_t b = 0; b < rows.size(); b++)
-        rows[b].id = static_cast<int32_t>(
-            std::max_element(l.begin() + long(b * V), l.begin() + long((b + 1) * V)) -
-            (l.begin() + long(b * V)));
+      feed_back(rows, l, m->config().n_vocab);
     }
     print_profile(out, "profile: decode of " + std::to_string(parallel) +
                            " sequences together, mean of " + std::to_string(gen - 1) + " passes" + where,

@@ -28,6 +28,13 @@ void send_error(httplib::Response& res, const ApiError& e) {
   res.set_content(e.body(), "application/json");
 }
 
+// OpenAI's usage object of a request's last event.
+json usage(const Event& done) {
+  return {{"prompt_tokens", done.prompt_tokens},
+          {"completion_tokens", done.completion_tokens},
+          {"total_tokens", done.prompt_tokens + done.completion_tokens}};
+}
+
 // OpenAI's logprobs object for some tokens; `offset` is the text's length before them (bytes).
 json logprobs_json(const std::vector<TokenLogprob>& tokens, const model::Tokenizer& tok,
                    size_t& offset) {
@@ -110,8 +117,7 @@ struct Server {
   // The body, read here rather than by httplib: the same --max-body limit whatever the
   // framing (a length, chunks) or content type (curl -d sends a form's), and the key checked
   // only after the body is off the connection.
-  std::string read_body(const httplib::Request& req, const httplib::ContentReader& reader,
-                        httplib::Response& res) const {
+  std::string read_body(const httplib::ContentReader& reader, httplib::Response& res) const {
     std::string body;
     bool over = false;
     const bool read = reader([&](const char* data, size_t n) {
@@ -131,7 +137,6 @@ struct Server {
       throw ApiError(413, "the request body is larger than this server's limit of " +
                               std::to_string(args.max_body) + " bytes (--max-body)");
     }
-    (void)req;
     return body;
   }
 
@@ -156,25 +161,19 @@ struct Server {
         ~End() { s.end_response(); }
       } end{*this};
       std::string text;
-      size_t offset = 0;
-      json logprobs = nullptr;
+      std::vector<TokenLogprob> tokens;
       while (true) {
         std::optional<Event> e = job->next(std::chrono::milliseconds(1000));
         if (!e) continue;
         if (e->error) throw *e->error;
-        if (with_logprobs) {
-          const json part = logprobs_json(e->logprobs, *session.tokenizer, offset);
-          if (logprobs.is_null()) logprobs = part;
-          else
-            for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
-              for (const json& v : part[key]) logprobs[key].push_back(v);
-        }
+        tokens.insert(tokens.end(), e->logprobs.begin(), e->logprobs.end());
         text += e->text;
         if (!e->done) continue;
-        json out = chunk(id, created, text, logprobs, e->finish_reason);
-        out["usage"] = {{"prompt_tokens", e->prompt_tokens},
-                        {"completion_tokens", e->completion_tokens},
-                        {"total_tokens", e->prompt_tokens + e->completion_tokens}};
+        size_t offset = 0;
+        const json lp = with_logprobs ? logprobs_json(tokens, *session.tokenizer, offset)
+                                      : json(nullptr);
+        json out = chunk(id, created, text, lp, e->finish_reason);
+        out["usage"] = usage(*e);
         res.set_content(dump(out), "application/json");
         return;
       }
@@ -200,10 +199,7 @@ struct Server {
             const json lp = with_logprobs ? logprobs_json(e->logprobs, *session.tokenizer, *offset)
                                           : json(nullptr);
             json part = chunk(id, created, e->text, lp, e->done ? json(e->finish_reason) : json(nullptr));
-            if (e->done)
-              part["usage"] = {{"prompt_tokens", e->prompt_tokens},
-                            {"completion_tokens", e->completion_tokens},
-                            {"total_tokens", e->prompt_tokens + e->completion_tokens}};
+            if (e->done) part["usage"] = usage(*e);
             out = "data: " + dump(part) + "\n\n";
             if (e->done) out += "data: [DONE]\n\n";
           }
@@ -221,7 +217,7 @@ struct Server {
     http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res,
                                         const httplib::ContentReader& reader) {
       try {
-        const std::string body = read_body(req, reader, res);
+        const std::string body = read_body(reader, res);
         if (authorized(req, res)) completions(body, res);
       } catch (const ApiError& e) {
         send_error(res, e);

@@ -10,6 +10,18 @@ std::string number(double x) {
   std::snprintf(buf, sizeof buf, "%.17g", x);
   return buf;
 }
+
+// The HELP and TYPE lines of a metric.
+void header(std::string& out, const std::string& name, const char* type, const char* help) {
+  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+// A metric of one unlabelled sample.
+void single(std::string& out, const std::string& name, const char* type, const char* help,
+            uint64_t value) {
+  header(out, name, type, help);
+  out += name + " " + std::to_string(value) + "\n";
+}
 }  // namespace
 
 void Metrics::Histogram::add(double x) {
@@ -21,8 +33,8 @@ void Metrics::Histogram::add(double x) {
 }
 
 void Metrics::Histogram::write(std::string& out, const std::string& name,
-                               const std::string& help) const {
-  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
+                               const char* help) const {
+  header(out, name, "histogram", help);
   uint64_t cumulative = 0;
   for (size_t i = 0; i <= bounds.size(); i++) {
     cumulative += counts[i];
@@ -68,29 +80,19 @@ void Metrics::decode_pass(uint32_t rows) {
 std::string Metrics::text() const {
   std::lock_guard lock(mutex_);
   std::string out;
-  out += "# HELP gpt2vk_requests_total HTTP requests answered, by endpoint and status.\n"
-         "# TYPE gpt2vk_requests_total counter\n";
+  header(out, "gpt2vk_requests_total", "counter", "HTTP requests answered, by endpoint and status.");
   for (const auto& [key, n] : requests_)
     out += "gpt2vk_requests_total{endpoint=\"" + key.first + "\",status=\"" +
            std::to_string(key.second) + "\"} " + std::to_string(n) + "\n";
-  out += "# HELP gpt2vk_prompt_tokens_total Prompt tokens of completed requests.\n"
-         "# TYPE gpt2vk_prompt_tokens_total counter\n"
-         "gpt2vk_prompt_tokens_total " + std::to_string(prompt_tokens_) + "\n";
-  out += "# HELP gpt2vk_completion_tokens_total Tokens generated.\n"
-         "# TYPE gpt2vk_completion_tokens_total counter\n"
-         "gpt2vk_completion_tokens_total " + std::to_string(completion_tokens_) + "\n";
-  out += "# HELP gpt2vk_queue_length Requests waiting for a slot.\n"
-         "# TYPE gpt2vk_queue_length gauge\n"
-         "gpt2vk_queue_length " + std::to_string(waiting_) + "\n";
-  out += "# HELP gpt2vk_requests_running Requests holding a slot.\n"
-         "# TYPE gpt2vk_requests_running gauge\n"
-         "gpt2vk_requests_running " + std::to_string(running_) + "\n";
-  out += "# HELP gpt2vk_decode_passes_total Forward passes that decoded tokens.\n"
-         "# TYPE gpt2vk_decode_passes_total counter\n"
-         "gpt2vk_decode_passes_total " + std::to_string(decode_passes_) + "\n";
-  out += "# HELP gpt2vk_decode_rows_total Tokens those passes decoded (rows / passes: the mean batch).\n"
-         "# TYPE gpt2vk_decode_rows_total counter\n"
-         "gpt2vk_decode_rows_total " + std::to_string(decode_rows_) + "\n";
+  single(out, "gpt2vk_prompt_tokens_total", "counter", "Prompt tokens of completed requests.",
+         prompt_tokens_);
+  single(out, "gpt2vk_completion_tokens_total", "counter", "Tokens generated.", completion_tokens_);
+  single(out, "gpt2vk_queue_length", "gauge", "Requests waiting for a slot.", waiting_);
+  single(out, "gpt2vk_requests_running", "gauge", "Requests holding a slot.", running_);
+  single(out, "gpt2vk_decode_passes_total", "counter", "Forward passes that decoded tokens.",
+         decode_passes_);
+  single(out, "gpt2vk_decode_rows_total", "counter",
+         "Tokens those passes decoded (rows / passes: the mean batch).", decode_rows_);
   first_token_.write(out, "gpt2vk_time_to_first_token_seconds",
                      "From a request's arrival to its first generated token.");
   per_token_.write(out, "gpt2vk_time_per_output_token_seconds",

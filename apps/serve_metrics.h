@@ -27,7 +27,7 @@ class Metrics {
     double sum = 0;
     explicit Histogram(std::vector<double> b) : bounds(std::move(b)), counts(bounds.size() + 1) {}
     void add(double x);
-    void write(std::string& out, const std::string& name, const std::string& help) const;
+    void write(std::string& out, const std::string& name, const char* help) const;
   };
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
