@@ -14,9 +14,12 @@ struct CliResult {
 // Environment variables for the child: (name, value) pairs set on top of the test's own.
 using Env = std::vector<std::pair<std::string, std::string>>;
 
-// Runs gpt2vk with `args` (each passed as one argument, no shell). The Khronos validation layer
-// is on (GPT2VK_VALIDATION=1); messages it prints land in err.
+// Runs gpt2vk with `args` (each passed as one argument, no shell; stdin empty). The Khronos
+// validation layer is on (GPT2VK_VALIDATION=1); messages it prints land in err.
 CliResult gpt2vk(const std::vector<std::string>& args, const Env& env = {});
+
+// A gpt2vk child's environment: GPT2VK_VALIDATION=1, then `env`.
+Env with_validation(const Env& env);
 
 // True when err carries no validation-layer message.
 bool no_validation_messages(const CliResult& r);

@@ -16,7 +16,7 @@ namespace {
 
 // fork + exec with stdout and stderr to files; returns the child's pid.
 pid_t spawn(const std::vector<std::string>& argv, const Env& env, const std::string& out,
-            const std::string& err, bool gpt2vk) {
+            const std::string& err) {
   std::fflush(stdout);
   std::fflush(stderr);
   const pid_t pid = fork();
@@ -24,7 +24,6 @@ pid_t spawn(const std::vector<std::string>& argv, const Env& env, const std::str
   if (pid == 0) {
     if (!freopen(out.c_str(), "w", stdout) || !freopen(err.c_str(), "w", stderr)) _exit(127);
     if (!freopen("/dev/null", "r", stdin)) _exit(127);
-    if (gpt2vk) setenv("GPT2VK_VALIDATION", "1", 1);
     for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
     std::vector<std::string> copy = argv;
     std::vector<char*> args;
@@ -45,7 +44,7 @@ int exit_code(int status) {
 CliResult run(const std::vector<std::string>& argv, const Env& env) {
   TempDir dir;
   const std::string out = (dir / "out").string(), err = (dir / "err").string();
-  const pid_t pid = spawn(argv, env, out, err, false);
+  const pid_t pid = spawn(argv, env, out, err);
   int status = 0;
   waitpid(pid, &status, 0);
   CliResult r;
@@ -63,7 +62,7 @@ Server::Server(const std::vector<std::string>& args, const Env& env) {
   std::vector<std::string> argv = {GPT2VK_BINARY, "serve", "--port", "0"};
   argv.insert(argv.end(), args.begin(), args.end());
   write_file(dir_ / "err", "");  // there before the child opens it
-  pid_ = spawn(argv, env, (dir_ / "out").string(), (dir_ / "err").string(), true);
+  pid_ = spawn(argv, with_validation(env), (dir_ / "out").string(), (dir_ / "err").string());
   const std::regex line(R"(on http://127\.0\.0\.1:(\d+))");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline) {
