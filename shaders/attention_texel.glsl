@@ -13,6 +13,11 @@
 // from it, and copied to cache rows pos .., while the older keys come from the caches. The copy
 // never races the reads: no invocation reads cache rows pos .. in this dispatch.
 //
+// A batch of sequences (AttentionPush.dynamic_pos 2, ATTENTION_STORE 1, decode only: SPLITS > 1,
+// QPL = 1): query t is the one new token of a sequence of its own, whose position and cache are
+// the Step binding's row t; its arithmetic is the same, operation for operation, as that
+// sequence's decode step alone, so a request's results do not depend on its batch.
+//
 // ATTENTION_PROBS 1 (the *_probs.comp modules, the attention tap): the kernel also writes the
 // softmax weights exp(s - m) / l of every query, each score recomputed as the sums computed it
 // once the final maximum and sum are known; masked keys get 0.
@@ -42,8 +47,9 @@ layout(binding = 5) writeonly buffer VStore { vec4 v_store[]; };   // [>= L, C /
 #if ATTENTION_PROBS
 layout(binding = ATTENTION_STORE != 0 ? 6 : 4) writeonly buffer Probs { float probs[]; };  // [H, T, L]
 #endif
-// The pass's position (AttentionPush.dynamic_pos), the last binding.
-layout(binding = 4 + 2 * ATTENTION_STORE + ATTENTION_PROBS) readonly buffer Step { uint step_pos; };
+// The pass's position (AttentionPush.dynamic_pos 1), or per query its sequence's position and the
+// first texel of its sequence's cache (dynamic_pos 2: [T, 2]); the last binding.
+layout(binding = 4 + 2 * ATTENTION_STORE + ATTENTION_PROBS) readonly buffer Step { uint step[]; };
 layout(push_constant) uniform Push { AttentionPush p; };
 
 const uint WG = gl_WorkGroupSize.x;
@@ -58,6 +64,9 @@ shared float merge[ATTENTION_TEXEL_MAX_MERGE];
 uint L;                   // keys: p.L, plus the Step position when dynamic
 uint head;                // first texel of the head in a row
 uint cached;              // keys below this come from the caches, the others from q
+uint seq_T;               // new tokens of this invocation's sequence: p.T, or 1 in a batch
+uint q0;                  // the q (and out) row of the sequence's first new token
+uint cache0;              // the texel of the sequence's cache row 0 in the cache bindings
 uint n[QPL];              // visible keys of each query; 0 for queries past T
 uint lim[QPL], lim_max;   // the keys of the current segment: below lim[r] for query r
 vec4 qv[QPL][DT];         // the queries, times the scale
@@ -74,10 +83,10 @@ void keys(uint j0, bool masked, bool from_q) {
   for (uint b = 0; b < KB; b++) {
     const uint j = masked ? min(j0 + b * SPLITS, lim_max - 1) : j0 + b * SPLITS;
     if (from_q) {
-      k_at[b] = (j - cached) * (p.q_stride / 4) + row_texels + head;
+      k_at[b] = (q0 + j - cached) * (p.q_stride / 4) + row_texels + head;
       v_at[b] = k_at[b] + row_texels;
     } else {
-      k_at[b] = v_at[b] = j * row_texels + head;
+      k_at[b] = v_at[b] = cache0 + j * row_texels + head;
     }
     for (uint r = 0; r < QPL; r++) s[r][b] = 0.0;
     for (uint i = 0; i < DT; i++) {
@@ -123,7 +132,8 @@ void keys(uint j0, bool masked, bool from_q) {
 // Query r's score of key j (times the scale, as qv holds it), summed as keys() sums it.
 float score(uint r, uint j) {
   const bool from_q = j >= cached;
-  const uint at = from_q ? (j - cached) * (p.q_stride / 4) + p.C / 4 + head : j * (p.C / 4) + head;
+  const uint at = from_q ? (q0 + j - cached) * (p.q_stride / 4) + p.C / 4 + head
+                         : cache0 + j * (p.C / 4) + head;
   float s = 0.0;
   for (uint i = 0; i < DT; i++) {
     vec4 kv;
@@ -168,12 +178,17 @@ void main() {
   const uint block = gl_WorkGroupID.x + gl_WorkGroupID.z * gl_NumWorkGroups.x;
   const uint t0 = (block * (WG / SPLITS) + tid / SPLITS) * QPL;  // this invocation's 1st query
   head = gl_WorkGroupID.y * DT;
-  L = p.L + (p.dynamic_pos != 0 ? step_pos : 0);
-  cached = ATTENTION_STORE != 0 ? L - p.T : L;
+  const bool batch = p.dynamic_pos == 2;
+  const uint row = min(t0, p.T - 1);
+  seq_T = batch ? 1 : p.T;
+  q0 = batch ? row : 0;
+  cache0 = batch ? step[2 * row + 1] : 0;
+  L = batch ? step[2 * row] + 1 : p.L + (p.dynamic_pos != 0 ? step[0] : 0);
+  cached = ATTENTION_STORE != 0 ? L - seq_T : L;
 
   for (uint r = 0; r < QPL; r++) {
     const uint t = t0 + r;
-    n[r] = t >= p.T ? 0 : p.causal != 0 ? L - p.T + t + 1 : L;
+    n[r] = t >= p.T ? 0 : p.causal != 0 ? L - seq_T + (t - q0) + 1 : L;
     const uint src = min(t, p.T - 1) * (p.q_stride / 4) + head;
     for (uint i = 0; i < DT; i++) qv[r][i] = imageLoad(q, int(src + i)) * p.scale;
     m[r] = LOWEST;
@@ -182,7 +197,7 @@ void main() {
 #if ATTENTION_STORE
     // The query's own key and value, split over the invocations that share it.
     if (t < p.T) {
-      const uint dst = (cached + t) * (p.C / 4) + head, c4 = p.C / 4;
+      const uint dst = cache0 + (cached + t - q0) * (p.C / 4) + head, c4 = p.C / 4;
       for (uint i = split; i < DT; i += SPLITS) {
         k_store[dst + i] = imageLoad(q, int(src + c4 + i));
         v_store[dst + i] = imageLoad(q, int(src + 2 * c4 + i));

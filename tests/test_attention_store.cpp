@@ -1,5 +1,7 @@
 // attention_store: kv_store and attention of the same new tokens in one call (one dispatch with
-// the texel kernel), over sequences of calls, against model::cpu::kv_store + model::cpu::attention.
+// the texel kernel), over sequences of calls, against model::cpu::kv_store + model::cpu::attention;
+// and attention_store_batch, each row against its decode step alone (bit for bit) and the
+// reference.
 //
 // Tolerance: test_attention.cpp's, atol 1e-6 + rtol 1e-5, for the same reasons (the same
 // kernels); the cache copies are exact.
@@ -16,6 +18,7 @@
 #include "tests/compare.h"
 #include "tests/gpu.h"
 #include "vk/check.h"
+#include "vk/sizes.h"
 
 namespace {
 
@@ -139,5 +142,93 @@ TEST_CASE("attention_store rejects rows past the cache") {
   CHECK_THROWS_WITH_AS(model::gpu::attention_store(g.kernels, rec, out, k, v, qkv, 4, 0, 64, 5),
                        doctest::Contains("not a multiple of H"), vk::Error);
   model::gpu::attention_store(g.kernels, rec, out, k, v, qkv, 4, 4, 64, 4);  // the last 4 rows: fine
+  rec.end();
+}
+
+TEST_CASE("attention_store_batch: each row as its decode step alone") {
+  GPU_TEST(g);
+  const vk::DeviceCaps& caps = g.device.caps();
+  // 5 sequences of up to 24 cached rows of C = 96 (H = 3), their caches 24 rows plus padding
+  // apart, as GpuModel lays out its slots; a batch of 4 of them in a shuffled order, at
+  // positions 0 (an empty cache), 23 (the last row), 9 and 16.
+  const uint32_t C = 96, H = 3, S = 5, rows = 24, B = 4;
+  const uint64_t row_floats = C;  // floats between slots, on the texel binding's alignment:
+  const uint64_t stride =
+      vk::align_up(uint64_t{rows} * C * 4 + 256, model::gpu::texel_binding_alignment(caps)) / 4;
+  const uint32_t slot[B] = {3, 0, 4, 1}, pos[B] = {0, 23, 9, 16};
+  std::vector<float> k_ref = test::random_floats(stride * S, 2000),
+                     v_ref = test::random_floats(stride * S, 2001);
+  const std::vector<float> qkv = test::random_floats(size_t{B} * 3 * C, 2002);
+  vk::Arena arena(g.device, (8 * k_ref.size() + 8 * qkv.size()) * sizeof(float) + 65536,
+                  vk::MemoryKind::Device, "test attention_store_batch");
+  const vk::BufferSpan k = test::to_gpu(g.device, arena, k_ref), v = test::to_gpu(g.device, arena, v_ref),
+                       k1 = test::to_gpu(g.device, arena, k_ref), v1 = test::to_gpu(g.device, arena, v_ref),
+                       q = test::to_gpu(g.device, arena, qkv);
+  const std::string why = model::gpu::attention_store_batch_unsupported(caps, k, v, q, B, C, H);
+  if (!why.empty()) {
+    CHECK_MESSAGE(!caps.storage_texel_buffers, why);  // only the texel kernel runs batches
+    return;
+  }
+  std::vector<uint32_t> table;
+  for (uint32_t b = 0; b < B; b++) table.insert(table.end(), {pos[b], uint32_t(slot[b] * stride / 4)});
+  const vk::BufferSpan rows_gpu = arena.alloc(table.size() * 4);
+  vk::upload(g.device, rows_gpu, table.data(), table.size() * 4);
+  const vk::BufferSpan out = arena.alloc(size_t{B} * C * 4);
+  std::vector<vk::BufferSpan> alone;
+  vk::Recorder rec(g.device);
+  rec.begin();
+  const uint32_t before = rec.stats().dispatches;
+  model::gpu::attention_store_batch(g.kernels, rec, out, k, v, q, rows_gpu, B, C, H);
+  CHECK(rec.stats().dispatches - before == 1);
+  // Each row alone on the other copy of the caches: attention_store of one token, texel kernel.
+  const model::gpu::AttentionOptions texel{true, 0, model::gpu::AttentionKernel::Texel};
+  const uint64_t slot_bytes = rows * row_floats * 4;
+  for (uint32_t b = 0; b < B; b++) {
+    alone.push_back(arena.alloc(size_t{C} * 4));
+    model::gpu::attention_store(g.kernels, rec, alone.back(), k1.sub(slot[b] * stride * 4, slot_bytes),
+                                v1.sub(slot[b] * stride * 4, slot_bytes),
+                                q.sub(b * 3 * C * 4, 3 * C * 4), 1, pos[b], C, H, texel);
+  }
+  rec.run();
+  const std::vector<float> got = test::from_gpu(g.device, out, size_t{B} * C);
+  for (uint32_t b = 0; b < B; b++) {
+    const std::string what = "row " + std::to_string(b) + " (slot " + std::to_string(slot[b]) +
+                             ", pos " + std::to_string(pos[b]) + ")";
+    const std::span<const float> row(got.data() + b * C, C);
+    // The same bits as alone (the batch must not change a request's results)...
+    CHECK(test::close(what + " against alone", row, test::from_gpu(g.device, alone[b], C), {0, 0}));
+    // ...and the reference's values, within test_attention.cpp's tolerance.
+    float* kc = k_ref.data() + slot[b] * stride;
+    float* vc = v_ref.data() + slot[b] * stride;
+    model::cpu::kv_store(kc, vc, qkv.data() + b * 3 * C, 1, C, pos[b]);
+    std::vector<float> ref(C);
+    model::cpu::attention(ref.data(), qkv.data() + b * 3 * C, 3 * size_t{C}, kc, vc, 1, pos[b] + 1,
+                          C, H, model::AttentionSpec{});
+    CHECK(test::close(what + " against the reference", row, ref, kTol));
+  }
+  // Every row's key and value at its slot's position, nothing else touched.
+  CHECK(test::close("k caches", test::from_gpu(g.device, k, k_ref.size()), k_ref, {0, 0}));
+  CHECK(test::close("v caches", test::from_gpu(g.device, v, v_ref.size()), v_ref, {0, 0}));
+  CHECK(test::close("k caches alone", test::from_gpu(g.device, k1, k_ref.size()), k_ref, {0, 0}));
+}
+
+TEST_CASE("attention_store_batch says why it cannot run") {
+  GPU_TEST(g);
+  vk::Arena arena(g.device, 1 << 20, vk::MemoryKind::Device, "test attention_store_batch errors");
+  const vk::BufferSpan k = arena.alloc(64 * 64 * 4), v = arena.alloc(64 * 64 * 4),
+                       qkv = arena.alloc(16 * 192 * 4), out = arena.alloc(16 * 64 * 4),
+                       rows = arena.alloc(16 * 8);
+  const vk::DeviceCaps& caps = g.device.caps();
+  CHECK(model::gpu::attention_store_batch_unsupported(caps, k, v, qkv, 0, 64, 4).find("a batch of 0 rows") == 0);
+  CHECK(model::gpu::attention_store_batch_unsupported(caps, k, v, qkv, 16, 64, 4).find("a batch of 16 rows") == 0);
+  CHECK(model::gpu::attention_store_batch_unsupported(caps, k, v, qkv, 4, 64, 5).find("not a multiple of H") != std::string::npos);
+  vk::Recorder rec(g.device);
+  rec.begin();
+  CHECK_THROWS_WITH_AS(model::gpu::attention_store_batch(g.kernels, rec, out, k, v, qkv, rows, 16, 64, 4),
+                       doctest::Contains("attention_store_batch cannot run"), vk::Error);
+  if (caps.storage_texel_buffers)
+    CHECK_THROWS_WITH_AS(
+        model::gpu::attention_store_batch(g.kernels, rec, out, k, v, qkv, rows.sub(0, 8), 4, 64, 4),
+        doctest::Contains("rows holds"), vk::Error);
   rec.end();
 }

@@ -104,12 +104,13 @@ class GpuModel final : public Model {
   void run_at(uint32_t pos, std::span<const int32_t> ids, bool all_rows, uint32_t k,
               std::vector<float>& logits, std::vector<int32_t>& top_ids);
   void check_slots() const;
-  // The active slot's cache of a layer (slot 0 unless slot_prefill or a batch says otherwise).
-  const vk::BufferSpan& k_cache(uint32_t layer, uint32_t slot) const {
-    return state_.span(k_cache_[size_t(layer) * slots_ + slot]);
+  // A slot's cache of a layer, [slot rows, C]: slot `slot` of the layer's caches, slot_stride_
+  // bytes apart.
+  vk::BufferSpan k_cache(uint32_t layer, uint32_t slot) const {
+    return state_.span(k_cache_[layer]).sub(slot * slot_stride_, slot_bytes_);
   }
-  const vk::BufferSpan& v_cache(uint32_t layer, uint32_t slot) const {
-    return state_.span(v_cache_[size_t(layer) * slots_ + slot]);
+  vk::BufferSpan v_cache(uint32_t layer, uint32_t slot) const {
+    return state_.span(v_cache_[layer]).sub(slot * slot_stride_, slot_bytes_);
   }
   // Runs the pass of ids at `pos` (one chunk of run()'s) and waits for it.
   Head run_pass(std::span<const int32_t> ids, uint32_t pos, bool all_rows, uint32_t k, bool last);
@@ -173,11 +174,16 @@ class GpuModel final : public Model {
 
   Packer state_;  // activations and the KV cache
   size_t x_, h_, qkv_, att_, fc_;
-  std::vector<size_t> k_cache_, v_cache_;  // [layer * slots + slot]
+  std::vector<size_t> k_cache_, v_cache_;  // [layer]: [slots, slot rows, C], slot_stride_ apart
+  uint64_t slot_bytes_ = 0, slot_stride_ = 0;
+  // Batches run attention_store_batch (one dispatch for all rows) where it can, else a dispatch
+  // per row.
+  bool batch_attention_ = false;
   Packer io_;      // host-visible: the best candidates out
   Packer params_;  // host-written before each pass: the ids and the position
   size_t ids_, step_, top_ids_, top_values_, scratch_;
   std::vector<size_t> row_ids_;  // a batch's ids, one aligned word per row
+  size_t batch_rows_ = 0;        // a batch's {pos, cache texel} per row (attention_store_batch)
   size_t split_ = 0;  // split-K attention's partial results (policy split_attention)
   size_t partials_;  // greedy decoding: the head's argmax partials (gpu::matmul_argmax)
 
@@ -297,12 +303,16 @@ void GpuModel::plan_state() {
   att_ = state_.add(T * C * f);
   qkv_ = state_.add(T * 3 * C * f);
   fc_ = state_.add(T * c.n_inner * f);
-  for (uint32_t i = 0; i < c.n_layer; i++)
-    for (uint32_t s = 0; s < slots_; s++) {
-      const uint64_t rows = s == 0 && slots_ == 1 ? T : slot_ctx_;
-      k_cache_.push_back(state_.add(rows * C * f));
-      v_cache_.push_back(state_.add(rows * C * f));
-    }
+  // A layer's slots side by side, each on a binding's alignment (slot_prefill binds one alone)
+  // and all bound at once by a batch.
+  slot_bytes_ = (slots_ == 1 ? T : slot_ctx_) * C * f;
+  slot_stride_ = vk::align_up(slot_bytes_, std::max(state_.alignment(),
+                                                     gpu::texel_binding_alignment(device_.caps())));
+  const uint64_t layer_bytes = slot_stride_ * (slots_ - 1) + slot_bytes_;
+  for (uint32_t i = 0; i < c.n_layer; i++) {
+    k_cache_.push_back(state_.add(layer_bytes));
+    v_cache_.push_back(state_.add(layer_bytes));
+  }
   slot_len_.assign(slots_, 0);
   if (policy_.split_attention)
     split_ = state_.add(gpu::attention_split_scratch_bytes(gpu::kAttentionSplitMaxT, c.n_ctx,
@@ -324,7 +334,14 @@ void GpuModel::plan_state() {
   ids_ = params_.add(T * 4);
   step_ = params_.add(4);
   for (uint32_t s = 0; s < (slots_ > 1 ? slots_ : 0); s++) row_ids_.push_back(params_.add(4));
+  batch_rows_ = params_.add(uint64_t{2} * 4 * slots_);
   params_.allocate(vk::MemoryKind::Parameters);
+  if (slots_ > 1 && policy_.texel_attention)
+    batch_attention_ =
+        gpu::attention_store_batch_unsupported(device_.caps(), state_.span(k_cache_[0]),
+                                               state_.span(v_cache_[0]), state_.span(qkv_),
+                                               slots_, c.n_embd, c.n_head)
+            .empty();
   ensure_logits(1);
 }
 
@@ -625,8 +642,11 @@ std::vector<float> GpuModel::slot_decode(std::span<const SlotToken> rows) {
   ensure_logits(B);
   probs_spans_.clear();
   rec_.wait();
-  for (uint32_t b = 0; b < B; b++)
+  for (uint32_t b = 0; b < B; b++) {
     std::memcpy(params_.span(row_ids_[b]).mapped, &rows[b].id, 4);
+    const uint32_t at[2] = {batch.pos[b], static_cast<uint32_t>(rows[b].slot * slot_stride_ / 16)};
+    std::memcpy(params_.span(batch_rows_).mapped + b * 8, at, 8);
+  }
   {
     const SlotPass pass(*this, 0, &batch);
     record_pass(B, last, true, 0, false);
@@ -708,6 +728,12 @@ void GpuBackend::attention_store(uint32_t layer, uint32_t T, uint32_t pos) {
   o.causal = c.causal;
   o.scale = c.attention_scale;
   if (m.policy_.split_attention) o.scratch = &m.state_.span(m.split_);
+  if (m.batch_ && m.batch_attention_) {  // one dispatch, each row as its decode step alone
+    gpu::attention_store_batch(m.kernels_, m.rec_, buf(Buf::ATT), m.state_.span(m.k_cache_[layer]),
+                               m.state_.span(m.v_cache_[layer]), buf(Buf::QKV),
+                               m.params_.span(m.batch_rows_), T, c.n_embd, c.n_head, o);
+    return;
+  }
   if (m.batch_) {  // each row alone, in its slot's cache: the same work as a decode step alone
     const uint64_t row = uint64_t{c.n_embd} * 4;
     for (uint32_t b = 0; b < T; b++) {
@@ -719,8 +745,8 @@ void GpuBackend::attention_store(uint32_t layer, uint32_t T, uint32_t pos) {
     }
     return;
   }
-  const vk::BufferSpan& kc = m.k_cache(layer, m.active_slot_);
-  const vk::BufferSpan& vc = m.v_cache(layer, m.active_slot_);
+  const vk::BufferSpan kc = m.k_cache(layer, m.active_slot_);
+  const vk::BufferSpan vc = m.v_cache(layer, m.active_slot_);
   if (layer < m.probs_spans_.size() && m.probs_spans_[layer].size > 0)
     o.probs = &m.probs_spans_[layer];
   o.step = &m.params_.span(m.step_);  // holds pos (GpuModel::run)

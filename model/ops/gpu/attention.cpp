@@ -79,6 +79,8 @@ struct Call {
   const vk::BufferSpan* probs;    // the tap, or null
   const vk::BufferSpan* scratch;  // Split's partial results, or null
   const vk::BufferSpan* step;     // the position read at run time (L - T), or null
+  // A batch (attention_store_batch): each query's position and cache, [T, 2], or null.
+  const vk::BufferSpan* rows = nullptr;
   uint64_t row_bytes() const { return uint64_t{C} * sizeof(float); }
   // The cache rows a kernel that reads the first L binds: those, or all with the position read
   // at run time (the binding must not depend on it).
@@ -86,7 +88,11 @@ struct Call {
     return step ? whole_cache_bytes("attention", caps, k_cache, v_cache, row_bytes(), L)
                 : L * row_bytes();
   }
-  vk::BufferSpan step_span() const { return step_binding("attention", step, q.sub(0, 4)); }
+  vk::BufferSpan step_span() const {
+    if (!rows) return step_binding("attention", step, q.sub(0, 4));
+    require_elements("attention", "rows", *rows, uint64_t{T} * 2, sizeof(uint32_t));
+    return rows->sub(0, uint64_t{T} * 2 * sizeof(uint32_t));
+  }
   uint64_t q_floats() const {
     return store ? uint64_t{T} * q_stride : uint64_t{T - 1} * q_stride + C;
   }
@@ -171,7 +177,9 @@ void dispatch_texel(vk::Kernels& k, vk::Recorder& rec, const Call& c,
   const vk::Pipeline& p = k.get(name, {{lanes, 1, 1}, {D, splits, queries, kTexelKeys}});
   const uint32_t per_group = lanes / splits * queries;
   const vk::Groups g = groups(caps, static_cast<uint32_t>(vk::ceil_div(c.T, per_group)), c.H);
-  const uint64_t cache_bytes = texel_cache_rows(caps, c) * c.row_bytes();
+  // A batch binds the caches whole: its sequences' caches need not be whole rows apart.
+  const uint64_t cache_bytes = c.rows ? std::min(c.k_cache.size, c.v_cache.size) / 16 * 16
+                                      : texel_cache_rows(caps, c) * c.row_bytes();
   const vk::BufferSpan out = c.out.sub(0, c.T * c.row_bytes());
   const vk::BufferSpan q = c.q.sub(0, c.q_floats() * sizeof(float));
   const vk::BufferSpan kc = c.k_cache.sub(0, cache_bytes), vc = c.v_cache.sub(0, cache_bytes);
@@ -257,9 +265,20 @@ AttentionKernel choose_kernel(const vk::Device& device, const Call& c, Attention
 push::AttentionPush make_push(const Call& c, const AttentionOptions& options) {
   const float D = static_cast<float>(c.C / c.H);
   const float scale = options.scale != 0 ? options.scale : 1.0f / std::sqrt(D);
-  // With the position read at run time, L counts only the keys past it: the T new ones.
+  // With the position read at run time, L counts only the keys past it: the T new ones (in a
+  // batch, each sequence's one).
+  if (c.rows) return {c.T, 1, c.C, c.q_stride, options.causal ? 1u : 0u, scale, 0, 2u};
   return {c.T, c.step ? c.T : c.L, c.C, c.q_stride, options.causal ? 1u : 0u, scale, 0,
           c.step ? 1u : 0u};
+}
+
+// A batch's call: L is every row of the caches, which it binds whole.
+Call batch_call(const vk::BufferSpan& out, const vk::BufferSpan& k_caches,
+                const vk::BufferSpan& v_caches, const vk::BufferSpan& qkv,
+                const vk::BufferSpan& rows, uint32_t T, uint32_t C, uint32_t H) {
+  const auto L = static_cast<uint32_t>(std::min(k_caches.size, v_caches.size) /
+                                       (uint64_t{C} * sizeof(float)));
+  return {out, qkv, k_caches, v_caches, 3 * C, T, L, C, H, true, nullptr, nullptr, nullptr, &rows};
 }
 
 }  // namespace
@@ -283,6 +302,39 @@ void attention(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
     dispatch_split(k, rec, c, make_push(c, options));
   else
     dispatch_portable(k, rec, c, make_push(c, options));
+}
+
+std::string attention_store_batch_unsupported(const vk::DeviceCaps& caps,
+                                              const vk::BufferSpan& k_caches,
+                                              const vk::BufferSpan& v_caches,
+                                              const vk::BufferSpan& qkv, uint32_t T, uint32_t C,
+                                              uint32_t H) {
+  if (T == 0 || T >= kTexelSplitBelow)
+    return "a batch of " + str(T) + " rows (1 to " + str(kTexelSplitBelow - 1) + ")";
+  if (C == 0 || H == 0 || C % H != 0) return "C=" + str(C) + " is not a multiple of H=" + str(H);
+  const Call c = batch_call(qkv, k_caches, v_caches, qkv, qkv, T, C, H);
+  if (c.L == 0) return "the caches hold no row";
+  if (const std::string why = texel_unsupported(caps, c); !why.empty()) return why;
+  const uint64_t bytes = std::min(k_caches.size, v_caches.size);
+  if (bytes > std::min(uint64_t{caps.max_texel_buffer_elements} * 16, caps.max_storage_buffer_range))
+    return "the caches' " + str(bytes) + " bytes exceed what one binding may hold";
+  return {};
+}
+
+void attention_store_batch(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+                           const vk::BufferSpan& k_caches, const vk::BufferSpan& v_caches,
+                           const vk::BufferSpan& qkv, const vk::BufferSpan& rows, uint32_t T,
+                           uint32_t C, uint32_t H, const AttentionSpec& spec) {
+  const vk::DeviceCaps& caps = k.device().caps();
+  const std::string why_not = attention_store_batch_unsupported(caps, k_caches, v_caches, qkv, T, C, H);
+  if (!why_not.empty())
+    throw vk::Error("attention_store_batch cannot run on device '" + caps.name + "': " + why_not);
+  require_elements("attention_store_batch", "qkv", qkv, uint64_t{T} * 3 * C);
+  require_elements("attention_store_batch", "out", out, uint64_t{T} * C);
+  const Call c = batch_call(out, k_caches, v_caches, qkv, rows, T, C, H);
+  AttentionOptions options;
+  static_cast<AttentionSpec&>(options) = spec;
+  dispatch_texel(k, rec, c, make_push(c, options));
 }
 
 void attention_store(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
