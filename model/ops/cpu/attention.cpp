@@ -4,6 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include "model/ops/cpu/common.h"
+
 namespace model::cpu {
 
 void attention(float* out, const float* q, size_t q_stride, const float* k_cache,
@@ -40,6 +42,51 @@ void attention(float* out, const float* q, size_t q_stride, const float* k_cache
           row[j] = j < n ? static_cast<float>(std::exp(w[j] - m) / sum) : 0.0f;
       }
     }
+  }
+}
+
+void attention_backward(float* dqkv, const float* dout, const float* qkv, size_t B, size_t T,
+                        size_t C, size_t H, const AttentionSpec& spec) {
+  const size_t D = C / H, row = 3 * C;
+  const double scale = spec.scale != 0 ? wide(spec.scale) : 1.0 / std::sqrt(static_cast<double>(D));
+  std::vector<double> grad(T * row), p(T), dp(T);
+  for (size_t b = 0; b < B; b++) {
+    const float* in = qkv + b * T * row;
+    const float* dy = dout + b * T * C;
+    std::fill(grad.begin(), grad.end(), 0.0);
+    for (size_t h = 0; h < H; h++)
+      for (size_t t = 0; t < T; t++) {
+        const size_t L = spec.causal ? t + 1 : T;  // keys this query sees
+        const float* q = in + t * row + h * D;
+        double mx = -INFINITY;
+        for (size_t j = 0; j < L; j++) {
+          double s = 0;
+          for (size_t i = 0; i < D; i++) s += wide(q[i]) * wide(in[j * row + C + h * D + i]);
+          p[j] = s * scale;
+          mx = std::max(mx, p[j]);
+        }
+        double total = 0;
+        for (size_t j = 0; j < L; j++) total += (p[j] = std::exp(p[j] - mx));
+        double p_dp = 0;  // sum of p_j dp_j
+        for (size_t j = 0; j < L; j++) {
+          p[j] /= total;
+          double s = 0;
+          for (size_t i = 0; i < D; i++) {
+            s += wide(dy[t * C + h * D + i]) * wide(in[j * row + 2 * C + h * D + i]);
+            grad[j * row + 2 * C + h * D + i] += p[j] * wide(dy[t * C + h * D + i]);  // dv
+          }
+          dp[j] = s;
+          p_dp += p[j] * s;
+        }
+        for (size_t j = 0; j < L; j++) {
+          const double ds = p[j] * (dp[j] - p_dp) * scale;  // d score, times the scale
+          for (size_t i = 0; i < D; i++) {
+            grad[t * row + h * D + i] += ds * wide(in[j * row + C + h * D + i]);  // dq
+            grad[j * row + C + h * D + i] += ds * wide(q[i]);                      // dk
+          }
+        }
+      }
+    for (size_t i = 0; i < T * row; i++) dqkv[b * T * row + i] = narrow(grad[i]);
   }
 }
 

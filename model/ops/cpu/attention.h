@@ -16,4 +16,11 @@ void attention(float* out, const float* q, size_t q_stride, const float* k_cache
                const float* v_cache, size_t T, size_t L, size_t C, size_t H,
                const AttentionSpec& options = {}, float* probs = nullptr);
 
+// The backward of training's attention: B sequences of T tokens, each attending within itself
+// (causal: token t sees 0..t), q, k and v the column blocks of the fused QKV projection. The
+// softmax weights are recomputed (materialised per query, in double).
+//   dout [B, T, C], qkv [B, T, 3C] -> dqkv [B, T, 3C]
+void attention_backward(float* dqkv, const float* dout, const float* qkv, size_t B, size_t T,
+                        size_t C, size_t H, const AttentionSpec& spec = {});
+
 }  // namespace model::cpu

@@ -1,8 +1,12 @@
 #include "model/ops/cpu/embedding.h"
 
 #include <cmath>
+#include <map>
 #include <stdexcept>
 #include <string>
+#include <vector>
+
+#include "model/ops/cpu/common.h"
 
 namespace model::cpu {
 
@@ -30,6 +34,23 @@ void embedding(float* out, const int32_t* ids, const float* wte, const float* wp
       out[t * C + c] = static_cast<float>(x);
     }
   }
+}
+
+void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* ids, size_t B,
+                        size_t T, size_t C) {
+  std::map<int32_t, std::vector<double>> rows;  // the touched rows of dwte
+  std::vector<double> pos(dwpe ? T * C : 0, 0.0);
+  for (size_t i = 0; i < B * T; i++) {
+    std::vector<double>& r = rows[ids[i]];
+    r.resize(C, 0.0);
+    for (size_t c = 0; c < C; c++) {
+      r[c] += wide(dout[i * C + c]);
+      if (dwpe) pos[(i % T) * C + c] += wide(dout[i * C + c]);
+    }
+  }
+  for (const auto& [id, r] : rows)
+    for (size_t c = 0; c < C; c++) dwte[size_t(id) * C + c] = narrow(wide(dwte[size_t(id) * C + c]) + r[c]);
+  for (size_t i = 0; i < pos.size(); i++) dwpe[i] = narrow(wide(dwpe[i]) + pos[i]);
 }
 
 }  // namespace model::cpu

@@ -13,4 +13,10 @@ namespace model::cpu {
 void layernorm(float* out, const float* x, const float* gamma, const float* beta, size_t T,
                size_t C, float eps, model::LayerNormKind kind);
 
+// The backward of cpu::layernorm: dx from dout; dgamma, dbeta += their sums over the rows.
+//   dout [T, C], x [T, C], gamma [C] -> dx [T, C]; dgamma, dbeta [C] accumulated
+void layernorm_backward(float* dx, float* dgamma, float* dbeta, const float* dout, const float* x,
+                        const float* gamma, size_t T, size_t C, float eps,
+                        model::LayerNormKind kind);
+
 }  // namespace model::cpu

@@ -15,4 +15,11 @@ void matmul(float* out, const float* x, const float* w, const float* bias, const
             size_t T, size_t K, size_t N, model::WeightLayout layout,
             model::Activation act = model::Activation::None);
 
+// The backward of cpu::matmul without its activation (activation_backward comes first):
+// dx = dout W^T, dw += x^T dout (in w's layout), dbias += the column sums of dout. dbias may be
+// null (no bias).
+//   dout [T, N], x [T, K], w [K, N] or [N, K] -> dx [T, K]; dw like w, dbias [N] accumulated
+void matmul_backward(float* dx, float* dw, float* dbias, const float* dout, const float* x,
+                     const float* w, size_t T, size_t K, size_t N, model::WeightLayout layout);
+
 }  // namespace model::cpu
