@@ -107,3 +107,48 @@ TEST_CASE("activation rejects bad arguments") {
   rec.run();
   CHECK(rec.stats().dispatches == 0);
 }
+
+// activation_backward: dx = dout * f'(x), against model::cpu::activation_backward (double).
+// Tolerance for both gelus: |d| <= 1e-6 + 1e-6 |ref|. f' is a sum of two fp32 terms of at most
+// ~1.13 (the slope's peak) carrying gelu's own errors (tanh through exp, the erf approximation
+// to ~3e-7, exp(-x^2 / 2)), each a few ulp; measured on lavapipe over the same inputs and dout in
+// [-1, 1]: max |d| 1.8e-7 (tanh) and 1.2e-7 (erf). relu and identity are exact (dout times 1 or
+// 0).
+TEST_CASE("activation_backward matches the CPU reference") {
+  GPU_TEST(g);
+  const std::vector<float> x = inputs();
+  const std::vector<float> dout = test::random_floats(x.size(), 9);
+  const size_t bytes = x.size() * sizeof(float);
+  vk::Arena arena(g.device, 6 * bytes + 65536, vk::MemoryKind::Device, "test activation_backward");
+  const vk::BufferSpan gx = test::to_gpu(g.device, arena, x), gd = test::to_gpu(g.device, arena, dout);
+  for (Act kind : {Act::GeluTanh, Act::GeluErf, Act::Relu, Act::None}) {
+    std::vector<float> ref(x.size());
+    model::cpu::activation_backward(ref.data(), dout.data(), x.data(), x.size(), kind);
+    const vk::BufferSpan dx = arena.alloc(bytes);
+    vk::Recorder rec(g.device);
+    rec.begin();
+    model::gpu::activation_backward(g.kernels, rec, dx, gd, gx, static_cast<uint32_t>(x.size()), kind);
+    rec.run();
+    const bool exact = kind == Act::Relu || kind == Act::None;
+    CHECK(test::close("activation_backward " + std::to_string(int(kind)),
+                      test::from_gpu(g.device, dx, x.size()), ref,
+                      exact ? test::Tolerance{0, 0} : test::Tolerance{1e-6, 1e-6}));
+  }
+  // In place over dout, and split over a lowered maxStorageBufferRange (chunks of 256).
+  test::LoweredGpu small(g, {.max_storage_buffer_range = 1024});
+  const std::vector<float> xs(x.begin(), x.begin() + 1000), ds(dout.begin(), dout.begin() + 1000);
+  std::vector<float> ref(1000);
+  model::cpu::activation_backward(ref.data(), ds.data(), xs.data(), 1000, Act::GeluTanh);
+  vk::Arena a2(small.device, 3 * 4096, vk::MemoryKind::Device, "test activation_backward split");
+  const vk::BufferSpan sx = test::to_gpu(small.device, a2, xs), sd = test::to_gpu(small.device, a2, ds);
+  vk::Recorder rec(small.device);
+  rec.begin();
+  model::gpu::activation_backward(small.kernels, rec, sd, sd, sx, 1000, Act::GeluTanh);
+  rec.run();
+  CHECK(rec.stats().dispatches == 4);
+  CHECK(test::close("activation_backward split in place", test::from_gpu(small.device, sd, 1000),
+                    ref, {1e-6, 1e-6}));
+  CHECK_THROWS_WITH_AS(
+      model::gpu::activation_backward(small.kernels, rec, sd, sd, sx.sub(0, 400), 1000, Act::Relu),
+      doctest::Contains("activation_backward: x"), vk::Error);
+}

@@ -43,3 +43,22 @@ float activate(float x, uint kind) {
   if (kind == ACT_RELU) return max(x, 0.0);
   return x;
 }
+
+// f'(x) of activate(x, kind), for activation_backward.comp. ReLU's derivative at 0 is 0.
+float activation_slope(float x, uint kind) {
+  if (kind == ACT_GELU_TANH) {
+    // 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 0.044715 x^2), t = tanh(u) as gelu_tanh takes it,
+    // and 1 - t^2 = 4e / (1 + e)^2 (no cancellation as |t| -> 1).
+    const float c = 0.7978845608028654;
+    float u = c * (x + 0.044715 * x * x * x);
+    float e = exp(-2.0 * abs(u));
+    float t = sign(u) * (1.0 - e) / (1.0 + e);
+    float sech2 = 4.0 * e / ((1.0 + e) * (1.0 + e));
+    return 0.5 * (1.0 + t) + 0.5 * x * sech2 * c * (1.0 + 0.134145 * x * x);
+  }
+  if (kind == ACT_GELU_ERF)
+    return 0.5 * (1.0 + erf_approx(x * 0.7071067811865476)) +
+           x * exp(-0.5 * x * x) * 0.3989422804014327;
+  if (kind == ACT_RELU) return x > 0.0 ? 1.0 : 0.0;
+  return 1.0;
+}

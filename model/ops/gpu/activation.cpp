@@ -1,32 +1,53 @@
 #include "model/ops/gpu/activation.h"
 
 #include <algorithm>
+#include <initializer_list>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "shaders/activation.h"
 #include "vk/check.h"
 
 namespace model::gpu {
 
-void activation(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
-                const vk::BufferSpan& x, uint32_t n, Activation kind) {
+namespace {
+
+// activation() and activation_backward(): one dispatch per chunk of whole aligned blocks, so
+// every chunk's bindings start aligned too. The first span is written, the others read.
+using Named = std::pair<const char*, const vk::BufferSpan*>;
+void elementwise(vk::Kernels& k, vk::Recorder& rec, const char* op,
+                 std::initializer_list<Named> spans, uint32_t n, Activation kind) {
   const auto kind_id = static_cast<uint32_t>(kind);
   if (kind_id > push::ACT_RELU)
-    throw vk::Error("activation: unknown kind " + std::to_string(kind_id));
-  require_elements("activation", "out", out, n);
-  require_elements("activation", "x", x, n);
+    throw vk::Error(std::string(op) + ": unknown kind " + std::to_string(kind_id));
+  for (const auto& [name, span] : spans) require_elements(op, name, *span, n);
   if (n == 0) return;
-
-  // Chunks of whole aligned blocks, so every chunk's binding starts aligned too.
   const vk::DeviceCaps& caps = k.device().caps();
   const uint64_t block = binding_alignment(caps);
   const uint64_t chunk = caps.max_storage_buffer_range / block * block / sizeof(float);
-  const vk::Pipeline& p = k.get("activation", {{default_workgroup(caps), 1, 1}, {kind_id}});
+  const vk::Pipeline& p = k.get(op, {{default_workgroup(caps), 1, 1}, {kind_id}});
   for (uint64_t i = 0; i < n; i += chunk) {
     const uint64_t m = std::min<uint64_t>(chunk, n - i), off = i * sizeof(float),
                    bytes = m * sizeof(float);
-    rec.dispatch(p, {out.sub(off, bytes), x.sub(off, bytes)},
-                 push::ActivationPush{static_cast<uint32_t>(m)}, vk::groups_for(k.device(), p, m));
+    std::vector<vk::BufferSpan> bindings;
+    for (const auto& named : spans) bindings.push_back(named.second->sub(off, bytes));
+    rec.dispatch(p, bindings, push::ActivationPush{static_cast<uint32_t>(m)},
+                 vk::groups_for(k.device(), p, m));
   }
+}
+
+}  // namespace
+
+void activation(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+                const vk::BufferSpan& x, uint32_t n, Activation kind) {
+  elementwise(k, rec, "activation", {{"out", &out}, {"x", &x}}, n, kind);
+}
+
+void activation_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& dx,
+                         const vk::BufferSpan& dout, const vk::BufferSpan& x, uint32_t n,
+                         Activation kind) {
+  elementwise(k, rec, "activation_backward", {{"dx", &dx}, {"dout", &dout}, {"x", &x}}, n, kind);
 }
 
 }  // namespace model::gpu

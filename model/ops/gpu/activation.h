@@ -1,4 +1,4 @@
-// Host wrapper of shaders/activation.comp.
+// Host wrappers of shaders/activation.comp and activation_backward.comp.
 #pragma once
 #include "model/ops/gpu/common.h"
 
@@ -11,5 +11,11 @@ namespace model::gpu {
 // spans too small. n == 0 records nothing.
 void activation(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
                 const vk::BufferSpan& x, uint32_t n, Activation kind);
+
+// The backward (training): dx[n] = dout[n] * f'(x[n]), x the activation's input. dx may be the
+// same span as dout. The same chunking and errors as activation().    [n], [n] -> [n]
+void activation_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& dx,
+                         const vk::BufferSpan& dout, const vk::BufferSpan& x, uint32_t n,
+                         Activation kind);
 
 }  // namespace model::gpu

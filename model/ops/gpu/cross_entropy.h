@@ -1,0 +1,16 @@
+// Host wrapper of shaders/cross_entropy.comp.
+#pragma once
+#include "model/ops/gpu/common.h"
+
+namespace model::gpu {
+
+// Softmax and cross-entropy fused (training): for each of N rows, losses[r] = logsumexp(l[r]) -
+// l[r][targets[r]], and the logits become the gradient of the mean loss over `mean_over` rows:
+// (softmax(l[r]) - onehot(targets[r])) / mean_over. A target outside [0, V) gives that row a NaN
+// loss. Rows past what one binding may hold go in several dispatches.
+//   logits [N, V] (in place -> dlogits), targets [N] int32 -> losses [N]
+void cross_entropy(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& losses,
+                   const vk::BufferSpan& logits, const vk::BufferSpan& targets, uint32_t N,
+                   uint32_t V, uint32_t mean_over);
+
+}  // namespace model::gpu
