@@ -1,0 +1,35 @@
+// Host wrappers of the optimizer shaders (training): shaders/grad_sum_squares.comp and
+// shaders/adamw.comp.
+#pragma once
+#include <span>
+
+#include "model/ops/gpu/common.h"
+
+namespace model::gpu {
+
+// Floats of scratch grad_sum_squares needs for tensors of these sizes: their partial sums.
+uint64_t grad_sum_squares_scratch(const vk::DeviceCaps& caps, std::span<const uint64_t> counts);
+
+// out[0] = the sum of the squares of every element of every tensor (tensors[i] holds counts[i]
+// floats), the square of the global norm that clipping compares: partial sums of fixed chunks
+// into scratch, then one workgroup sums them, in an order fixed by the sizes alone.
+//   tensors -> out [1]
+void grad_sum_squares(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+                      const vk::BufferSpan& scratch, std::span<const vk::BufferSpan> tensors,
+                      std::span<const uint64_t> counts);
+
+// One step of torch.optim.AdamW (or SGD) on one tensor, as cpu::adamw / cpu::sgd, with the
+// gradient scaled by clip / (norm + 1e-6) where clip > 0 and norm, the square root of norm_sq[0]
+// (grad_sum_squares), exceeds it. weight_decay is this tensor's (0 for biases and LayerNorm
+// parameters). step counts from 1. SGD leaves m and v alone (any spans of n floats).
+struct OptimizerStep {
+  bool sgd = false;
+  float lr = 3e-4f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.0f, clip = 0.0f;
+  uint64_t step = 1;
+};
+//   param, m, v [n] updated in place; grad [n], norm_sq [1]
+void adamw(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& param, const vk::BufferSpan& m,
+           const vk::BufferSpan& v, const vk::BufferSpan& grad, const vk::BufferSpan& norm_sq,
+           uint64_t n, const OptimizerStep& o);
+
+}  // namespace model::gpu
