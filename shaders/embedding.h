@@ -26,6 +26,19 @@ struct EmbeddingPush {
   // every decode step; 0: the Step binding is not read.
   uint dynamic_pos;
 };
+
+// embedding_backward.comp (training): dwte[ids[i], c] += dout[i, c] for the tokens whose id lies
+// in [v_begin, v_end) (this dispatch's rows of dwte), and with `learned` dwpe[i % T, c] +=
+// dout[i, c], each channel's sums in token order.     dout [n, C], ids [n] -> dwte, dwpe
+struct EmbeddingBackwardPush {
+  uint n;         // tokens: B sequences of T
+  uint T;         // tokens per sequence, from position 0
+  uint C;         // channels
+  uint v_begin;   // first vocabulary row of this dispatch's dwte binding
+  uint v_end;     // one past its last row
+  uint wte_skip;  // elements from the start of the dwte binding to row v_begin
+  uint learned;   // 1: dwpe too (one dispatch only)
+};
 PUSH_NAMESPACE_END
 
 #endif

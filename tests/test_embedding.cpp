@@ -257,3 +257,49 @@ TEST_CASE("embedding rejects bad arguments") {
   run(3, 3, &wpe.gpu, PositionKind::Learned);  // the last rows of wpe are fine
   rec.end();
 }
+
+// embedding_backward: GPU (fp32 adds in token order) against model::cpu::embedding_backward
+// (each row's sum in double, added once). Tolerance |d| <= 1e-6 + 1e-6 |ref|: a row's sum of k
+// repeats rounds k times in fp32 (k <= 5 here), ~k ulp of values below 4.
+namespace {
+
+void check_backward(const vk::Device& device, vk::Kernels& kernels, uint32_t B, uint32_t T,
+                    uint32_t C, uint32_t V, bool learned, unsigned seed, uint32_t dispatches) {
+  const uint32_t n = B * T;
+  std::vector<int32_t> ids;
+  for (float u : test::random_floats(n, seed, 0.0f, 1.0f))
+    ids.push_back(std::min<int32_t>(static_cast<int32_t>(u * 0.5f * static_cast<float>(V)), int32_t(V) - 1));
+  ids[0] = ids[n - 1] = int32_t(V) - 1;  // the last row, and a repeat
+  const std::vector<float> dout = test::random_floats(size_t{n} * C, seed + 1);
+  // Gradients already there (a tied head's): the op adds to them.
+  std::vector<float> dwte = test::random_floats(size_t{V} * C, seed + 2),
+                     dwpe = test::random_floats(size_t{T} * C, seed + 3);
+  vk::Arena arena(device, (dwte.size() + dwpe.size() + dout.size() + n) * 4 + 65536 * 4,
+                  vk::MemoryKind::Device, "test embedding_backward");
+  const vk::BufferSpan gwte = test::to_gpu(device, arena, dwte), gwpe = test::to_gpu(device, arena, dwpe),
+                       gout = test::to_gpu(device, arena, dout), gids = arena.alloc(size_t{n} * 4);
+  model::gpu::upload_ids(device, gids, ids, V);
+  vk::Recorder rec(device);
+  rec.begin();
+  model::gpu::embedding_backward(kernels, rec, gwte, learned ? &gwpe : nullptr, gout, gids, n, T, C, V);
+  rec.run();
+  CHECK(rec.stats().dispatches == dispatches);
+  model::cpu::embedding_backward(dwte.data(), learned ? dwpe.data() : nullptr, dout.data(), ids.data(),
+                                 B, T, C);
+  const std::string what = "embedding_backward B=" + std::to_string(B) + " T=" + std::to_string(T) +
+                           " C=" + std::to_string(C) + " V=" + std::to_string(V);
+  CHECK(test::close(what + ": dwte", test::from_gpu(device, gwte, dwte.size()), dwte, {1e-6, 1e-6}));
+  CHECK(test::close(what + ": dwpe", test::from_gpu(device, gwpe, dwpe.size()), dwpe, {1e-6, 1e-6}));
+}
+
+}  // namespace
+
+TEST_CASE("embedding_backward matches the CPU reference") {
+  GPU_TEST(g);
+  check_backward(g.device, g.kernels, 3, 7, 33, 10, true, 500, 1);   // many repeats of 5 ids
+  check_backward(g.device, g.kernels, 2, 16, 64, 300, false, 510, 1);
+  // dwte in blocks of rows past a lowered maxStorageBufferRange: 4096 bytes hold 15 rows of 64
+  // (and the alignment slack), so 300 rows take 20 dispatches.
+  test::LoweredGpu small(g, {.max_storage_buffer_range = 4096});
+  check_backward(small.device, small.kernels, 2, 8, 64, 300, true, 520, 20);
+}

@@ -1,4 +1,5 @@
-// Host wrapper of shaders/embedding.comp: token plus position embedding.
+// Host wrappers of shaders/embedding.comp (token plus position embedding) and
+// embedding_backward.comp (its gradient, for training).
 #pragma once
 #include <span>
 
@@ -19,6 +20,16 @@ void embedding(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
                const vk::BufferSpan& ids, const Weight& wte, const Weight* wpe, uint32_t T,
                uint32_t C, uint32_t V, uint32_t n_pos, uint32_t pos_offset, PositionKind position,
                bool wte_interleaved = false, const vk::BufferSpan* step = nullptr);
+
+// The backward (training), as cpu::embedding_backward: for B sequences of T tokens from position
+// 0, dwte[ids[i]] += dout[i] and, where dwpe is given (learned positions), dwpe[i % T] += dout[i],
+// each channel summed in token order (the same bits every run). Ids must be valid (upload_ids).
+// dwte (fp32) may exceed maxStorageBufferRange: it is then bound as blocks of rows, one
+// dispatch each. n = B * T.
+//   dout [n, C], ids [n] -> dwte [V, C], dwpe [>= T, C] accumulated
+void embedding_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& dwte,
+                        const vk::BufferSpan* dwpe, const vk::BufferSpan& dout,
+                        const vk::BufferSpan& ids, uint32_t n, uint32_t T, uint32_t C, uint32_t V);
 
 // Checks every id against the vocabulary [0, V) and uploads them as int32 [T] into dst. Throws
 // vk::Error naming the first bad position and id, before anything is copied.
