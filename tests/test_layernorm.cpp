@@ -185,3 +185,57 @@ TEST_CASE("layernorm rejects bad arguments") {
                                         Kind::Standard, Kernel::Texel),
                          doctest::Contains("not a multiple of 4"), vk::Error);
 }
+
+// layernorm_backward: GPU (fp32; the forward's two-pass statistics) against
+// model::cpu::layernorm_backward (double). Tolerance, tolerance() above: |d| <= 1e-5 max|ref| +
+// 1e-5 |ref| for dx (the statistics' rounding as in the forward, then two more sums over C) and
+// for dgamma and dbeta (sums over T rows of fp32 products, ~T ulp of the largest term).
+namespace {
+
+void check_backward(vk::Kernels& kernels, const Inputs& in, float eps, Kind kind, unsigned seed) {
+  const vk::Device& dev = kernels.device();
+  const size_t n = in.x.size();
+  const std::vector<float> dout = test::random_floats(n, seed);
+  std::vector<float> dgamma = test::random_floats(in.C, seed + 1), dbeta = test::random_floats(in.C, seed + 2);
+  vk::Arena arena(dev, (4 * n + 6 * in.C + 4 * in.T) * sizeof(float) + 65536, vk::MemoryKind::Device,
+                  "test layernorm_backward");
+  const vk::BufferSpan x = test::to_gpu(dev, arena, in.x), gamma = test::to_gpu(dev, arena, in.gamma),
+                       d = test::to_gpu(dev, arena, dout), dg = test::to_gpu(dev, arena, dgamma),
+                       db = test::to_gpu(dev, arena, dbeta), dx = arena.alloc(n * 4),
+                       stats = arena.alloc(size_t{in.T} * 16);
+  vk::Recorder rec(dev);
+  rec.begin();
+  model::gpu::layernorm_backward(kernels, rec, dx, dg, db, stats, d, x, gamma, in.T, in.C, eps, kind);
+  rec.run();
+  CHECK(rec.stats().dispatches == 2);
+  std::vector<float> ref(n);
+  model::cpu::layernorm_backward(ref.data(), dgamma.data(), dbeta.data(), dout.data(), in.x.data(),
+                                 in.gamma.data(), in.T, in.C, eps, kind);
+  const std::string what = std::string(kind == Kind::Standard ? "standard" : "std + eps") +
+                           " T=" + std::to_string(in.T) + " C=" + std::to_string(in.C);
+  CHECK(test::close("layernorm_backward " + what + ": dx", test::from_gpu(dev, dx, n), ref, tolerance(ref)));
+  CHECK(test::close("layernorm_backward " + what + ": dgamma", test::from_gpu(dev, dg, in.C), dgamma,
+                    tolerance(dgamma)));
+  CHECK(test::close("layernorm_backward " + what + ": dbeta", test::from_gpu(dev, db, in.C), dbeta,
+                    tolerance(dbeta)));
+}
+
+}  // namespace
+
+TEST_CASE("layernorm_backward matches the CPU reference") {
+  GPU_TEST(g);
+  for (Kind kind : {Kind::Standard, Kind::StdPlusEps}) {
+    check_backward(g.kernels, make_inputs(37, 100, 700), 1e-5f, kind, 710);
+    check_backward(g.kernels, make_inputs(5, 768, 720), 1e-5f, kind, 730);
+    // Residual-stream rows: a mean near 1000, a small spread.
+    check_backward(g.kernels, make_inputs(9, 64, 740, 995.0f, 1005.0f), 1e-5f, kind, 750);
+  }
+  // The same limits as the forward: a bad kind, too small a span.
+  vk::Arena arena(g.device, 65536, vk::MemoryKind::Device, "test layernorm_backward errors");
+  const vk::BufferSpan a = arena.alloc(4000), s = arena.alloc(16);
+  vk::Recorder rec(g.device);
+  rec.begin();
+  CHECK_THROWS_WITH_AS(model::gpu::layernorm_backward(g.kernels, rec, a, a, a, s, a, a, a, 10, 100, 1e-5f),
+                       doctest::Contains("layernorm_backward: stats"), vk::Error);
+  rec.end();
+}

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "vk/check.h"
 
@@ -36,16 +37,29 @@ bool use_texel(const vk::Device& device, const vk::BufferSpan& x, const vk::Buff
   return why_not.empty() && (asked == LayerNormKernel::Texel || kernel_policy(device).texel_layernorm);
 }
 
+// The checks layernorm() and layernorm_backward() share.
+void check_args(const char* op, uint32_t C, float eps, LayerNormKind kind) {
+  if (kind != LayerNormKind::Standard && kind != LayerNormKind::StdPlusEps) fail(op, "unknown kind");
+  if (C == 0) fail(op, "C must be at least 1");
+  if (kind == LayerNormKind::StdPlusEps && C < 2)
+    fail(op, "StdPlusEps needs C >= 2 (the unbiased std divides by C - 1)");
+  if (!(eps >= 0.0f) || !std::isfinite(eps)) fail(op, "eps must be finite and >= 0");
+}
+
+void check_range(const char* op, const vk::DeviceCaps& caps, uint32_t T, uint32_t C) {
+  const uint64_t bytes = uint64_t{T} * C * sizeof(float);
+  if (bytes > caps.max_storage_buffer_range)
+    fail(op, "[T, C] = [" + std::to_string(T) + ", " + std::to_string(C) + "] is " +
+                 std::to_string(bytes) + " bytes, over this device's maxStorageBufferRange " +
+                 std::to_string(caps.max_storage_buffer_range));
+}
+
 }  // namespace
 
 void layernorm(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
                const vk::BufferSpan& x, const vk::BufferSpan& gamma, const vk::BufferSpan& beta,
                uint32_t T, uint32_t C, float eps, LayerNormKind kind, LayerNormKernel kernel) {
-  if (kind != LayerNormKind::Standard && kind != LayerNormKind::StdPlusEps) fail("layernorm", "unknown kind");
-  if (C == 0) fail("layernorm", "C must be at least 1");
-  if (kind == LayerNormKind::StdPlusEps && C < 2)
-    fail("layernorm", "StdPlusEps needs C >= 2 (the unbiased std divides by C - 1)");
-  if (!(eps >= 0.0f) || !std::isfinite(eps)) fail("layernorm", "eps must be finite and >= 0");
+  check_args("layernorm", C, eps, kind);
   const uint64_t count = uint64_t{T} * C, bytes = count * sizeof(float);
   require_elements("layernorm", "out", out, count);
   require_elements("layernorm", "x", x, count);
@@ -53,10 +67,7 @@ void layernorm(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
   require_elements("layernorm", "beta", beta, C);
   if (T == 0) return;
   const vk::DeviceCaps& caps = k.device().caps();
-  if (bytes > caps.max_storage_buffer_range)
-    fail("layernorm", "[T, C] = [" + std::to_string(T) + ", " + std::to_string(C) + "] is " +
-         std::to_string(bytes) + " bytes, over this device's maxStorageBufferRange " +
-         std::to_string(caps.max_storage_buffer_range));
+  check_range("layernorm", caps, T, C);
 
   // Exact ranges, so the recorder's barriers see only what this dispatch touches.
   const uint64_t row_bytes = uint64_t{C} * sizeof(float);
@@ -77,6 +88,38 @@ void layernorm(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
   rec.dispatch(
       p, {out.sub(0, bytes), x.sub(0, bytes), gamma.sub(0, row_bytes), beta.sub(0, row_bytes)},
       push::LayerNormPush{T, C, eps}, vk::fold_groups(k.device(), T, "layernorm"));
+}
+
+void layernorm_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& dx,
+                        const vk::BufferSpan& dgamma, const vk::BufferSpan& dbeta,
+                        const vk::BufferSpan& stats, const vk::BufferSpan& dout,
+                        const vk::BufferSpan& x, const vk::BufferSpan& gamma, uint32_t T,
+                        uint32_t C, float eps, LayerNormKind kind) {
+  const char* op = "layernorm_backward";
+  check_args(op, C, eps, kind);
+  const uint64_t count = uint64_t{T} * C, bytes = count * sizeof(float);
+  require_elements(op, "dx", dx, count);
+  require_elements(op, "dgamma", dgamma, C);
+  require_elements(op, "dbeta", dbeta, C);
+  require_elements(op, "stats", stats, uint64_t{T} * 4);
+  require_elements(op, "dout", dout, count);
+  require_elements(op, "x", x, count);
+  require_elements(op, "gamma", gamma, C);
+  if (T == 0) return;
+  const vk::DeviceCaps& caps = k.device().caps();
+  check_range(op, caps, T, C);
+  require_shared_memory(caps, op, push::LAYERNORM_MAX_WORKGROUP * 2 * uint32_t{sizeof(float)});
+  const uint64_t row_bytes = uint64_t{C} * sizeof(float);
+  const std::vector<vk::BufferSpan> bindings{dx.sub(0, bytes),      dgamma.sub(0, row_bytes),
+                                             dbeta.sub(0, row_bytes), stats.sub(0, uint64_t{T} * 16),
+                                             dout.sub(0, bytes),    x.sub(0, bytes),
+                                             gamma.sub(0, row_bytes)};
+  const auto kind_id = static_cast<uint32_t>(kind);
+  const uint32_t wg = std::min(row_workgroup(caps, C), push::LAYERNORM_MAX_WORKGROUP);
+  rec.dispatch(k.get(op, {{wg, 1, 1}, {kind_id, 0u}}), bindings, push::LayerNormPush{T, C, eps},
+               vk::fold_groups(k.device(), T, op));
+  const vk::Pipeline& params = k.get(op, {{default_workgroup(caps), 1, 1}, {kind_id, 1u}});
+  rec.dispatch(params, bindings, push::LayerNormPush{T, C, eps}, vk::groups_for(k.device(), params, C));
 }
 
 }  // namespace model::gpu

@@ -1,4 +1,4 @@
-// Host wrapper of shaders/layernorm.comp and layernorm_texel.comp.
+// Host wrappers of shaders/layernorm.comp, layernorm_texel.comp and layernorm_backward.comp.
 #pragma once
 #include "model/ops/gpu/common.h"
 #include "shaders/layernorm.h"
@@ -25,5 +25,16 @@ void layernorm(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
                uint32_t T, uint32_t C, float eps, LayerNormKind kind = LayerNormKind::Standard,
                LayerNormKernel kernel = LayerNormKernel::Auto);
 
+// The backward (training), as cpu::layernorm_backward: dx from dout, and dgamma, dbeta += their
+// sums over the rows (in row order: the same bits every run). Two dispatches: a workgroup per
+// row for dx (the forward's statistics recomputed as layernorm.comp computes them), then an
+// invocation per channel for dgamma and dbeta. stats is scratch of 4 floats per row. The same
+// limits and errors as layernorm().
+//   dout [T, C], x [T, C], gamma [C] -> dx [T, C]; dgamma, dbeta [C] accumulated
+void layernorm_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& dx,
+                        const vk::BufferSpan& dgamma, const vk::BufferSpan& dbeta,
+                        const vk::BufferSpan& stats, const vk::BufferSpan& dout,
+                        const vk::BufferSpan& x, const vk::BufferSpan& gamma, uint32_t T,
+                        uint32_t C, float eps, LayerNormKind kind = LayerNormKind::Standard);
 
 }  // namespace model::gpu

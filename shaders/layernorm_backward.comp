@@ -1,0 +1,86 @@
+#version 450
+// The backward of layernorm.comp (training), in two passes (a specialization constant):
+//   PARAMS = false: one workgroup per row, with layernorm.comp's two-pass statistics (the same
+//     m1, shift and scale a): g = dout * gamma, then
+//       dx = a (g - mean(g)) + sum(g * dev) * da * dev,  dev = (x - m1) - shift,
+//     da = d a / d x_j / dev_j: -a^3 / C (Standard) or -a^2 / ((C - 1) std) (StdPlusEps);
+//     the row's m1, shift and a go to stats for the second pass.
+//   PARAMS = true: one invocation per channel, over the rows in order:
+//       dgamma[c] += sum_t dout[t, c] dev[t, c] a[t],  dbeta[c] += sum_t dout[t, c]
+//     No float atomics: the same bits every run.
+#extension GL_GOOGLE_include_directive : require
+#include "layernorm.h"
+#include "common/index.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 3) const uint KIND = LAYERNORM_STANDARD;
+layout(constant_id = 4) const bool PARAMS = false;
+
+layout(binding = 0) buffer Dx { float dx[]; };                // [T, C], written by pass 1
+layout(binding = 1) buffer Dgamma { float dgamma[]; };        // [C], accumulated by pass 2
+layout(binding = 2) buffer Dbeta { float dbeta[]; };          // [C], accumulated by pass 2
+layout(binding = 3) buffer Stats { vec4 stats[]; };           // [T]: m1, shift, a (pass 1 -> 2)
+layout(binding = 4) readonly buffer Dout { float dout[]; };   // [T, C]
+layout(binding = 5) readonly buffer X { float x[]; };         // [T, C], the forward's input
+layout(binding = 6) readonly buffer Gamma { float gamma[]; }; // [C]
+layout(push_constant) uniform Push { LayerNormPush p; };
+
+const uint WG = gl_WorkGroupSize.x;
+#define REDUCE_T vec2
+shared REDUCE_T red[LAYERNORM_MAX_WORKGROUP];  // WG used
+#include "common/reduce.glsl"
+
+void params() {
+  const uint c = flat_index();
+  if (c >= p.C) return;
+  float dg = 0.0, db = 0.0;
+  for (uint t = 0; t < p.T; t++) {
+    const vec4 s = stats[t];
+    const float g = dout[t * p.C + c];
+    dg += g * (((x[t * p.C + c] - s.x) - s.y) * s.z);
+    db += g;
+  }
+  dgamma[c] += dg;
+  dbeta[c] += db;
+}
+
+void main() {
+  if (PARAMS) {
+    params();
+    return;
+  }
+  const uint row = flat_group();
+  if (row >= p.T) return;  // the whole workgroup leaves together: barriers stay uniform
+  const uint tid = gl_LocalInvocationID.x, base = row * p.C;
+  const float n = float(p.C);
+
+  float s = 0.0;
+  for (uint i = tid; i < p.C; i += WG) s += x[base + i];
+  const float m1 = workgroup_sum(vec2(s, 0.0)).x / n;
+  vec2 acc = vec2(0.0);
+  for (uint i = tid; i < p.C; i += WG) {
+    const float d = x[base + i] - m1;
+    acc += vec2(d, d * d);
+  }
+  acc = workgroup_sum(acc);
+  const float shift = acc.x / n;
+  const float m2 = max(acc.y - acc.x * shift, 0.0);
+  const bool standard = KIND == LAYERNORM_STANDARD;
+  const float sd = standard ? 0.0 : sqrt(m2 / (n - 1.0));
+  const float a = standard ? inversesqrt(m2 / n + p.eps) : 1.0 / (sd + p.eps);
+  const float da = standard ? -a * a * a / n : sd > 0.0 ? -a * a / ((n - 1.0) * sd) : 0.0;
+
+  // sum(g) and sum(g * dev)
+  vec2 gs = vec2(0.0);
+  for (uint i = tid; i < p.C; i += WG) {
+    const float g = dout[base + i] * gamma[i];
+    gs += vec2(g, g * ((x[base + i] - m1) - shift));
+  }
+  gs = workgroup_sum(gs);
+  const float g_mean = gs.x / n;
+  for (uint i = tid; i < p.C; i += WG) {
+    const float dev = (x[base + i] - m1) - shift;
+    dx[base + i] = a * (dout[base + i] * gamma[i] - g_mean) + gs.y * da * dev;
+  }
+  if (tid == 0) stats[row] = vec4(m1, shift, a, 0.0);
+}
