@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "model/ops/gpu/kv_store.h"
 #include "shaders/attention.h"
+#include "shaders/attention_backward.h"
 #include "vk/check.h"
 
 namespace model::gpu {
@@ -358,6 +361,43 @@ void attention_store(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& ou
   }
   kv_store(k, rec, k_cache, v_cache, qkv, T, C, pos, options.step);
   attention(k, rec, out, qkv, 3 * C, k_cache, v_cache, T, L, C, H, options);
+}
+
+uint64_t attention_backward_stats_bytes(uint32_t B, uint32_t T, uint32_t H) {
+  return uint64_t{B} * H * T * 2 * sizeof(float);
+}
+
+void attention_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& dqkv,
+                        const vk::BufferSpan& stats, const vk::BufferSpan& dout,
+                        const vk::BufferSpan& qkv, uint32_t B, uint32_t T, uint32_t C, uint32_t H,
+                        const AttentionSpec& spec) {
+  const char* op = "attention_backward";
+  if (H == 0 || C == 0 || C % H != 0)
+    fail(op, "C=" + str(C) + " is not a positive multiple of H=" + str(H) + " heads");
+  const uint32_t D = C / H;
+  if (D > push::ATTENTION_BACKWARD_MAX_D)
+    fail(op, "head dim D=" + str(D) + " exceeds " + str(push::ATTENTION_BACKWARD_MAX_D));
+  const uint64_t rows = uint64_t{B} * T;
+  require_elements(op, "dqkv", dqkv, rows * 3 * C);
+  require_elements(op, "dout", dout, rows * C);
+  require_elements(op, "qkv", qkv, rows * 3 * C);
+  const uint64_t stats_bytes = attention_backward_stats_bytes(B, T, H);
+  require_elements(op, "stats", stats, stats_bytes / sizeof(float));
+  if (rows == 0) return;
+  const vk::DeviceCaps& caps = k.device().caps();
+  const uint64_t qkv_bytes = rows * 3 * C * sizeof(float);
+  if (std::max(qkv_bytes, stats_bytes) > caps.max_storage_buffer_range)
+    fail(op, "qkv's " + str(qkv_bytes) + " bytes exceed what one binding may hold");
+  const float scale = spec.scale != 0 ? spec.scale : 1.0f / std::sqrt(static_cast<float>(D));
+  const push::AttentionBackwardPush push{B, T, C, H, spec.causal ? 1u : 0u, scale};
+  const std::vector<vk::BufferSpan> bindings{dqkv.sub(0, qkv_bytes), stats.sub(0, stats_bytes),
+                                             dout.sub(0, rows * C * sizeof(float)),
+                                             qkv.sub(0, qkv_bytes)};
+  const uint32_t wg = default_workgroup(caps);
+  for (bool keys : {false, true}) {
+    const vk::Pipeline& p = k.get(op, {{wg, 1, 1}, {D, keys ? 1u : 0u}});
+    rec.dispatch(p, bindings, push, vk::groups_for(k.device(), p, rows * H));
+  }
 }
 
 }  // namespace model::gpu

@@ -1,6 +1,7 @@
 // Host wrapper of shaders/attention.comp (storage buffers, any device),
 // shaders/attention_split.comp + attention_merge.comp (split-K decode, the GPU set's) and
-// shaders/attention_texel{,_store}.comp (storage texel buffers, for CPU devices).
+// shaders/attention_texel{,_store}.comp (storage texel buffers, for CPU devices), and
+// shaders/attention_backward.comp (training).
 #pragma once
 #include "model/ops/gpu/common.h"
 
@@ -69,6 +70,19 @@ void attention_store(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& ou
                      const vk::BufferSpan& k_cache, const vk::BufferSpan& v_cache,
                      const vk::BufferSpan& qkv, uint32_t T, uint32_t pos, uint32_t C, uint32_t H,
                      const AttentionOptions& options = {});
+
+// The backward of training's attention, as cpu::attention_backward: B sequences of T tokens,
+// each attending within itself (causal or not), q, k and v the column blocks of the fused QKV
+// projection. Two dispatches (a pass per query for dq, then a pass per key for dk and dv), the
+// softmax weights recomputed in both; every output has one writer and a fixed order of sums.
+// stats is scratch of attention_backward_stats_bytes(). The head dim D = C / H is at most
+// push::ATTENTION_BACKWARD_MAX_D (128); qkv, dout and dqkv must each fit one binding.
+//   dout [B, T, C], qkv [B, T, 3C] -> dqkv [B, T, 3C]
+uint64_t attention_backward_stats_bytes(uint32_t B, uint32_t T, uint32_t H);
+void attention_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& dqkv,
+                        const vk::BufferSpan& stats, const vk::BufferSpan& dout,
+                        const vk::BufferSpan& qkv, uint32_t B, uint32_t T, uint32_t C, uint32_t H,
+                        const AttentionSpec& spec = {});
 
 // attention_store of a batch of T sequences' decode steps (gpt2vk serve's slots): query t is the
 // one new token of a sequence of its own, whose position and cache are row t of `rows`, read

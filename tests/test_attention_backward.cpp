@@ -1,0 +1,76 @@
+// attention_backward: GPU (fp32, the softmax weights recomputed) against
+// model::cpu::attention_backward (double).
+// Tolerance |d| <= 1e-5 max|ref| + 1e-5 |ref|: each gradient is a sum over up to T keys or
+// queries of products of a softmax weight (exp of an fp32 score less an fp32 logsumexp, a few
+// ulp of relative error) and fp32 dot products over D; ~1e-6 relative to the largest value in
+// practice. Checked bit for bit against a second run (one writer per output, a fixed order).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "model/ops/cpu/attention.h"
+#include "model/ops/gpu/attention.h"
+#include "tests/compare.h"
+#include "tests/gpu.h"
+#include "vk/check.h"
+
+namespace {
+
+std::vector<float> run_gpu(test::Gpu& g, const std::vector<float>& dout, const std::vector<float>& qkv,
+                           uint32_t B, uint32_t T, uint32_t C, uint32_t H, const model::AttentionSpec& spec) {
+  vk::Arena arena(g.device, (dout.size() + 2 * qkv.size()) * 4 + 65536 * 4, vk::MemoryKind::Device,
+                  "test attention_backward");
+  const vk::BufferSpan gd = test::to_gpu(g.device, arena, dout), gq = test::to_gpu(g.device, arena, qkv),
+                       dq = arena.alloc(qkv.size() * 4),
+                       stats = arena.alloc(model::gpu::attention_backward_stats_bytes(B, T, H));
+  vk::Recorder rec(g.device);
+  rec.begin();
+  model::gpu::attention_backward(g.kernels, rec, dq, stats, gd, gq, B, T, C, H, spec);
+  rec.run();
+  CHECK(rec.stats().dispatches == 2);
+  return test::from_gpu(g.device, dq, qkv.size());
+}
+
+void check(test::Gpu& g, uint32_t B, uint32_t T, uint32_t C, uint32_t H, const model::AttentionSpec& spec,
+           unsigned seed) {
+  const std::vector<float> qkv = test::random_floats(size_t{B} * T * 3 * C, seed, -1.5f, 1.5f),
+                           dout = test::random_floats(size_t{B} * T * C, seed + 1);
+  std::vector<float> ref(qkv.size());
+  model::cpu::attention_backward(ref.data(), dout.data(), qkv.data(), B, T, C, H, spec);
+  const std::vector<float> got = run_gpu(g, dout, qkv, B, T, C, H, spec);
+  float peak = 0;
+  for (float v : ref) peak = std::max(peak, std::fabs(v));
+  const std::string what = std::string(spec.causal ? "causal" : "bidirectional") + " B=" + std::to_string(B) +
+                           " T=" + std::to_string(T) + " C=" + std::to_string(C) + " H=" + std::to_string(H);
+  CHECK(test::close(what + ": dqkv", got, ref, {1e-5 * double(peak), 1e-5}));
+  const std::vector<float> again = run_gpu(g, dout, qkv, B, T, C, H, spec);
+  CHECK(std::memcmp(again.data(), got.data(), got.size() * 4) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("attention_backward matches the CPU reference") {
+  GPU_TEST(g);
+  check(g, 2, 17, 96, 3, {true, 0}, 1000);   // D = 32
+  check(g, 2, 17, 96, 3, {false, 0}, 1010);  // bidirectional
+  check(g, 1, 40, 128, 2, {true, 0.3f}, 1020);  // D = 64, a given scale
+  check(g, 3, 1, 32, 4, {true, 0}, 1030);     // one token: dq = dk = 0, dv = dout
+  check(g, 1, 9, 128, 1, {true, 0}, 1040);    // one head of 128, the largest D
+}
+
+TEST_CASE("attention_backward rejects what it cannot run") {
+  GPU_TEST(g);
+  vk::Arena arena(g.device, 1 << 20, vk::MemoryKind::Device, "test attention_backward errors");
+  const vk::BufferSpan a = arena.alloc(1 << 18);
+  vk::Recorder rec(g.device);
+  rec.begin();
+  CHECK_THROWS_WITH_AS(model::gpu::attention_backward(g.kernels, rec, a, a, a, a, 1, 4, 96, 5),
+                       doctest::Contains("not a positive multiple of H"), vk::Error);
+  CHECK_THROWS_WITH_AS(model::gpu::attention_backward(g.kernels, rec, a, a, a, a, 1, 4, 256, 1),
+                       doctest::Contains("exceeds 128"), vk::Error);
+  rec.end();
+}
