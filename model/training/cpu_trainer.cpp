@@ -1,0 +1,140 @@
+// The CPU backend of train_graph.h: buffers are host vectors, ops the model::cpu references.
+#include "model/training/cpu_trainer.h"
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/ops/cpu/activation.h"
+#include "model/ops/cpu/attention.h"
+#include "model/ops/cpu/cross_entropy.h"
+#include "model/ops/cpu/embedding.h"
+#include "model/ops/cpu/layernorm.h"
+#include "model/ops/cpu/matmul.h"
+#include "model/training/train_graph.h"
+
+namespace model::training {
+namespace {
+
+using W = float*;
+
+struct CpuTrainBackend {
+  const Config& c;
+  const ModelWeights<W>& w;
+  const ModelWeights<W>& dw;
+  std::span<const int32_t> ids, targets;
+  uint32_t B, T, N;
+  std::map<std::pair<Kept, uint32_t>, std::vector<float>> saved;
+  std::map<Grad, std::vector<float>> grads;
+  double loss = 0;
+
+  uint32_t width(Kept k) const {
+    switch (k) {
+      case Kept::Qkv: return 3 * c.n_embd;
+      case Kept::FcPre:
+      case Kept::FcAct: return c.n_inner;
+      case Kept::Logits: return c.n_vocab;
+      default: return c.n_embd;
+    }
+  }
+  uint32_t width(Grad g) const {
+    return g == Grad::QKV ? 3 * c.n_embd : g == Grad::F ? c.n_inner : c.n_embd;
+  }
+  float* buf(Saved s) {
+    std::vector<float>& v = saved[{s.kind, s.layer}];
+    v.resize(size_t{N} * width(s.kind));
+    return v.data();
+  }
+  float* buf(Grad g) {
+    std::vector<float>& v = grads[g];
+    v.resize(size_t{N} * width(g));
+    return v.data();
+  }
+
+  void embed(Saved out) {
+    for (uint32_t b = 0; b < B; b++)
+      cpu::embedding(buf(out) + size_t{b} * T * c.n_embd, ids.data() + size_t{b} * T, w.wte, w.wpe, T,
+                     c.n_embd, c.n_vocab, c.n_ctx, 0, c.positions);
+  }
+  void layernorm(Saved out, Saved in, const Norm<W>& n) {
+    cpu::layernorm(buf(out), buf(in), n.gamma, n.beta, N, c.n_embd, c.layer_norm_epsilon,
+                   c.layer_norm);
+  }
+  void linear(Saved out, Saved in, const Linear<W>& l, const Saved* residual = nullptr) {
+    cpu::matmul(buf(out), buf(in), l.w, l.b, residual ? buf(*residual) : nullptr, N, l.K, l.N,
+                l.layout);
+  }
+  void activation(Saved out, Saved in) {
+    cpu::activation(buf(out), buf(in), size_t{N} * c.n_inner, c.activation);
+  }
+  void attention(Saved out, Saved qkv) {
+    const uint32_t C = c.n_embd;
+    std::vector<float> k(size_t{T} * C), v(size_t{T} * C);
+    for (uint32_t b = 0; b < B; b++) {
+      const float* in = buf(qkv) + size_t{b} * T * 3 * C;
+      for (uint32_t t = 0; t < T; t++)
+        for (uint32_t i = 0; i < C; i++) {
+          k[size_t{t} * C + i] = in[size_t{t} * 3 * C + C + i];
+          v[size_t{t} * C + i] = in[size_t{t} * 3 * C + 2 * C + i];
+        }
+      cpu::attention(buf(out) + size_t{b} * T * C, in, 3 * C, k.data(), v.data(), T, T, C,
+                     c.n_head, {c.causal, c.attention_scale});
+    }
+  }
+  void cross_entropy(Saved logits) {
+    float* l = buf(logits);
+    std::vector<float> d(size_t{N} * c.n_vocab);
+    loss = cpu::cross_entropy(d.data(), l, targets.data(), N, c.n_vocab);
+    std::copy(d.begin(), d.end(), l);
+  }
+  template <class Out>
+  void linear_backward(const Grad* dx, Out dout, Saved x, const Linear<W>& l, const Linear<W>& dl) {
+    std::vector<float> unused;
+    float* dx_buf = dx ? buf(*dx) : (unused.resize(size_t{N} * l.K), unused.data());
+    cpu::matmul_backward(dx_buf, dl.w, dl.b, buf(dout), buf(x), l.w, N, l.K, l.N, l.layout);
+  }
+  template <class Out>
+  void layernorm_backward(Grad dx, Out dout, Saved x, const Norm<W>& n, const Norm<W>& dn) {
+    cpu::layernorm_backward(buf(dx), dn.gamma, dn.beta, buf(dout), buf(x), n.gamma, N, c.n_embd,
+                            c.layer_norm_epsilon, c.layer_norm);
+  }
+  void activation_backward(Grad dx, Grad dout, Saved x) {
+    cpu::activation_backward(buf(dx), buf(dout), buf(x), size_t{N} * c.n_inner, c.activation);
+  }
+  void attention_backward(Grad dqkv, Grad dout, Saved qkv) {
+    cpu::attention_backward(buf(dqkv), buf(dout), buf(qkv), B, T, c.n_embd, c.n_head,
+                            {c.causal, c.attention_scale});
+  }
+  void add(Grad dst, Grad src) {
+    float* d = buf(dst);
+    const float* s = buf(src);
+    for (size_t i = 0; i < size_t{N} * c.n_embd; i++) d[i] += s[i];
+  }
+  void embed_backward(Grad dout) {
+    cpu::embedding_backward(dw.wte, c.positions == PositionKind::Learned ? dw.wpe : nullptr,
+                            buf(dout), ids.data(), B, T, c.n_embd);
+  }
+};
+
+}  // namespace
+
+double cpu_train_step(Parameters& params, Parameters& grads, std::span<const int32_t> ids,
+                      std::span<const int32_t> targets, uint32_t B, uint32_t T) {
+  const Config& c = params.config();
+  if (ids.size() != size_t{B} * T || targets.size() != ids.size())
+    throw std::invalid_argument("cpu_train_step: ids and targets must hold B * T tokens");
+  if (T > c.n_ctx) throw std::invalid_argument("cpu_train_step: T is past the model's context");
+  for (const ExpectedTensor& e : grads.tensors()) {
+    std::vector<float>& g = grads.tensor(e.name);
+    std::fill(g.begin(), g.end(), 0.0f);
+  }
+  const ModelWeights<W> w = params.weights(), dw = grads.weights();
+  CpuTrainBackend backend{c, w, dw, ids, targets, B, T, B * T, {}, {}, 0};
+  train_step(backend, c, w, dw);
+  return backend.loss;
+}
+
+}  // namespace model::training

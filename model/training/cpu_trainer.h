@@ -1,0 +1,17 @@
+// The CPU reference of a training step: train_graph.h over the model::cpu ops (double
+// accumulation), the proof the GPU trainer is held to.
+#pragma once
+#include <cstdint>
+#include <span>
+
+#include "model/training/parameters.h"
+
+namespace model::training {
+
+// Forward and backward of one step of B sequences of T tokens: ids [B, T] and their targets
+// [B, T] (each the next token). grads is zeroed, then holds d(mean loss)/d(each parameter).
+// Returns the mean cross-entropy over the B * T targets.
+double cpu_train_step(Parameters& params, Parameters& grads, std::span<const int32_t> ids,
+                      std::span<const int32_t> targets, uint32_t B, uint32_t T);
+
+}  // namespace model::training

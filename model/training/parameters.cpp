@@ -1,0 +1,100 @@
+#include "model/training/parameters.h"
+
+#include <cmath>
+#include <random>
+#include <stdexcept>
+
+#include "model/formats/dtype.h"
+
+namespace model::training {
+namespace {
+
+uint64_t elements(const ExpectedTensor& e) {
+  uint64_t n = 1;
+  for (uint64_t d : e.shape) n *= d;
+  return n;
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// N(0, 1) pairs by Box-Muller from 53-bit uniforms of a 64-bit Mersenne Twister (whose output
+// the standard fixes, unlike its distributions').
+class Normal {
+ public:
+  explicit Normal(uint64_t seed) : rng_(seed) {}
+  double next() {
+    if (has_spare_) {
+      has_spare_ = false;
+      return spare_;
+    }
+    const double u1 = (static_cast<double>(rng_() >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]
+    const double u2 = static_cast<double>(rng_() >> 11) * 0x1.0p-53;          // [0, 1)
+    const double r = std::sqrt(-2.0 * std::log(u1)), a = 2.0 * M_PI * u2;
+    spare_ = r * std::sin(a);
+    has_spare_ = true;
+    return r * std::cos(a);
+  }
+
+ private:
+  std::mt19937_64 rng_;
+  double spare_ = 0;
+  bool has_spare_ = false;
+};
+
+}  // namespace
+
+Parameters::Parameters(const Config& config) : config_(config), expected_(expected_tensors(config)) {
+  for (const ExpectedTensor& e : expected_) values_[e.name].assign(elements(e), 0.0f);
+}
+
+Parameters Parameters::from_checkpoint(const Checkpoint& checkpoint) {
+  Parameters p(checkpoint.config());
+  for (const ExpectedTensor& e : p.expected_) p.values_[e.name] = to_f32(checkpoint.tensor(e.name));
+  return p;
+}
+
+void Parameters::init_gpt2(uint64_t seed) {
+  Normal normal(seed);
+  const double residual = 0.02 / std::sqrt(2.0 * config_.n_layer);
+  for (const ExpectedTensor& e : expected_) {
+    std::vector<float>& v = values_[e.name];
+    const bool norm = e.name.find("ln_") != std::string::npos;
+    if (norm) {  // LayerNorm: gain 1, shift 0
+      std::fill(v.begin(), v.end(), ends_with(e.name, ".weight") ? 1.0f : 0.0f);
+    } else if (ends_with(e.name, ".bias")) {
+      std::fill(v.begin(), v.end(), 0.0f);
+    } else {
+      const double sd = ends_with(e.name, "c_proj.weight") ? residual : 0.02;
+      for (float& x : v) x = static_cast<float>(sd * normal.next());
+    }
+  }
+}
+
+std::vector<float>& Parameters::tensor(const std::string& name) {
+  auto it = values_.find(name);
+  if (it == values_.end()) throw std::out_of_range("no parameter named " + name);
+  return it->second;
+}
+
+const std::vector<float>& Parameters::tensor(const std::string& name) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) throw std::out_of_range("no parameter named " + name);
+  return it->second;
+}
+
+uint64_t Parameters::count() const {
+  uint64_t n = 0;
+  for (const auto& [name, v] : values_) n += v.size();
+  return n;
+}
+
+ModelWeights<float*> Parameters::weights() {
+  return map_weights<float*>(config_, [&](const std::string& name) -> float* {
+    auto it = values_.find(name);
+    return it == values_.end() ? nullptr : it->second.data();
+  });
+}
+
+}  // namespace model::training
