@@ -1,6 +1,7 @@
 #version 450
-// add: out[n] = a[n] + b[n], one invocation per element. The runtime tests' probe kernel
-// (tests/add.h); no model runs it.
+// add: out[n] = a[n] + b[n], one invocation per element. Training adds gradients with it
+// (model/ops/gpu/add.h); the runtime tests use it as their probe kernel (tests/add.h). out may
+// alias a or b: each element is read, then written, by one invocation.
 #extension GL_GOOGLE_include_directive : require
 #include "add.h"
 #include "common/index.glsl"

@@ -2,9 +2,11 @@
 // sides (the reference adds in double, which holds the exact sum of two floats, then rounds).
 #include <doctest/doctest.h>
 
+#include "model/ops/gpu/add.h"
 #include "tests/add.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"
+#include "vk/check.h"
 
 TEST_CASE("add matches the CPU reference") {
   GPU_TEST(g);
@@ -42,4 +44,32 @@ TEST_CASE("add in place (out aliases a) chains through automatic barriers") {
   std::vector<float> ref = x;
   for (int step = 0; step < 3; step++) test::cpu_add(ref.data(), ref.data(), d.data(), n);
   CHECK(test::close("add x3", test::from_gpu(g, gx, n), ref, {0, 0}));
+}
+
+// The model's wrappers (training): model::gpu::add in place and split over a lowered
+// maxStorageBufferRange, and model::gpu::fill. Exact, as above.
+TEST_CASE("gpu::add in place in chunks, and gpu::fill") {
+  GPU_TEST(g);
+  test::LoweredGpu small(g, {.max_storage_buffer_range = 1024});  // chunks of 256 floats
+  const uint32_t n = 1000;
+  std::vector<float> a = test::random_floats(n, 5, -1000, 1000), b = test::random_floats(n, 6);
+  vk::Arena arena(small.device, 3 * n * sizeof(float) + 4096, vk::MemoryKind::Device, "test gpu::add");
+  const vk::BufferSpan ga = test::to_gpu(small.device, arena, a), gb = test::to_gpu(small.device, arena, b),
+                       z = arena.alloc(n * sizeof(float));
+  vk::Recorder rec(small.device);
+  rec.begin();
+  model::gpu::add(small.kernels, rec, ga, ga, gb, n);
+  model::gpu::fill(small.kernels, rec, z, n, -2.5f);
+  rec.run();
+  CHECK(rec.stats().dispatches == 8);
+  std::vector<float> ref(n);
+  test::cpu_add(ref.data(), a.data(), b.data(), n);
+  CHECK(test::close("gpu::add in place", test::from_gpu(small.device, ga, n), ref, {0, 0}));
+  CHECK(test::close("gpu::fill", test::from_gpu(small.device, z, n), std::vector<float>(n, -2.5f), {0, 0}));
+  rec.begin();
+  CHECK_THROWS_WITH_AS(model::gpu::add(small.kernels, rec, ga, ga, gb.sub(0, 400), n),
+                       doctest::Contains("add: b"), vk::Error);
+  CHECK_THROWS_WITH_AS(model::gpu::fill(small.kernels, rec, z.sub(0, 400), n, 0.0f),
+                       doctest::Contains("fill: out"), vk::Error);
+  rec.end();
 }

@@ -1,0 +1,49 @@
+#include "model/ops/gpu/add.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "shaders/add.h"
+#include "shaders/fill.h"
+#include "vk/check.h"
+
+namespace model::gpu {
+namespace {
+
+// Elements of one binding: maxStorageBufferRange in whole aligned blocks, so every chunk's
+// bindings start aligned too.
+uint64_t chunk_floats(const vk::DeviceCaps& caps) {
+  const uint64_t block = binding_alignment(caps);
+  return caps.max_storage_buffer_range / block * block / sizeof(float);
+}
+
+}  // namespace
+
+void add(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out, const vk::BufferSpan& a,
+         const vk::BufferSpan& b, uint64_t n) {
+  require_elements("add", "out", out, n);
+  require_elements("add", "a", a, n);
+  require_elements("add", "b", b, n);
+  const vk::DeviceCaps& caps = k.device().caps();
+  const vk::Pipeline& p = k.get("add", {{default_workgroup(caps), 1, 1}, {}});
+  const uint64_t chunk = chunk_floats(caps);
+  for (uint64_t i = 0; i < n; i += chunk) {
+    const uint64_t m = std::min(chunk, n - i), off = i * 4, bytes = m * 4;
+    rec.dispatch(p, {out.sub(off, bytes), a.sub(off, bytes), b.sub(off, bytes)},
+                 push::AddPush{static_cast<uint32_t>(m)}, vk::groups_for(k.device(), p, m));
+  }
+}
+
+void fill(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out, uint64_t n, float value) {
+  require_elements("fill", "out", out, n);
+  const vk::DeviceCaps& caps = k.device().caps();
+  const vk::Pipeline& p = k.get("fill", {{default_workgroup(caps), 1, 1}, {}});
+  const uint64_t chunk = chunk_floats(caps);
+  for (uint64_t i = 0; i < n; i += chunk) {
+    const uint64_t m = std::min(chunk, n - i);
+    rec.dispatch(p, {out.sub(i * 4, m * 4)}, push::FillPush{static_cast<uint32_t>(m), value},
+                 vk::groups_for(k.device(), p, m));
+  }
+}
+
+}  // namespace model::gpu
