@@ -1,7 +1,7 @@
 // Host wrapper of shaders/attention.comp (storage buffers, any device),
 // shaders/attention_split.comp + attention_merge.comp (split-K decode, the GPU set's) and
 // shaders/attention_texel{,_store}.comp (storage texel buffers, for CPU devices), and
-// shaders/attention_backward.comp (training).
+// shaders/attention_sequences.comp and attention_backward.comp (training).
 #pragma once
 #include "model/ops/gpu/common.h"
 
@@ -70,6 +70,15 @@ void attention_store(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& ou
                      const vk::BufferSpan& k_cache, const vk::BufferSpan& v_cache,
                      const vk::BufferSpan& qkv, uint32_t T, uint32_t pos, uint32_t C, uint32_t H,
                      const AttentionOptions& options = {});
+
+// Training's forward: attention within each of B whole sequences of T tokens (causal or not),
+// q, k and v read from the fused QKV projection; one dispatch for all of them. What
+// cpu::attention computes for each sequence with its keys and values as caches of T rows. The
+// head dim D = C / H is at most push::ATTENTION_BACKWARD_MAX_D (128); qkv must fit one binding.
+//   qkv [B, T, 3C] -> out [B, T, C]
+void attention_sequences(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+                         const vk::BufferSpan& qkv, uint32_t B, uint32_t T, uint32_t C,
+                         uint32_t H, const AttentionSpec& spec = {});
 
 // The backward of training's attention, as cpu::attention_backward: B sequences of T tokens,
 // each attending within itself (causal or not), q, k and v the column blocks of the fused QKV
