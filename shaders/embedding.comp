@@ -81,7 +81,8 @@ void main() {
   if (WTE_INTERLEAVED) at = ((row / B * (p.C / e) + c / e) * B + row % B) * e + c % e;
   float x = load_wte(p.wte_skip + at);
   const uint dpos = p.dynamic_pos != 0 ? step_pos : 0;  // rows past pos_offset
-  if (POSITION == POS_LEARNED) x += load_wpe(p.wpe_skip + (dpos + t) * p.C + c);
-  if (POSITION == POS_SINUSOIDAL) x += sinusoid(p.pos_offset + dpos + t, c);
+  const uint tp = t % p.period;                          // the token's place in its sequence
+  if (POSITION == POS_LEARNED) x += load_wpe(p.wpe_skip + (dpos + tp) * p.C + c);
+  if (POSITION == POS_SINUSOIDAL) x += sinusoid(p.pos_offset + dpos + tp, c);
   out_[i] = x;
 }

@@ -9,7 +9,7 @@ CONST POS_LEARNED = 0;     // a table row wpe[pos_offset + t] (GPT-2)
 CONST POS_SINUSOIDAL = 1;  // sin/cos of the position, computed in the shader
 CONST POS_NONE = 2;        // token embedding only
 
-// out[t, c] = wte[ids[t], c] + position(pos_offset + t, c)              [T] ids -> [T, C]
+// out[t, c] = wte[ids[t], c] + position(pos_offset + t % period, c)     [T] ids -> [T, C]
 // One dispatch covers the rows of wte whose id lies in [v_begin, v_end): a vocabulary larger
 // than maxStorageBufferRange is bound block by block.
 struct EmbeddingPush {
@@ -25,6 +25,9 @@ struct EmbeddingPush {
   // runs (the host binds wpe from row 0 and pushes pos_offset 0), so one recording serves
   // every decode step; 0: the Step binding is not read.
   uint dynamic_pos;
+  // Positions restart every `period` tokens: training's B sequences of T in one dispatch (the
+  // host pushes T itself otherwise).
+  uint period;
 };
 
 // embedding_backward.comp (training): dwte[ids[i], c] += dout[i, c] for the tokens whose id lies

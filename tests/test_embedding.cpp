@@ -303,3 +303,38 @@ TEST_CASE("embedding_backward matches the CPU reference") {
   test::LoweredGpu small(g, {.max_storage_buffer_range = 4096});
   check_backward(small.device, small.kernels, 2, 8, 64, 300, true, 520, 20);
 }
+
+// period: B sequences of T tokens in one call, positions restarting at each (training), against
+// the reference per sequence. Learned: exact; sinusoidal: the tolerance above at pos < 8.
+TEST_CASE("embedding of several sequences in one call (period)") {
+  GPU_TEST(g);
+  const uint32_t B = 3, T = 5, C = 12, V = 9, n_pos = 8;
+  const std::vector<int32_t> ids = {1, 2, 3, 4, 5, 8, 0, 8, 0, 6, 7, 7, 7, 2, 1};
+  const std::vector<float> wte = test::random_floats(size_t{V} * C, 600),
+                           wpe = test::random_floats(size_t{n_pos} * C, 601);
+  vk::Arena arena(g.device, 65536, vk::MemoryKind::Device, "test embedding period");
+  const model::gpu::Weight gwte{test::to_gpu(g.device, arena, wte), DType::F32},
+                           gwpe{test::to_gpu(g.device, arena, wpe), DType::F32};
+  const vk::BufferSpan gids = arena.alloc(ids.size() * 4), out = arena.alloc(size_t{B} * T * C * 4);
+  model::gpu::upload_ids(g.device, gids, ids, V);
+  for (PositionKind position : {PositionKind::Learned, PositionKind::Sinusoidal}) {
+    vk::Recorder rec(g.device);
+    rec.begin();
+    model::gpu::embedding(g.kernels, rec, out, gids, gwte, &gwpe, B * T, C, V, n_pos, 0, position,
+                          false, nullptr, T);
+    rec.run();
+    CHECK(rec.stats().dispatches == 1);
+    std::vector<float> ref(size_t{B} * T * C);
+    for (uint32_t b = 0; b < B; b++)
+      model::cpu::embedding(ref.data() + size_t{b} * T * C, ids.data() + b * T, wte.data(), wpe.data(),
+                            T, C, V, n_pos, 0, position);
+    CHECK(test::close("embedding period", test::from_gpu(g.device, out, ref.size()), ref,
+                      position == PositionKind::Learned ? test::Tolerance{0, 0} : test::Tolerance{2e-6, 0}));
+  }
+  vk::Recorder rec(g.device);
+  rec.begin();
+  CHECK_THROWS_WITH_AS(model::gpu::embedding(g.kernels, rec, out, gids, gwte, &gwpe, 14, C, V, n_pos, 0,
+                                             PositionKind::Learned, false, nullptr, T),
+                       doctest::Contains("not whole sequences"), vk::Error);
+  rec.end();
+}

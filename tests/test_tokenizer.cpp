@@ -280,7 +280,7 @@ TEST_CASE("GPT-2 merges every occurrence of the best pair per pass, as encoder.p
   const auto tok = tiny.load();
   const auto pieces = [&](std::string_view word) {
     std::string out;
-    for (int32_t id : tok->encode(word)) out += (out.empty() ? "" : " ") + tok->token_bytes(id);
+    for (int32_t id : tok->encode(word)) out.append(out.empty() ? "" : " ").append(tok->token_bytes(id));
     return out;
   };
   CHECK(pieces("abab") == "ab ab");

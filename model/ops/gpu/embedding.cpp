@@ -25,7 +25,7 @@ void check_weight(const char* what, const Weight& w, uint64_t bytes, uint64_t al
 void embedding(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
                const vk::BufferSpan& ids, const Weight& wte, const Weight* wpe, uint32_t T,
                uint32_t C, uint32_t V, uint32_t n_pos, uint32_t pos_offset, PositionKind position,
-               bool wte_interleaved, const vk::BufferSpan* step) {
+               bool wte_interleaved, const vk::BufferSpan* step, uint32_t period) {
   const vk::DeviceCaps& caps = k.device().caps();
   const uint64_t align = binding_alignment(caps);
   if (T == 0 || C == 0 || V == 0) fail("embedding", "T, C and V must be positive");
@@ -38,17 +38,21 @@ void embedding(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
                                              : weight_bytes(wte.dtype, uint64_t{V} * C);
   check_weight("wte", wte, wte_bytes, align);
 
+  if (period != 0 && (T % period != 0 || step))
+    fail("embedding", "T=" + std::to_string(T) + " is not whole sequences of period " +
+                          std::to_string(period) + " (or a period with a run-time position)");
+  const uint32_t span = period != 0 ? period : T;  // the positions the tokens take
   // With the position read at run time, the push holds 0 and wpe is bound from row 0 on.
-  push::EmbeddingPush push{T, C, V, step ? 0 : pos_offset, 0, V, 0, 0, step ? 1u : 0u};
+  push::EmbeddingPush push{T, C, V, step ? 0 : pos_offset, 0, V, 0, 0, step ? 1u : 0u, span};
   Window pos{ids, 0};  // an unused binding still needs a buffer: the ids are always in range
   if (position == PositionKind::Learned) {
     if (!wpe) fail("embedding", "learned positions need a wpe table");
-    if (uint64_t{pos_offset} + T > n_pos)
-      fail("embedding", "positions " + std::to_string(pos_offset) + ".." + std::to_string(pos_offset + T - 1) +
+    if (uint64_t{pos_offset} + span > n_pos)
+      fail("embedding", "positions " + std::to_string(pos_offset) + ".." + std::to_string(pos_offset + span - 1) +
            " exceed the " + std::to_string(n_pos) + " rows of wpe");
     check_weight("wpe", *wpe, weight_bytes(wpe->dtype, uint64_t{n_pos} * C), align);
     pos = step ? window(wpe->span, 0, uint64_t{n_pos} * C, dtype_bytes(wpe->dtype), align)
-               : window(wpe->span, uint64_t{pos_offset} * C, uint64_t{T} * C,
+               : window(wpe->span, uint64_t{pos_offset} * C, uint64_t{span} * C,
                         dtype_bytes(wpe->dtype), align);
     push.wpe_skip = pos.skip;
   }

@@ -16,10 +16,13 @@ namespace model::gpu {
 // wte may exceed maxStorageBufferRange: it is then bound as blocks of rows, one dispatch each.
 // wte_interleaved: wte is in matmul's WeightLayout::Interleaved (a tied head that reads it so).
 // step: the position read at run time (gpu::step_binding); it must then hold pos_offset.
+// period: positions restart every `period` tokens (training: B sequences of T = period tokens in
+// one call; T a multiple of it); 0: they do not.
 void embedding(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
                const vk::BufferSpan& ids, const Weight& wte, const Weight* wpe, uint32_t T,
                uint32_t C, uint32_t V, uint32_t n_pos, uint32_t pos_offset, PositionKind position,
-               bool wte_interleaved = false, const vk::BufferSpan* step = nullptr);
+               bool wte_interleaved = false, const vk::BufferSpan* step = nullptr,
+               uint32_t period = 0);
 
 // The backward (training), as cpu::embedding_backward: for B sequences of T tokens from position
 // 0, dwte[ids[i]] += dout[i] and, where dwpe is given (learned positions), dwpe[i % T] += dout[i],
