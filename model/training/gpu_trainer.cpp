@@ -1,0 +1,312 @@
+// The GPU backend of train_graph.h: buffers are spans of device arenas, ops the model::gpu ones.
+#include "model/training/gpu_trainer.h"
+
+#include <cmath>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/forward/packer.h"
+#include "model/ops/gpu/activation.h"
+#include "model/ops/gpu/add.h"
+#include "model/ops/gpu/attention.h"
+#include "model/ops/gpu/cross_entropy.h"
+#include "model/ops/gpu/embedding.h"
+#include "model/ops/gpu/layernorm.h"
+#include "model/ops/gpu/matmul.h"
+#include "model/ops/gpu/matmul_backward.h"
+#include "model/ops/gpu/optimizer.h"
+#include "model/training/train_graph.h"
+#include "vk/check.h"
+
+namespace model::training {
+namespace {
+
+using W = const vk::BufferSpan*;
+
+uint64_t elements(const ExpectedTensor& e) {
+  uint64_t n = 1;
+  for (uint64_t d : e.shape) n *= d;
+  return n;
+}
+
+// Which activations and scratch buffers a step uses: a dry walk of train_graph.h.
+struct PlanBackend {
+  std::set<std::pair<Kept, uint32_t>> saved;
+  std::set<Grad> grads;
+  void use(Saved s) { saved.insert({s.kind, s.layer}); }
+  void use(Grad g) { grads.insert(g); }
+  void embed(Saved out) { use(out); }
+  void layernorm(Saved out, Saved in, const Norm<W>&) { use(out), use(in); }
+  void linear(Saved out, Saved in, const Linear<W>&, const Saved* residual = nullptr) {
+    use(out), use(in);
+    if (residual) use(*residual);
+  }
+  void activation(Saved out, Saved in) { use(out), use(in); }
+  void attention(Saved out, Saved qkv) { use(out), use(qkv); }
+  void cross_entropy(Saved logits) { use(logits); }
+  template <class Out>
+  void linear_backward(const Grad* dx, Out dout, Saved x, const Linear<W>&, const Linear<W>&) {
+    if (dx) use(*dx);
+    use(dout), use(x);
+  }
+  template <class Out>
+  void layernorm_backward(Grad dx, Out dout, Saved x, const Norm<W>&, const Norm<W>&) {
+    use(dx), use(dout), use(x);
+  }
+  void activation_backward(Grad dx, Grad dout, Saved x) { use(dx), use(dout), use(x); }
+  void attention_backward(Grad dqkv, Grad dout, Saved qkv) { use(dqkv), use(dout), use(qkv); }
+  void add(Grad dst, Grad src) { use(dst), use(src); }
+  void embed_backward(Grad dout) { use(dout); }
+};
+
+}  // namespace
+
+struct GpuTrainer::Impl {
+  Impl(const vk::Device& d, const Parameters& params, uint32_t b, uint32_t t)
+      : device(d), kernels(d.kernels()), config(params.config()), expected(params.tensors()),
+        B(b), T(t), N(b * t), weights_(d, "training weights"), grads_(d, "training gradients"),
+        m_(d, "AdamW m"), v_(d, "AdamW v"), acts_(d, "training activations"),
+        io_(d, "training ids"), out_(d, "training losses"), rec(d) {
+    const Config& c = config;
+    if (B == 0 || T == 0) throw std::invalid_argument("training needs B >= 1 and T >= 1");
+    if (T > c.n_ctx)
+      throw std::invalid_argument("T=" + std::to_string(T) + " is past the model's context of " +
+                                  std::to_string(c.n_ctx));
+    std::vector<uint64_t> counts;
+    for (const ExpectedTensor& e : expected) {
+      const uint64_t bytes = elements(e) * 4;
+      handles[e.name] = weights_.add(bytes);
+      grads_.add(bytes), m_.add(bytes), v_.add(bytes);
+      counts.push_back(elements(e));
+    }
+    for (Packer* p : {&weights_, &grads_, &m_, &v_}) p->allocate(vk::MemoryKind::Device);
+    for (const ExpectedTensor& e : expected)
+      vk::upload(device, weights_.span(handles[e.name]), params.tensor(e.name).data(), elements(e) * 4);
+    w = map(weights_);
+    dw = map(grads_);
+
+    // The activations and scratch the graph touches, and the ops' own scratch.
+    PlanBackend plan;
+    train_step(plan, c, w, dw);
+    for (const auto& [kind, layer] : plan.saved) saved[{kind, layer}] = acts_.add(uint64_t{N} * width(kind) * 4);
+    for (Grad g : plan.grads) grad[g] = acts_.add(uint64_t{N} * width(g) * 4);
+    ln_stats = acts_.add(uint64_t{N} * 16);
+    att_stats = acts_.add(gpu::attention_backward_stats_bytes(B, T, c.n_head));
+    norm_scratch = acts_.add(gpu::grad_sum_squares_scratch(device.caps(), counts) * 4);
+    acts_.allocate(vk::MemoryKind::Device);
+    ids = io_.add(uint64_t{N} * 4);
+    targets = io_.add(uint64_t{N} * 4);
+    io_.allocate(vk::MemoryKind::Parameters);
+    losses = out_.add(uint64_t{N} * 4);
+    norm_sq = out_.add(4);
+    out_.allocate(vk::MemoryKind::Readback);
+    // Moments start at zero.
+    rec.begin();
+    for (const ExpectedTensor& e : expected) {
+      gpu::fill(kernels, rec, m_.span(handles[e.name]), elements(e), 0.0f);
+      gpu::fill(kernels, rec, v_.span(handles[e.name]), elements(e), 0.0f);
+    }
+    rec.run();
+  }
+
+  ModelWeights<W> map(const Packer& p) const {
+    return map_weights<W>(config, [&](const std::string& name) -> W {
+      auto it = handles.find(name);
+      return it == handles.end() ? nullptr : &p.span(it->second);
+    });
+  }
+  uint32_t width(Kept k) const {
+    switch (k) {
+      case Kept::Qkv: return 3 * config.n_embd;
+      case Kept::FcPre:
+      case Kept::FcAct: return config.n_inner;
+      case Kept::Logits: return config.n_vocab;
+      default: return config.n_embd;
+    }
+  }
+  uint32_t width(Grad g) const {
+    return g == Grad::QKV ? 3 * config.n_embd : g == Grad::F ? config.n_inner : config.n_embd;
+  }
+
+  StepResult run(std::span<const int32_t> id_values, std::span<const int32_t> target_values,
+                 const StepSettings* update);
+
+  const vk::Device& device;
+  vk::Kernels& kernels;
+  Config config;
+  std::vector<ExpectedTensor> expected;
+  uint32_t B, T, N;
+  Packer weights_, grads_, m_, v_;  // one span per tensor each, the same plan
+  std::map<std::string, size_t> handles;
+  ModelWeights<W> w, dw;
+  Packer acts_;
+  std::map<std::pair<Kept, uint32_t>, size_t> saved;
+  std::map<Grad, size_t> grad;
+  size_t ln_stats = 0, att_stats = 0, norm_scratch = 0;
+  Packer io_;  // host-written: ids and targets
+  size_t ids = 0, targets = 0;
+  Packer out_;  // read back: each row's loss, the gradients' sum of squares
+  size_t losses = 0, norm_sq = 0;
+  vk::Recorder rec;
+};
+
+namespace {
+
+// The backend train_graph.h drives: each step records its ops into the trainer's one command
+// buffer.
+struct GpuTrainBackend {
+  GpuTrainer::Impl& m;
+  const Config& c;
+
+  const vk::BufferSpan& span(Saved s) const { return m.acts_.span(m.saved.at({s.kind, s.layer})); }
+  const vk::BufferSpan& span(Grad g) const { return m.acts_.span(m.grad.at(g)); }
+  static gpu::Weight weight(W w, WeightLayout layout) { return {*w, DType::F32, layout}; }
+  AttentionSpec spec() const { return {c.causal, c.attention_scale}; }
+
+  void embed(Saved out) {
+    const gpu::Weight wte = weight(m.w.wte, WeightLayout::KN);
+    const gpu::Weight wpe = m.w.wpe ? weight(m.w.wpe, WeightLayout::KN) : wte;
+    gpu::embedding(m.kernels, m.rec, span(out), m.io_.span(m.ids), wte,
+                   c.positions == PositionKind::Learned ? &wpe : nullptr, m.N, c.n_embd,
+                   c.n_vocab, c.n_ctx, 0, c.positions, false, nullptr, m.T);
+  }
+  void layernorm(Saved out, Saved in, const Norm<W>& n) {
+    gpu::layernorm(m.kernels, m.rec, span(out), span(in), *n.gamma, *n.beta, m.N, c.n_embd,
+                   c.layer_norm_epsilon, c.layer_norm);
+  }
+  void linear(Saved out, Saved in, const Linear<W>& l, const Saved* residual = nullptr) {
+    gpu::matmul(m.kernels, m.rec, span(out), span(in), weight(l.w, l.layout), l.b,
+                residual ? &span(*residual) : nullptr, m.N, l.K, l.N, {l.layout});
+  }
+  void activation(Saved out, Saved in) {
+    gpu::activation(m.kernels, m.rec, span(out), span(in), m.N * c.n_inner, c.activation);
+  }
+  void attention(Saved out, Saved qkv) {
+    gpu::attention_sequences(m.kernels, m.rec, span(out), span(qkv), m.B, m.T, c.n_embd,
+                             c.n_head, spec());
+  }
+  void cross_entropy(Saved logits) {
+    gpu::cross_entropy(m.kernels, m.rec, m.out_.span(m.losses), span(logits),
+                       m.io_.span(m.targets), m.N, c.n_vocab, m.N);
+  }
+  template <class Out>
+  void linear_backward(const Grad* dx, Out dout, Saved x, const Linear<W>& l, const Linear<W>& dl) {
+    gpu::matmul_backward(m.kernels, m.rec, dx ? &span(*dx) : nullptr, *dl.w, dl.b, span(dout),
+                         span(x), weight(l.w, l.layout), m.N, l.K, l.N);
+  }
+  template <class Out>
+  void layernorm_backward(Grad dx, Out dout, Saved x, const Norm<W>& n, const Norm<W>& dn) {
+    gpu::layernorm_backward(m.kernels, m.rec, span(dx), *dn.gamma, *dn.beta,
+                            m.acts_.span(m.ln_stats), span(dout), span(x), *n.gamma, m.N,
+                            c.n_embd, c.layer_norm_epsilon, c.layer_norm);
+  }
+  void activation_backward(Grad dx, Grad dout, Saved x) {
+    gpu::activation_backward(m.kernels, m.rec, span(dx), span(dout), span(x), m.N * c.n_inner,
+                             c.activation);
+  }
+  void attention_backward(Grad dqkv, Grad dout, Saved qkv) {
+    gpu::attention_backward(m.kernels, m.rec, span(dqkv), m.acts_.span(m.att_stats), span(dout),
+                            span(qkv), m.B, m.T, c.n_embd, c.n_head, spec());
+  }
+  void add(Grad dst, Grad src) {
+    gpu::add(m.kernels, m.rec, span(dst), span(dst), span(src), uint64_t{m.N} * c.n_embd);
+  }
+  void embed_backward(Grad dout) {
+    gpu::embedding_backward(m.kernels, m.rec, *m.dw.wte,
+                            c.positions == PositionKind::Learned ? m.dw.wpe : nullptr, span(dout),
+                            m.io_.span(m.ids), m.N, m.T, c.n_embd, c.n_vocab);
+  }
+};
+
+}  // namespace
+
+StepResult GpuTrainer::Impl::run(std::span<const int32_t> id_values,
+                                 std::span<const int32_t> target_values,
+                                 const StepSettings* update) {
+  if (id_values.size() != N || target_values.size() != N)
+    throw std::invalid_argument("a step takes B * T = " + std::to_string(N) +
+                                " ids and as many targets");
+  gpu::upload_ids(device, io_.span(ids), id_values, config.n_vocab);
+  gpu::upload_ids(device, io_.span(targets), target_values, config.n_vocab);
+  std::vector<vk::BufferSpan> grad_spans;
+  std::vector<uint64_t> counts;
+  for (const ExpectedTensor& e : expected) {
+    grad_spans.push_back(grads_.span(handles[e.name]));
+    counts.push_back(elements(e));
+  }
+  rec.begin();
+  for (size_t i = 0; i < grad_spans.size(); i++) gpu::fill(kernels, rec, grad_spans[i], counts[i], 0.0f);
+  GpuTrainBackend backend{*this, config};
+  train_step(backend, config, w, dw);
+  gpu::grad_sum_squares(kernels, rec, out_.span(norm_sq), acts_.span(norm_scratch), grad_spans, counts);
+  if (update) {
+    for (size_t i = 0; i < expected.size(); i++) {
+      const size_t h = handles[expected[i].name];
+      gpu::OptimizerStep o{update->sgd, update->lr, update->beta1, update->beta2, update->eps,
+                           expected[i].shape.size() >= 2 ? update->weight_decay : 0.0f,
+                           update->clip, update->step};
+      gpu::adamw(kernels, rec, weights_.span(h), m_.span(h), v_.span(h), grads_.span(h),
+                 out_.span(norm_sq), counts[i], o);
+    }
+  }
+  rec.run();
+  std::vector<float> row_losses(N);
+  float sum_sq = 0;
+  vk::download(device, row_losses.data(), out_.span(losses), uint64_t{N} * 4);
+  vk::download(device, &sum_sq, out_.span(norm_sq), 4);
+  double total = 0;
+  for (float l : row_losses) total += static_cast<double>(l);
+  return {total / N, std::sqrt(static_cast<double>(sum_sq))};
+}
+
+GpuTrainer::GpuTrainer(const vk::Device& device, const Parameters& params, uint32_t B, uint32_t T)
+    : impl_(std::make_unique<Impl>(device, params, B, T)) {}
+GpuTrainer::~GpuTrainer() = default;
+
+StepResult GpuTrainer::gradients(std::span<const int32_t> ids, std::span<const int32_t> targets) {
+  return impl_->run(ids, targets, nullptr);
+}
+
+StepResult GpuTrainer::step(std::span<const int32_t> ids, std::span<const int32_t> targets,
+                            const StepSettings& settings) {
+  if (settings.step == 0) throw std::invalid_argument("steps count from 1");
+  return impl_->run(ids, targets, &settings);
+}
+
+namespace {
+
+void copy_out(const vk::Device& device, const Packer& from, const std::map<std::string, size_t>& handles,
+              Parameters& to) {
+  for (const ExpectedTensor& e : to.tensors()) {
+    std::vector<float>& v = to.tensor(e.name);
+    vk::download(device, v.data(), from.span(handles.at(e.name)), v.size() * 4);
+  }
+}
+
+}  // namespace
+
+void GpuTrainer::download(Parameters& params) const {
+  copy_out(impl_->device, impl_->weights_, impl_->handles, params);
+}
+void GpuTrainer::download_grads(Parameters& grads) const {
+  copy_out(impl_->device, impl_->grads_, impl_->handles, grads);
+}
+void GpuTrainer::download_moments(Parameters& m, Parameters& v) const {
+  copy_out(impl_->device, impl_->m_, impl_->handles, m);
+  copy_out(impl_->device, impl_->v_, impl_->handles, v);
+}
+void GpuTrainer::upload_moments(const Parameters& m, const Parameters& v) {
+  for (const ExpectedTensor& e : impl_->expected) {
+    const size_t h = impl_->handles.at(e.name);
+    vk::upload(impl_->device, impl_->m_.span(h), m.tensor(e.name).data(), elements(e) * 4);
+    vk::upload(impl_->device, impl_->v_.span(h), v.tensor(e.name).data(), elements(e) * 4);
+  }
+}
+uint32_t GpuTrainer::batch() const { return impl_->B; }
+uint32_t GpuTrainer::context() const { return impl_->T; }
+
+}  // namespace model::training
