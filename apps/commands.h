@@ -97,6 +97,23 @@ struct ServeArgs {
 };
 int serve(const ServeArgs& args);
 
+struct TrainArgs {
+  ModelArgs model;   // -m (a checkpoint to continue), --device, --kernels, --validation
+  std::string init;  // --init CONFIG.json: a new model with GPT-2's initialisation
+  std::string data, val_data, out, resume, log;
+  uint64_t steps = 1000;  // the run's total, counting the steps before a resume
+  uint32_t batch = 4, ctx = 64;
+  std::string optimizer = "adamw";  // adamw | sgd
+  float lr = 3e-4f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
+  float grad_clip = 1.0f;  // 0: no clipping
+  uint64_t warmup = 0;
+  bool cosine = false;
+  float lr_min = 0.0f;
+  uint64_t eval_every = 0, save_every = 0;
+  uint64_t seed = 1;
+};
+int train(const TrainArgs& args);
+
 struct MakeModelArgs {
   std::string shape = "small";  // tiny | small | medium | large | xl
   std::string dtype = "f16";    // f32 | f16 | bf16

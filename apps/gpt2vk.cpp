@@ -146,6 +146,51 @@ int main(int argc, char** argv) {
   make->add_option("-o,--out", make_args.out, "the folder to write")->required();
   make->add_option("-s,--seed", make_args.seed, "seed of the weights");
 
+  app::TrainArgs train_args;
+  CLI::App* train = cli.add_subcommand(
+      "train", "train a model on a text file on the Vulkan device (one command buffer per step)");
+  train->add_option("-m,--model", train_args.model.model, "continue from this checkpoint folder");
+  train->add_option("--init", train_args.init,
+                    "start a new model from this config.json with GPT-2's initialisation (the "
+                    "tokenizer files, if GPT-2's, beside it)");
+  train->add_option("--data", train_args.data, "the training text (UTF-8)")->required();
+  train->add_option("--val-data", train_args.val_data, "a held-out text for --eval-every");
+  train->add_option("-o,--out", train_args.out, "the checkpoint folder to write")->required();
+  train->add_option("--resume", train_args.resume,
+                    "go on from this checkpoint's weights, moments, step and data position "
+                    "(the same data and flags again)");
+  train->add_option("--steps", train_args.steps, "the run's total steps (default 1000)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+  train->add_option("--batch", train_args.batch, "sequences per step (default 4)");
+  train->add_option("--ctx", train_args.ctx, "tokens per sequence (default 64)");
+  train->add_option("--optimizer", train_args.optimizer, "adamw (default) or sgd")
+      ->check(CLI::IsMember({"adamw", "sgd"}));
+  train->add_option("--lr", train_args.lr, "the learning rate (default 3e-4)")->check(CLI::PositiveNumber);
+  train->add_option("--beta1", train_args.beta1, "AdamW's beta1 (default 0.9)")->check(CLI::Range(0.0f, 1.0f));
+  train->add_option("--beta2", train_args.beta2, "AdamW's beta2 (default 0.95)")->check(CLI::Range(0.0f, 1.0f));
+  train->add_option("--eps", train_args.eps, "AdamW's epsilon (default 1e-8)")->check(CLI::PositiveNumber);
+  train->add_option("--weight-decay", train_args.weight_decay,
+                    "decoupled weight decay of matrices and embeddings (default 0.1)")
+      ->check(CLI::Range(0.0f, 1e6f));
+  train->add_option("--grad-clip", train_args.grad_clip,
+                    "the gradients' global norm bound; 0 disables (default 1.0)")
+      ->check(CLI::Range(0.0f, 1e30f));
+  train->add_option("--warmup", train_args.warmup, "steps of linear warm-up (default 0)");
+  train->add_flag("--cosine", train_args.cosine, "cosine decay to --lr-min after the warm-up");
+  train->add_option("--lr-min", train_args.lr_min, "the cosine schedule's floor (default 0)")
+      ->check(CLI::Range(0.0f, 1e30f));
+  train->add_option("--eval-every", train_args.eval_every,
+                    "evaluate on --val-data every N steps and at the end (default 0: never)");
+  train->add_option("--save-every", train_args.save_every, "save every N steps (always at the end)");
+  train->add_option("--log", train_args.log, "JSON lines: step, loss, grad_norm, lr, tokens_per_s, val_loss");
+  train->add_option("--seed", train_args.seed, "the initialisation's seed (default 1)");
+  train->add_option("--device", train_args.model.device, "GPU index or name");
+  train->add_option("--kernels", train_args.model.kernels,
+                    "the kernel set: gpu, cpu or auto (by the device; default, or GPT2VK_KERNELS)")
+      ->check(CLI::IsMember({"auto", "gpu", "cpu"}));
+  train->add_flag("--validation", train_args.model.validation,
+                  "enable the Khronos validation layer (also: GPT2VK_VALIDATION=1)");
+
   CLI11_PARSE(cli, argc, argv);
   try {
     if (devices->parsed()) return app::devices(devices_args);
@@ -153,6 +198,7 @@ int main(int argc, char** argv) {
     if (bench->parsed()) return app::bench(bench_args);
     if (tokenize->parsed()) return app::tokenize(tok_args);
     if (make->parsed()) return app::make_model(make_args);
+    if (train->parsed()) return app::train(train_args);
     if (generate->parsed()) return app::generate(gen_args);
     if (compare->parsed()) return app::compare(cmp_args);
     if (logits->parsed()) return app::logits(logit_args);

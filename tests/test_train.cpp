@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "model/training/cpu_trainer.h"
 #include "model/training/gpu_trainer.h"
 #include "model/training/parameters.h"
+#include "model/training/schedule.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"
 
@@ -174,4 +176,34 @@ TEST_CASE("the GPU training step matches the CPU reference step, every variant, 
                           {1e-4 * std::max(peak, 1.0), 0}));
       }
     }
+}
+
+TEST_CASE("the data order and the learning-rate schedule of the training contract") {
+  // 23 tokens, B = 2, T = 5: steps take [0, 11), [10, 21), then wrap (20 + 11 > 23) to 0.
+  std::vector<int32_t> tokens(23);
+  for (int32_t i = 0; i < 23; i++) tokens[size_t(i)] = i;
+  model::training::Batches batches(tokens, 2, 5);
+  std::vector<int32_t> ids, targets;
+  batches.next(ids, targets);
+  CHECK(ids == std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  CHECK(targets == std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
+  CHECK(batches.position() == 10);
+  batches.next(ids, targets);
+  CHECK(ids.front() == 10);
+  CHECK(targets.back() == 20);
+  batches.next(ids, targets);
+  CHECK(ids.front() == 0);
+  CHECK(batches.position() == 10);
+  CHECK_THROWS_WITH_AS(model::training::Batches(std::span(tokens).first(10), 2, 5),
+                       doctest::Contains("holds 10 tokens; a step of B=2 sequences of T=5 needs 11"),
+                       std::invalid_argument);
+
+  model::training::Schedule s{1e-3, 10, true, 1e-4, 110};
+  CHECK(model::training::learning_rate(s, 0) == doctest::Approx(1e-4));
+  CHECK(model::training::learning_rate(s, 9) == doctest::Approx(1e-3));
+  CHECK(model::training::learning_rate(s, 10) == doctest::Approx(1e-3));
+  CHECK(model::training::learning_rate(s, 60) == doctest::Approx(1e-4 + 0.5 * 9e-4));
+  CHECK(model::training::learning_rate(s, 110) == doctest::Approx(1e-4));
+  s.cosine = false;
+  CHECK(model::training::learning_rate(s, 60) == doctest::Approx(1e-3));
 }

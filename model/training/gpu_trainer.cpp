@@ -132,8 +132,9 @@ struct GpuTrainer::Impl {
     return g == Grad::QKV ? 3 * config.n_embd : g == Grad::F ? config.n_inner : config.n_embd;
   }
 
+  // backward false: the losses only (grad_norm 0); update: the optimizer step after them.
   StepResult run(std::span<const int32_t> id_values, std::span<const int32_t> target_values,
-                 const StepSettings* update);
+                 bool backward, const StepSettings* update);
 
   const vk::Device& device;
   vk::Kernels& kernels;
@@ -225,7 +226,7 @@ struct GpuTrainBackend {
 }  // namespace
 
 StepResult GpuTrainer::Impl::run(std::span<const int32_t> id_values,
-                                 std::span<const int32_t> target_values,
+                                 std::span<const int32_t> target_values, bool backward,
                                  const StepSettings* update) {
   if (id_values.size() != N || target_values.size() != N)
     throw std::invalid_argument("a step takes B * T = " + std::to_string(N) +
@@ -239,10 +240,12 @@ StepResult GpuTrainer::Impl::run(std::span<const int32_t> id_values,
     counts.push_back(elements(e));
   }
   rec.begin();
-  for (size_t i = 0; i < grad_spans.size(); i++) gpu::fill(kernels, rec, grad_spans[i], counts[i], 0.0f);
+  if (backward)
+    for (size_t i = 0; i < grad_spans.size(); i++) gpu::fill(kernels, rec, grad_spans[i], counts[i], 0.0f);
   GpuTrainBackend backend{*this, config};
-  train_step(backend, config, w, dw);
-  gpu::grad_sum_squares(kernels, rec, out_.span(norm_sq), acts_.span(norm_scratch), grad_spans, counts);
+  train_step(backend, config, w, dw, backward);
+  if (backward)
+    gpu::grad_sum_squares(kernels, rec, out_.span(norm_sq), acts_.span(norm_scratch), grad_spans, counts);
   if (update) {
     for (size_t i = 0; i < expected.size(); i++) {
       const size_t h = handles[expected[i].name];
@@ -257,7 +260,7 @@ StepResult GpuTrainer::Impl::run(std::span<const int32_t> id_values,
   std::vector<float> row_losses(N);
   float sum_sq = 0;
   vk::download(device, row_losses.data(), out_.span(losses), uint64_t{N} * 4);
-  vk::download(device, &sum_sq, out_.span(norm_sq), 4);
+  if (backward) vk::download(device, &sum_sq, out_.span(norm_sq), 4);
   double total = 0;
   for (float l : row_losses) total += static_cast<double>(l);
   return {total / N, std::sqrt(static_cast<double>(sum_sq))};
@@ -268,13 +271,17 @@ GpuTrainer::GpuTrainer(const vk::Device& device, const Parameters& params, uint3
 GpuTrainer::~GpuTrainer() = default;
 
 StepResult GpuTrainer::gradients(std::span<const int32_t> ids, std::span<const int32_t> targets) {
-  return impl_->run(ids, targets, nullptr);
+  return impl_->run(ids, targets, true, nullptr);
+}
+
+double GpuTrainer::evaluate(std::span<const int32_t> ids, std::span<const int32_t> targets) {
+  return impl_->run(ids, targets, false, nullptr).loss;
 }
 
 StepResult GpuTrainer::step(std::span<const int32_t> ids, std::span<const int32_t> targets,
                             const StepSettings& settings) {
   if (settings.step == 0) throw std::invalid_argument("steps count from 1");
-  return impl_->run(ids, targets, &settings);
+  return impl_->run(ids, targets, true, &settings);
 }
 
 namespace {

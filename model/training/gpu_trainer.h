@@ -37,6 +37,8 @@ class GpuTrainer {
 
   // Forward and backward of ids [B, T] against targets [B, T]: the gradients, no update.
   StepResult gradients(std::span<const int32_t> ids, std::span<const int32_t> targets);
+  // The forward pass alone: the mean loss of ids [B, T] against targets [B, T] (evaluation).
+  double evaluate(std::span<const int32_t> ids, std::span<const int32_t> targets);
   // A whole step: forward, backward, the global norm, clipping and the update.
   StepResult step(std::span<const int32_t> ids, std::span<const int32_t> targets,
                   const StepSettings& settings);

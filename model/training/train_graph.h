@@ -43,6 +43,7 @@ enum class Grad {
 // Forward then backward of one step: B sequences of T tokens whose ids (and targets) the
 // backend already holds. Returns nothing: the backend's cross_entropy keeps the losses, and
 // its gradients (dw) hold d(mean loss)/d(weight) afterwards (zeroed by the backend first).
+// backward = false stops after the losses (evaluation).
 //
 // The backend provides, with W its tensor handle (an empty W is an absent tensor):
 //   embed(out)                             wte[ids] + positions 0..T-1 of each sequence
@@ -60,7 +61,8 @@ enum class Grad {
 //   embed_backward(dout)                   dwte[ids] += dout, dwpe[t] += dout
 // Buffers are Saved or Grad values.
 template <class Backend, class W>
-void train_step(Backend& b, const Config& c, const ModelWeights<W>& w, const ModelWeights<W>& dw) {
+void train_step(Backend& b, const Config& c, const ModelWeights<W>& w, const ModelWeights<W>& dw,
+                bool backward = true) {
   const uint32_t L = c.n_layer;
   const auto S = [](Kept k, uint32_t layer = 0) { return Saved{k, layer}; };
   using K = Kept;
@@ -100,6 +102,7 @@ void train_step(Backend& b, const Config& c, const ModelWeights<W>& w, const Mod
   if (c.final_norm) b.layernorm(top, S(K::In, L), w.ln_f);
   b.linear(S(K::Logits), top, w.head);
   b.cross_entropy(S(K::Logits));
+  if (!backward) return;
 
   // Backward: the head, ln_f, then the blocks from the last, then the embedding. Grad::X holds
   // d loss / d (the stream at the current point) throughout.

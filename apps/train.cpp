@@ -1,0 +1,276 @@
+// gpt2vk train: train a model (from a checkpoint or from GPT-2's initialisation) on a text file,
+// one command buffer per step on a Vulkan device (model/training/gpu_trainer.h), saving
+// Hugging Face-layout checkpoints that the other commands read as they are.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "apps/commands.h"
+#include "model/formats/checkpoint.h"
+#include "model/text/tokenizer.h"
+#include "model/training/gpu_trainer.h"
+#include "model/training/save.h"
+#include "model/training/schedule.h"
+
+namespace app {
+namespace {
+
+namespace fs = std::filesystem;
+using model::training::Parameters;
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_interrupt(int) { g_interrupted = true; }
+
+// The flags that shape a run: a resume must be given the same (the step count may grow).
+std::string settings_of(const TrainArgs& a) {
+  std::ostringstream s;
+  s << "data=" << fs::absolute(a.data).string() << " batch=" << a.batch << " ctx=" << a.ctx
+    << " optimizer=" << a.optimizer << " lr=" << a.lr << " beta1=" << a.beta1
+    << " beta2=" << a.beta2 << " eps=" << a.eps << " weight_decay=" << a.weight_decay
+    << " grad_clip=" << a.grad_clip << " warmup=" << a.warmup << " cosine=" << a.cosine
+    << " lr_min=" << a.lr_min << " seed=" << a.seed
+    << " init=" << (a.init.empty() ? "" : fs::absolute(a.init).string())
+    << " model=" << (a.model.model.empty() ? "" : fs::absolute(a.model.model).string());
+  return s.str();
+}
+
+std::string duration(double s) {
+  char buf[32];
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%dh%02dm", int(s / 3600), int(std::fmod(s, 3600) / 60));
+  else
+    std::snprintf(buf, sizeof buf, "%dm%02ds", int(s / 60), int(std::fmod(s, 60)));
+  return buf;
+}
+
+// A file's tokens, the file named in any error.
+std::vector<int32_t> tokenize_file(const model::Tokenizer& tok, const std::string& file) {
+  const std::string text = read_file(file);
+  try {
+    return tok.encode(text);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(file + ": " + e.what());
+  }
+}
+
+// The mean loss over the val tokens' whole windows of T + 1 (stride T), in batches of B; windows
+// that do not fill a last batch are left out.
+struct Eval {
+  double loss = 0;
+  uint64_t windows = 0;
+};
+Eval evaluate(model::training::GpuTrainer& trainer, const std::vector<int32_t>& tokens) {
+  const uint32_t B = trainer.batch(), T = trainer.context();
+  const uint64_t windows = tokens.size() > T ? (tokens.size() - 1) / T : 0;
+  Eval e;
+  std::vector<int32_t> ids(size_t{B} * T), targets(size_t{B} * T);
+  for (uint64_t w0 = 0; w0 + B <= windows; w0 += B) {
+    for (uint32_t b = 0; b < B; b++)
+      for (uint32_t t = 0; t < T; t++) {
+        ids[size_t{b} * T + t] = tokens[(w0 + b) * T + t];
+        targets[size_t{b} * T + t] = tokens[(w0 + b) * T + t + 1];
+      }
+    e.loss += trainer.evaluate(ids, targets) * B;
+    e.windows += B;
+  }
+  if (e.windows) e.loss /= static_cast<double>(e.windows);
+  return e;
+}
+
+// loss.svg: the training loss of every step and the validation loss where evaluated.
+void write_plot(const fs::path& file, const std::vector<std::pair<uint64_t, double>>& train,
+                const std::vector<std::pair<uint64_t, double>>& val) {
+  if (train.empty()) return;
+  double lo = train[0].second, hi = lo;
+  uint64_t last = train.back().first;
+  for (const auto& series : {train, val})
+    for (const auto& [s, l] : series) lo = std::min(lo, l), hi = std::max(hi, l), last = std::max(last, s);
+  if (hi - lo < 1e-9) hi = lo + 1;
+  const double W = 640, H = 360, m = 48;
+  const auto x = [&](uint64_t s) { return m + (W - 2 * m) * double(s) / double(std::max<uint64_t>(last, 1)); };
+  const auto y = [&](double l) { return H - m - (H - 2 * m) * (l - lo) / (hi - lo); };
+  std::ostringstream svg;
+  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
+      << "\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+      << "<line x1=\"" << m << "\" y1=\"" << H - m << "\" x2=\"" << W - m << "\" y2=\"" << H - m << "\" stroke=\"black\"/>\n"
+      << "<line x1=\"" << m << "\" y1=\"" << m << "\" x2=\"" << m << "\" y2=\"" << H - m << "\" stroke=\"black\"/>\n"
+      << "<text x=\"" << W / 2 << "\" y=\"" << H - 12 << "\" text-anchor=\"middle\">step (0 .. " << last << ")</text>\n"
+      << "<text x=\"6\" y=\"" << m - 8 << "\">loss " << hi << "</text>\n<text x=\"6\" y=\"" << H - m + 16 << "\">" << lo << "</text>\n";
+  const auto line = [&](const std::vector<std::pair<uint64_t, double>>& s, const char* color, const char* name, int row) {
+    if (s.empty()) return;
+    svg << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"1.5\" points=\"";
+    for (const auto& [step, l] : s) svg << x(step) << "," << y(l) << " ";
+    svg << "\"/>\n<text x=\"" << W - m - 120 << "\" y=\"" << m + 16 * row << "\" fill=\"" << color << "\">" << name << "</text>\n";
+  };
+  line(train, "#1f77b4", "training loss", 0);
+  line(val, "#d62728", "validation loss", 1);
+  svg << "</svg>\n";
+  std::ofstream(file) << svg.str();
+}
+
+}  // namespace
+
+int train(const TrainArgs& a) {
+  if (a.model.model.empty() == a.init.empty())
+    throw std::runtime_error("give exactly one of -m DIR (continue a checkpoint) and --init CONFIG.json (a new model)");
+  if (a.model.device == "cpu")
+    throw std::runtime_error("training runs on a Vulkan device (lavapipe where there is no GPU), not --device cpu");
+  if (a.batch == 0) throw std::runtime_error("--batch must be at least 1");
+  if (a.ctx == 0) throw std::runtime_error("--ctx must be at least 1");
+  if (a.steps == 0) throw std::runtime_error("--steps must be at least 1");
+
+  // The model and its tokenizer.
+  std::unique_ptr<Parameters> params;
+  fs::path tokenizer_dir;
+  if (!a.init.empty()) {
+    const model::Config c = model::load_config(a.init);
+    tokenizer_dir = fs::path(a.init).parent_path();
+    if (tokenizer_dir.empty()) tokenizer_dir = ".";
+    params = std::make_unique<Parameters>(c);
+    params->init_gpt2(a.seed);
+  } else {
+    tokenizer_dir = a.model.model;
+    params = std::make_unique<Parameters>(Parameters::from_checkpoint(*model::Checkpoint::load(a.model.model)));
+  }
+  const model::Config& c = params->config();
+  const std::unique_ptr<model::Tokenizer> tok = model::load_tokenizer(tokenizer_dir, c.tokenizer);
+  if (a.ctx > c.n_ctx)
+    throw std::runtime_error("--ctx " + std::to_string(a.ctx) + " is past the model's context of " +
+                             std::to_string(c.n_ctx) + " tokens");
+
+  const std::vector<int32_t> data = tokenize_file(*tok, a.data);
+  std::vector<int32_t> val;
+  if (!a.val_data.empty()) val = tokenize_file(*tok, a.val_data);
+  model::training::RunState state{0, 0, settings_of(a)};
+  std::unique_ptr<Parameters> m, v;
+  if (!a.resume.empty()) {
+    model::training::Resumed r = model::training::load_run(a.resume);
+    if (!(r.params.config() == c))
+      throw std::runtime_error(a.resume + " holds another model's shape than " +
+                               (a.init.empty() ? a.model.model : a.init));
+    if (r.state.settings != state.settings)
+      throw std::runtime_error(a.resume + " was trained with other flags or data:\n  then: " +
+                               r.state.settings + "\n  now:  " + state.settings);
+    *params = std::move(r.params);
+    m = std::make_unique<Parameters>(std::move(r.m));
+    v = std::make_unique<Parameters>(std::move(r.v));
+    state.step = r.state.step;
+    state.position = r.state.position;
+  }
+  model::training::Batches batches(data, a.batch, a.ctx, state.position);
+  // The output folder must take a checkpoint before the run spends anything.
+  {
+    std::error_code ec;
+    fs::create_directories(a.out, ec);
+    const fs::path probe = fs::path(a.out) / ".gpt2vk-write-test";
+    std::ofstream f(probe);
+    if (ec || !f) throw std::runtime_error(a.out + ": cannot write a checkpoint there");
+    f.close();
+    fs::remove(probe, ec);
+  }
+  std::unique_ptr<std::ofstream> log;
+  if (!a.log.empty()) {
+    log = std::make_unique<std::ofstream>(a.log, state.step ? std::ios::app : std::ios::trunc);
+    if (!*log) throw std::runtime_error(a.log + ": cannot open for writing");
+  }
+
+  vk::InstanceOptions io = vk::InstanceOptions::from_env();
+  io.validation = io.validation || a.model.validation;
+  vk::Instance instance(io);
+  vk::Device device(instance, device_options(a.model));
+  model::training::GpuTrainer trainer(device, *params, a.batch, a.ctx);
+  if (m) trainer.upload_moments(*m, *v);
+  else m = std::make_unique<Parameters>(c), v = std::make_unique<Parameters>(c);
+  std::fprintf(stderr,
+               "gpt2vk: training %llu parameters on %s: %zu tokens of data, steps of %u x %u, "
+               "step %llu of %llu\n",
+               static_cast<unsigned long long>(params->count()), device.caps().name.c_str(),
+               data.size(), a.batch, a.ctx, static_cast<unsigned long long>(state.step),
+               static_cast<unsigned long long>(a.steps));
+
+  const auto save = [&] {
+    trainer.download(*params);
+    trainer.download_moments(*m, *v);
+    state.position = batches.position();
+    model::training::save_checkpoint(a.out, *params, tokenizer_dir, &state, m.get(), v.get());
+  };
+  const model::training::Schedule schedule{a.lr, a.warmup, a.cosine, a.lr_min, a.steps};
+  model::training::StepSettings settings;
+  settings.sgd = a.optimizer == "sgd";
+  settings.beta1 = a.beta1, settings.beta2 = a.beta2, settings.eps = a.eps;
+  settings.weight_decay = a.weight_decay, settings.clip = a.grad_clip;
+  std::vector<std::pair<uint64_t, double>> train_curve, val_curve;
+  std::vector<int32_t> ids, targets;
+  g_interrupted = false;
+  const auto previous = std::signal(SIGINT, on_interrupt);
+  // On a terminal the progress line rewrites itself; elsewhere (a log) a line every 1% of the run.
+  const bool tty = isatty(fileno(stderr)) != 0;
+  const uint64_t every = std::max<uint64_t>(1, a.steps / 100);
+  double training_s = 0;  // the steps' own time, evaluations and saves left out
+  const uint64_t first = state.step;
+  bool interrupted = false;
+  while (state.step < a.steps) {
+    const uint64_t s = state.step;
+    const double lr = model::training::learning_rate(schedule, s);
+    settings.lr = static_cast<float>(lr);
+    settings.step = s + 1;
+    batches.next(ids, targets);
+    const auto start = std::chrono::steady_clock::now();
+    const model::training::StepResult r = trainer.step(ids, targets, settings);
+    training_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!std::isfinite(r.loss))
+      throw std::runtime_error("the run diverged at step " + std::to_string(s) + " (loss " +
+                               std::to_string(r.loss) + "); the last good checkpoint in " + a.out +
+                               " is kept (its step is in trainer_state.json)");
+    state.step++;
+    train_curve.emplace_back(state.step, r.loss);
+    const double per_step = training_s / double(state.step - first);
+    const double tokens_per_s = double(a.batch) * a.ctx / per_step;
+    nlohmann::json line = {{"step", state.step}, {"loss", r.loss}, {"grad_norm", r.grad_norm},
+                           {"lr", lr}, {"tokens_per_s", tokens_per_s}};
+    if (!val.empty() && a.eval_every && (state.step % a.eval_every == 0 || state.step == a.steps)) {
+      const Eval e = evaluate(trainer, val);
+      if (e.windows) {
+        line["val_loss"] = e.loss;
+        val_curve.emplace_back(state.step, e.loss);
+        std::fprintf(stderr, "%sgpt2vk: step %llu: validation loss %.4f, perplexity %.3f over %llu windows of %u\n",
+                     tty ? "\n" : "",
+                     static_cast<unsigned long long>(state.step), e.loss, std::exp(e.loss),
+                     static_cast<unsigned long long>(e.windows), a.ctx);
+      }
+    }
+    if (tty || state.step % every == 0 || state.step == a.steps)
+      std::fprintf(stderr, "%sstep %llu/%llu | loss %.4f | norm %.3f | lr %.2e | %.0f tok/s | ETA %s%s",
+                   tty ? "\r" : "", static_cast<unsigned long long>(state.step),
+                   static_cast<unsigned long long>(a.steps), r.loss, r.grad_norm, lr, tokens_per_s,
+                   duration(per_step * double(a.steps - state.step)).c_str(), tty ? "   " : "\n");
+    if (log) *log << line.dump() << "\n" << std::flush;
+    if (a.save_every && state.step % a.save_every == 0 && state.step < a.steps) save();
+    if (g_interrupted) {
+      interrupted = true;
+      break;
+    }
+  }
+  std::signal(SIGINT, previous);
+  if (tty) std::fprintf(stderr, "\n");
+  save();
+  write_plot(fs::path(a.out) / "loss.svg", train_curve, val_curve);
+  std::fprintf(stderr, "gpt2vk: %s at step %llu: %s (model.safetensors, optimizer state, loss.svg)\n",
+               interrupted ? "interrupted; saved" : "saved", static_cast<unsigned long long>(state.step),
+               a.out.c_str());
+  return interrupted ? 130 : 0;
+}
+
+}  // namespace app

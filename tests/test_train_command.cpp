@@ -1,0 +1,142 @@
+// gpt2vk train, the command (issue 17): a tiny model trained from --init on a short text, under
+// the validation layer: the checkpoint generate reads as it is, two runs with one seed giving
+// the same bits, a resumed run equal to an uninterrupted one, and every bad input refused with a
+// message that names it.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "model/formats/config.h"
+#include "tests/cli.h"
+#include "tests/files.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A byte-level model of width 32, 2 layers, context 16, and a text of ~3 KB.
+struct Setup {
+  test::TempDir dir;
+  fs::path config = dir / "config.json", data = dir / "data.txt", val = dir / "val.txt";
+  Setup() {
+    model::Config c = model::gpt2_config(32, 2, 2);
+    c.n_vocab = 256;
+    c.n_ctx = 16;
+    c.n_inner = 64;
+    c.tokenizer.kind = model::TokenizerKind::Bytes;
+    c.eos_token_id.reset();
+    test::write_file(config, model::config_json(c));
+    std::string text;
+    for (int i = 0; i < 60; i++) text += "In the beginning God created the heaven and the earth. ";
+    test::write_file(data, text);
+    test::write_file(val, text.substr(0, 600));
+  }
+  std::vector<std::string> args(const fs::path& out, const std::string& steps) const {
+    return {"train", "--init", config.string(), "--data", data.string(), "-o", out.string(),
+            "--steps", steps, "--batch", "2", "--ctx", "16", "--lr", "3e-3", "--seed", "7",
+            "--kernels", "cpu"};
+  }
+};
+
+// args with the value after `flag` replaced.
+std::vector<std::string> with(std::vector<std::string> args, const std::string& flag,
+                              const std::string& value) {
+  for (size_t i = 0; i + 1 < args.size(); i++)
+    if (args[i] == flag) args[i + 1] = value;
+  return args;
+}
+
+// The "loss" of each JSON line of a --log file, as printed (full precision).
+std::vector<std::string> losses(const fs::path& log) {
+  std::vector<std::string> out;
+  std::istringstream in(test::read_file(log));
+  for (std::string line; std::getline(in, line);) {
+    const size_t at = line.find("\"loss\":");
+    if (at != std::string::npos) out.push_back(line.substr(at, line.find(',', at) - at));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("gpt2vk train: a checkpoint generate reads; the same seed gives the same bits") {
+  Setup s;
+  std::vector<std::string> a = s.args(s.dir / "a", "8");
+  a.insert(a.end(), {"--log", (s.dir / "a.jsonl").string(), "--val-data", s.val.string(),
+                     "--eval-every", "4"});
+  const test::CliResult r = test::gpt2vk(a);
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  CHECK(test::no_validation_messages(r));
+  CHECK(r.err.find("validation loss") != std::string::npos);
+  for (const char* f : {"config.json", "model.safetensors", "optimizer.safetensors", "trainer_state.json", "loss.svg"})
+    CHECK_MESSAGE(fs::exists(s.dir / "a" / f), f);
+  const std::vector<std::string> first = losses(s.dir / "a.jsonl");
+  REQUIRE(first.size() == 8);
+  CHECK(test::read_file(s.dir / "a.jsonl").find("\"val_loss\"") != std::string::npos);
+
+  const test::CliResult gen = test::gpt2vk({"generate", "-m", (s.dir / "a").string(), "-p", "In the",
+                                            "-n", "8", "--temp", "0"});
+  CHECK_MESSAGE(gen.exit_code == 0, gen.err);
+  CHECK(gen.out.rfind("In the", 0) == 0);
+
+  std::vector<std::string> b = s.args(s.dir / "b", "8");
+  b.insert(b.end(), {"--log", (s.dir / "b.jsonl").string(), "--val-data", s.val.string(),
+                     "--eval-every", "4"});
+  REQUIRE(test::gpt2vk(b).exit_code == 0);
+  CHECK(losses(s.dir / "b.jsonl") == first);
+  CHECK(test::read_file(s.dir / "b" / "model.safetensors") == test::read_file(s.dir / "a" / "model.safetensors"));
+}
+
+TEST_CASE("gpt2vk train --resume equals an uninterrupted run") {
+  Setup s;
+  std::vector<std::string> whole = s.args(s.dir / "whole", "6");
+  whole.insert(whole.end(), {"--log", (s.dir / "whole.jsonl").string()});
+  REQUIRE(test::gpt2vk(whole).exit_code == 0);
+  std::vector<std::string> part = s.args(s.dir / "part", "3");
+  part.insert(part.end(), {"--log", (s.dir / "part.jsonl").string()});
+  REQUIRE(test::gpt2vk(part).exit_code == 0);
+  std::vector<std::string> rest = s.args(s.dir / "part", "6");
+  rest.insert(rest.end(), {"--log", (s.dir / "part.jsonl").string(), "--resume", (s.dir / "part").string()});
+  const test::CliResult r = test::gpt2vk(rest);
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  CHECK(losses(s.dir / "part.jsonl") == losses(s.dir / "whole.jsonl"));
+  CHECK(test::read_file(s.dir / "part" / "model.safetensors") ==
+        test::read_file(s.dir / "whole" / "model.safetensors"));
+  CHECK(test::read_file(s.dir / "part" / "optimizer.safetensors") ==
+        test::read_file(s.dir / "whole" / "optimizer.safetensors"));
+  // Other flags than the run's: refused, naming both.
+  std::vector<std::string> other = with(s.args(s.dir / "part", "8"), "--lr", "1e-3");
+  other.insert(other.end(), {"--resume", (s.dir / "part").string()});
+  const test::CliResult bad = test::gpt2vk(other);
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.err.find("trained with other flags or data") != std::string::npos);
+}
+
+TEST_CASE("gpt2vk train refuses bad input with a message that names it") {
+  Setup s;
+  const auto fails = [&](std::vector<std::string> args, const std::string& message) {
+    const test::CliResult r = test::gpt2vk(args);
+    CHECK_MESSAGE(r.exit_code != 0, message);
+    CHECK_MESSAGE(r.err.find(message) != std::string::npos, r.err);
+  };
+  test::write_file(s.dir / "empty.txt", "");
+  test::write_file(s.dir / "short.txt", "In the beginning");
+  test::write_file(s.dir / "bad.txt", std::string("ab\xff\xfe", 4));
+  const std::vector<std::string> ok = s.args(s.dir / "o", "2");
+  fails(with(ok, "--data", (s.dir / "empty.txt").string()), "the data holds 0 tokens");
+  fails(with(ok, "--data", (s.dir / "short.txt").string()), "needs 33");
+  fails(with(ok, "--data", (s.dir / "bad.txt").string()), "bad.txt");
+  fails(with(ok, "--ctx", "17"), "past the model's context of 16");
+  fails(with(ok, "--batch", "0"), "--batch must be at least 1");
+  std::vector<std::string> a = ok;
+  a.insert(a.end(), {"--resume", s.dir.path().string()});
+  fails(a, "is not a training checkpoint");
+  test::write_file(s.dir / "file", "x");
+  fails(s.args(s.dir / "file" / "o", "2"), "cannot");
+  std::vector<std::string> both = s.args(s.dir / "o", "2");
+  both.insert(both.end(), {"-m", (test::source_dir() / "models" / "kjv").string()});
+  fails(both, "exactly one of -m DIR");
+}
