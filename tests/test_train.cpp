@@ -11,18 +11,25 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <cmath>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "model/formats/checkpoint.h"
 #include "model/formats/config.h"
+#include "model/formats/dtype.h"
+#include "model/formats/safetensors.h"
 #include "model/ops/cpu/optimizer.h"
 #include "model/training/cpu_trainer.h"
 #include "model/training/gpu_trainer.h"
 #include "model/training/parameters.h"
 #include "model/training/schedule.h"
 #include "tests/compare.h"
+#include "tests/files.h"
 #include "tests/gpu.h"
 
 namespace {
@@ -206,4 +213,63 @@ TEST_CASE("the data order and the learning-rate schedule of the training contrac
   CHECK(model::training::learning_rate(s, 110) == doctest::Approx(1e-4));
   s.cosine = false;
   CHECK(model::training::learning_rate(s, 60) == doctest::Approx(1e-3));
+}
+
+// Against the independent PyTorch reference of the contract (tools/reference/train_ref.py,
+// float64, goldens in tests/data/training/): GPT-2's block (gpt2-tiny) and the shipped KJV
+// model's variant (tinygpt: erf GELU, no attention biases). The first step's gradients, each
+// tensor within 2e-3 of its largest magnitude, and 10 AdamW steps with warm-up, cosine decay,
+// clipping and decay on matrices, each loss within 1e-4 relative (issue 17's bounds: fp32 on the
+// device against float64). Both kernel sets.
+TEST_CASE("the GPU training step against the PyTorch reference: gradients and 10 AdamW steps") {
+  GPU_TEST(g);
+  for (const std::string name : {"gpt2-tiny", "tinygpt"}) {
+    const std::filesystem::path golden = test::source_dir() / "tests" / "data" / "training" / name;
+    const nlohmann::json traj = nlohmann::json::parse(test::read_file(golden / "trajectory.json"));
+    const nlohmann::json& s = traj.at("settings");
+    const uint32_t B = s.at("batch"), T = s.at("ctx");
+    const std::unique_ptr<model::Checkpoint> ckpt =
+        model::Checkpoint::load(test::source_dir() / "tests" / "data" / "models" / name);
+    const Parameters start = Parameters::from_checkpoint(*ckpt);
+    const std::string text = test::read_file(test::source_dir() / "models" / "kjv" / "heldout.txt");
+    std::vector<int32_t> tokens;
+    for (size_t i = 0; i < s.at("data_bytes").get<size_t>(); i++) tokens.push_back(static_cast<unsigned char>(text[i]));
+    const std::unique_ptr<model::SafeTensors> grads = model::SafeTensors::open(golden / "grads.safetensors");
+    model::training::Schedule schedule{s.at("lr"), s.at("warmup"), s.at("cosine"), s.at("lr_min"), s.at("steps")};
+    for (vk::KernelSet set : test::kKernelSets) {
+      const std::string what = name + (set == vk::KernelSet::Gpu ? ", gpu kernels" : ", cpu kernels");
+      std::vector<int32_t> ids, targets;
+      {
+        model::training::GpuTrainer trainer(g.with_kernels(set), start, B, T);
+        model::training::Batches batches(tokens, B, T);
+        batches.next(ids, targets);
+        trainer.gradients(ids, targets);
+        Parameters got(start.config());
+        trainer.download_grads(got);
+        for (const model::ExpectedTensor& e : got.tensors()) {
+          const model::TensorView* ref = grads->find(e.name);
+          REQUIRE_MESSAGE(ref, e.name);
+          const std::vector<float> r = model::to_f32(*ref);
+          double peak = 0;
+          for (float v : r) peak = std::max(peak, std::abs(double(v)));
+          CHECK(test::close(what + ": d loss / d " + e.name, got.tensor(e.name), r, {2e-3 * peak, 0}));
+        }
+      }
+      model::training::GpuTrainer trainer(g.with_kernels(set), start, B, T);
+      model::training::Batches batches(tokens, B, T);
+      model::training::StepSettings st;
+      st.beta1 = s.at("beta1"), st.beta2 = s.at("beta2"), st.eps = s.at("eps");
+      st.weight_decay = s.at("weight_decay"), st.clip = s.at("grad_clip");
+      const std::vector<double> losses = traj.at("losses").get<std::vector<double>>();
+      for (uint64_t step = 0; step < losses.size(); step++) {
+        st.lr = static_cast<float>(model::training::learning_rate(schedule, step));
+        st.step = step + 1;
+        batches.next(ids, targets);
+        const double loss = trainer.step(ids, targets, st).loss;
+        const std::string at = what + ", step " + std::to_string(step) + ": " +
+                               std::to_string(loss) + " against " + std::to_string(losses[step]);
+        CHECK_MESSAGE(std::abs(loss - losses[step]) <= 1e-4 * losses[step], at);
+      }
+    }
+  }
 }

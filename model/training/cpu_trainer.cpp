@@ -31,26 +31,14 @@ struct CpuTrainBackend {
   std::map<Grad, std::vector<float>> grads;
   double loss = 0;
 
-  uint32_t width(Kept k) const {
-    switch (k) {
-      case Kept::Qkv: return 3 * c.n_embd;
-      case Kept::FcPre:
-      case Kept::FcAct: return c.n_inner;
-      case Kept::Logits: return c.n_vocab;
-      default: return c.n_embd;
-    }
-  }
-  uint32_t width(Grad g) const {
-    return g == Grad::QKV ? 3 * c.n_embd : g == Grad::F ? c.n_inner : c.n_embd;
-  }
   float* buf(Saved s) {
     std::vector<float>& v = saved[{s.kind, s.layer}];
-    v.resize(size_t{N} * width(s.kind));
+    v.resize(size_t{N} * width(c, s.kind));
     return v.data();
   }
   float* buf(Grad g) {
     std::vector<float>& v = grads[g];
-    v.resize(size_t{N} * width(g));
+    v.resize(size_t{N} * width(c, g));
     return v.data();
   }
 

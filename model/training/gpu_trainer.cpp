@@ -92,8 +92,8 @@ struct GpuTrainer::Impl {
     // The activations and scratch the graph touches, and the ops' own scratch.
     PlanBackend plan;
     train_step(plan, c, w, dw);
-    for (const auto& [kind, layer] : plan.saved) saved[{kind, layer}] = acts_.add(uint64_t{N} * width(kind) * 4);
-    for (Grad g : plan.grads) grad[g] = acts_.add(uint64_t{N} * width(g) * 4);
+    for (const auto& [kind, layer] : plan.saved) saved[{kind, layer}] = acts_.add(uint64_t{N} * width(c, kind) * 4);
+    for (Grad g : plan.grads) grad[g] = acts_.add(uint64_t{N} * width(c, g) * 4);
     ln_stats = acts_.add(uint64_t{N} * 16);
     att_stats = acts_.add(gpu::attention_backward_stats_bytes(B, T, c.n_head));
     norm_scratch = acts_.add(gpu::grad_sum_squares_scratch(device.caps(), counts) * 4);
@@ -119,19 +119,6 @@ struct GpuTrainer::Impl {
       return it == handles.end() ? nullptr : &p.span(it->second);
     });
   }
-  uint32_t width(Kept k) const {
-    switch (k) {
-      case Kept::Qkv: return 3 * config.n_embd;
-      case Kept::FcPre:
-      case Kept::FcAct: return config.n_inner;
-      case Kept::Logits: return config.n_vocab;
-      default: return config.n_embd;
-    }
-  }
-  uint32_t width(Grad g) const {
-    return g == Grad::QKV ? 3 * config.n_embd : g == Grad::F ? config.n_inner : config.n_embd;
-  }
-
   // backward false: the losses only (grad_norm 0); update: the optimizer step after them.
   StepResult run(std::span<const int32_t> id_values, std::span<const int32_t> target_values,
                  bool backward, const StepSettings* update);

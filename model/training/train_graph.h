@@ -40,6 +40,20 @@ enum class Grad {
   F,    // [N, F] the MLP's hidden gradient
 };
 
+// Floats per token of each buffer.
+inline uint32_t width(const Config& c, Kept k) {
+  switch (k) {
+    case Kept::Qkv: return 3 * c.n_embd;
+    case Kept::FcPre:
+    case Kept::FcAct: return c.n_inner;
+    case Kept::Logits: return c.n_vocab;
+    default: return c.n_embd;
+  }
+}
+inline uint32_t width(const Config& c, Grad g) {
+  return g == Grad::QKV ? 3 * c.n_embd : g == Grad::F ? c.n_inner : c.n_embd;
+}
+
 // Forward then backward of one step: B sequences of T tokens whose ids (and targets) the
 // backend already holds. Returns nothing: the backend's cross_entropy keeps the losses, and
 // its gradients (dw) hold d(mean loss)/d(weight) afterwards (zeroed by the backend first).

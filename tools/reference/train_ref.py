@@ -1,0 +1,106 @@
+"""An independent PyTorch reference of gpt2vk's training contract (issue 17), in float64.
+
+The model is gpt2_ref.forward (torch primitives, no engine code) under autograd; the contract's
+pieces are written here from its text: llm.c's unshuffled loader, the mean cross-entropy over
+the B*T targets, the global gradient norm with clip / (norm + 1e-6) above --grad-clip
+(torch.nn.utils.clip_grad_norm_), torch.optim.AdamW with weight decay on tensors of two or more
+dimensions only, and the warm-up / cosine schedule. For each model it writes, into
+tests/data/training/<model>/:
+
+  grads.safetensors   the first step's gradients (F32), every tensor of the checkpoint
+  trajectory.json     the settings and the losses of 10 AdamW steps (each before its update)
+
+Run it with Debian's interpreter (python3-torch 1.13); the output is the same on every run:
+
+    /usr/bin/python3 tools/reference/train_ref.py
+"""
+import json
+import math
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gpt2_ref  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+TEXT = ROOT / "models" / "kjv" / "heldout.txt"  # byte-level data for the byte-level models
+SETTINGS = {"batch": 2, "ctx": 16, "steps": 10, "lr": 3e-3, "beta1": 0.9, "beta2": 0.95,
+            "eps": 1e-8, "weight_decay": 0.1, "grad_clip": 1.0, "warmup": 3, "cosine": True,
+            "lr_min": 3e-4, "data_bytes": 4000}
+MODELS = ["gpt2-tiny", "tinygpt"]  # GPT-2's block; the shipped KJV model's variant
+
+
+def batch(tokens, position, B, T):
+    """The contract's step: B*T+1 tokens from position (restarting at 0 when they would pass
+    the end); returns (inputs [B][T], targets [B][T], the next position)."""
+    if position + B * T + 1 > len(tokens):
+        position = 0
+    chunk = tokens[position:position + B * T + 1]
+    rows = [chunk[b * T:b * T + T] for b in range(B)]
+    targets = [chunk[b * T + 1:b * T + T + 1] for b in range(B)]
+    return rows, targets, position + B * T
+
+
+def learning_rate(s, step):
+    W, N = s["warmup"], s["steps"]
+    if step < W:
+        return s["lr"] * (step + 1) / W
+    if not s["cosine"] or N <= W:
+        return s["lr"]
+    return s["lr_min"] + 0.5 * (s["lr"] - s["lr_min"]) * (1 + math.cos(math.pi * (step - W) / (N - W)))
+
+
+def loss_of(config, params, rows, targets):
+    total = 0
+    for ids, tgt in zip(rows, targets):
+        logits = gpt2_ref.forward(config, params, ids)                    # [T, V] float64
+        total = total + torch.nn.functional.cross_entropy(logits, torch.tensor(tgt), reduction="sum")
+    return total / (len(rows) * len(rows[0]))
+
+
+def run(name):
+    s = SETTINGS
+    config, stored = gpt2_ref.load_checkpoint(ROOT / "tests" / "data" / "models" / name)
+    params = {k: v.to(torch.float64).clone().requires_grad_(True) for k, v in stored.items()}
+    tokens = list(TEXT.read_bytes()[:s["data_bytes"]])
+    out = ROOT / "tests" / "data" / "training" / name
+    out.mkdir(parents=True, exist_ok=True)
+
+    # The first step's gradients.
+    rows, targets, _ = batch(tokens, 0, s["batch"], s["ctx"])
+    loss_of(config, params, rows, targets).backward()
+    gpt2_ref.write_safetensors(out / "grads.safetensors",
+                               {k: p.grad.to(torch.float32) for k, p in params.items()},
+                               {"source": "tools/reference/train_ref.py"})
+
+    # 10 AdamW steps from the checkpoint.
+    params = {k: v.to(torch.float64).clone().requires_grad_(True) for k, v in stored.items()}
+    decay = [p for p in params.values() if p.dim() >= 2]
+    no_decay = [p for p in params.values() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": s["weight_decay"]},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=s["lr"], betas=(s["beta1"], s["beta2"]), eps=s["eps"])
+    position, losses, norms = 0, [], []
+    for step in range(s["steps"]):
+        for g in opt.param_groups:
+            g["lr"] = learning_rate(s, step)
+        rows, targets, position = batch(tokens, position, s["batch"], s["ctx"])
+        opt.zero_grad()
+        loss = loss_of(config, params, rows, targets)
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(list(params.values()), s["grad_clip"])
+        opt.step()
+        losses.append(float(loss))
+        norms.append(float(norm))
+    (out / "trajectory.json").write_text(json.dumps(
+        {"model": name, "data": "models/kjv/heldout.txt", "settings": s, "losses": losses,
+         "grad_norms": norms}, indent=2) + "\n")
+    print(f"{name}: losses {losses[0]:.6f} .. {losses[-1]:.6f}")
+
+
+if __name__ == "__main__":
+    torch.set_default_dtype(torch.float64)
+    for model in MODELS:
+        run(model)
