@@ -58,11 +58,49 @@ bool on_path(const std::string& program) {
   return run({"sh", "-c", "command -v " + program}).exit_code == 0;
 }
 
-Server::Server(const std::vector<std::string>& args, const Env& env) {
-  std::vector<std::string> argv = {GPT2VK_BINARY, "serve", "--port", "0"};
+Background::Background(const std::vector<std::string>& args, const Env& env) {
+  std::vector<std::string> argv = {GPT2VK_BINARY};
   argv.insert(argv.end(), args.begin(), args.end());
   write_file(dir_ / "err", "");  // there before the child opens it
   pid_ = spawn(argv, with_validation(env), (dir_ / "out").string(), (dir_ / "err").string());
+}
+
+Background::~Background() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+}
+
+std::string Background::err() const { return read_file(dir_ / "err"); }
+
+bool Background::exited(int& code) {
+  int status = 0;
+  if (pid_ <= 0) return true;
+  if (waitpid(pid_, &status, WNOHANG) != pid_) return false;
+  pid_ = -1;
+  code = exit_code(status);
+  return true;
+}
+
+int Background::stop(int signal, int seconds) {
+  if (pid_ <= 0) return -1;
+  kill(pid_, signal);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  int code = -1;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (exited(code)) return code;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return -1;
+}
+
+Server::Server(const std::vector<std::string>& args, const Env& env)
+    : Background([&] {
+        std::vector<std::string> argv = {"serve", "--port", "0"};
+        argv.insert(argv.end(), args.begin(), args.end());
+        return argv;
+      }(), env) {
   const std::regex line(R"(on http://127\.0\.0\.1:(\d+))");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline) {
@@ -72,39 +110,12 @@ Server::Server(const std::vector<std::string>& args, const Env& env) {
       port_ = std::stoi(m[1]);
       return;
     }
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      throw std::runtime_error("gpt2vk serve exited (" + std::to_string(exit_code(status)) +
-                               "): " + e);
-    }
+    int code = 0;
+    if (exited(code))
+      throw std::runtime_error("gpt2vk serve exited (" + std::to_string(code) + "): " + e);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   throw std::runtime_error("gpt2vk serve did not say where it listens within a minute: " + err());
-}
-
-Server::~Server() {
-  if (pid_ > 0) {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-  }
-}
-
-std::string Server::err() const { return read_file(dir_ / "err"); }
-
-int Server::stop(int signal, int seconds) {
-  if (pid_ <= 0) return -1;
-  kill(pid_, signal);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  while (std::chrono::steady_clock::now() < deadline) {
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      return exit_code(status);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return -1;
 }
 
 }  // namespace test

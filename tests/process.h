@@ -17,26 +17,37 @@ CliResult run(const std::vector<std::string>& argv, const Env& env = {});
 // Whether a program is on PATH.
 bool on_path(const std::string& program);
 
-// `gpt2vk serve ... --port 0` in the background, with the validation layer on; the constructor
-// waits (at most a minute) for the line naming its port, and throws with its stderr if the server
-// exits or never says. The destructor kills it if it still runs.
-class Server {
+// `gpt2vk ARGS` in the background, with the validation layer on, its stdout and stderr kept in
+// files. The destructor kills it if it still runs.
+class Background {
  public:
-  explicit Server(const std::vector<std::string>& args, const Env& env = {});
-  ~Server();
-  Server(const Server&) = delete;
-  Server& operator=(const Server&) = delete;
+  explicit Background(const std::vector<std::string>& args, const Env& env = {});
+  ~Background();
+  Background(const Background&) = delete;
+  Background& operator=(const Background&) = delete;
 
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-  int port() const { return port_; }
   pid_t pid() const { return pid_; }
   std::string err() const;  // its stderr so far
+  // Whether it has exited, without waiting; `code` gets the exit code.
+  bool exited(int& code);
   // Sends `signal` and waits for the exit (at most `seconds`): the exit code, -1 on timeout.
   int stop(int signal, int seconds = 60);
 
  private:
   TempDir dir_;
   pid_t pid_ = -1;
+};
+
+// `gpt2vk serve ... --port 0` in the background; the constructor waits (at most a minute) for
+// the line naming its port, and throws with its stderr if the server exits or never says.
+class Server : public Background {
+ public:
+  explicit Server(const std::vector<std::string>& args, const Env& env = {});
+
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  int port() const { return port_; }
+
+ private:
   int port_ = 0;
 };
 

@@ -1,17 +1,22 @@
 // gpt2vk train, the command (issue 17): a tiny model trained from --init on a short text, under
 // the validation layer: the checkpoint generate reads as it is, two runs with one seed giving
-// the same bits, a resumed run equal to an uninterrupted one, and every bad input refused with a
-// message that names it.
+// the same bits, a resumed run equal to an uninterrupted one, SIGINT, a diverging run, and every
+// bad input refused with a message that names it.
 #include <doctest/doctest.h>
 
+#include <signal.h>
+
+#include <chrono>
 #include <filesystem>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "model/formats/config.h"
 #include "tests/cli.h"
 #include "tests/files.h"
+#include "tests/process.h"
 
 namespace {
 
@@ -52,6 +57,7 @@ std::vector<std::string> with(std::vector<std::string> args, const std::string& 
 // The "loss" of each JSON line of a --log file, as printed (full precision).
 std::vector<std::string> losses(const fs::path& log) {
   std::vector<std::string> out;
+  if (!fs::exists(log)) return out;
   std::istringstream in(test::read_file(log));
   for (std::string line; std::getline(in, line);) {
     const size_t at = line.find("\"loss\":");
@@ -139,4 +145,38 @@ TEST_CASE("gpt2vk train refuses bad input with a message that names it") {
   std::vector<std::string> both = s.args(s.dir / "o", "2");
   both.insert(both.end(), {"-m", (test::source_dir() / "models" / "kjv").string()});
   fails(both, "exactly one of -m DIR");
+}
+
+TEST_CASE("gpt2vk train: SIGINT ends the step, saves, and the run resumes from there") {
+  Setup s;
+  std::vector<std::string> a = s.args(s.dir / "out", "100000");
+  a.insert(a.end(), {"--log", (s.dir / "log.jsonl").string()});
+  test::Background run(a);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  int code = 0;
+  while (losses(s.dir / "log.jsonl").size() < 3 && std::chrono::steady_clock::now() < deadline) {
+    REQUIRE_MESSAGE(!run.exited(code), run.err());
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  CHECK(run.stop(SIGINT) == 130);
+  CHECK(run.err().find("interrupted; saved") != std::string::npos);
+  const size_t done = losses(s.dir / "log.jsonl").size();
+  CHECK(test::read_file(s.dir / "out" / "trainer_state.json").find("\"step\": " + std::to_string(done)) !=
+        std::string::npos);
+  std::vector<std::string> more = with(a, "--steps", std::to_string(done + 2));
+  more.insert(more.end(), {"--resume", (s.dir / "out").string()});
+  const test::CliResult r = test::gpt2vk(more);
+  CHECK_MESSAGE(r.exit_code == 0, r.err);
+  CHECK(losses(s.dir / "log.jsonl").size() == done + 2);
+}
+
+TEST_CASE("gpt2vk train: a diverging run stops with an error and keeps the last checkpoint") {
+  Setup s;
+  // A learning rate of 1e30 makes the weights of step 1 overflow the forward pass of step 2.
+  std::vector<std::string> a = with(s.args(s.dir / "out", "5"), "--lr", "1e30");
+  a.insert(a.end(), {"--save-every", "1", "--grad-clip", "0"});
+  const test::CliResult r = test::gpt2vk(a);
+  CHECK(r.exit_code != 0);
+  CHECK_MESSAGE(r.err.find("the run diverged at step 1") != std::string::npos, r.err);
+  CHECK(test::read_file(s.dir / "out" / "trainer_state.json").find("\"step\": 1") != std::string::npos);
 }
