@@ -111,6 +111,7 @@ struct TrainArgs {
   float lr_min = 0.0f;
   uint64_t eval_every = 0, save_every = 0;
   uint64_t seed = 1;
+  bool profile = false;  // then GPU time per op of the last step
 };
 int train(const TrainArgs& args);
 

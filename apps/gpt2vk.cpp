@@ -184,6 +184,8 @@ int main(int argc, char** argv) {
   train->add_option("--save-every", train_args.save_every, "save every N steps (always at the end)");
   train->add_option("--log", train_args.log, "JSON lines: step, loss, grad_norm, lr, tokens_per_s, val_loss");
   train->add_option("--seed", train_args.seed, "the initialisation's seed (default 1)");
+  train->add_flag("--profile", train_args.profile,
+                  "then the GPU time of each op kind in the last step (timestamps)");
   train->add_option("--device", train_args.model.device, "GPU index or name");
   train->add_option("--kernels", train_args.model.kernels,
                     "the kernel set: gpu, cpu or auto (by the device; default, or GPT2VK_KERNELS)")

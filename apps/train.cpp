@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -120,6 +121,28 @@ void write_plot(const fs::path& file, const std::vector<std::pair<uint64_t, doub
   std::ofstream(file) << svg.str();
 }
 
+// GPU time per op kind of the last step, largest first.
+void print_profile(const model::training::GpuTrainer& trainer) {
+  std::map<std::string, std::pair<double, int>> by_op;
+  double total = 0;
+  for (const vk::DispatchTime& d : trainer.timings()) {
+    by_op[d.shader].first += d.ms;
+    by_op[d.shader].second++;
+    total += d.ms;
+  }
+  if (by_op.empty()) {
+    std::fprintf(stderr, "gpt2vk: --profile: this device's queue has no timestamps\n");
+    return;
+  }
+  std::vector<std::pair<double, std::string>> rows;
+  for (const auto& [op, t] : by_op) rows.emplace_back(t.first, op);
+  std::sort(rows.rbegin(), rows.rend());
+  std::printf("| op (last step) | dispatches | ms | share |\n| --- | ---: | ---: | ---: |\n");
+  for (const auto& [ms, op] : rows)
+    std::printf("| %s | %d | %.3f | %.1f%% |\n", op.c_str(), by_op[op].second, ms, 100 * ms / total);
+  std::printf("| all | | %.3f | 100%% |\n", total);
+}
+
 }  // namespace
 
 int train(const TrainArgs& a) {
@@ -190,7 +213,7 @@ int train(const TrainArgs& a) {
   io.validation = io.validation || a.model.validation;
   vk::Instance instance(io);
   vk::Device device(instance, device_options(a.model));
-  model::training::GpuTrainer trainer(device, *params, a.batch, a.ctx);
+  model::training::GpuTrainer trainer(device, *params, a.batch, a.ctx, a.profile);
   if (m) trainer.upload_moments(*m, *v);
   else m = std::make_unique<Parameters>(c), v = std::make_unique<Parameters>(c);
   std::fprintf(stderr,
@@ -267,6 +290,7 @@ int train(const TrainArgs& a) {
   if (tty) std::fprintf(stderr, "\n");
   save();
   write_plot(fs::path(a.out) / "loss.svg", train_curve, val_curve);
+  if (a.profile) print_profile(trainer);
   std::fprintf(stderr, "gpt2vk: %s at step %llu: %s (model.safetensors, optimizer state, loss.svg)\n",
                interrupted ? "interrupted; saved" : "saved", static_cast<unsigned long long>(state.step),
                a.out.c_str());

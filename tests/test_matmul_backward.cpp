@@ -75,16 +75,22 @@ void check(const vk::Device& device, vk::Kernels& kernels, uint32_t T, uint32_t 
 
 }  // namespace
 
-TEST_CASE("matmul_backward matches the CPU reference") {
+// Both kernel sets: the GPU set's shared-memory tiles, and the CPU set's texel kernel where K is
+// in whole texels and N in blocks of 8 (here every shape but the first two), tiles elsewhere.
+TEST_CASE("matmul_backward matches the CPU reference, both kernel sets") {
   GPU_TEST(g);
-  for (model::WeightLayout layout : {model::WeightLayout::KN, model::WeightLayout::NK}) {
-    // Shapes off every tile: 37 rows (not a multiple of 16), K and N not of 64.
-    check(g.device, g.kernels, 37, 48, 100, layout, true, 800);
-    check(g.device, g.kernels, 5, 130, 70, layout, false, 810);
-    check(g.device, g.kernels, 1, 64, 64, layout, true, 820);
+  for (vk::KernelSet set : test::kKernelSets) {
+    const vk::Device& device = g.with_kernels(set);
+    for (model::WeightLayout layout : {model::WeightLayout::KN, model::WeightLayout::NK}) {
+      // Shapes off every tile: 37 rows (not a multiple of 16), K and N not of 64.
+      check(device, device.kernels(), 37, 48, 100, layout, true, 800);
+      check(device, device.kernels(), 5, 130, 70, layout, false, 810);
+      check(device, device.kernels(), 1, 64, 64, layout, true, 820);
+      check(device, device.kernels(), 29, 36, 40, layout, true, 840);
+    }
+    // A GPT-2-like block's fc projection, scaled down: 64 rows of 192 -> 192.
+    check(device, device.kernels(), 64, 3072 / 16, 768 / 4, model::WeightLayout::KN, true, 830);
   }
-  // A GPT-2-like block's fc projection: 64 rows of 3072 -> 768.
-  check(g.device, g.kernels, 64, 3072 / 16, 768 / 4, model::WeightLayout::KN, true, 830);
 }
 
 TEST_CASE("matmul_backward in several dispatches past maxStorageBufferRange") {

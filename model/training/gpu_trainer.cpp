@@ -66,11 +66,11 @@ struct PlanBackend {
 }  // namespace
 
 struct GpuTrainer::Impl {
-  Impl(const vk::Device& d, const Parameters& params, uint32_t b, uint32_t t)
+  Impl(const vk::Device& d, const Parameters& params, uint32_t b, uint32_t t, bool timestamps)
       : device(d), kernels(d.kernels()), config(params.config()), expected(params.tensors()),
         B(b), T(t), N(b * t), weights_(d, "training weights"), grads_(d, "training gradients"),
         m_(d, "AdamW m"), v_(d, "AdamW v"), acts_(d, "training activations"),
-        io_(d, "training ids"), out_(d, "training losses"), rec(d) {
+        io_(d, "training ids"), out_(d, "training losses"), rec(d, timestamps) {
     const Config& c = config;
     if (B == 0 || T == 0) throw std::invalid_argument("training needs B >= 1 and T >= 1");
     if (T > c.n_ctx)
@@ -253,8 +253,9 @@ StepResult GpuTrainer::Impl::run(std::span<const int32_t> id_values,
   return {total / N, std::sqrt(static_cast<double>(sum_sq))};
 }
 
-GpuTrainer::GpuTrainer(const vk::Device& device, const Parameters& params, uint32_t B, uint32_t T)
-    : impl_(std::make_unique<Impl>(device, params, B, T)) {}
+GpuTrainer::GpuTrainer(const vk::Device& device, const Parameters& params, uint32_t B, uint32_t T,
+                       bool timestamps)
+    : impl_(std::make_unique<Impl>(device, params, B, T, timestamps)) {}
 GpuTrainer::~GpuTrainer() = default;
 
 StepResult GpuTrainer::gradients(std::span<const int32_t> ids, std::span<const int32_t> targets) {
@@ -300,6 +301,7 @@ void GpuTrainer::upload_moments(const Parameters& m, const Parameters& v) {
     vk::upload(impl_->device, impl_->v_.span(h), v.tensor(e.name).data(), elements(e) * 4);
   }
 }
+std::vector<vk::DispatchTime> GpuTrainer::timings() const { return impl_->rec.timings(); }
 uint32_t GpuTrainer::batch() const { return impl_->B; }
 uint32_t GpuTrainer::context() const { return impl_->T; }
 

@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "model/training/parameters.h"
 #include "vk/context.h"
+#include "vk/recorder.h"
 
 namespace model::training {
 
@@ -29,8 +31,10 @@ struct StepResult {
 class GpuTrainer {
  public:
   // The parameters go to the device; AdamW's moments start at zero. B sequences of T tokens
-  // per step, T <= n_ctx. Throws vk::Error when an op cannot run on the device.
-  GpuTrainer(const vk::Device& device, const Parameters& params, uint32_t B, uint32_t T);
+  // per step, T <= n_ctx. Throws vk::Error when an op cannot run on the device. timestamps:
+  // time every dispatch (timings()).
+  GpuTrainer(const vk::Device& device, const Parameters& params, uint32_t B, uint32_t T,
+             bool timestamps = false);
   ~GpuTrainer();
   GpuTrainer(const GpuTrainer&) = delete;
   GpuTrainer& operator=(const GpuTrainer&) = delete;
@@ -48,6 +52,9 @@ class GpuTrainer {
   void download_grads(Parameters& grads) const;
   void download_moments(Parameters& m, Parameters& v) const;
   void upload_moments(const Parameters& m, const Parameters& v);
+
+  // GPU time of each dispatch of the last step (empty without timestamps).
+  std::vector<vk::DispatchTime> timings() const;
 
   uint32_t batch() const;
   uint32_t context() const;

@@ -49,20 +49,34 @@ void matmul_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan* dx
   const uint32_t layout = w.layout == WeightLayout::KN ? push::MATMUL_KN : push::MATMUL_NK;
   const vk::Pipeline& grad = k.get(op, {{16, 8, 1}, {layout, 0u}});
   const vk::Pipeline& bias = k.get(op, {{16, 8, 1}, {layout, 1u}});
+  // The texel kernel where the policy asks for texel matmuls and the shape allows it: 4 x 8
+  // blocks of outputs, rows of x and dout in whole texels, within one texel view.
+  const uint64_t texel_align = texel_binding_alignment(caps);
+  const bool texel = kernel_policy(k.device()).texel_matmul && caps.storage_texel_buffers &&
+                     K % 4 == 0 && N % 8 == 0 &&
+                     uint64_t{rows} * std::max(K, N) / 4 + texel_align <= caps.max_texel_buffer_elements;
+  const vk::Pipeline* grad_texel =
+      texel ? &k.get("matmul_backward_texel", {{default_workgroup(caps), 1, 1}, {layout}}) : nullptr;
   const vk::BufferSpan dw_all = dw.sub(0, dw_bytes);
   const vk::BufferSpan db = dbias ? dbias->sub(0, uint64_t{N} * 4) : dw_all;
   for (uint32_t t0 = 0; t0 < T; t0 += rows) {
     const uint32_t n = std::min(rows, T - t0);
-    const Window xw = window(x, uint64_t{t0} * K, uint64_t{n} * K, sizeof(float), align);
-    const Window dw_ = window(dout, uint64_t{t0} * N, uint64_t{n} * N, sizeof(float), align);
+    const uint64_t a = texel ? texel_align : align;
+    const Window xw = window(x, uint64_t{t0} * K, uint64_t{n} * K, sizeof(float), a);
+    const Window dw_ = window(dout, uint64_t{t0} * N, uint64_t{n} * N, sizeof(float), a);
     const push::MatmulBackwardPush push{n, K, N, xw.skip, dw_.skip};
     const std::vector<vk::BufferSpan> bindings{dw_all, db, dw_.span, xw.span};
-    if (uint64_t(vk::ceil_div(N, tile)) > caps.max_workgroup_count[0] ||
-        uint64_t(vk::ceil_div(K, tile)) > caps.max_workgroup_count[1])
-      fail(op, "the grid of 64 x 64 tiles exceeds the device's workgroup counts");
-    rec.dispatch(grad, bindings, push,
-                 vk::Groups{static_cast<uint32_t>(vk::ceil_div(N, tile)),
-                            static_cast<uint32_t>(vk::ceil_div(K, tile)), 1});
+    if (texel) {
+      rec.dispatch(*grad_texel, {dw_all, dw_.span, xw.span}, push,
+                   vk::groups_for(k.device(), *grad_texel, uint64_t{K / 4} * (N / 8)));
+    } else {
+      if (uint64_t(vk::ceil_div(N, tile)) > caps.max_workgroup_count[0] ||
+          uint64_t(vk::ceil_div(K, tile)) > caps.max_workgroup_count[1])
+        fail(op, "the grid of 64 x 64 tiles exceeds the device's workgroup counts");
+      rec.dispatch(grad, bindings, push,
+                   vk::Groups{static_cast<uint32_t>(vk::ceil_div(N, tile)),
+                              static_cast<uint32_t>(vk::ceil_div(K, tile)), 1});
+    }
     if (dbias)
       rec.dispatch(bias, bindings, push,
                    vk::Groups{static_cast<uint32_t>(vk::ceil_div(N, 128)), 1, 1});
