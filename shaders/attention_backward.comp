@@ -18,7 +18,7 @@ layout(constant_id = 3) const uint D = 64;  // head dim, <= ATTENTION_BACKWARD_M
 layout(constant_id = 4) const bool KEYS = false;
 
 layout(binding = 0) buffer Dqkv { float dqkv[]; };            // [B, T, 3C]
-layout(binding = 1) buffer Stats { vec2 stats[]; };           // [B, H, T]: logsumexp, D_t
+layout(binding = 1) buffer Stats { vec4 stats[]; };           // [B, H, T]: logsumexp, D_t, 0, 0
 layout(binding = 2) readonly buffer Dout { float dout[]; };   // [B, T, C]
 layout(binding = 3) readonly buffer Qkv { float qkv[]; };     // [B, T, 3C]
 layout(push_constant) uniform Push { AttentionBackwardPush p; };
@@ -64,7 +64,7 @@ void main() {
       for (uint i = 0; i < D; i++) dq[i] += ds * qkv[K(j) + i];
     }
     for (uint i = 0; i < D; i++) dqkv[Q(t) + i] = dq[i];
-    stats[(b * p.H + h) * p.T + t] = vec2(lse, dt);
+    stats[(b * p.H + h) * p.T + t] = vec4(lse, dt, 0.0, 0.0);
     return;
   }
   // The key pass: this invocation's key is j = t.
@@ -72,7 +72,7 @@ void main() {
   float dk[MAX_D], dv[MAX_D];
   for (uint i = 0; i < D; i++) dk[i] = dv[i] = 0.0;
   for (uint u = p.causal != 0 ? j : 0; u < p.T; u++) {
-    const vec2 st = stats[(b * p.H + h) * p.T + u];
+    const vec4 st = stats[(b * p.H + h) * p.T + u];
     const float pj = exp(p.scale * dot_rows(Q(u), false, K(j)) - st.x);
     const float ds = pj * (dot_rows(DO(u), true, V(j)) - st.y) * p.scale;
     for (uint i = 0; i < D; i++) {

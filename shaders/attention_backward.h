@@ -10,7 +10,7 @@ PUSH_NAMESPACE_BEGIN
 CONST ATTENTION_BACKWARD_MAX_D = 128;
 
 // B sequences of T tokens, each attending within itself; head h is columns h D .. h D + D - 1.
-//   dout [B, T, C], qkv [B, T, 3C] -> dqkv [B, T, 3C]; stats [B, H, T, 2] between the passes
+//   dout [B, T, C], qkv [B, T, 3C] -> dqkv [B, T, 3C]; stats [B, H, T, 4] between the passes
 struct AttentionBackwardPush {
   uint B;
   uint T;

@@ -20,22 +20,23 @@
 
 namespace {
 
-std::vector<float> run_gpu(test::Gpu& g, const std::vector<float>& dout, const std::vector<float>& qkv,
-                           uint32_t B, uint32_t T, uint32_t C, uint32_t H, const model::AttentionSpec& spec) {
-  vk::Arena arena(g.device, (dout.size() + 2 * qkv.size()) * 4 + 65536 * 4, vk::MemoryKind::Device,
+std::vector<float> run_gpu(const vk::Device& device, const std::vector<float>& dout,
+                           const std::vector<float>& qkv, uint32_t B, uint32_t T, uint32_t C,
+                           uint32_t H, const model::AttentionSpec& spec) {
+  vk::Arena arena(device, (dout.size() + 2 * qkv.size()) * 4 + 65536 * 4, vk::MemoryKind::Device,
                   "test attention_backward");
-  const vk::BufferSpan gd = test::to_gpu(g.device, arena, dout), gq = test::to_gpu(g.device, arena, qkv),
+  const vk::BufferSpan gd = test::to_gpu(device, arena, dout), gq = test::to_gpu(device, arena, qkv),
                        dq = arena.alloc(qkv.size() * 4),
                        stats = arena.alloc(model::gpu::attention_backward_stats_bytes(B, T, H));
-  vk::Recorder rec(g.device);
+  vk::Recorder rec(device);
   rec.begin();
-  model::gpu::attention_backward(g.kernels, rec, dq, stats, gd, gq, B, T, C, H, spec);
+  model::gpu::attention_backward(device.kernels(), rec, dq, stats, gd, gq, B, T, C, H, spec);
   rec.run();
   CHECK(rec.stats().dispatches == 2);
-  return test::from_gpu(g.device, dq, qkv.size());
+  return test::from_gpu(device, dq, qkv.size());
 }
 
-void check(test::Gpu& g, uint32_t B, uint32_t T, uint32_t C, uint32_t H, const model::AttentionSpec& spec,
+void check(const vk::Device& g, uint32_t B, uint32_t T, uint32_t C, uint32_t H, const model::AttentionSpec& spec,
            unsigned seed) {
   const std::vector<float> qkv = test::random_floats(size_t{B} * T * 3 * C, seed, -1.5f, 1.5f),
                            dout = test::random_floats(size_t{B} * T * C, seed + 1);
@@ -53,13 +54,19 @@ void check(test::Gpu& g, uint32_t B, uint32_t T, uint32_t C, uint32_t H, const m
 
 }  // namespace
 
-TEST_CASE("attention_backward matches the CPU reference") {
-  GPU_TEST(g);
-  check(g, 2, 17, 96, 3, {true, 0}, 1000);   // D = 32
-  check(g, 2, 17, 96, 3, {false, 0}, 1010);  // bidirectional
-  check(g, 1, 40, 128, 2, {true, 0.3f}, 1020);  // D = 64, a given scale
-  check(g, 3, 1, 32, 4, {true, 0}, 1030);     // one token: dq = dk = 0, dv = dout
-  check(g, 1, 9, 128, 1, {true, 0}, 1040);    // one head of 128, the largest D
+// Both kernel sets: the portable kernel (the GPU set's) and the texel one (the CPU set's, on a
+// device with storage texel buffers).
+TEST_CASE("attention_backward matches the CPU reference, both kernel sets") {
+  GPU_TEST(gpu);
+  for (vk::KernelSet set : test::kKernelSets) {
+    const vk::Device& g = gpu.with_kernels(set);
+    check(g, 2, 17, 96, 3, {true, 0}, 1000);   // D = 32
+    check(g, 2, 17, 96, 3, {false, 0}, 1010);  // bidirectional
+    check(g, 1, 40, 128, 2, {true, 0.3f}, 1020);  // D = 64, a given scale
+    check(g, 3, 1, 32, 4, {true, 0}, 1030);     // one token: dq = dk = 0, dv = dout
+    check(g, 1, 9, 128, 1, {true, 0}, 1040);    // one head of 128, the largest D
+    check(g, 2, 5, 12, 2, {true, 0}, 1050);     // D = 6: the portable kernel on either set
+  }
 }
 
 TEST_CASE("attention_backward rejects what it cannot run") {

@@ -364,7 +364,7 @@ void attention_store(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& ou
 }
 
 uint64_t attention_backward_stats_bytes(uint32_t B, uint32_t T, uint32_t H) {
-  return uint64_t{B} * H * T * 2 * sizeof(float);
+  return uint64_t{B} * H * T * 4 * sizeof(float);
 }
 
 namespace {
@@ -419,7 +419,19 @@ void attention_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan&
                                              dout.sub(0, rows * C * sizeof(float)),
                                              qkv.sub(0, qkv_bytes)};
   const uint32_t wg = default_workgroup(caps);
+  // The texel kernel where the policy asks for texel attention and the shape and device allow.
+  const uint64_t texel_align = texel_binding_alignment(caps);
+  const bool texel = kernel_policy(k.device()).texel_attention && caps.storage_texel_buffers &&
+                     (C / H) % 4 == 0 && qkv.offset % texel_align == 0 &&
+                     dout.offset % texel_align == 0 && stats.offset % texel_align == 0 &&
+                     qkv_bytes / 16 <= caps.max_texel_buffer_elements;
   for (bool keys : {false, true}) {
+    if (texel) {
+      const vk::Pipeline& p = k.get("attention_backward_texel", {{wg, 1, 1}, {C / H, keys ? 1u : 0u}});
+      rec.dispatch(p, {bindings[0], bindings[1], bindings[2], bindings[3], bindings[1]}, push,
+                   vk::groups_for(k.device(), p, rows * H));
+      continue;
+    }
     const vk::Pipeline& p = k.get(op, {{wg, 1, 1}, {C / H, keys ? 1u : 0u}});
     rec.dispatch(p, bindings, push, vk::groups_for(k.device(), p, rows * H));
   }
