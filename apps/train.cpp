@@ -253,10 +253,11 @@ int train(const TrainArgs& a) {
     const auto start = std::chrono::steady_clock::now();
     const model::training::StepResult r = trainer.step(ids, targets, settings);
     training_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!std::isfinite(r.loss))
+    if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm))
       throw std::runtime_error("the run diverged at step " + std::to_string(s) + " (loss " +
-                               std::to_string(r.loss) + "); the last good checkpoint in " + a.out +
-                               " is kept (its step is in trainer_state.json)");
+                               std::to_string(r.loss) + ", gradient norm " +
+                               std::to_string(r.grad_norm) + "); the last good checkpoint in " +
+                               a.out + " is kept (its step is in trainer_state.json)");
     state.step++;
     train_curve.emplace_back(state.step, r.loss);
     const double per_step = training_s / double(state.step - first);

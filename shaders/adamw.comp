@@ -4,7 +4,9 @@
 //          p -= lr (m / bias1) / (sqrt(v / bias2) + eps)
 //   SGD (a specialization constant): p *= 1 - lr wd; p -= lr g   (m and v untouched)
 // g is first scaled by the global clip, from the sum of squares of every gradient that
-// grad_sum_squares.comp left on the device: the step needs no read-back.
+// grad_sum_squares.comp left on the device (the step needs no read-back): by
+// min(1, clip / (norm + 1e-6)), torch.nn.utils.clip_grad_norm_'s factor. A norm that is not
+// finite leaves everything as it was: the host stops the run on it, with the weights intact.
 #extension GL_GOOGLE_include_directive : require
 #include "optimizer.h"
 #include "common/index.glsl"
@@ -23,7 +25,8 @@ void main() {
   const uint i = flat_index();
   if (i >= p.n) return;
   const float norm = sqrt(norm_sq);
-  const float scale = p.clip > 0.0 && norm > p.clip ? p.clip / (norm + 1e-6) : 1.0;
+  if (isnan(norm) || isinf(norm)) return;
+  const float scale = p.clip > 0.0 ? min(1.0, p.clip / (norm + 1e-6)) : 1.0;
   const float g = grad[i] * scale;
   float w = param[i] * (1.0 - p.lr * p.weight_decay);
   if (SGD) {

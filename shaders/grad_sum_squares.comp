@@ -20,6 +20,7 @@ shared REDUCE_T red[GRAD_MAX_WORKGROUP];  // WG used
 
 void main() {
   const uint g = flat_group();
+  if (g >= p.groups) return;  // a folded grid's spare workgroups, whole: barriers stay uniform
   const uint begin = g * p.chunk, end = min(p.n, begin + p.chunk);
   float s = 0.0;
   for (uint i = begin + gl_LocalInvocationID.x; i < end; i += WG) {

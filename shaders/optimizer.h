@@ -18,10 +18,12 @@ struct GradSumSquaresPush {
   uint skip;
   uint out_skip;
   uint square;
+  uint groups;  // partials this dispatch writes (the grid may fold into more workgroups)
 };
 
 // One step of AdamW (or SGD, a specialization constant) on n parameters, the gradient first
-// scaled by the global clip: g *= clip / (norm + 1e-6) when clip > 0 and norm = sqrt(norm_sq) > clip.
+// scaled by the global clip: g *= min(1, clip / (norm + 1e-6)) when clip > 0, norm =
+// sqrt(norm_sq); nothing changes when the norm is not finite.
 struct AdamWPush {
   uint n;
   float lr;

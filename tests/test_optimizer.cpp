@@ -8,6 +8,7 @@
 // relative, and the update's few-ulp error times lr).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -76,7 +77,7 @@ TEST_CASE("adamw and sgd match the CPU reference, clipped or not") {
       const model::gpu::OptimizerStep o{sgd, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, clip, 3};
       std::vector<float> p = p0, m = m0, v = v0;
       const float scale =
-          clip > 0 && norm > double(clip) ? static_cast<float>(double(clip) / (norm + 1e-6)) : 1.0f;
+          clip > 0 ? static_cast<float>(std::min(1.0, double(clip) / (norm + 1e-6))) : 1.0f;
       if (sgd)
         model::cpu::sgd(p.data(), grad.data(), n, o.lr, o.weight_decay, scale);
       else
@@ -117,4 +118,26 @@ TEST_CASE("the optimizer ops reject bad arguments") {
   CHECK_THROWS_WITH_AS(model::gpu::grad_sum_squares(g.kernels, rec, one, d, std::span(&a, 1), counts),
                        doctest::Contains("2 sizes"), vk::Error);
   rec.end();
+}
+
+TEST_CASE("adamw leaves everything as it was when the gradients' norm is not finite") {
+  GPU_TEST(g);
+  const uint64_t n = 100;
+  const std::vector<float> p0 = test::random_floats(n, 30), m0 = test::random_floats(n, 31),
+                           v0 = test::random_floats(n, 32, 0.0f, 1.0f), grad = test::random_floats(n, 33);
+  for (float bad : {INFINITY, NAN}) {
+    vk::Arena arena(g.device, 65536 * 8, vk::MemoryKind::Device, "test adamw non-finite");
+    const vk::BufferSpan gp = test::to_gpu(g.device, arena, p0), gm = test::to_gpu(g.device, arena, m0),
+                         gv = test::to_gpu(g.device, arena, v0), gg = test::to_gpu(g.device, arena, grad),
+                         norm_sq = test::to_gpu(g.device, arena, std::vector<float>{bad});
+    vk::Recorder rec(g.device);
+    rec.begin();
+    model::gpu::OptimizerStep o;
+    o.clip = 1.0f;
+    model::gpu::adamw(g.kernels, rec, gp, gm, gv, gg, norm_sq, n, o);
+    rec.run();
+    CHECK(test::close("param", test::from_gpu(g.device, gp, n), p0, {0, 0}));
+    CHECK(test::close("m", test::from_gpu(g.device, gm, n), m0, {0, 0}));
+    CHECK(test::close("v", test::from_gpu(g.device, gv, n), v0, {0, 0}));
+  }
 }

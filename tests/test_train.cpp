@@ -158,7 +158,7 @@ TEST_CASE("the GPU training step matches the CPU reference step, every variant, 
         for (const model::ExpectedTensor& e : grads.tensors())
           norm += model::cpu::grad_sum_squares(grads.tensor(e.name).data(), grads.tensor(e.name).size());
         norm = std::sqrt(norm);
-        const float scale = norm > double(s.clip) ? static_cast<float>(double(s.clip) / (norm + 1e-6)) : 1.0f;
+        const float scale = static_cast<float>(std::min(1.0, double(s.clip) / (norm + 1e-6)));
         for (const model::ExpectedTensor& e : grads.tensors()) {
           std::vector<float>& p = params.tensor(e.name);
           model::cpu::adamw(p.data(), m.tensor(e.name).data(), v.tensor(e.name).data(),

@@ -115,6 +115,7 @@ double cpu_train_step(Parameters& params, Parameters& grads, std::span<const int
   if (ids.size() != size_t{B} * T || targets.size() != ids.size())
     throw std::invalid_argument("cpu_train_step: ids and targets must hold B * T tokens");
   if (T > c.n_ctx) throw std::invalid_argument("cpu_train_step: T is past the model's context");
+  if (!(grads.config() == c)) throw std::invalid_argument("cpu_train_step: grads of another model");
   for (const ExpectedTensor& e : grads.tensors()) {
     std::vector<float>& g = grads.tensor(e.name);
     std::fill(g.begin(), g.end(), 0.0f);

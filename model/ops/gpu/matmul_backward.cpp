@@ -53,7 +53,8 @@ void matmul_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan* dx
   // blocks of outputs, rows of x and dout in whole texels, within one texel view.
   const uint64_t texel_align = texel_binding_alignment(caps);
   const bool texel = kernel_policy(k.device()).texel_matmul && caps.storage_texel_buffers &&
-                     K % 4 == 0 && N % 8 == 0 &&
+                     K % 4 == 0 && N % 8 == 0 && x.offset % texel_align == 0 &&
+                     dout.offset % texel_align == 0 &&
                      uint64_t{rows} * std::max(K, N) / 4 + texel_align <= caps.max_texel_buffer_elements;
   const vk::Pipeline* grad_texel =
       texel ? &k.get("matmul_backward_texel", {{default_workgroup(caps), 1, 1}, {layout}}) : nullptr;

@@ -60,13 +60,14 @@ void grad_sum_squares(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& o
       const uint64_t n = std::min(piece, counts[i] - first), groups = vk::ceil_div(n, chunk);
       const Window dst = window(all, at, groups, sizeof(float), align);
       rec.dispatch(p, {dst.span, tensors[i].sub(first * sizeof(float), n * sizeof(float))},
-                   push::GradSumSquaresPush{static_cast<uint32_t>(n), chunk, 0, dst.skip, 1},
+                   push::GradSumSquaresPush{static_cast<uint32_t>(n), chunk, 0, dst.skip, 1,
+                                            static_cast<uint32_t>(groups)},
                    vk::fold_groups(k.device(), groups, "grad_sum_squares"));
       at += groups;
     }
   // Every partial in one workgroup, in order.
   const auto n = static_cast<uint32_t>(at);
-  rec.dispatch(p, {out.sub(0, sizeof(float)), all}, push::GradSumSquaresPush{n, std::max(n, 1u), 0, 0, 0},
+  rec.dispatch(p, {out.sub(0, sizeof(float)), all}, push::GradSumSquaresPush{n, std::max(n, 1u), 0, 0, 0, 1},
                vk::Groups{1, 1, 1});
 }
 

@@ -19,8 +19,9 @@ void grad_sum_squares(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& o
                       std::span<const uint64_t> counts);
 
 // One step of torch.optim.AdamW (or SGD) on one tensor, as cpu::adamw / cpu::sgd, with the
-// gradient scaled by clip / (norm + 1e-6) where clip > 0 and norm, the square root of norm_sq[0]
-// (grad_sum_squares), exceeds it. weight_decay is this tensor's (0 for biases and LayerNorm
+// gradient scaled by min(1, clip / (norm + 1e-6)) where clip > 0, norm the square root of
+// norm_sq[0] (grad_sum_squares), as torch.nn.utils.clip_grad_norm_ does. A norm that is not
+// finite changes nothing. weight_decay is this tensor's (0 for biases and LayerNorm
 // parameters). step counts from 1. SGD leaves m and v alone (any spans of n floats).
 struct OptimizerStep {
   bool sgd = false;
