@@ -164,11 +164,8 @@ struct Subject {
 // parameters and biases in fp32 (as model/forward/gpu_model.cpp uploads them).
 uint64_t weight_bytes(const model::Config& c, model::Precision p) {
   uint64_t bytes = 0;
-  for (const model::ExpectedTensor& e : model::expected_tensors(c)) {
-    uint64_t n = 1;
-    for (uint64_t d : e.shape) n *= d;
-    bytes += n * (e.shape.size() == 2 && p == model::Precision::F16 ? 2 : 4);
-  }
+  for (const model::ExpectedTensor& e : model::expected_tensors(c))
+    bytes += e.elements() * (e.shape.size() == 2 && p == model::Precision::F16 ? 2 : 4);
   return bytes;
 }
 

@@ -15,10 +15,10 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "apps/commands.h"
+#include "apps/progress.h"
 #include "model/formats/checkpoint.h"
 #include "model/text/tokenizer.h"
 #include "model/training/gpu_trainer.h"
@@ -239,7 +239,7 @@ int train(const TrainArgs& a) {
   g_interrupted = false;
   const auto previous = std::signal(SIGINT, on_interrupt);
   // On a terminal the progress line rewrites itself; elsewhere (a log) a line every 1% of the run.
-  const bool tty = isatty(fileno(stderr)) != 0;
+  const bool tty = stderr_is_terminal();
   const uint64_t every = std::max<uint64_t>(1, a.steps / 100);
   double training_s = 0;  // the steps' own time, evaluations and saves left out
   const uint64_t first = state.step;

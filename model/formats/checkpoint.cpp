@@ -44,13 +44,15 @@ std::vector<ExpectedTensor> expected_tensors(const Config& c) {
   return out;
 }
 
+uint64_t ExpectedTensor::elements() const {
+  uint64_t n = 1;
+  for (uint64_t d : shape) n *= d;
+  return n;
+}
+
 uint64_t parameter_count(const Config& config) {
   uint64_t n = 0;
-  for (const ExpectedTensor& t : expected_tensors(config)) {
-    uint64_t e = 1;
-    for (uint64_t d : t.shape) e *= d;
-    n += e;
-  }
+  for (const ExpectedTensor& t : expected_tensors(config)) n += t.elements();
   return n;
 }
 

@@ -21,6 +21,7 @@ namespace model {
 struct ExpectedTensor {
   std::string name;
   std::vector<uint64_t> shape;
+  uint64_t elements() const;  // product of shape
 };
 std::vector<ExpectedTensor> expected_tensors(const Config& config);
 // Elements of all expected tensors. parse_config's limits keep this below 2^50, so byte counts

@@ -27,12 +27,6 @@ namespace {
 
 using W = const vk::BufferSpan*;
 
-uint64_t elements(const ExpectedTensor& e) {
-  uint64_t n = 1;
-  for (uint64_t d : e.shape) n *= d;
-  return n;
-}
-
 // Which activations and scratch buffers a step uses: a dry walk of train_graph.h.
 struct PlanBackend {
   std::set<std::pair<Kept, uint32_t>> saved;
@@ -76,16 +70,17 @@ struct GpuTrainer::Impl {
     if (T > c.n_ctx)
       throw std::invalid_argument("T=" + std::to_string(T) + " is past the model's context of " +
                                   std::to_string(c.n_ctx));
-    std::vector<uint64_t> counts;
     for (const ExpectedTensor& e : expected) {
-      const uint64_t bytes = elements(e) * 4;
+      const uint64_t bytes = e.elements() * 4;
       handles[e.name] = weights_.add(bytes);
       grads_.add(bytes), m_.add(bytes), v_.add(bytes);
-      counts.push_back(elements(e));
+      counts.push_back(e.elements());
     }
     for (Packer* p : {&weights_, &grads_, &m_, &v_}) p->allocate(vk::MemoryKind::Device);
-    for (const ExpectedTensor& e : expected)
-      vk::upload(device, weights_.span(handles[e.name]), params.tensor(e.name).data(), elements(e) * 4);
+    for (const ExpectedTensor& e : expected) {
+      vk::upload(device, weights_.span(handles[e.name]), params.tensor(e.name).data(), e.elements() * 4);
+      grad_spans.push_back(grads_.span(handles[e.name]));
+    }
     w = map(weights_);
     dw = map(grads_);
 
@@ -107,8 +102,8 @@ struct GpuTrainer::Impl {
     // Moments start at zero.
     rec.begin();
     for (const ExpectedTensor& e : expected) {
-      gpu::fill(kernels, rec, m_.span(handles[e.name]), elements(e), 0.0f);
-      gpu::fill(kernels, rec, v_.span(handles[e.name]), elements(e), 0.0f);
+      gpu::fill(kernels, rec, m_.span(handles[e.name]), e.elements(), 0.0f);
+      gpu::fill(kernels, rec, v_.span(handles[e.name]), e.elements(), 0.0f);
     }
     rec.run();
   }
@@ -130,6 +125,9 @@ struct GpuTrainer::Impl {
   uint32_t B, T, N;
   Packer weights_, grads_, m_, v_;  // one span per tensor each, the same plan
   std::map<std::string, size_t> handles;
+  // Per tensor, in `expected` order: its gradient's span and its elements.
+  std::vector<vk::BufferSpan> grad_spans;
+  std::vector<uint64_t> counts;
   ModelWeights<W> w, dw;
   Packer acts_;
   std::map<std::pair<Kept, uint32_t>, size_t> saved;
@@ -220,12 +218,6 @@ StepResult GpuTrainer::Impl::run(std::span<const int32_t> id_values,
                                 " ids and as many targets");
   gpu::upload_ids(device, io_.span(ids), id_values, config.n_vocab);
   gpu::upload_ids(device, io_.span(targets), target_values, config.n_vocab);
-  std::vector<vk::BufferSpan> grad_spans;
-  std::vector<uint64_t> counts;
-  for (const ExpectedTensor& e : expected) {
-    grad_spans.push_back(grads_.span(handles[e.name]));
-    counts.push_back(elements(e));
-  }
   rec.begin();
   if (backward)
     for (size_t i = 0; i < grad_spans.size(); i++) gpu::fill(kernels, rec, grad_spans[i], counts[i], 0.0f);
@@ -297,8 +289,8 @@ void GpuTrainer::download_moments(Parameters& m, Parameters& v) const {
 void GpuTrainer::upload_moments(const Parameters& m, const Parameters& v) {
   for (const ExpectedTensor& e : impl_->expected) {
     const size_t h = impl_->handles.at(e.name);
-    vk::upload(impl_->device, impl_->m_.span(h), m.tensor(e.name).data(), elements(e) * 4);
-    vk::upload(impl_->device, impl_->v_.span(h), v.tensor(e.name).data(), elements(e) * 4);
+    vk::upload(impl_->device, impl_->m_.span(h), m.tensor(e.name).data(), e.elements() * 4);
+    vk::upload(impl_->device, impl_->v_.span(h), v.tensor(e.name).data(), e.elements() * 4);
   }
 }
 std::vector<vk::DispatchTime> GpuTrainer::timings() const { return impl_->rec.timings(); }

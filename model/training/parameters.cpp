@@ -9,16 +9,6 @@
 namespace model::training {
 namespace {
 
-uint64_t elements(const ExpectedTensor& e) {
-  uint64_t n = 1;
-  for (uint64_t d : e.shape) n *= d;
-  return n;
-}
-
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
 // N(0, 1) pairs by Box-Muller from 53-bit uniforms of a 64-bit Mersenne Twister (whose output
 // the standard fixes, unlike its distributions').
 class Normal {
@@ -46,7 +36,7 @@ class Normal {
 }  // namespace
 
 Parameters::Parameters(const Config& config) : config_(config), expected_(expected_tensors(config)) {
-  for (const ExpectedTensor& e : expected_) values_[e.name].assign(elements(e), 0.0f);
+  for (const ExpectedTensor& e : expected_) values_[e.name].assign(e.elements(), 0.0f);
 }
 
 Parameters Parameters::from_checkpoint(const Checkpoint& checkpoint) {
@@ -62,11 +52,11 @@ void Parameters::init_gpt2(uint64_t seed) {
     std::vector<float>& v = values_[e.name];
     const bool norm = e.name.find("ln_") != std::string::npos;
     if (norm) {  // LayerNorm: gain 1, shift 0
-      std::fill(v.begin(), v.end(), ends_with(e.name, ".weight") ? 1.0f : 0.0f);
-    } else if (ends_with(e.name, ".bias")) {
+      std::fill(v.begin(), v.end(), e.name.ends_with(".weight") ? 1.0f : 0.0f);
+    } else if (e.name.ends_with(".bias")) {
       std::fill(v.begin(), v.end(), 0.0f);
     } else {
-      const double sd = ends_with(e.name, "c_proj.weight") ? residual : 0.02;
+      const double sd = e.name.ends_with("c_proj.weight") ? residual : 0.02;
       for (float& x : v) x = static_cast<float>(sd * normal.next());
     }
   }
