@@ -14,25 +14,29 @@
 
 #include "model/ops/cpu/attention.h"
 #include "model/ops/gpu/attention.h"
+#include "model/ops/gpu/policy.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"
 #include "vk/check.h"
 
 namespace {
 
+// dqkv; `shaders` gets what ran, where the device has timestamps.
 std::vector<float> run_gpu(const vk::Device& device, const std::vector<float>& dout,
                            const std::vector<float>& qkv, uint32_t B, uint32_t T, uint32_t C,
-                           uint32_t H, const model::AttentionSpec& spec) {
+                           uint32_t H, const model::AttentionSpec& spec,
+                           std::vector<std::string>& shaders) {
   vk::Arena arena(device, (dout.size() + 2 * qkv.size()) * 4 + 65536 * 4, vk::MemoryKind::Device,
                   "test attention_backward");
   const vk::BufferSpan gd = test::to_gpu(device, arena, dout), gq = test::to_gpu(device, arena, qkv),
                        dq = arena.alloc(qkv.size() * 4),
                        stats = arena.alloc(model::gpu::attention_backward_stats_bytes(B, T, H));
-  vk::Recorder rec(device);
+  vk::Recorder rec(device, true);
   rec.begin();
   model::gpu::attention_backward(device.kernels(), rec, dq, stats, gd, gq, B, T, C, H, spec);
   rec.run();
   CHECK(rec.stats().dispatches == 2);
+  for (const vk::DispatchTime& t : rec.timings()) shaders.push_back(t.shader);
   return test::from_gpu(device, dq, qkv.size());
 }
 
@@ -42,13 +46,22 @@ void check(const vk::Device& g, uint32_t B, uint32_t T, uint32_t C, uint32_t H, 
                            dout = test::random_floats(size_t{B} * T * C, seed + 1);
   std::vector<float> ref(qkv.size());
   model::cpu::attention_backward(ref.data(), dout.data(), qkv.data(), B, T, C, H, spec);
-  const std::vector<float> got = run_gpu(g, dout, qkv, B, T, C, H, spec);
+  std::vector<std::string> shaders;
+  const std::vector<float> got = run_gpu(g, dout, qkv, B, T, C, H, spec, shaders);
   float peak = 0;
   for (float v : ref) peak = std::max(peak, std::fabs(v));
   const std::string what = std::string(spec.causal ? "causal" : "bidirectional") + " B=" + std::to_string(B) +
                            " T=" + std::to_string(T) + " C=" + std::to_string(C) + " H=" + std::to_string(H);
   CHECK(test::close(what + ": dqkv", got, ref, {1e-5 * double(peak), 1e-5}));
-  const std::vector<float> again = run_gpu(g, dout, qkv, B, T, C, H, spec);
+  // The kernel the policy picks: attention_backward_texel for the CPU set where D is in whole
+  // texels (arena spans are texel-aligned), attention_backward otherwise; both passes.
+  const bool texel = model::gpu::kernel_policy(g).texel_attention && g.caps().storage_texel_buffers &&
+                     (C / H) % 4 == 0;
+  if (g.caps().timestamps)
+    CHECK_MESSAGE(std::count(shaders.begin(), shaders.end(),
+                             texel ? "attention_backward_texel" : "attention_backward") == 2, what);
+  std::vector<std::string> unused;
+  const std::vector<float> again = run_gpu(g, dout, qkv, B, T, C, H, spec, unused);
   CHECK(std::memcmp(again.data(), got.data(), got.size() * 4) == 0);
 }
 

@@ -13,6 +13,7 @@
 
 #include "model/ops/cpu/matmul.h"
 #include "model/ops/gpu/matmul_backward.h"
+#include "model/ops/gpu/policy.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"
 #include "vk/check.h"
@@ -28,6 +29,7 @@ test::Tolerance tolerance(const std::vector<float>& ref) {
 
 struct Out {
   std::vector<float> dx, dw, dbias;
+  std::vector<std::string> shaders;  // what ran, where the device has timestamps
 };
 
 Out run_gpu(const vk::Device& device, vk::Kernels& kernels, const std::vector<float>& dout,
@@ -39,14 +41,16 @@ Out run_gpu(const vk::Device& device, vk::Kernels& kernels, const std::vector<fl
   const vk::BufferSpan gd = test::to_gpu(device, arena, dout), gx = test::to_gpu(device, arena, x),
                        gw = test::to_gpu(device, arena, w), gdw = test::to_gpu(device, arena, dw0),
                        gdb = test::to_gpu(device, arena, db0), gdx = arena.alloc(x.size() * 4);
-  vk::Recorder rec(device);
+  vk::Recorder rec(device, true);
   rec.begin();
   const model::gpu::Weight weight{gw, model::DType::F32, layout};
   model::gpu::matmul_backward(kernels, rec, &gdx, gdw, with_bias ? &gdb : nullptr, gd, gx, weight, T, K, N);
   rec.run();
   if (dispatches) *dispatches = rec.stats().dispatches;
+  std::vector<std::string> shaders;
+  for (const vk::DispatchTime& t : rec.timings()) shaders.push_back(t.shader);
   return {test::from_gpu(device, gdx, x.size()), test::from_gpu(device, gdw, w.size()),
-          test::from_gpu(device, gdb, N)};
+          test::from_gpu(device, gdb, N), shaders};
 }
 
 void check(const vk::Device& device, vk::Kernels& kernels, uint32_t T, uint32_t K, uint32_t N,
@@ -69,6 +73,15 @@ void check(const vk::Device& device, vk::Kernels& kernels, uint32_t T, uint32_t 
   CHECK(test::close(what + ": dx", got.dx, dx, tolerance(dx)));
   CHECK(test::close(what + ": dw", got.dw, dw, tolerance(dw)));
   CHECK(test::close(what + ": dbias", got.dbias, db, with_bias ? tolerance(db) : test::Tolerance{0, 0}));
+  // The kernel the policy picks: matmul_backward_texel for the CPU set where K is in whole
+  // texels and N in blocks of 8 (the spans here are texel-aligned arena allocations), the
+  // shared-memory tiles of matmul_backward otherwise.
+  const vk::DeviceCaps& caps = device.caps();
+  const bool texel = model::gpu::kernel_policy(device).texel_matmul && caps.storage_texel_buffers &&
+                     K % 4 == 0 && N % 8 == 0;
+  if (caps.timestamps)
+    CHECK_MESSAGE(std::count(got.shaders.begin(), got.shaders.end(),
+                             texel ? "matmul_backward_texel" : "matmul_backward") >= 1, what);
   const Out again = run_gpu(device, kernels, dout, x, w, dw0, db0, T, K, N, layout, with_bias);
   CHECK(std::memcmp(again.dw.data(), got.dw.data(), got.dw.size() * 4) == 0);
 }
