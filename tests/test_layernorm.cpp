@@ -203,11 +203,18 @@ void check_backward(vk::Kernels& kernels, const Inputs& in, float eps, Kind kind
                        d = test::to_gpu(dev, arena, dout), dg = test::to_gpu(dev, arena, dgamma),
                        db = test::to_gpu(dev, arena, dbeta), dx = arena.alloc(n * 4),
                        stats = arena.alloc(size_t{in.T} * 16);
-  vk::Recorder rec(dev);
+  vk::Recorder rec(dev, true);
   rec.begin();
   model::gpu::layernorm_backward(kernels, rec, dx, dg, db, stats, d, x, gamma, in.T, in.C, eps, kind);
   rec.run();
   CHECK(rec.stats().dispatches == 2);
+  // The kernel the policy picks: the texel one for the CPU set where C is in whole texels (arena
+  // spans are texel-aligned).
+  const bool texel = model::gpu::kernel_policy(dev).texel_layernorm && dev.caps().storage_texel_buffers &&
+                     in.C % 4 == 0;
+  if (dev.caps().timestamps)
+    for (const vk::DispatchTime& t : rec.timings())
+      CHECK(t.shader == (texel ? "layernorm_backward_texel" : "layernorm_backward"));
   std::vector<float> ref(n);
   model::cpu::layernorm_backward(ref.data(), dgamma.data(), dbeta.data(), dout.data(), in.x.data(),
                                  in.gamma.data(), in.T, in.C, eps, kind);
@@ -222,13 +229,17 @@ void check_backward(vk::Kernels& kernels, const Inputs& in, float eps, Kind kind
 
 }  // namespace
 
-TEST_CASE("layernorm_backward matches the CPU reference") {
+TEST_CASE("layernorm_backward matches the CPU reference, both kernel sets") {
   GPU_TEST(g);
-  for (Kind kind : {Kind::Standard, Kind::StdPlusEps}) {
-    check_backward(g.kernels, make_inputs(37, 100, 700), 1e-5f, kind, 710);
-    check_backward(g.kernels, make_inputs(5, 768, 720), 1e-5f, kind, 730);
-    // Residual-stream rows: a mean near 1000, a small spread.
-    check_backward(g.kernels, make_inputs(9, 64, 740, 995.0f, 1005.0f), 1e-5f, kind, 750);
+  for (vk::KernelSet set : test::kKernelSets) {
+    vk::Kernels& kernels = g.with_kernels(set).kernels();
+    for (Kind kind : {Kind::Standard, Kind::StdPlusEps}) {
+      check_backward(kernels, make_inputs(37, 100, 700), 1e-5f, kind, 710);
+      check_backward(kernels, make_inputs(5, 768, 720), 1e-5f, kind, 730);
+      // Residual-stream rows: a mean near 1000, a small spread.
+      check_backward(kernels, make_inputs(9, 64, 740, 995.0f, 1005.0f), 1e-5f, kind, 750);
+      check_backward(kernels, make_inputs(6, 30, 760), 1e-5f, kind, 770);  // C % 4 != 0: portable
+    }
   }
   // The same limits as the forward: a bad kind, too small a span.
   vk::Arena arena(g.device, 65536, vk::MemoryKind::Device, "test layernorm_backward errors");

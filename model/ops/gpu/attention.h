@@ -1,7 +1,7 @@
 // Host wrapper of shaders/attention.comp (storage buffers, any device),
 // shaders/attention_split.comp + attention_merge.comp (split-K decode, the GPU set's) and
 // shaders/attention_texel{,_store}.comp (storage texel buffers, for CPU devices), and
-// shaders/attention_sequences.comp and attention_backward.comp (training).
+// shaders/attention_sequences{,_texel}.comp and attention_backward{,_texel}.comp (training).
 #pragma once
 #include "model/ops/gpu/common.h"
 
@@ -75,6 +75,8 @@ void attention_store(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& ou
 // q, k and v read from the fused QKV projection; one dispatch for all of them. What
 // cpu::attention computes for each sequence with its keys and values as caches of T rows. The
 // head dim D = C / H is at most push::ATTENTION_BACKWARD_MAX_D (128); qkv must fit one binding.
+// Where the policy asks for texel attention (and D % 4 == 0, qkv texel-aligned), the texel
+// kernel runs, as for attention_backward.
 //   qkv [B, T, 3C] -> out [B, T, C]
 void attention_sequences(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
                          const vk::BufferSpan& qkv, uint32_t B, uint32_t T, uint32_t C,

@@ -115,6 +115,21 @@ void layernorm_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan&
                                              dout.sub(0, bytes),    x.sub(0, bytes),
                                              gamma.sub(0, row_bytes)};
   const auto kind_id = static_cast<uint32_t>(kind);
+  // The texel kernel where the policy asks for texel LayerNorms and the call allows it: dout, x,
+  // gamma and stats read as texels.
+  if (texel_unsupported(caps, x, gamma, dout, T, C).empty() &&
+      stats.offset % texel_binding_alignment(caps) == 0 && kernel_policy(k.device()).texel_layernorm) {
+    const char* texel = "layernorm_backward_texel";
+    std::vector<vk::BufferSpan> with_stats = bindings;
+    with_stats.push_back(bindings[3]);  // stats again, read as texels by the second pass
+    const uint32_t wg = std::min({8u, caps.max_workgroup_invocations, caps.max_workgroup_size[0]});
+    const vk::Pipeline& rows = k.get(texel, {{wg, 1, 1}, {kind_id, 0u}});
+    rec.dispatch(rows, with_stats, push::LayerNormPush{T, C, eps}, vk::groups_for(k.device(), rows, T));
+    const vk::Pipeline& params = k.get(texel, {{wg, 1, 1}, {kind_id, 1u}});
+    rec.dispatch(params, with_stats, push::LayerNormPush{T, C, eps},
+                 vk::groups_for(k.device(), params, C / 4));
+    return;
+  }
   const uint32_t wg = std::min(row_workgroup(caps, C), push::LAYERNORM_MAX_WORKGROUP);
   rec.dispatch(k.get(op, {{wg, 1, 1}, {kind_id, 0u}}), bindings, push::LayerNormPush{T, C, eps},
                vk::fold_groups(k.device(), T, op));

@@ -1,4 +1,4 @@
-// Host wrappers of shaders/layernorm.comp, layernorm_texel.comp and layernorm_backward.comp.
+// Host wrappers of shaders/layernorm.comp, layernorm_texel.comp and layernorm_backward{,_texel}.comp.
 #pragma once
 #include "model/ops/gpu/common.h"
 #include "shaders/layernorm.h"
@@ -28,7 +28,9 @@ void layernorm(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
 // The backward (training), as cpu::layernorm_backward: dx from dout, and dgamma, dbeta += their
 // sums over the rows (in row order: the same bits every run). Two dispatches: a workgroup per
 // row for dx (the forward's statistics recomputed as layernorm.comp computes them), then an
-// invocation per channel for dgamma and dbeta. stats is scratch of 4 floats per row. The same
+// invocation per channel for dgamma and dbeta. Where the policy asks for texel LayerNorms (and
+// C % 4 == 0, dout, x, gamma and stats texel-aligned), layernorm_backward_texel.comp: an
+// invocation per row, then one per 4 channels. stats is scratch of 4 floats per row. The same
 // limits and errors as layernorm().
 //   dout [T, C], x [T, C], gamma [C] -> dx [T, C]; dgamma, dbeta [C] accumulated
 void layernorm_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& dx,
