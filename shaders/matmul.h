@@ -72,6 +72,14 @@ struct MatmulPush {
   uint flags;  // MATMUL_BIAS | MATMUL_RESIDUAL | MATMUL_ACCUMULATE (| act << MATMUL_ACT_SHIFT)
   float eps;   // matmul_interleaved.comp with a fused LayerNorm: its epsilon
 };
+
+// interleave.comp: a 32-bit W [N, K] from `from` (MATMUL_KN or MATMUL_NK) into the Interleaved
+// layout.
+struct InterleavePush {
+  uint K;
+  uint N;
+  uint from;  // MATMUL_KN or MATMUL_NK
+};
 PUSH_NAMESPACE_END
 
 #endif

@@ -4,7 +4,10 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "model/ops/cpu/common.h"
 #include "model/ops/cpu/layernorm.h"
@@ -60,6 +63,40 @@ TEST_CASE("interleave puts texel (n, kt) at (n / B * K / E + kt) * B + n % B, ze
   std::vector<uint16_t> h(size_t(N) * 12), dst(2 * B * 12);
   CHECK_THROWS_WITH_AS(model::gpu::interleave(dst.data(), h.data(), WeightLayout::NK, DType::F16, 12, N),
                        doctest::Contains("whole texels"), vk::Error);
+}
+
+// The device's repacking (shaders/interleave.comp) against the host's, bit for bit: both only
+// move 32-bit words.
+TEST_CASE("interleave on the device equals interleave on the host") {
+  GPU_TEST(g);
+  for (const auto& [K, N] : {std::pair<uint32_t, uint32_t>{8, 72}, {128, 384}, {512, 128}, {4, 1}}) {
+    const std::vector<float> w = test::random_floats(size_t{K} * N, K + N);
+    const uint64_t bytes = model::gpu::interleaved_bytes(DType::F32, K, N);
+    for (WeightLayout from : {WeightLayout::KN, WeightLayout::NK}) {
+      std::vector<float> want(bytes / 4);
+      model::gpu::interleave(want.data(), w.data(), from, DType::F32, K, N);
+      vk::Arena arena(g.device, bytes + w.size() * 4 + 65536, vk::MemoryKind::Device, "test interleave");
+      const vk::BufferSpan src = test::to_gpu(g.device, arena, w), dst = arena.alloc(bytes);
+      const std::vector<float> junk(bytes / 4, -7.0f);  // padding rows must be overwritten with 0
+      vk::upload(g.device, dst, junk.data(), bytes);
+      vk::Recorder rec(g.device);
+      rec.begin();
+      model::gpu::interleave(g.kernels, rec, dst, src, from, K, N);
+      rec.run();
+      const std::vector<float> got = test::from_gpu(g.device, dst, want.size());
+      CHECK_MESSAGE(std::memcmp(got.data(), want.data(), bytes) == 0,
+                    "K=" << K << " N=" << N << (from == WeightLayout::KN ? " from KN" : " from NK"));
+    }
+  }
+  vk::Arena arena(g.device, 65536, vk::MemoryKind::Device, "test interleave errors");
+  const vk::BufferSpan a = arena.alloc(16384);
+  vk::Recorder rec(g.device);
+  rec.begin();
+  CHECK_THROWS_WITH_AS(model::gpu::interleave(g.kernels, rec, a, a, WeightLayout::KN, 6, 8),
+                       doctest::Contains("whole texels"), vk::Error);
+  CHECK_THROWS_WITH_AS(model::gpu::interleave(g.kernels, rec, a, a, WeightLayout::KN, 64, 128),
+                       doctest::Contains("dst"), vk::Error);
+  rec.end();
 }
 
 TEST_CASE("matmul with interleaved weights matches the CPU reference") {

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <cmath>
 #include <span>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -127,8 +128,19 @@ TEST_CASE("the GPU training step matches the CPU reference step, every variant, 
       const std::vector<int32_t> ids = {1, 4, 4, 0, 10, 7, 2, 9, 3, 3},
                                  targets = {4, 4, 0, 10, 6, 2, 9, 3, 3, 1};
       const std::string what = variant + (set == vk::KernelSet::Gpu ? ", gpu kernels" : ", cpu kernels");
-      model::training::GpuTrainer gpu(g.with_kernels(set), start, B, T);
+      model::training::GpuTrainer gpu(g.with_kernels(set), start, B, T, true);
       const model::training::StepResult got = gpu.gradients(ids, targets);
+      // The CPU set repacks the matrices whose K and N are in whole texels (all but the head of
+      // 11 outputs) and runs matmul_interleaved on them; the GPU set reads them as they are.
+      if (g.device.caps().timestamps) {
+        std::set<std::string> ran;
+        for (const vk::DispatchTime& t : gpu.timings()) ran.insert(t.shader);
+        const bool cpu = set == vk::KernelSet::Cpu;
+        CHECK_MESSAGE(ran.count("interleave") == (cpu ? 1u : 0u), what);
+        CHECK_MESSAGE(ran.count("matmul_interleaved") == (cpu ? 1u : 0u), what);
+        CHECK_MESSAGE(ran.count("attention_sequences_texel") == (cpu ? 1u : 0u), what);
+        CHECK_MESSAGE(ran.count("layernorm_backward_texel") == (cpu && !c.attention_only ? 1u : 0u), what);
+      }
       Parameters params = start, grads(c), got_grads(c);
       const double ref = model::training::cpu_train_step(params, grads, ids, targets, B, T);
       CHECK_MESSAGE(std::abs(got.loss - ref) <= 1e-5 * ref, what);

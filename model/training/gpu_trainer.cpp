@@ -31,13 +31,15 @@ using W = const vk::BufferSpan*;
 struct PlanBackend {
   std::set<std::pair<Kept, uint32_t>> saved;
   std::set<Grad> grads;
+  std::map<W, Linear<W>> linears;  // each weight matrix a linear reads, once
   void use(Saved s) { saved.insert({s.kind, s.layer}); }
   void use(Grad g) { grads.insert(g); }
   void embed(Saved out) { use(out); }
   void layernorm(Saved out, Saved in, const Norm<W>&) { use(out), use(in); }
-  void linear(Saved out, Saved in, const Linear<W>&, const Saved* residual = nullptr) {
+  void linear(Saved out, Saved in, const Linear<W>& l, const Saved* residual = nullptr) {
     use(out), use(in);
     if (residual) use(*residual);
+    linears.emplace(l.w, l);
   }
   void activation(Saved out, Saved in) { use(out), use(in); }
   void attention(Saved out, Saved qkv) { use(out), use(qkv); }
@@ -64,7 +66,8 @@ struct GpuTrainer::Impl {
       : device(d), kernels(d.kernels()), config(params.config()), expected(params.tensors()),
         B(b), T(t), N(b * t), weights_(d, "training weights"), grads_(d, "training gradients"),
         m_(d, "AdamW m"), v_(d, "AdamW v"), acts_(d, "training activations"),
-        io_(d, "training ids"), out_(d, "training losses"), rec(d, timestamps) {
+        packed_(d, "training interleaved weights"), io_(d, "training ids"),
+        out_(d, "training losses"), rec(d, timestamps) {
     const Config& c = config;
     if (B == 0 || T == 0) throw std::invalid_argument("training needs B >= 1 and T >= 1");
     if (T > c.n_ctx)
@@ -93,6 +96,7 @@ struct GpuTrainer::Impl {
     att_stats = acts_.add(gpu::attention_backward_stats_bytes(B, T, c.n_head));
     norm_scratch = acts_.add(gpu::grad_sum_squares_scratch(device.caps(), counts) * 4);
     acts_.allocate(vk::MemoryKind::Device);
+    plan_packing(plan.linears);
     ids = io_.add(uint64_t{N} * 4);
     targets = io_.add(uint64_t{N} * 4);
     io_.allocate(vk::MemoryKind::Parameters);
@@ -106,6 +110,39 @@ struct GpuTrainer::Impl {
       gpu::fill(kernels, rec, v_.span(handles[e.name]), e.elements(), 0.0f);
     }
     rec.run();
+  }
+
+  // Where the kernel policy keeps weights interleaved (the CPU set), every matrix a linear
+  // reads gets two Interleaved copies, repacked on the device at the start of each step: W for
+  // the forward and W^T for dx = dout W^T. matmul_interleaved then takes 32 rows of x per
+  // workgroup where the [K, N] weights' texel kernel goes 8 rows at a time.
+  void plan_packing(const std::map<W, Linear<W>>& linears) {
+    const vk::DeviceCaps& caps = device.caps();
+    const uint64_t texel_align = gpu::texel_binding_alignment(caps);
+    if (!gpu::kernel_policy(device).interleaved_weights || !caps.storage_texel_buffers ||
+        acts_.alignment() % texel_align != 0)
+      return;
+    std::vector<std::pair<Linear<W>, std::pair<size_t, size_t>>> planned;
+    for (const auto& [unused, l] : linears)
+      if (l.K % 4 == 0 && l.N % 4 == 0)
+        planned.push_back({l, {packed_.add(gpu::interleaved_bytes(DType::F32, l.K, l.N)),
+                               packed_.add(gpu::interleaved_bytes(DType::F32, l.N, l.K))}});
+    if (planned.empty()) return;
+    packed_.allocate(vk::MemoryKind::Device);
+    for (const auto& [l, h] : planned) {
+      const vk::BufferSpan &fwd = packed_.span(h.first), &bwd = packed_.span(h.second);
+      if (fwd.offset % texel_align == 0 && bwd.offset % texel_align == 0) packed.emplace(l.w, Packed{l, fwd, bwd});
+    }
+  }
+  // Records the repacking of the current weights (the backward's copies only when it runs).
+  void repack(bool backward) {
+    for (const auto& [unused, p] : packed) {
+      const Linear<W>& l = p.linear;
+      gpu::interleave(kernels, rec, p.fwd, *l.w, l.layout, l.K, l.N);
+      if (backward)
+        gpu::interleave(kernels, rec, p.bwd, *l.w,
+                        l.layout == WeightLayout::KN ? WeightLayout::NK : WeightLayout::KN, l.N, l.K);
+    }
   }
 
   ModelWeights<W> map(const Packer& p) const {
@@ -133,6 +170,12 @@ struct GpuTrainer::Impl {
   std::map<std::pair<Kept, uint32_t>, size_t> saved;
   std::map<Grad, size_t> grad;
   size_t ln_stats = 0, att_stats = 0, norm_scratch = 0;
+  struct Packed {
+    Linear<W> linear;
+    vk::BufferSpan fwd, bwd;  // W [N, K] and W^T [K, N] as Interleaved
+  };
+  Packer packed_;
+  std::map<W, Packed> packed;  // by the weight's span; empty where weights stay as they are
   Packer io_;  // host-written: ids and targets
   size_t ids = 0, targets = 0;
   Packer out_;  // read back: each row's loss, the gradients' sum of squares
@@ -165,8 +208,11 @@ struct GpuTrainBackend {
                    c.layer_norm_epsilon, c.layer_norm);
   }
   void linear(Saved out, Saved in, const Linear<W>& l, const Saved* residual = nullptr) {
-    gpu::matmul(m.kernels, m.rec, span(out), span(in), weight(l.w, l.layout), l.b,
-                residual ? &span(*residual) : nullptr, m.N, l.K, l.N, {l.layout});
+    const auto p = m.packed.find(l.w);
+    const gpu::Weight w = p == m.packed.end() ? weight(l.w, l.layout)
+                                              : gpu::Weight{p->second.fwd, DType::F32, WeightLayout::Interleaved};
+    gpu::matmul(m.kernels, m.rec, span(out), span(in), w, l.b, residual ? &span(*residual) : nullptr,
+                m.N, l.K, l.N, {w.layout});
   }
   void activation(Saved out, Saved in) {
     gpu::activation(m.kernels, m.rec, span(out), span(in), m.N * c.n_inner, c.activation);
@@ -181,8 +227,12 @@ struct GpuTrainBackend {
   }
   template <class Out>
   void linear_backward(const Grad* dx, Out dout, Saved x, const Linear<W>& l, const Linear<W>& dl) {
+    const auto p = m.packed.find(l.w);
+    const gpu::Weight w_t{p == m.packed.end() ? vk::BufferSpan{} : p->second.bwd, DType::F32,
+                          WeightLayout::Interleaved};
     gpu::matmul_backward(m.kernels, m.rec, dx ? &span(*dx) : nullptr, *dl.w, dl.b, span(dout),
-                         span(x), weight(l.w, l.layout), m.N, l.K, l.N);
+                         span(x), weight(l.w, l.layout), m.N, l.K, l.N,
+                         p == m.packed.end() ? nullptr : &w_t);
   }
   template <class Out>
   void layernorm_backward(Grad dx, Out dout, Saved x, const Norm<W>& n, const Norm<W>& dn) {
@@ -221,6 +271,7 @@ StepResult GpuTrainer::Impl::run(std::span<const int32_t> id_values,
   rec.begin();
   if (backward)
     for (size_t i = 0; i < grad_spans.size(); i++) gpu::fill(kernels, rec, grad_spans[i], counts[i], 0.0f);
+  repack(backward);
   GpuTrainBackend backend{*this, config};
   train_step(backend, config, w, dw, backward);
   if (backward)
@@ -294,6 +345,7 @@ void GpuTrainer::upload_moments(const Parameters& m, const Parameters& v) {
   }
 }
 std::vector<vk::DispatchTime> GpuTrainer::timings() const { return impl_->rec.timings(); }
+uint64_t GpuTrainer::dispatches() const { return impl_->rec.stats().dispatches; }
 uint32_t GpuTrainer::batch() const { return impl_->B; }
 uint32_t GpuTrainer::context() const { return impl_->T; }
 

@@ -13,7 +13,7 @@ namespace model::gpu {
 void matmul_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan* dx,
                      const vk::BufferSpan& dw, const vk::BufferSpan* dbias,
                      const vk::BufferSpan& dout, const vk::BufferSpan& x, const Weight& w,
-                     uint32_t T, uint32_t K, uint32_t N) {
+                     uint32_t T, uint32_t K, uint32_t N, const Weight* w_t) {
   const char* op = "matmul_backward";
   if (w.dtype != DType::F32 || (w.layout != WeightLayout::KN && w.layout != WeightLayout::NK))
     fail(op, "the weight must be fp32 in the KN or NK layout");
@@ -27,8 +27,9 @@ void matmul_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan* dx
   if (dx) {
     // dx[t, k] = sum_n dout[t, n] W(k, n): a matmul over n, with W's layout swapped ([K, N] read
     // as rows of outputs k, or [N, K] as [K', N'] = [N, K]).
-    const Weight wt{w.span, DType::F32,
-                    w.layout == WeightLayout::KN ? WeightLayout::NK : WeightLayout::KN};
+    const Weight wt = w_t ? *w_t
+                          : Weight{w.span, DType::F32,
+                                   w.layout == WeightLayout::KN ? WeightLayout::NK : WeightLayout::KN};
     matmul(k, rec, *dx, dout, wt, nullptr, nullptr, T, N, K, {wt.layout});
   }
   const vk::DeviceCaps& caps = k.device().caps();

@@ -9,11 +9,13 @@ namespace model::gpu {
 //   dbias += the column sums of dout.
 // dx and dbias may be null (an input that needs no gradient; no bias). Every weight-gradient
 // output sums the rows in order, the same bits every run. Rows past what one binding holds go
-// in several dispatches, each adding its rows' sums in turn.
+// in several dispatches, each adding its rows' sums in turn. w_t, when given, is W^T in a layout
+// of its own for dx (training's Interleaved copy, as outputs K over inputs N, repacked each step
+// by gpu::interleave); otherwise dx reads w with its layout swapped.
 //   dout [T, N], x [T, K], w [K, N] or [N, K] -> dx [T, K]; dw like w, dbias [N] accumulated
 void matmul_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan* dx,
                      const vk::BufferSpan& dw, const vk::BufferSpan* dbias,
                      const vk::BufferSpan& dout, const vk::BufferSpan& x, const Weight& w,
-                     uint32_t T, uint32_t K, uint32_t N);
+                     uint32_t T, uint32_t K, uint32_t N, const Weight* w_t = nullptr);
 
 }  // namespace model::gpu
