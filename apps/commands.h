@@ -112,6 +112,9 @@ struct TrainArgs {
   uint64_t eval_every = 0, save_every = 0;
   uint64_t seed = 1;
   bool profile = false;  // then GPU time per op of the last step
+  // Time the steps only: no output folder, no checkpoint, no evaluation; print tokens/s (the
+  // median step after the first, whose time includes building the pipelines).
+  bool bench = false;
 };
 int train(const TrainArgs& args);
 

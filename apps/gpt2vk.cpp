@@ -155,7 +155,7 @@ int main(int argc, char** argv) {
                     "tokenizer files, if GPT-2's, beside it)");
   train->add_option("--data", train_args.data, "the training text (UTF-8)")->required();
   train->add_option("--val-data", train_args.val_data, "a held-out text for --eval-every");
-  train->add_option("-o,--out", train_args.out, "the checkpoint folder to write")->required();
+  train->add_option("-o,--out", train_args.out, "the checkpoint folder to write (not with --bench)");
   train->add_option("--resume", train_args.resume,
                     "go on from this checkpoint's weights, moments, step and data position "
                     "(the same data and flags again)");
@@ -186,6 +186,9 @@ int main(int argc, char** argv) {
   train->add_option("--seed", train_args.seed, "the initialisation's seed (default 1)");
   train->add_flag("--profile", train_args.profile,
                   "then the GPU time of each op kind in the last step (timestamps)");
+  train->add_flag("--bench", train_args.bench,
+                  "time --steps steps and print tokens/s (the median step after the first); "
+                  "writes nothing");
   train->add_option("--device", train_args.model.device, "GPU index or name");
   train->add_option("--kernels", train_args.model.kernels,
                     "the kernel set: gpu, cpu or auto (by the device; default, or GPT2VK_KERNELS)")

@@ -141,6 +141,24 @@ void print_profile(const model::training::GpuTrainer& trainer) {
   for (const auto& [ms, op] : rows)
     std::printf("| %s | %d | %.3f | %.1f%% |\n", op.c_str(), by_op[op].second, ms, 100 * ms / total);
   std::printf("| all | | %.3f | 100%% |\n", total);
+  const size_t timed = trainer.timings().size();
+  if (timed < trainer.dispatches())
+    std::printf("(timestamps ran out: the table covers the first %zu of the step's %llu dispatches)\n",
+                timed, static_cast<unsigned long long>(trainer.dispatches()));
+}
+
+// --bench's line: the median step after the first (the first builds the pipelines).
+void print_bench(std::vector<double> step_s, uint32_t B, uint32_t T, uint64_t parameters,
+                 const std::string& device) {
+  const size_t skip = step_s.size() > 1 ? 1 : 0;
+  std::vector<double> timed(step_s.begin() + static_cast<std::ptrdiff_t>(skip), step_s.end());
+  std::sort(timed.begin(), timed.end());
+  const size_t n = timed.size();
+  const double median = n % 2 ? timed[n / 2] : (timed[n / 2 - 1] + timed[n / 2]) / 2;
+  std::printf("train: %llu parameters, %u x %u tokens per step on %s: %.0f tokens/s "
+              "(%.1f ms per step, the median of %zu step%s%s)\n",
+              static_cast<unsigned long long>(parameters), B, T, device.c_str(), double(B) * T / median,
+              median * 1000, n, n == 1 ? "" : "s", skip ? " after the first" : "");
 }
 
 }  // namespace
@@ -153,6 +171,9 @@ int train(const TrainArgs& a) {
   if (a.batch == 0) throw std::runtime_error("--batch must be at least 1");
   if (a.ctx == 0) throw std::runtime_error("--ctx must be at least 1");
   if (a.steps == 0) throw std::runtime_error("--steps must be at least 1");
+  if (a.bench ? !a.out.empty() || !a.resume.empty() : a.out.empty())
+    throw std::runtime_error(a.bench ? "--bench writes nothing: leave out -o and --resume"
+                                     : "-o OUT is required (the checkpoint folder to write)");
 
   // The model and its tokenizer.
   std::unique_ptr<Parameters> params;
@@ -194,7 +215,7 @@ int train(const TrainArgs& a) {
   }
   model::training::Batches batches(data, a.batch, a.ctx, state.position);
   // The output folder must take a checkpoint before the run spends anything.
-  {
+  if (!a.bench) {
     std::error_code ec;
     fs::create_directories(a.out, ec);
     const fs::path probe = fs::path(a.out) / ".gpt2vk-write-test";
@@ -242,6 +263,7 @@ int train(const TrainArgs& a) {
   const bool tty = stderr_is_terminal();
   const uint64_t every = std::max<uint64_t>(1, a.steps / 100);
   double training_s = 0;  // the steps' own time, evaluations and saves left out
+  std::vector<double> step_s;  // each step's, for --bench
   const uint64_t first = state.step;
   bool interrupted = false;
   while (state.step < a.steps) {
@@ -252,7 +274,8 @@ int train(const TrainArgs& a) {
     batches.next(ids, targets);
     const auto start = std::chrono::steady_clock::now();
     const model::training::StepResult r = trainer.step(ids, targets, settings);
-    training_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    step_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    training_s += step_s.back();
     if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm))
       throw std::runtime_error("the run diverged at step " + std::to_string(s) + " (loss " +
                                std::to_string(r.loss) + ", gradient norm " +
@@ -264,7 +287,7 @@ int train(const TrainArgs& a) {
     const double tokens_per_s = double(a.batch) * a.ctx / per_step;
     nlohmann::json line = {{"step", state.step}, {"loss", r.loss}, {"grad_norm", r.grad_norm},
                            {"lr", lr}, {"tokens_per_s", tokens_per_s}};
-    if (!val.empty() && a.eval_every && (state.step % a.eval_every == 0 || state.step == a.steps)) {
+    if (!a.bench && !val.empty() && a.eval_every && (state.step % a.eval_every == 0 || state.step == a.steps)) {
       const Eval e = evaluate(trainer, val);
       if (e.windows) {
         line["val_loss"] = e.loss;
@@ -281,7 +304,7 @@ int train(const TrainArgs& a) {
                    static_cast<unsigned long long>(a.steps), r.loss, r.grad_norm, lr, tokens_per_s,
                    duration(per_step * double(a.steps - state.step)).c_str(), tty ? "   " : "\n");
     if (log) *log << line.dump() << "\n" << std::flush;
-    if (a.save_every && state.step % a.save_every == 0 && state.step < a.steps) save();
+    if (!a.bench && a.save_every && state.step % a.save_every == 0 && state.step < a.steps) save();
     if (g_interrupted) {
       interrupted = true;
       break;
@@ -289,6 +312,11 @@ int train(const TrainArgs& a) {
   }
   std::signal(SIGINT, previous);
   if (tty) std::fprintf(stderr, "\n");
+  if (a.bench) {
+    if (a.profile) print_profile(trainer);
+    print_bench(step_s, a.batch, a.ctx, params->count(), device.caps().name);
+    return interrupted ? 130 : 0;
+  }
   save();
   write_plot(fs::path(a.out) / "loss.svg", train_curve, val_curve);
   if (a.profile) print_profile(trainer);

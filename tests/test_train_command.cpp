@@ -1,7 +1,7 @@
 // gpt2vk train, the command (issue 17): a tiny model trained from --init on a short text, under
 // the validation layer: the checkpoint generate reads as it is, two runs with one seed giving
-// the same bits, a resumed run equal to an uninterrupted one, SIGINT, a diverging run, and every
-// bad input refused with a message that names it.
+// the same bits, a resumed run equal to an uninterrupted one, SIGINT, a diverging run, --bench,
+// and every bad input refused with a message that names it.
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -145,6 +145,26 @@ TEST_CASE("gpt2vk train refuses bad input with a message that names it") {
   std::vector<std::string> both = s.args(s.dir / "o", "2");
   both.insert(both.end(), {"-m", (test::source_dir() / "models" / "kjv").string()});
   fails(both, "exactly one of -m DIR");
+  std::vector<std::string> bench = ok;
+  bench.push_back("--bench");
+  fails(bench, "--bench writes nothing");
+  std::vector<std::string> no_out = ok;
+  no_out.erase(no_out.begin() + 5, no_out.begin() + 7);  // "-o", out
+  fails(no_out, "-o OUT is required");
+}
+
+TEST_CASE("gpt2vk train --bench times the steps and writes nothing") {
+  Setup s;
+  std::vector<std::string> a = s.args(s.dir / "unused", "3");
+  a.erase(a.begin() + 5, a.begin() + 7);  // "-o", out
+  a.push_back("--bench");
+  const test::CliResult r = test::gpt2vk(a);
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  CHECK(test::no_validation_messages(r));
+  CHECK_MESSAGE(r.out.find("2 x 16 tokens per step") != std::string::npos, r.out);
+  CHECK_MESSAGE(r.out.find("tokens/s") != std::string::npos, r.out);
+  CHECK_MESSAGE(r.out.find("the median of 2 steps after the first") != std::string::npos, r.out);
+  CHECK(!fs::exists(s.dir / "unused"));
 }
 
 TEST_CASE("gpt2vk train: SIGINT ends the step, saves, and the run resumes from there") {

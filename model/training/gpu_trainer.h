@@ -55,6 +55,9 @@ class GpuTrainer {
 
   // GPU time of each dispatch of the last step (empty without timestamps).
   std::vector<vk::DispatchTime> timings() const;
+  // The dispatches of the last step: more than timings() has where the recorder's timestamps ran
+  // out.
+  uint64_t dispatches() const;
 
   uint32_t batch() const;
   uint32_t context() const;

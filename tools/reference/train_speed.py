@@ -1,51 +1,58 @@
 """PyTorch's CPU training speed on the shipped model's shape, for the README's comparison with
-`gpt2vk train` (same model, batch and context; float32, AdamW, clipping at 1.0).
+`gpt2vk train --bench` (same model, batch and context; float32, AdamW, clipping at 1.0).
 
-    /usr/bin/python3 tools/reference/train_speed.py [B T STEPS THREADS]   # default 4 64 20 2
+    /usr/bin/python3 tools/reference/train_speed.py [B T STEPS THREADS]   # default 16 256 10 2
 
-The model is gpt2_ref.forward (one sequence at a time) under autograd, continuing models/kjv on
-models/kjv/heldout.txt. Prints tokens/s over the steps after a first, untimed one.
+The model is tools/train_kjv/model.py's TinyGPT, the batched nn.Module that trained the shipped
+model (the way one trains it in PyTorch), on the contract's data order over
+models/kjv/heldout.txt. Prints the median step's tokens/s after a first, untimed one, in the
+form `gpt2vk train --bench` prints its own.
 """
-import json
 import sys
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import gpt2_ref  # noqa: E402
-
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools" / "train_kjv"))
+from model import GPTConfig, TinyGPT  # noqa: E402
 
 
 def main():
-    B, T, steps, threads = (int(a) for a in (sys.argv[1:] + ["4", "64", "20", "2"][len(sys.argv) - 1:]))
+    B, T, steps, threads = (int(a) for a in (sys.argv[1:] + ["16", "256", "10", "2"][len(sys.argv) - 1:]))
     torch.set_num_threads(threads)
-    config, tensors = gpt2_ref.load_checkpoint(ROOT / "models" / "kjv")
-    params = {k: v.float().clone().requires_grad_(True) for k, v in tensors.items()}
-    data = list((ROOT / "models" / "kjv" / "heldout.txt").read_bytes())
-    opt = torch.optim.AdamW(list(params.values()), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
-
-    def step(pos):
-        opt.zero_grad()
-        loss = 0
-        for b in range(B):
-            ids = data[pos + b * T:pos + b * T + T]
-            targets = torch.tensor(data[pos + b * T + 1:pos + b * T + T + 1])
-            logits = gpt2_ref.forward(config, params, ids, dtype=torch.float32)
-            loss = loss + torch.nn.functional.cross_entropy(logits, targets, reduction="sum")
-        (loss / (B * T)).backward()
-        torch.nn.utils.clip_grad_norm_(list(params.values()), 1.0)
+    torch.manual_seed(1337)
+    model = TinyGPT(GPTConfig())
+    data = torch.tensor(list((ROOT / "models" / "kjv" / "heldout.txt").read_bytes()))
+    if len(data) < B * T + 1:
+        sys.exit(f"train_speed: heldout.txt holds {len(data)} bytes, fewer than B * T + 1")
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=2e-3, betas=(0.9, 0.99))
+    pos = 0
+    times = []
+    for _ in range(steps + 1):
+        if pos + B * T + 1 > len(data):
+            pos = 0
+        chunk = data[pos:pos + B * T + 1]
+        x, y = chunk[:-1].view(B, T), chunk[1:].view(B, T)
+        pos += B * T
+        start = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(x).view(B * T, -1), y.reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-
-    step(0)
-    start = time.time()
-    for s in range(steps):
-        step(((s + 1) * B * T) % (len(data) - B * T - 1))
-    took = time.time() - start
-    print(f"pytorch {torch.__version__}, {threads} threads, {B} x {T}: "
-          f"{steps * B * T / took:.0f} tokens/s ({took / steps * 1000:.1f} ms/step)")
+        times.append(time.perf_counter() - start)
+    timed = sorted(times[1:])
+    n = len(timed)
+    median = timed[n // 2] if n % 2 else (timed[n // 2 - 1] + timed[n // 2]) / 2
+    params = sum(p.numel() for p in model.parameters())
+    print(f"pytorch {torch.__version__}, {threads} threads: {params} parameters, {B} x {T} tokens "
+          f"per step: {B * T / median:.0f} tokens/s ({median * 1000:.1f} ms per step, the median of "
+          f"{n} steps after the first)")
 
 
 if __name__ == "__main__":
