@@ -187,8 +187,8 @@ int main(int argc, char** argv) {
   train->add_flag("--profile", train_args.profile,
                   "then the GPU time of each op kind in the last step (timestamps)");
   train->add_flag("--bench", train_args.bench,
-                  "time --steps steps and print tokens/s (the median step after the first); "
-                  "writes nothing");
+                  "time --steps (>= 2) steps and print tokens/s, the median step after the "
+                  "first; writes and evaluates nothing");
   train->add_option("--device", train_args.model.device, "GPU index or name");
   train->add_option("--kernels", train_args.model.kernels,
                     "the kernel set: gpu, cpu or auto (by the device; default, or GPT2VK_KERNELS)")

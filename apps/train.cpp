@@ -150,7 +150,7 @@ void print_profile(const model::training::GpuTrainer& trainer) {
 // --bench's line: the median step after the first (the first builds the pipelines).
 void print_bench(std::vector<double> step_s, uint32_t B, uint32_t T, uint64_t parameters,
                  const std::string& device) {
-  const size_t skip = step_s.size() > 1 ? 1 : 0;
+  const size_t skip = step_s.size() > 1 ? 1 : 0;  // one step only after a SIGINT
   std::vector<double> timed(step_s.begin() + static_cast<std::ptrdiff_t>(skip), step_s.end());
   std::sort(timed.begin(), timed.end());
   const size_t n = timed.size();
@@ -171,9 +171,17 @@ int train(const TrainArgs& a) {
   if (a.batch == 0) throw std::runtime_error("--batch must be at least 1");
   if (a.ctx == 0) throw std::runtime_error("--ctx must be at least 1");
   if (a.steps == 0) throw std::runtime_error("--steps must be at least 1");
-  if (a.bench ? !a.out.empty() || !a.resume.empty() : a.out.empty())
-    throw std::runtime_error(a.bench ? "--bench writes nothing: leave out -o and --resume"
-                                     : "-o OUT is required (the checkpoint folder to write)");
+  if (a.bench) {
+    if (!a.out.empty() || !a.resume.empty() || !a.log.empty() || !a.val_data.empty() ||
+        a.eval_every || a.save_every)
+      throw std::runtime_error("--bench writes and evaluates nothing: leave out -o, --resume, --log, "
+                               "--val-data, --eval-every and --save-every");
+    if (a.steps < 2)
+      throw std::runtime_error("--bench needs --steps 2 or more (the first step, which builds the "
+                               "pipelines, is not timed)");
+  } else if (a.out.empty()) {
+    throw std::runtime_error("-o OUT is required (the checkpoint folder to write)");
+  }
 
   // The model and its tokenizer.
   std::unique_ptr<Parameters> params;
@@ -279,8 +287,10 @@ int train(const TrainArgs& a) {
     if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm))
       throw std::runtime_error("the run diverged at step " + std::to_string(s) + " (loss " +
                                std::to_string(r.loss) + ", gradient norm " +
-                               std::to_string(r.grad_norm) + "); the last good checkpoint in " +
-                               a.out + " is kept (its step is in trainer_state.json)");
+                               std::to_string(r.grad_norm) + ")" +
+                               (a.bench ? std::string()
+                                        : "; the last good checkpoint in " + a.out +
+                                              " is kept (its step is in trainer_state.json)"));
     state.step++;
     train_curve.emplace_back(state.step, r.loss);
     const double per_step = training_s / double(state.step - first);

@@ -130,8 +130,9 @@ TEST_CASE("the GPU training step matches the CPU reference step, every variant, 
       const std::string what = variant + (set == vk::KernelSet::Gpu ? ", gpu kernels" : ", cpu kernels");
       model::training::GpuTrainer gpu(g.with_kernels(set), start, B, T, true);
       const model::training::StepResult got = gpu.gradients(ids, targets);
-      // The CPU set repacks the matrices whose K and N are in whole texels (all but the head of
-      // 11 outputs) and runs matmul_interleaved on them; the GPU set reads them as they are.
+      // The CPU set repacks the matrices (the head of 11 outputs for its forward only: its W^T
+      // has K = 11, not in whole texels, so its dx reads W as it is) and runs
+      // matmul_interleaved on them; the GPU set reads them as they are.
       if (g.device.caps().timestamps) {
         std::set<std::string> ran;
         for (const vk::DispatchTime& t : gpu.timings()) ran.insert(t.shader);
@@ -194,6 +195,14 @@ TEST_CASE("the GPU training step matches the CPU reference step, every variant, 
         CHECK(test::close(what + ": " + e.name + " after 3 steps", got_p, ref_p,
                           {1e-4 * std::max(peak, 1.0), 0}));
       }
+      // An evaluation after an update reads the updated weights (the CPU set's interleaved
+      // copies are repacked), a second one the same bits, and gradients after them too.
+      Parameters at_gpu = after, g_ref(c);
+      const double want = model::training::cpu_train_step(at_gpu, g_ref, ids, targets, B, T);
+      const double eval1 = gpu.evaluate(ids, targets), eval2 = gpu.evaluate(ids, targets);
+      CHECK_MESSAGE(std::abs(eval1 - want) <= 1e-5 * want, what);
+      CHECK_MESSAGE(eval1 == eval2, what);
+      CHECK_MESSAGE(std::abs(gpu.gradients(ids, targets).loss - want) <= 1e-5 * want, what);
     }
 }
 

@@ -147,7 +147,9 @@ TEST_CASE("gpt2vk train refuses bad input with a message that names it") {
   fails(both, "exactly one of -m DIR");
   std::vector<std::string> bench = ok;
   bench.push_back("--bench");
-  fails(bench, "--bench writes nothing");
+  fails(bench, "--bench writes and evaluates nothing");
+  bench.erase(bench.begin() + 5, bench.begin() + 7);  // "-o", out
+  fails(with(bench, "--steps", "1"), "--bench needs --steps 2 or more");
   std::vector<std::string> no_out = ok;
   no_out.erase(no_out.begin() + 5, no_out.begin() + 7);  // "-o", out
   fails(no_out, "-o OUT is required");

@@ -39,7 +39,9 @@ struct PlanBackend {
   void linear(Saved out, Saved in, const Linear<W>& l, const Saved* residual = nullptr) {
     use(out), use(in);
     if (residual) use(*residual);
-    linears.emplace(l.w, l);
+    const auto [it, added] = linears.emplace(l.w, l);
+    if (!added && (it->second.K != l.K || it->second.N != l.N || it->second.layout != l.layout))
+      throw std::logic_error("training: one weight read by linears of two shapes");
   }
   void activation(Saved out, Saved in) { use(out), use(in); }
   void attention(Saved out, Saved qkv) { use(out), use(qkv); }
@@ -112,34 +114,47 @@ struct GpuTrainer::Impl {
     rec.run();
   }
 
-  // Where the kernel policy keeps weights interleaved (the CPU set), every matrix a linear
-  // reads gets two Interleaved copies, repacked on the device at the start of each step: W for
-  // the forward and W^T for dx = dout W^T. matmul_interleaved then takes 32 rows of x per
-  // workgroup where the [K, N] weights' texel kernel goes 8 rows at a time.
+  // Where the kernel policy keeps weights interleaved (the CPU set), the matrices the linears
+  // read get Interleaved copies, repacked on the device when the weights have changed: W for the
+  // forward where K is in whole texels, W^T for dx = dout W^T where N is too (GPT-2's head of
+  // 50257 outputs has the first only). matmul_interleaved then takes 32 rows of x per workgroup
+  // where the [K, N] weights' texel kernel goes 8 rows at a time. A matrix too large for one
+  // binding stays as it is (matmul splits it; interleave cannot).
   void plan_packing(const std::map<W, Linear<W>>& linears) {
     const vk::DeviceCaps& caps = device.caps();
     const uint64_t texel_align = gpu::texel_binding_alignment(caps);
     if (!gpu::kernel_policy(device).interleaved_weights || !caps.storage_texel_buffers ||
         acts_.alignment() % texel_align != 0)
       return;
+    constexpr size_t kNone = ~size_t{0};
+    const auto fits = [&](uint32_t k, uint32_t n) {
+      return k % 4 == 0 && gpu::interleaved_bytes(DType::F32, k, n) <= caps.max_storage_buffer_range &&
+             uint64_t{k} * n * 4 <= caps.max_storage_buffer_range;
+    };
     std::vector<std::pair<Linear<W>, std::pair<size_t, size_t>>> planned;
-    for (const auto& [unused, l] : linears)
-      if (l.K % 4 == 0 && l.N % 4 == 0)
-        planned.push_back({l, {packed_.add(gpu::interleaved_bytes(DType::F32, l.K, l.N)),
-                               packed_.add(gpu::interleaved_bytes(DType::F32, l.N, l.K))}});
+    for (const auto& entry : linears) {
+      const Linear<W>& l = entry.second;
+      if (!fits(l.K, l.N)) continue;
+      planned.push_back({l, {packed_.add(gpu::interleaved_bytes(DType::F32, l.K, l.N)),
+                             fits(l.N, l.K) ? packed_.add(gpu::interleaved_bytes(DType::F32, l.N, l.K)) : kNone}});
+    }
     if (planned.empty()) return;
     packed_.allocate(vk::MemoryKind::Device);
     for (const auto& [l, h] : planned) {
-      const vk::BufferSpan &fwd = packed_.span(h.first), &bwd = packed_.span(h.second);
-      if (fwd.offset % texel_align == 0 && bwd.offset % texel_align == 0) packed.emplace(l.w, Packed{l, fwd, bwd});
+      Packed p{l, packed_.span(h.first), {}, h.second != kNone};
+      if (p.has_bwd) p.bwd = packed_.span(h.second);
+      if (p.fwd.offset % texel_align == 0 && (!p.has_bwd || p.bwd.offset % texel_align == 0))
+        packed.emplace(l.w, p);
     }
   }
-  // Records the repacking of the current weights (the backward's copies only when it runs).
+  // Records the repacking of the weights where they changed since the copies were made (the
+  // backward's copies only when it runs): an evaluation between steps repacks nothing.
   void repack(bool backward) {
-    for (const auto& [unused, p] : packed) {
+    for (const auto& entry : packed) {
+      const Packed& p = entry.second;
       const Linear<W>& l = p.linear;
-      gpu::interleave(kernels, rec, p.fwd, *l.w, l.layout, l.K, l.N);
-      if (backward)
+      if (!fwd_current) gpu::interleave(kernels, rec, p.fwd, *l.w, l.layout, l.K, l.N);
+      if (backward && !bwd_current && p.has_bwd)
         gpu::interleave(kernels, rec, p.bwd, *l.w,
                         l.layout == WeightLayout::KN ? WeightLayout::NK : WeightLayout::KN, l.N, l.K);
     }
@@ -173,9 +188,11 @@ struct GpuTrainer::Impl {
   struct Packed {
     Linear<W> linear;
     vk::BufferSpan fwd, bwd;  // W [N, K] and W^T [K, N] as Interleaved
+    bool has_bwd = false;
   };
   Packer packed_;
   std::map<W, Packed> packed;  // by the weight's span; empty where weights stay as they are
+  bool fwd_current = false, bwd_current = false;  // the copies hold the weights as they are
   Packer io_;  // host-written: ids and targets
   size_t ids = 0, targets = 0;
   Packer out_;  // read back: each row's loss, the gradients' sum of squares
@@ -228,11 +245,10 @@ struct GpuTrainBackend {
   template <class Out>
   void linear_backward(const Grad* dx, Out dout, Saved x, const Linear<W>& l, const Linear<W>& dl) {
     const auto p = m.packed.find(l.w);
-    const gpu::Weight w_t{p == m.packed.end() ? vk::BufferSpan{} : p->second.bwd, DType::F32,
-                          WeightLayout::Interleaved};
+    const bool packed = p != m.packed.end() && p->second.has_bwd;
+    const gpu::Weight w_t{packed ? p->second.bwd : vk::BufferSpan{}, DType::F32, WeightLayout::Interleaved};
     gpu::matmul_backward(m.kernels, m.rec, dx ? &span(*dx) : nullptr, *dl.w, dl.b, span(dout),
-                         span(x), weight(l.w, l.layout), m.N, l.K, l.N,
-                         p == m.packed.end() ? nullptr : &w_t);
+                         span(x), weight(l.w, l.layout), m.N, l.K, l.N, packed ? &w_t : nullptr);
   }
   template <class Out>
   void layernorm_backward(Grad dx, Out dout, Saved x, const Norm<W>& n, const Norm<W>& dn) {
@@ -287,6 +303,9 @@ StepResult GpuTrainer::Impl::run(std::span<const int32_t> id_values,
     }
   }
   rec.run();
+  // The copies now match the weights, until an update changes them.
+  fwd_current = !update;
+  bwd_current = (bwd_current || backward) && !update;
   std::vector<float> row_losses(N);
   float sum_sq = 0;
   vk::download(device, row_losses.data(), out_.span(losses), uint64_t{N} * 4);

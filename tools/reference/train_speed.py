@@ -1,5 +1,6 @@
 """PyTorch's CPU training speed on the shipped model's shape, for the README's comparison with
-`gpt2vk train --bench` (same model, batch and context; float32, AdamW, clipping at 1.0).
+`gpt2vk train --bench` (same model, batch and context; float32; AdamW with the shipped model's
+recipe: lr 2e-3, betas 0.9 and 0.99, decay 0.1 on matrices; clipping at 1.0).
 
     /usr/bin/python3 tools/reference/train_speed.py [B T STEPS THREADS]   # default 16 256 10 2
 
@@ -21,6 +22,8 @@ from model import GPTConfig, TinyGPT  # noqa: E402
 
 def main():
     B, T, steps, threads = (int(a) for a in (sys.argv[1:] + ["16", "256", "10", "2"][len(sys.argv) - 1:]))
+    if steps < 1 or threads < 1:
+        sys.exit("train_speed: STEPS and THREADS must be at least 1")
     torch.set_num_threads(threads)
     torch.manual_seed(1337)
     model = TinyGPT(GPTConfig())

@@ -388,13 +388,16 @@ push::AttentionBackwardPush sequences_push(const char* op, const vk::DeviceCaps&
 
 // Whether training's attention runs its texel kernels: the policy asks for texel attention, the
 // device has storage texel buffers, the head dim is in whole texels, every span read as texels
-// starts on the texel alignment and qkv's texels fit in one texel buffer.
+// starts on the texel alignment, every span written as vec4s on 16 bytes, and qkv's texels fit
+// in one texel buffer.
 bool sequences_texel(const vk::Device& device, uint32_t B, uint32_t T, uint32_t C, uint32_t H,
-                     std::initializer_list<const vk::BufferSpan*> texel_spans) {
+                     std::initializer_list<const vk::BufferSpan*> texel_spans,
+                     std::initializer_list<const vk::BufferSpan*> vec4_spans) {
   const vk::DeviceCaps& caps = device.caps();
   const uint64_t align = texel_binding_alignment(caps);
   bool aligned = true;
   for (const vk::BufferSpan* s : texel_spans) aligned = aligned && s->offset % align == 0;
+  for (const vk::BufferSpan* s : vec4_spans) aligned = aligned && s->offset % 16 == 0;
   return kernel_policy(device).texel_attention && caps.storage_texel_buffers && (C / H) % 4 == 0 &&
          aligned && uint64_t{B} * T * 3 * C / 4 <= caps.max_texel_buffer_elements;
 }
@@ -410,7 +413,7 @@ void attention_sequences(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan
   require_elements(op, "out", out, rows * C);
   require_elements(op, "qkv", qkv, rows * 3 * C);
   if (rows == 0) return;
-  const bool texel = sequences_texel(k.device(), B, T, C, H, {&qkv});
+  const bool texel = sequences_texel(k.device(), B, T, C, H, {&qkv}, {&out});
   const vk::Pipeline& p = k.get(texel ? "attention_sequences_texel" : op,
                                 {{default_workgroup(k.device().caps()), 1, 1}, {C / H}});
   rec.dispatch(p, {out.sub(0, rows * C * 4), qkv.sub(0, rows * 3 * C * 4)}, push,
@@ -436,7 +439,7 @@ void attention_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan&
                                              qkv.sub(0, qkv_bytes)};
   const uint32_t wg = default_workgroup(caps);
   // The texel kernel where the policy asks for texel attention and the shape and device allow.
-  const bool texel = sequences_texel(k.device(), B, T, C, H, {&qkv, &dout, &stats});
+  const bool texel = sequences_texel(k.device(), B, T, C, H, {&qkv, &dout, &stats}, {&dqkv, &stats});
   for (bool keys : {false, true}) {
     if (texel) {
       const vk::Pipeline& p = k.get("attention_backward_texel", {{wg, 1, 1}, {C / H, keys ? 1u : 0u}});

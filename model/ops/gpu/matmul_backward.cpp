@@ -23,6 +23,7 @@ void matmul_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan* dx
   require_elements(op, "dout", dout, uint64_t{T} * N);
   require_elements(op, "x", x, uint64_t{T} * K);
   if (dbias) require_elements(op, "dbias", *dbias, N);
+  if (w_t && w_t->dtype != DType::F32) fail(op, "the packed W^T must be fp32");
   if (T == 0) return;
   if (dx) {
     // dx[t, k] = sum_n dout[t, n] W(k, n): a matmul over n, with W's layout swapped ([K, N] read
