@@ -9,10 +9,12 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "model/ops/cpu/activation.h"
 #include "model/ops/gpu/activation.h"
+#include "model/ops/gpu/policy.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"
 #include "vk/check.h"
@@ -34,16 +36,18 @@ std::vector<float> inputs() {
 }
 
 std::vector<float> run_gpu(vk::Kernels& kernels, const std::vector<float>& x, Act kind,
-                           bool in_place = false) {
+                           bool in_place = false, std::vector<std::string>* shaders = nullptr) {
   const vk::Device& dev = kernels.device();
   const size_t bytes = x.size() * sizeof(float);
   vk::Arena arena(dev, 2 * bytes + 1024, vk::MemoryKind::Device, "test activation");
   vk::BufferSpan gx = test::to_gpu(dev, arena, x);
   vk::BufferSpan out = in_place ? gx : arena.alloc(bytes);
-  vk::Recorder rec(dev);
+  vk::Recorder rec(dev, shaders != nullptr);
   rec.begin();
   model::gpu::activation(kernels, rec, out, gx, static_cast<uint32_t>(x.size()), kind);
   rec.run();
+  if (shaders)
+    for (const vk::DispatchTime& t : rec.timings()) shaders->push_back(t.shader);
   return test::from_gpu(dev, out, x.size());
 }
 
@@ -53,14 +57,33 @@ std::vector<float> run_cpu(const std::vector<float>& x, Act kind) {
   return ref;
 }
 
+// The kernel a call runs: the CPU set's texel one where n is in whole texels (arena spans are
+// texel-aligned), the portable one otherwise.
+std::string expected_shader(const vk::Device& dev, size_t n, const char* op) {
+  const bool texel = model::gpu::kernel_policy(dev).texel_elementwise && dev.caps().storage_texel_buffers &&
+                     n % 4 == 0;
+  return std::string(op) + (texel ? "_texel" : "");
+}
+
+// Both kernel sets, n in whole texels (inputs() holds 60,980 values) and not.
 void check_kind(test::Gpu& g, Act kind, test::Tolerance tol) {
-  std::vector<float> x = inputs();
-  std::vector<float> got = run_gpu(g.kernels, x, kind);
-  CHECK(test::close("activation", got, run_cpu(x, kind), tol));
-  size_t non_finite = 0;
-  for (float v : got)
-    if (!std::isfinite(v)) non_finite++;
-  CHECK(non_finite == 0);
+  for (vk::KernelSet set : test::kKernelSets)
+    for (size_t drop : {size_t{0}, size_t{1}}) {
+      const vk::Device& dev = g.with_kernels(set);
+      std::vector<float> x = inputs();
+      x.resize(x.size() - drop);
+      std::vector<std::string> shaders;
+      std::vector<float> got = run_gpu(dev.kernels(), x, kind, false, &shaders);
+      const std::string what = "activation, n = " + std::to_string(x.size()) + ", " +
+                               vk::kernel_set_name(set) + " kernels";
+      CHECK(test::close(what, got, run_cpu(x, kind), tol));
+      size_t non_finite = 0;
+      for (float v : got)
+        if (!std::isfinite(v)) non_finite++;
+      CHECK(non_finite == 0);
+      if (dev.caps().timestamps)
+        CHECK_MESSAGE((shaders.size() == 1 && shaders[0] == expected_shader(dev, x.size(), "activation")), what);
+    }
 }
 
 }  // namespace
@@ -114,28 +137,38 @@ TEST_CASE("activation rejects bad arguments") {
 // to ~3e-7, exp(-x^2 / 2)), each a few ulp; measured on lavapipe over the same inputs and dout in
 // [-1, 1]: max |d| 1.8e-7 (tanh) and 1.2e-7 (erf). relu and identity are exact (dout times 1 or
 // 0).
-TEST_CASE("activation_backward matches the CPU reference") {
+TEST_CASE("activation_backward matches the CPU reference, both kernel sets") {
   GPU_TEST(g);
-  const std::vector<float> x = inputs();
-  const std::vector<float> dout = test::random_floats(x.size(), 9);
-  const size_t bytes = x.size() * sizeof(float);
-  vk::Arena arena(g.device, 6 * bytes + 65536, vk::MemoryKind::Device, "test activation_backward");
-  const vk::BufferSpan gx = test::to_gpu(g.device, arena, x), gd = test::to_gpu(g.device, arena, dout);
-  for (Act kind : {Act::GeluTanh, Act::GeluErf, Act::Relu, Act::None}) {
-    std::vector<float> ref(x.size());
-    model::cpu::activation_backward(ref.data(), dout.data(), x.data(), x.size(), kind);
-    const vk::BufferSpan dx = arena.alloc(bytes);
-    vk::Recorder rec(g.device);
-    rec.begin();
-    model::gpu::activation_backward(g.kernels, rec, dx, gd, gx, static_cast<uint32_t>(x.size()), kind);
-    rec.run();
-    const bool exact = kind == Act::Relu || kind == Act::None;
-    CHECK(test::close("activation_backward " + std::to_string(int(kind)),
-                      test::from_gpu(g.device, dx, x.size()), ref,
-                      exact ? test::Tolerance{0, 0} : test::Tolerance{1e-6, 1e-6}));
-  }
+  for (vk::KernelSet set : test::kKernelSets)
+    for (size_t drop : {size_t{0}, size_t{1}}) {  // n in whole texels and not
+      const vk::Device& dev = g.with_kernels(set);
+      std::vector<float> x = inputs();
+      x.resize(x.size() - drop);
+      const std::vector<float> dout = test::random_floats(x.size(), 9);
+      const size_t bytes = x.size() * sizeof(float);
+      vk::Arena arena(dev, 6 * bytes + 65536, vk::MemoryKind::Device, "test activation_backward");
+      const vk::BufferSpan gx = test::to_gpu(dev, arena, x), gd = test::to_gpu(dev, arena, dout);
+      for (Act kind : {Act::GeluTanh, Act::GeluErf, Act::Relu, Act::None}) {
+        std::vector<float> ref(x.size());
+        model::cpu::activation_backward(ref.data(), dout.data(), x.data(), x.size(), kind);
+        const vk::BufferSpan dx = arena.alloc(bytes);
+        vk::Recorder rec(dev, true);
+        rec.begin();
+        model::gpu::activation_backward(dev.kernels(), rec, dx, gd, gx, static_cast<uint32_t>(x.size()), kind);
+        rec.run();
+        const bool exact = kind == Act::Relu || kind == Act::None;
+        const std::string what = "activation_backward " + std::to_string(int(kind)) + ", n = " +
+                                 std::to_string(x.size()) + ", " + vk::kernel_set_name(set) + " kernels";
+        CHECK(test::close(what, test::from_gpu(dev, dx, x.size()), ref,
+                          exact ? test::Tolerance{0, 0} : test::Tolerance{1e-6, 1e-6}));
+        if (dev.caps().timestamps)
+          for (const vk::DispatchTime& t : rec.timings())
+            CHECK_MESSAGE(t.shader == expected_shader(dev, x.size(), "activation_backward"), what);
+      }
+    }
   // In place over dout, and split over a lowered maxStorageBufferRange (chunks of 256).
   test::LoweredGpu small(g, {.max_storage_buffer_range = 1024});
+  const std::vector<float> x = inputs(), dout = test::random_floats(x.size(), 9);
   const std::vector<float> xs(x.begin(), x.begin() + 1000), ds(dout.begin(), dout.begin() + 1000);
   std::vector<float> ref(1000);
   model::cpu::activation_backward(ref.data(), ds.data(), xs.data(), 1000, Act::GeluTanh);

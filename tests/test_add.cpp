@@ -2,7 +2,10 @@
 // sides (the reference adds in double, which holds the exact sum of two floats, then rounds).
 #include <doctest/doctest.h>
 
+#include <string>
+
 #include "model/ops/gpu/add.h"
+#include "model/ops/gpu/policy.h"
 #include "tests/add.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"
@@ -72,4 +75,30 @@ TEST_CASE("gpu::add in place in chunks, and gpu::fill") {
   CHECK_THROWS_WITH_AS(model::gpu::fill(small.kernels, rec, z.sub(0, 400), n, 0.0f),
                        doctest::Contains("fill: out"), vk::Error);
   rec.end();
+}
+
+// model::gpu::add under both kernel sets: the CPU set's add_texel where n is in whole texels
+// (arena spans are texel-aligned), add otherwise; in place, as training adds gradients. Exact.
+TEST_CASE("gpu::add matches the CPU reference, both kernel sets") {
+  GPU_TEST(g);
+  for (vk::KernelSet set : test::kKernelSets)
+    for (uint32_t n : {1000u, 1001u, 4u}) {
+      const vk::Device& dev = g.with_kernels(set);
+      const std::string what = "gpu::add, n = " + std::to_string(n) + ", " + vk::kernel_set_name(set) + " kernels";
+      std::vector<float> a = test::random_floats(n, 7, -1000, 1000), b = test::random_floats(n, 8);
+      vk::Arena arena(dev, 2 * n * sizeof(float) + 4096, vk::MemoryKind::Device, "test gpu::add sets");
+      const vk::BufferSpan ga = test::to_gpu(dev, arena, a), gb = test::to_gpu(dev, arena, b);
+      vk::Recorder rec(dev, true);
+      rec.begin();
+      model::gpu::add(dev.kernels(), rec, ga, ga, gb, n);
+      rec.run();
+      std::vector<float> ref(n);
+      test::cpu_add(ref.data(), a.data(), b.data(), n);
+      CHECK(test::close(what, test::from_gpu(dev, ga, n), ref, {0, 0}));
+      const bool texel = model::gpu::kernel_policy(dev).texel_elementwise &&
+                         dev.caps().storage_texel_buffers && n % 4 == 0;
+      if (dev.caps().timestamps)
+        for (const vk::DispatchTime& t : rec.timings())
+          CHECK_MESSAGE(t.shader == (texel ? "add_texel" : "add"), what);
+    }
 }

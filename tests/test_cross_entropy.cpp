@@ -1,5 +1,6 @@
-// cross_entropy: GPU (fp32, a shared-memory tree per row) against model::cpu::cross_entropy
-// (double).
+// cross_entropy: GPU (fp32; a shared-memory tree per row, or for the CPU kernel set where V is
+// in whole texels an invocation per row summing vec4 partials) against model::cpu::cross_entropy
+// (double), both kernel sets.
 // Tolerance: losses |d| <= 2e-5 + 1e-6 |ref|; dlogits |d| <= 2e-6 / mean_over + 1e-5 |ref|, more
 // for large logits (below). The
 // GPU sums exp(l - max) over V in fp32, each invocation a strided share of the row, then a tree:
@@ -18,6 +19,7 @@
 
 #include "model/ops/cpu/cross_entropy.h"
 #include "model/ops/gpu/cross_entropy.h"
+#include "model/ops/gpu/policy.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"
 #include "vk/check.h"
@@ -27,6 +29,7 @@ namespace {
 struct Result {
   std::vector<float> losses, dlogits;
   uint32_t dispatches;
+  std::vector<std::string> shaders;  // what ran, where the device has timestamps
 };
 
 Result run_gpu(test::Gpu& g, const vk::Device& device, vk::Kernels& kernels,
@@ -39,12 +42,14 @@ Result run_gpu(test::Gpu& g, const vk::Device& device, vk::Kernels& kernels,
   const vk::BufferSpan l = test::to_gpu(device, arena, logits);
   const vk::BufferSpan t = arena.alloc(targets.size() * 4), out = arena.alloc(targets.size() * 4);
   vk::upload(device, t, targets.data(), targets.size() * 4);
-  vk::Recorder rec(device);
+  vk::Recorder rec(device, true);
   rec.begin();
   model::gpu::cross_entropy(kernels, rec, out, l, t, N, V, mean_over);
   rec.run();
+  std::vector<std::string> shaders;
+  for (const vk::DispatchTime& d : rec.timings()) shaders.push_back(d.shader);
   return {test::from_gpu(device, out, N), test::from_gpu(device, l, logits.size()),
-          rec.stats().dispatches};
+          rec.stats().dispatches, shaders};
 }
 
 // The reference per row (the CPU op returns the mean): each row alone, then dlogits rescaled
@@ -87,6 +92,11 @@ void check(test::Gpu& g, const vk::Device& device, vk::Kernels& kernels, uint32_
   CHECK(test::close(what + ": losses", r.losses, losses, {2e-5 + ulps, 1e-6}));
   CHECK(test::close(what + ": dlogits", r.dlogits, dlogits, {(2e-6 + ulps) / (2.0 * N), 1e-5 + ulps}));
   CHECK(r.dispatches == dispatches);
+  // The CPU set's texel kernel where V is in whole texels and one dispatch holds the rows.
+  const bool texel = model::gpu::kernel_policy(device).texel_elementwise &&
+                     device.caps().storage_texel_buffers && V % 4 == 0 && dispatches == 1;
+  for (const std::string& shader : r.shaders)
+    CHECK_MESSAGE(shader == (texel ? "cross_entropy_texel" : "cross_entropy"), what);
   // The same bits again: a fixed reduction order.
   const Result again = run_gpu(g, device, kernels, logits, targets, V, 2 * N);
   CHECK(std::memcmp(again.dlogits.data(), r.dlogits.data(), r.dlogits.size() * 4) == 0);
@@ -95,12 +105,16 @@ void check(test::Gpu& g, const vk::Device& device, vk::Kernels& kernels, uint32_
 
 }  // namespace
 
-TEST_CASE("cross_entropy matches the CPU reference") {
+TEST_CASE("cross_entropy matches the CPU reference, both kernel sets") {
   GPU_TEST(g);
-  check(g, g.device, g.kernels, 37, 1000, 0.0f, 100);
-  check(g, g.device, g.kernels, 5, 50257, 0.0f, 110);    // GPT-2's vocabulary
-  check(g, g.device, g.kernels, 9, 65, 1000.0f, 120);    // large logits: max-shifted
-  check(g, g.device, g.kernels, 3, 1, 0.0f, 130);        // one class: loss 0, gradient 0
+  for (vk::KernelSet set : test::kKernelSets) {
+    const vk::Device& d = g.with_kernels(set);
+    check(g, d, d.kernels(), 37, 1000, 0.0f, 100);
+    check(g, d, d.kernels(), 5, 50257, 0.0f, 110);    // GPT-2's vocabulary
+    check(g, d, d.kernels(), 9, 65, 1000.0f, 120);    // large logits: max-shifted
+    check(g, d, d.kernels(), 9, 256, 1000.0f, 125);   // the same in whole texels
+    check(g, d, d.kernels(), 3, 1, 0.0f, 130);        // one class: loss 0, gradient 0
+  }
 }
 
 TEST_CASE("cross_entropy in several dispatches past maxStorageBufferRange") {
@@ -113,14 +127,17 @@ TEST_CASE("cross_entropy in several dispatches past maxStorageBufferRange") {
 
 TEST_CASE("cross_entropy: a target outside the vocabulary gives a NaN loss, others unharmed") {
   GPU_TEST(g);
-  const uint32_t V = 50;
-  std::vector<float> logits = test::random_floats(3 * V, 300);
-  const std::vector<int32_t> targets = {4, 50, -1};
-  const Result r = run_gpu(g, g.device, g.kernels, logits, targets, V, 3);
-  CHECK(std::isfinite(r.losses[0]));
-  CHECK(std::isnan(r.losses[1]));
-  CHECK(std::isnan(r.losses[2]));
-  CHECK(std::memcmp(r.dlogits.data() + V, logits.data() + V, 2 * V * 4) == 0);  // untouched
+  for (vk::KernelSet set : test::kKernelSets)
+    for (const uint32_t V : {50u, 52u}) {  // 52: the CPU set's texel kernel
+      const vk::Device& d = g.with_kernels(set);
+      std::vector<float> logits = test::random_floats(3 * V, 300);
+      const std::vector<int32_t> targets = {4, int32_t(V), -1};
+      const Result r = run_gpu(g, d, d.kernels(), logits, targets, V, 3);
+      CHECK(std::isfinite(r.losses[0]));
+      CHECK(std::isnan(r.losses[1]));
+      CHECK(std::isnan(r.losses[2]));
+      CHECK(std::memcmp(r.dlogits.data() + V, logits.data() + V, 2 * V * 4) == 0);  // untouched
+    }
   vk::Arena arena(g.device, 65536, vk::MemoryKind::Device, "test cross_entropy errors");
   const vk::BufferSpan l = arena.alloc(4000), t = arena.alloc(40), out = arena.alloc(40);
   vk::Recorder rec(g.device);

@@ -24,6 +24,17 @@ void elementwise(vk::Kernels& k, vk::Recorder& rec, const char* op,
   for (const auto& [name, span] : spans) require_elements(op, name, *span, n);
   if (n == 0) return;
   const vk::DeviceCaps& caps = k.device().caps();
+  bool texel = texel_elementwise(k.device(), n, {}, {spans.begin()->second});
+  for (auto it = spans.begin() + 1; it != spans.end(); ++it)
+    texel = texel && texel_elementwise(k.device(), n, {it->second}, {});
+  if (texel) {
+    // The texel kernel: four elements per invocation, in one dispatch.
+    const vk::Pipeline& p = k.get(std::string(op) + "_texel", {{default_workgroup(caps), 1, 1}, {kind_id}});
+    std::vector<vk::BufferSpan> bindings;
+    for (const auto& named : spans) bindings.push_back(named.second->sub(0, uint64_t{n} * sizeof(float)));
+    rec.dispatch(p, bindings, push::ActivationPush{n}, vk::groups_for(k.device(), p, n / 4));
+    return;
+  }
   const uint64_t block = binding_alignment(caps);
   const uint64_t chunk = caps.max_storage_buffer_range / block * block / sizeof(float);
   const vk::Pipeline& p = k.get(op, {{default_workgroup(caps), 1, 1}, {kind_id}});

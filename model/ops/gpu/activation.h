@@ -1,4 +1,6 @@
-// Host wrappers of shaders/activation.comp and activation_backward.comp.
+// Host wrappers of shaders/activation.comp and activation_backward.comp, and their texel versions
+// (*_texel.comp: four elements per invocation) that the CPU kernel set runs where n % 4 == 0 and
+// one dispatch holds them (gpu::texel_elementwise).
 #pragma once
 #include "model/ops/gpu/common.h"
 

@@ -25,6 +25,14 @@ void add(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out, const vk:
   require_elements("add", "a", a, n);
   require_elements("add", "b", b, n);
   const vk::DeviceCaps& caps = k.device().caps();
+  if (n > 0 && texel_elementwise(k.device(), n, {&a, &b}, {&out})) {
+    // The texel kernel: four elements per invocation, in one dispatch.
+    const vk::Pipeline& p = k.get("add_texel", {{default_workgroup(caps), 1, 1}, {}});
+    const uint64_t bytes = n * 4;
+    rec.dispatch(p, {out.sub(0, bytes), a.sub(0, bytes), b.sub(0, bytes)},
+                 push::AddPush{static_cast<uint32_t>(n)}, vk::groups_for(k.device(), p, n / 4));
+    return;
+  }
   const vk::Pipeline& p = k.get("add", {{default_workgroup(caps), 1, 1}, {}});
   const uint64_t chunk = chunk_floats(caps);
   for (uint64_t i = 0; i < n; i += chunk) {

@@ -1,5 +1,6 @@
-// Host wrappers of shaders/add.comp and shaders/fill.comp: the element-wise steps of training
-// (adding one gradient into another, zeroing the gradients).
+// Host wrappers of shaders/add.comp (add_texel.comp for the CPU kernel set where it can, as
+// gpu::texel_elementwise says) and shaders/fill.comp: the element-wise steps of training (adding
+// one gradient into another, zeroing the gradients).
 #pragma once
 #include "model/ops/gpu/common.h"
 

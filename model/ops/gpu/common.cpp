@@ -53,6 +53,21 @@ uint64_t texel_binding_alignment(const vk::DeviceCaps& caps) {
   return std::max(binding_alignment(caps), caps.texel_buffer_alignment);
 }
 
+bool texel_elementwise(const vk::Device& device, uint64_t floats,
+                       std::initializer_list<const vk::BufferSpan*> read,
+                       std::initializer_list<const vk::BufferSpan*> written) {
+  const vk::DeviceCaps& caps = device.caps();
+  if (!kernel_policy(device).texel_elementwise || !caps.storage_texel_buffers || floats % 4 != 0 ||
+      floats * 4 > caps.max_storage_buffer_range || floats / 4 > caps.max_texel_buffer_elements)
+    return false;
+  const uint64_t align = texel_binding_alignment(caps);
+  for (const vk::BufferSpan* s : read)
+    if (s->offset % align != 0) return false;
+  for (const vk::BufferSpan* s : written)
+    if (s->offset % 16 != 0) return false;
+  return true;
+}
+
 Window window(const vk::BufferSpan& s, uint64_t first, uint64_t count, size_t bytes_each,
               uint64_t align) {
   const uint64_t begin = first * bytes_each, lo = begin / align * align;

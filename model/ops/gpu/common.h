@@ -3,6 +3,7 @@
 // tests/test_<op>.cpp, with the same argument order everywhere: outputs, inputs, weights, sizes.
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,15 @@ uint64_t binding_alignment(const vk::DeviceCaps& caps);
 // The same for a binding that may be a storage texel buffer: binding_alignment() and
 // minTexelBufferOffsetAlignment both.
 uint64_t texel_binding_alignment(const vk::DeviceCaps& caps);
+
+// Whether the texel version of an elementwise op (activation, add, ...: the kernel policy's
+// texel_elementwise) can take `floats` floats in one dispatch: the policy asks for it, the device
+// has rgba32f storage texel buffers, floats % 4 == 0 and they fit one binding and one texel
+// buffer, the spans read as texels start on the texel alignment and those written as vec4s on
+// 16 bytes.
+bool texel_elementwise(const vk::Device& device, uint64_t floats,
+                       std::initializer_list<const vk::BufferSpan*> read,
+                       std::initializer_list<const vk::BufferSpan*> written);
 
 // Elements [first, first + count) of `s` as a binding. Bindings must start at a multiple of
 // `align` (binding_alignment) and element `first` need not, so the binding starts at the aligned

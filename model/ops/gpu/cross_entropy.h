@@ -1,4 +1,5 @@
-// Host wrapper of shaders/cross_entropy.comp.
+// Host wrapper of shaders/cross_entropy.comp and cross_entropy_texel.comp (the CPU kernel set's
+// where V % 4 == 0 and one dispatch holds the rows: an invocation per row, texel reads).
 #pragma once
 #include "model/ops/gpu/common.h"
 

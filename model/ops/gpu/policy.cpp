@@ -57,7 +57,7 @@ KernelPolicy choose_policy(const vk::DeviceCaps& caps, vk::KernelSet asked) {
   if (p.set == vk::KernelSet::Cpu) {
     // llvmpipe runs a storage-buffer load that differs per lane as a scalar loop, a texel load
     // as one gather, and a workgroup barrier as a coroutine switch.
-    p.texel_matmul = p.texel_attention = p.texel_layernorm = true;
+    p.texel_matmul = p.texel_attention = p.texel_layernorm = p.texel_elementwise = true;
     p.interleaved_weights = true;
     p.norm_linear_max_bytes = uint64_t{1} << 20;
     // 64 logits per invocation: few workgroups, two levels for a vocabulary. GPUs keep many

@@ -41,6 +41,9 @@ struct KernelPolicy {
   // attention over many workgroups (key blocks x heads) rather than one per head.
   bool split_attention = false;
   bool texel_layernorm = false;  // LayerNormKernel::Texel
+  // activation, activation_backward, add and cross_entropy in their texel versions
+  // (*_texel.comp: four elements or a row per invocation) where the call allows it.
+  bool texel_elementwise = false;
   // Weight matrices stored in WeightLayout::Interleaved where matmul_interleaved can read them.
   // Greedy decoding's head then takes the argmax in its own pass (gpu::matmul_argmax).
   bool interleaved_weights = false;
