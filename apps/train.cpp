@@ -147,6 +147,25 @@ void print_profile(const model::training::GpuTrainer& trainer) {
                 timed, static_cast<unsigned long long>(trainer.dispatches()));
 }
 
+// The lines of a --log file whose step is at most state.step, in order. With `rebuild` (a
+// checkpoint from before the run state kept its losses), the state's curves come from them.
+std::string log_until(const std::string& file, model::training::RunState& state, bool rebuild) {
+  std::ifstream in(file);
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.contains("step") || !j["step"].is_number_unsigned()) continue;
+    const uint64_t step = j["step"].get<uint64_t>();
+    if (step > state.step) continue;
+    kept += line + "\n";
+    if (!rebuild) continue;
+    if (j.contains("loss") && j["loss"].is_number()) state.train_loss.emplace_back(step, j["loss"].get<double>());
+    if (j.contains("val_loss") && j["val_loss"].is_number())
+      state.val_loss.emplace_back(step, j["val_loss"].get<double>());
+  }
+  return kept;
+}
+
 // --bench's line: the median step after the first (the first builds the pipelines).
 void print_bench(std::vector<double> step_s, uint32_t B, uint32_t T, uint64_t parameters,
                  const std::string& device) {
@@ -220,6 +239,8 @@ int train(const TrainArgs& a) {
     v = std::make_unique<Parameters>(std::move(r.v));
     state.step = r.state.step;
     state.position = r.state.position;
+    state.train_loss = std::move(r.state.train_loss);
+    state.val_loss = std::move(r.state.val_loss);
   }
   model::training::Batches batches(data, a.batch, a.ctx, state.position);
   // The output folder must take a checkpoint before the run spends anything.
@@ -234,6 +255,16 @@ int train(const TrainArgs& a) {
   }
   std::unique_ptr<std::ofstream> log;
   if (!a.log.empty()) {
+    // A resumed run keeps the log's lines up to its checkpoint's step: steps a stopped run made
+    // after its last save are made again, and would otherwise be there twice.
+    if (state.step) {
+      const std::string kept = log_until(a.log, state, state.train_loss.empty());
+      const std::string tmp = a.log + ".tmp";
+      std::ofstream(tmp, std::ios::trunc) << kept;
+      std::error_code ec;
+      fs::rename(tmp, a.log, ec);
+      if (ec) throw std::runtime_error(a.log + ": cannot rewrite it: " + ec.message());
+    }
     log = std::make_unique<std::ofstream>(a.log, state.step ? std::ios::app : std::ios::trunc);
     if (!*log) throw std::runtime_error(a.log + ": cannot open for writing");
   }
@@ -263,7 +294,6 @@ int train(const TrainArgs& a) {
   settings.sgd = a.optimizer == "sgd";
   settings.beta1 = a.beta1, settings.beta2 = a.beta2, settings.eps = a.eps;
   settings.weight_decay = a.weight_decay, settings.clip = a.grad_clip;
-  std::vector<std::pair<uint64_t, double>> train_curve, val_curve;
   std::vector<int32_t> ids, targets;
   g_interrupted = false;
   const auto previous = std::signal(SIGINT, on_interrupt);
@@ -292,7 +322,7 @@ int train(const TrainArgs& a) {
                                         : "; the last good checkpoint in " + a.out +
                                               " is kept (its step is in trainer_state.json)"));
     state.step++;
-    train_curve.emplace_back(state.step, r.loss);
+    state.train_loss.emplace_back(state.step, r.loss);
     const double per_step = training_s / double(state.step - first);
     const double tokens_per_s = double(a.batch) * a.ctx / per_step;
     nlohmann::json line = {{"step", state.step}, {"loss", r.loss}, {"grad_norm", r.grad_norm},
@@ -301,7 +331,7 @@ int train(const TrainArgs& a) {
       const Eval e = evaluate(trainer, val);
       if (e.windows) {
         line["val_loss"] = e.loss;
-        val_curve.emplace_back(state.step, e.loss);
+        state.val_loss.emplace_back(state.step, e.loss);
         std::fprintf(stderr, "%sgpt2vk: step %llu: validation loss %.4f, perplexity %.3f over %llu windows of %u\n",
                      tty ? "\n" : "",
                      static_cast<unsigned long long>(state.step), e.loss, std::exp(e.loss),
@@ -328,7 +358,7 @@ int train(const TrainArgs& a) {
     return interrupted ? 130 : 0;
   }
   save();
-  write_plot(fs::path(a.out) / "loss.svg", train_curve, val_curve);
+  write_plot(fs::path(a.out) / "loss.svg", state.train_loss, state.val_loss);
   if (a.profile) print_profile(trainer);
   std::fprintf(stderr, "gpt2vk: %s at step %llu: %s (model.safetensors, optimizer state, loss.svg)\n",
                interrupted ? "interrupted; saved" : "saved", static_cast<unsigned long long>(state.step),

@@ -104,11 +104,19 @@ TEST_CASE("gpt2vk train --resume equals an uninterrupted run") {
   std::vector<std::string> part = s.args(s.dir / "part", "3");
   part.insert(part.end(), {"--log", (s.dir / "part.jsonl").string()});
   REQUIRE(test::gpt2vk(part).exit_code == 0);
+  // A step the stopped run made after its last save: the resumed run makes it again, and its log
+  // keeps it once.
+  test::write_file(s.dir / "part.jsonl",
+                   test::read_file(s.dir / "part.jsonl") + "{\"loss\":9.5,\"step\":4}\n");
   std::vector<std::string> rest = s.args(s.dir / "part", "6");
   rest.insert(rest.end(), {"--log", (s.dir / "part.jsonl").string(), "--resume", (s.dir / "part").string()});
   const test::CliResult r = test::gpt2vk(rest);
   REQUIRE_MESSAGE(r.exit_code == 0, r.err);
   CHECK(losses(s.dir / "part.jsonl") == losses(s.dir / "whole.jsonl"));
+  // The picture and the state's loss history cover the whole run, not the resumed part.
+  CHECK(test::read_file(s.dir / "part" / "loss.svg") == test::read_file(s.dir / "whole" / "loss.svg"));
+  CHECK(test::read_file(s.dir / "part" / "trainer_state.json") ==
+        test::read_file(s.dir / "whole" / "trainer_state.json"));
   CHECK(test::read_file(s.dir / "part" / "model.safetensors") ==
         test::read_file(s.dir / "whole" / "model.safetensors"));
   CHECK(test::read_file(s.dir / "part" / "optimizer.safetensors") ==

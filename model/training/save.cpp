@@ -71,7 +71,8 @@ void save_checkpoint(const fs::path& dir, const Parameters& params, const fs::pa
     for (TensorData& t : tensors_of(*v, "v.")) moments.push_back(std::move(t));
     write_safetensors(stage("optimizer.safetensors"), moments, {{"gpt2vk_step", step}});
     const nlohmann::json j = {{"step", state->step}, {"position", state->position},
-                              {"settings", state->settings}};
+                              {"settings", state->settings}, {"train_loss", state->train_loss},
+                              {"val_loss", state->val_loss}};
     write_text(stage("trainer_state.json"), j.dump(2) + "\n");
   }
   write_text(stage("config.json"), config_json(c));
@@ -94,7 +95,10 @@ Resumed load_run(const fs::path& dir) {
   try {
     j = nlohmann::json::parse(in);
     r.state = {j.at("step").get<uint64_t>(), j.at("position").get<uint64_t>(),
-               j.at("settings").get<std::string>()};
+               j.at("settings").get<std::string>(), {}, {}};
+    using Curve = std::vector<std::pair<uint64_t, double>>;
+    if (j.contains("train_loss")) r.state.train_loss = j.at("train_loss").get<Curve>();
+    if (j.contains("val_loss")) r.state.val_loss = j.at("val_loss").get<Curve>();
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(state_file.string() + ": " + e.what());
   }

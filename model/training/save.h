@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "model/training/parameters.h"
 
@@ -16,6 +18,9 @@ struct RunState {
   uint64_t step = 0;
   uint64_t position = 0;
   std::string settings;  // a canonical description of the run's flags, compared on resume
+  // (step, loss) of every step so far, and of every evaluation: a resumed run's loss.svg draws
+  // the whole run. Checkpoints written before this was kept have none.
+  std::vector<std::pair<uint64_t, double>> train_loss, val_loss;
 };
 
 // Writes dir/config.json, dir/model.safetensors (F32, the step in its metadata), the tokenizer
