@@ -59,10 +59,10 @@ std::vector<float> run_cpu(const std::vector<float>& x, Act kind) {
 
 // The kernel a call runs: the CPU set's texel one where n is in whole texels (arena spans are
 // texel-aligned), the portable one otherwise.
-std::string expected_shader(const vk::Device& dev, size_t n, const char* op) {
+std::string expected_shader(const vk::Device& dev, size_t n, const char* texel_op, const char* op) {
   const bool texel = model::gpu::kernel_policy(dev).texel_elementwise && dev.caps().storage_texel_buffers &&
                      n % 4 == 0;
-  return std::string(op) + (texel ? "_texel" : "");
+  return texel ? texel_op : op;
 }
 
 // Both kernel sets, n in whole texels (inputs() holds 60,980 values) and not.
@@ -82,7 +82,7 @@ void check_kind(test::Gpu& g, Act kind, test::Tolerance tol) {
         if (!std::isfinite(v)) non_finite++;
       CHECK(non_finite == 0);
       if (dev.caps().timestamps)
-        CHECK_MESSAGE((shaders.size() == 1 && shaders[0] == expected_shader(dev, x.size(), "activation")), what);
+        CHECK_MESSAGE((shaders.size() == 1 && shaders[0] == expected_shader(dev, x.size(), "activation_texel", "activation")), what);
     }
 }
 
@@ -163,7 +163,7 @@ TEST_CASE("activation_backward matches the CPU reference, both kernel sets") {
                           exact ? test::Tolerance{0, 0} : test::Tolerance{1e-6, 1e-6}));
         if (dev.caps().timestamps)
           for (const vk::DispatchTime& t : rec.timings())
-            CHECK_MESSAGE(t.shader == expected_shader(dev, x.size(), "activation_backward"), what);
+            CHECK_MESSAGE(t.shader == expected_shader(dev, x.size(), "activation_backward_texel", "activation_backward"), what);
       }
     }
   // In place over dout, and split over a lowered maxStorageBufferRange (chunks of 256).
