@@ -164,11 +164,17 @@ void plan_interleaved(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType 
   uint32_t rows = 1;
   while (rows < std::min(T, kInterleavedRows)) rows *= 2;
   if (rows == 16) rows = 8;
+  // A workgroup of one SIMD group (llvmpipe's subgroup): llvmpipe runs each workgroup on one
+  // thread, so small workgroups spread a narrow matrix evenly over the threads. GPT-2 small's
+  // N = 768 projections at 8 lanes are 12 workgroups of 8 where 32 invocations made 3, two
+  // rounds on two threads with one thread idle in the second.
   const uint32_t wg = std::max(
-      8u, floor_pow2(std::min({caps.max_workgroup_invocations, caps.max_workgroup_size[0], 32u})));
-  // Short prompts and decoding keep 8 lanes (64 / 8 = 8 rows of W each), whose smaller tile
-  // compiles faster and wastes less on padding rows.
-  const uint32_t lanes = argmax || rows <= 8 ? 8 : kInterleavedLanes;
+      8u, floor_pow2(std::min({caps.max_workgroup_invocations, caps.max_workgroup_size[0],
+                               std::clamp(caps.subgroup_size, 8u, 32u)})));
+  // One row (decoding) keeps 8 lanes (64 / 8 = 8 rows of W each): memory-bound, and the head's
+  // argmax partials need 8. Two rows and more (batched decoding, prompts) take 4, 16 rows of W
+  // each: twice the products per gather of x (docs/benchmark.md, "Batched decoding").
+  const uint32_t lanes = argmax || rows == 1 ? 8 : kInterleavedLanes;
   plan.out_per_group = wg / lanes * push::MATMUL_BLOCK_ROWS;
   // A dispatch takes all the rows the bindings allow, `rows` per workgroup along z.
   plan.tile_rows = rows;
