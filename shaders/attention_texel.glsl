@@ -128,6 +128,29 @@ void keys(uint j0, bool masked, bool from_q) {
   }
 }
 
+#if ATTENTION_STORE
+// A decode step's one new key (j = cached, from q) into the sums of query 0, by the invocation
+// whose share it is: keys() for that block, the same operations in the same order (the masked
+// keys added nothing there), without gathering KB - 1 masked copies of the key and the value.
+void new_key(uint split) {
+  if (cached % SPLITS != split) return;
+  const uint k_at = q0 * (p.q_stride / 4) + p.C / 4 + head, v_at = k_at + p.C / 4;
+  float s = 0.0;
+  for (uint i = 0; i < DT; i++) s += dot(qv[0][i], imageLoad(q, int(k_at + i)));
+  const float m_new = max(m[0], s);
+  const float alpha = exp(m[0] - m_new);
+  m[0] = m_new;
+  s = exp(s - m_new);
+  l[0] *= alpha;
+  l[0] += s;
+  for (uint i = 0; i < DT; i++) {
+    vec4 a = acc[0][i] * alpha;
+    a += s * imageLoad(q, int(v_at + i));
+    acc[0][i] = a;
+  }
+}
+#endif
+
 #if ATTENTION_PROBS
 // Query r's score of key j (times the scale, as qv holds it), summed as keys() sums it.
 float score(uint r, uint j) {
@@ -207,7 +230,12 @@ void main() {
   }
 
   segment(split, cached, false);
-  if (ATTENTION_STORE != 0) segment(cached + (split + SPLITS - cached % SPLITS) % SPLITS, L, true);
+#if ATTENTION_STORE
+  if (seq_T == 1 && SPLITS > 1)
+    new_key(split);
+  else
+    segment(cached + (split + SPLITS - cached % SPLITS) % SPLITS, L, true);
+#endif
 
   if (SPLITS == 1) {
     for (uint r = 0; r < QPL; r++) {
