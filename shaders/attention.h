@@ -38,9 +38,9 @@ struct AttentionPush {
   uint splits;    // the split kernels' key blocks, ceil(L / ATTENTION_SPLIT_BLOCK); others: 0
   // 1: L and the store's rows are counted from the position in the Step binding, read when the
   // kernel runs (the keys are L + step_pos), so one recording serves every decode step; 0: the
-  // Step binding is not read. 2 (attention_texel_store only): a batch, each query the one new
-  // token of its own sequence, whose position and cache (its first texel) are the Step
-  // binding's [T, 2] row.
+  // Step binding is not read. 2 (attention_texel_store and attention_split): a batch, each query
+  // the one new token of its own sequence, whose position and cache (its first texel) are the
+  // Step binding's [T, 2] row.
   uint dynamic_pos;
 };
 PUSH_NAMESPACE_END

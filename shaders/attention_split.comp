@@ -14,6 +14,11 @@
 //
 // part[t, h, block] = (o[0..D), m, l): o = sum over the block's keys j of exp(s_j - m) v_j. A
 // causal query's block past its last key writes (0, -FLT_MAX, 0), which the merge weighs as 0.
+//
+// A batch (AttentionPush.dynamic_pos 2): query t is the one new token of a sequence of its own,
+// whose position and cache are the Step binding's row t; p.splits covers the longest sequence,
+// and a shorter one's blocks past its keys are empty. Its arithmetic is that of its decode step
+// alone: the same blocks, and empty blocks add exact zeros in the merge.
 #extension GL_GOOGLE_include_directive : require
 #include "attention.h"
 
@@ -24,7 +29,9 @@ layout(binding = 0) writeonly buffer Part { float part[]; };  // [T, H, splits, 
 layout(binding = 1) readonly buffer Q { vec4 q4[]; };         // [T, q_stride / 4]
 layout(binding = 2) readonly buffer K { vec4 k4[]; };         // [L, C / 4]
 layout(binding = 3) readonly buffer V { float v_cache[]; };   // [L, C]
-layout(binding = 4) readonly buffer Step { uint step_pos; };  // AttentionPush.dynamic_pos
+// The position (dynamic_pos 1), or per query its sequence's {position, first texel of its cache}
+// (dynamic_pos 2: [T, 2]).
+layout(binding = 4) readonly buffer Step { uint step[]; };
 layout(push_constant) uniform Push { AttentionPush p; };
 
 const uint WG = ATTENTION_SPLIT_WG;
@@ -52,8 +59,11 @@ void main() {
   const uint block = gl_WorkGroupID.x, h = gl_WorkGroupID.y, t = gl_WorkGroupID.z;
   const uint H = gl_NumWorkGroups.y, tid = gl_LocalInvocationID.x;
   const uint G = D / 4, C4 = p.C / 4;
-  const uint L = p.L + (p.dynamic_pos != 0 ? step_pos : 0);
-  const uint n_keys = p.causal != 0 ? L - p.T + t + 1 : L;
+  const bool sequences = p.dynamic_pos == 2;  // a batch of sequences
+  const uint L = sequences ? step[2 * t] + 1 : p.L + (p.dynamic_pos != 0 ? step[0] : 0);
+  const uint cache0 = sequences ? step[2 * t + 1] : 0;  // the texel of the keys' row 0
+  // A batch's query is the last of its sequence's L positions.
+  const uint n_keys = p.causal != 0 && !sequences ? L - p.T + t + 1 : L;
   const uint k0 = block * ATTENTION_SPLIT_BLOCK;
   const uint n = k0 < n_keys ? min(ATTENTION_SPLIT_BLOCK, n_keys - k0) : 0;
   const uint dst = ((t * H + h) * p.splits + block) * (D + 2);
@@ -75,7 +85,7 @@ void main() {
     const uint nb = min(batch, n - b0);
     if (kr < KR)
       for (uint j = kr; j < nb; j += KR) {
-        const uint row = (k0 + b0 + j) * C4 + h * G;
+        const uint row = cache0 + (k0 + b0 + j) * C4 + h * G;
         float s = 0.0;
         for (uint i = lane; i < G; i += LK) s += dot(q_sh[i], k4[row + i]);
         dots[j * (LK + 1) + lane] = s;
@@ -105,7 +115,7 @@ void main() {
   if (part_id < parts)
     for (uint j = part_id; j < n; j += parts) {
       const float wj = w_sh[j];
-      const uint row = (k0 + j) * p.C + h * D;
+      const uint row = cache0 * 4 + (k0 + j) * p.C + h * D;
       for (uint i = 0; i < DPT; i++) {
         const uint d = d0 + i * WG;
         if (d < D) acc[i] += wj * v_cache[row + d];

@@ -145,90 +145,131 @@ TEST_CASE("attention_store rejects rows past the cache") {
   rec.end();
 }
 
-TEST_CASE("attention_store_batch: each row as its decode step alone") {
-  GPU_TEST(g);
-  const vk::DeviceCaps& caps = g.device.caps();
-  // 5 sequences of up to 24 cached rows of C = 96 (H = 3), their caches 24 rows plus padding
-  // apart, as GpuModel lays out its slots; a batch of 4 of them in a shuffled order, at
-  // positions 0 (an empty cache), 23 (the last row), 9 and 16.
-  const uint32_t C = 96, H = 3, S = 5, rows = 24, B = 4;
-  const uint64_t row_floats = C;  // floats between slots, on the texel binding's alignment:
-  const uint64_t stride =
-      vk::align_up(uint64_t{rows} * C * 4 + 256, model::gpu::texel_binding_alignment(caps)) / 4;
-  const uint32_t slot[B] = {3, 0, 4, 1}, pos[B] = {0, 23, 9, 16};
-  std::vector<float> k_ref = test::random_floats(stride * S, 2000),
-                     v_ref = test::random_floats(stride * S, 2001);
-  const std::vector<float> qkv = test::random_floats(size_t{B} * 3 * C, 2002);
-  vk::Arena arena(g.device, (8 * k_ref.size() + 8 * qkv.size()) * sizeof(float) + 65536,
-                  vk::MemoryKind::Device, "test attention_store_batch");
-  const vk::BufferSpan k = test::to_gpu(g.device, arena, k_ref), v = test::to_gpu(g.device, arena, v_ref),
-                       k1 = test::to_gpu(g.device, arena, k_ref), v1 = test::to_gpu(g.device, arena, v_ref),
-                       q = test::to_gpu(g.device, arena, qkv);
-  const std::string why = model::gpu::attention_store_batch_unsupported(caps, k, v, q, B, C, H);
-  if (!why.empty()) {
-    CHECK_MESSAGE(!caps.storage_texel_buffers, why);  // only the texel kernel runs batches
-    return;
+TEST_CASE("attention_store_batch: each row as its decode step alone, both kernel sets") {
+  GPU_TEST(gpu);
+  for (vk::KernelSet set : test::kKernelSets) {
+    const vk::Device& g = gpu.with_kernels(set);
+    const vk::DeviceCaps& caps = g.caps();
+    const bool texel = model::gpu::kernel_policy(g).texel_attention;
+    CAPTURE(texel);
+    // 5 sequences of up to 150 cached rows of C = 96 (H = 3), their caches 150 rows plus
+    // padding apart, as GpuModel lays out its slots; a batch of 4 of them in a shuffled order, at
+    // positions 0 (an empty cache), 149 (the last row), 70 and 130: the split kernel's 64-key
+    // blocks, 1 to 3 of them, and empty blocks for the shorter rows.
+    const uint32_t C = 96, H = 3, S = 5, rows = 150, B = 4, longest = 150;
+    const uint64_t stride =  // floats between slots, on the texel binding's alignment
+        vk::align_up(uint64_t{rows} * C * 4 + 256, model::gpu::texel_binding_alignment(caps)) / 4;
+    const uint32_t slot[B] = {3, 0, 4, 1}, pos[B] = {0, 149, 70, 130};
+    std::vector<float> k_ref = test::random_floats(stride * S, 2000),
+                       v_ref = test::random_floats(stride * S, 2001);
+    const std::vector<float> qkv = test::random_floats(size_t{B} * 3 * C, 2002);
+    const uint64_t scratch_bytes = model::gpu::attention_split_scratch_bytes(B, longest, C, H);
+    vk::Arena arena(g, (8 * k_ref.size() + 8 * qkv.size()) * sizeof(float) + 2 * scratch_bytes + 65536,
+                    vk::MemoryKind::Device, "test attention_store_batch");
+    const vk::BufferSpan k = test::to_gpu(g, arena, k_ref), v = test::to_gpu(g, arena, v_ref),
+                         k1 = test::to_gpu(g, arena, k_ref), v1 = test::to_gpu(g, arena, v_ref),
+                         q = test::to_gpu(g, arena, qkv);
+    const vk::BufferSpan scratch = arena.alloc(scratch_bytes), scratch1 = arena.alloc(scratch_bytes);
+    model::gpu::AttentionOptions o;
+    o.scratch = &scratch;
+    const std::string why =
+        model::gpu::attention_store_batch_unsupported(g, k, v, q, B, longest, C, H, o);
+    if (texel && !caps.storage_texel_buffers) {  // the CPU set forced on a device without them
+      CHECK_MESSAGE(!why.empty(), "no storage texel buffers, yet no reason");
+      continue;
+    }
+    REQUIRE_MESSAGE(why.empty(), why);
+    std::vector<uint32_t> table;
+    for (uint32_t b = 0; b < B; b++) table.insert(table.end(), {pos[b], uint32_t(slot[b] * stride / 4)});
+    const vk::BufferSpan rows_gpu = arena.alloc(table.size() * 4);
+    vk::upload(g, rows_gpu, table.data(), table.size() * 4);
+    const vk::BufferSpan out = arena.alloc(size_t{B} * C * 4);
+    std::vector<vk::BufferSpan> alone;
+    vk::Recorder rec(g, true);
+    rec.begin();
+    const uint32_t before = rec.stats().dispatches;
+    model::gpu::attention_store_batch(g.kernels(), rec, out, k, v, q, rows_gpu, B, longest, C, H, o);
+    // The texel kernel's one dispatch, or kv_store, attention_split and attention_merge.
+    CHECK(rec.stats().dispatches - before == (texel ? 1u : 3u));
+    // Each row alone on the other copy of the caches: attention_store of one token on the same
+    // kernel.
+    model::gpu::AttentionOptions one;
+    one.kernel = texel ? model::gpu::AttentionKernel::Texel : model::gpu::AttentionKernel::Split;
+    one.scratch = &scratch1;
+    const uint64_t slot_bytes = uint64_t{rows} * C * 4;
+    for (uint32_t b = 0; b < B; b++) {
+      alone.push_back(arena.alloc(size_t{C} * 4));
+      model::gpu::attention_store(g.kernels(), rec, alone.back(), k1.sub(slot[b] * stride * 4, slot_bytes),
+                                  v1.sub(slot[b] * stride * 4, slot_bytes),
+                                  q.sub(b * 3 * C * 4, 3 * C * 4), 1, pos[b], C, H, one);
+    }
+    rec.run();
+    if (caps.timestamps) {
+      const std::vector<vk::DispatchTime> ran = rec.timings();
+      REQUIRE(!ran.empty());
+      CHECK(ran[0].shader == (texel ? "attention_texel_store" : "kv_store"));
+    }
+    const std::vector<float> got = test::from_gpu(g, out, size_t{B} * C);
+    std::vector<float> kr = k_ref, vr = v_ref;
+    for (uint32_t b = 0; b < B; b++) {
+      const std::string what = "row " + std::to_string(b) + " (slot " + std::to_string(slot[b]) +
+                               ", pos " + std::to_string(pos[b]) + ")";
+      const std::span<const float> row(got.data() + b * C, C);
+      // The same bits as alone (the batch must not change a request's results)...
+      CHECK(test::close(what + " against alone", row, test::from_gpu(g, alone[b], C), {0, 0}));
+      // ...and the reference's values, within test_attention.cpp's tolerance.
+      float* kc = kr.data() + slot[b] * stride;
+      float* vc = vr.data() + slot[b] * stride;
+      model::cpu::kv_store(kc, vc, qkv.data() + b * 3 * C, 1, C, pos[b]);
+      std::vector<float> ref(C);
+      model::cpu::attention(ref.data(), qkv.data() + b * 3 * C, 3 * size_t{C}, kc, vc, 1, pos[b] + 1,
+                            C, H, model::AttentionSpec{});
+      CHECK(test::close(what + " against the reference", row, ref, kTol));
+    }
+    // Every row's key and value at its slot's position, nothing else touched.
+    CHECK(test::close("k caches", test::from_gpu(g, k, kr.size()), kr, {0, 0}));
+    CHECK(test::close("v caches", test::from_gpu(g, v, vr.size()), vr, {0, 0}));
+    CHECK(test::close("k caches alone", test::from_gpu(g, k1, kr.size()), kr, {0, 0}));
   }
-  std::vector<uint32_t> table;
-  for (uint32_t b = 0; b < B; b++) table.insert(table.end(), {pos[b], uint32_t(slot[b] * stride / 4)});
-  const vk::BufferSpan rows_gpu = arena.alloc(table.size() * 4);
-  vk::upload(g.device, rows_gpu, table.data(), table.size() * 4);
-  const vk::BufferSpan out = arena.alloc(size_t{B} * C * 4);
-  std::vector<vk::BufferSpan> alone;
-  vk::Recorder rec(g.device);
-  rec.begin();
-  const uint32_t before = rec.stats().dispatches;
-  model::gpu::attention_store_batch(g.kernels, rec, out, k, v, q, rows_gpu, B, C, H);
-  CHECK(rec.stats().dispatches - before == 1);
-  // Each row alone on the other copy of the caches: attention_store of one token, texel kernel.
-  const model::gpu::AttentionOptions texel{true, 0, model::gpu::AttentionKernel::Texel};
-  const uint64_t slot_bytes = rows * row_floats * 4;
-  for (uint32_t b = 0; b < B; b++) {
-    alone.push_back(arena.alloc(size_t{C} * 4));
-    model::gpu::attention_store(g.kernels, rec, alone.back(), k1.sub(slot[b] * stride * 4, slot_bytes),
-                                v1.sub(slot[b] * stride * 4, slot_bytes),
-                                q.sub(b * 3 * C * 4, 3 * C * 4), 1, pos[b], C, H, texel);
-  }
-  rec.run();
-  const std::vector<float> got = test::from_gpu(g.device, out, size_t{B} * C);
-  for (uint32_t b = 0; b < B; b++) {
-    const std::string what = "row " + std::to_string(b) + " (slot " + std::to_string(slot[b]) +
-                             ", pos " + std::to_string(pos[b]) + ")";
-    const std::span<const float> row(got.data() + b * C, C);
-    // The same bits as alone (the batch must not change a request's results)...
-    CHECK(test::close(what + " against alone", row, test::from_gpu(g.device, alone[b], C), {0, 0}));
-    // ...and the reference's values, within test_attention.cpp's tolerance.
-    float* kc = k_ref.data() + slot[b] * stride;
-    float* vc = v_ref.data() + slot[b] * stride;
-    model::cpu::kv_store(kc, vc, qkv.data() + b * 3 * C, 1, C, pos[b]);
-    std::vector<float> ref(C);
-    model::cpu::attention(ref.data(), qkv.data() + b * 3 * C, 3 * size_t{C}, kc, vc, 1, pos[b] + 1,
-                          C, H, model::AttentionSpec{});
-    CHECK(test::close(what + " against the reference", row, ref, kTol));
-  }
-  // Every row's key and value at its slot's position, nothing else touched.
-  CHECK(test::close("k caches", test::from_gpu(g.device, k, k_ref.size()), k_ref, {0, 0}));
-  CHECK(test::close("v caches", test::from_gpu(g.device, v, v_ref.size()), v_ref, {0, 0}));
-  CHECK(test::close("k caches alone", test::from_gpu(g.device, k1, k_ref.size()), k_ref, {0, 0}));
 }
 
-TEST_CASE("attention_store_batch says why it cannot run") {
-  GPU_TEST(g);
-  vk::Arena arena(g.device, 1 << 20, vk::MemoryKind::Device, "test attention_store_batch errors");
-  const vk::BufferSpan k = arena.alloc(64 * 64 * 4), v = arena.alloc(64 * 64 * 4),
-                       qkv = arena.alloc(16 * 192 * 4), out = arena.alloc(16 * 64 * 4),
-                       rows = arena.alloc(16 * 8);
-  const vk::DeviceCaps& caps = g.device.caps();
-  CHECK(model::gpu::attention_store_batch_unsupported(caps, k, v, qkv, 0, 64, 4).find("a batch of 0 rows") == 0);
-  CHECK(model::gpu::attention_store_batch_unsupported(caps, k, v, qkv, 16, 64, 4).find("a batch of 16 rows") == 0);
-  CHECK(model::gpu::attention_store_batch_unsupported(caps, k, v, qkv, 4, 64, 5).find("not a multiple of H") != std::string::npos);
-  vk::Recorder rec(g.device);
-  rec.begin();
-  CHECK_THROWS_WITH_AS(model::gpu::attention_store_batch(g.kernels, rec, out, k, v, qkv, rows, 16, 64, 4),
-                       doctest::Contains("attention_store_batch cannot run"), vk::Error);
-  if (caps.storage_texel_buffers)
+TEST_CASE("attention_store_batch says why it cannot run, both kernel sets") {
+  GPU_TEST(gpu);
+  for (vk::KernelSet set : test::kKernelSets) {
+    const vk::Device& g = gpu.with_kernels(set);
+    const bool texel = model::gpu::kernel_policy(g).texel_attention;
+    CAPTURE(texel);
+    vk::Arena arena(g, 1 << 20, vk::MemoryKind::Device, "test attention_store_batch errors");
+    const vk::BufferSpan k = arena.alloc(64 * 64 * 4), v = arena.alloc(64 * 64 * 4),
+                         qkv = arena.alloc(16 * 192 * 4), out = arena.alloc(16 * 64 * 4),
+                         rows = arena.alloc(16 * 8),
+                         scratch = arena.alloc(model::gpu::attention_split_scratch_bytes(8, 64, 64, 4));
+    model::gpu::AttentionOptions o;
+    o.scratch = &scratch;
+    auto why = [&](uint32_t T, uint32_t max_len, uint32_t H, const model::gpu::AttentionOptions& opt) {
+      return model::gpu::attention_store_batch_unsupported(g, k, v, qkv, T, max_len, 64, H, opt);
+    };
+    CHECK(why(4, 64, 4, o).empty());
+    CHECK(why(0, 64, 4, o).find("a batch of 0 rows") == 0);
+    CHECK(why(4, 64, 5, o).find("not a multiple of H") != std::string::npos);
+    if (texel) {
+      CHECK(why(16, 64, 4, o).find("a batch of 16 rows") == 0);
+    } else {
+      CHECK(why(9, 64, 4, o).find("a batch of 9 rows (1 to 8)") == 0);
+      CHECK(why(4, 65, 4, o).find("the longest row's 65 keys") == 0);
+      CHECK(why(4, 64, 4, {}).find("no scratch") == 0);
+      model::gpu::AttentionOptions small;
+      const vk::BufferSpan little = scratch.sub(0, 64);
+      small.scratch = &little;
+      CHECK(why(4, 64, 4, small).find("the scratch holds 64 bytes") == 0);
+    }
+    vk::Recorder rec(g);
+    rec.begin();
+    CHECK_THROWS_WITH_AS(model::gpu::attention_store_batch(g.kernels(), rec, out, k, v, qkv, rows, 16, 64, 64, 4, o),
+                         doctest::Contains("attention_store_batch cannot run"), vk::Error);
     CHECK_THROWS_WITH_AS(
-        model::gpu::attention_store_batch(g.kernels, rec, out, k, v, qkv, rows.sub(0, 8), 4, 64, 4),
+        model::gpu::attention_store_batch(g.kernels(), rec, out, k, v, qkv, rows.sub(0, 8), 4, 64, 64, 4, o),
         doctest::Contains("rows holds"), vk::Error);
-  rec.end();
+    rec.end();
+  }
 }

@@ -431,7 +431,11 @@ TEST_CASE("slots: sequences decoded together give each the bits it gets alone") 
         if (!(slot == 2 && step % 3 == 0)) rows.push_back({slot, 0});
       }
       for (auto& r : rows) r.id = seq[r.slot].back();
+      const uint32_t one_row = model::gpu_stats(*alone).dispatches;
       const std::vector<float> out = together->slot_decode(rows);
+      // Every dispatch takes all the rows but the embedding's, one per row: a batch's attention
+      // too, under either kernel set.
+      CHECK(model::gpu_stats(*together).dispatches - one_row == rows.size() - 1);
       for (size_t r = 0; r < rows.size(); r++)
         b[rows[r].slot].push_back(std::vector<float>(out.begin() + long(r * V), out.begin() + long((r + 1) * V)));
       if (step % 3 == 0) {  // slot 2 catches up alone

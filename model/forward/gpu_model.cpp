@@ -176,8 +176,8 @@ class GpuModel final : public Model {
   size_t x_, h_, qkv_, att_, fc_;
   std::vector<size_t> k_cache_, v_cache_;  // [layer]: [slots, slot rows, C], slot_stride_ apart
   uint64_t slot_bytes_ = 0, slot_stride_ = 0;
-  // Batches run attention_store_batch (one dispatch for all rows) where it can, else a dispatch
-  // per row.
+  // Batches run attention_store_batch (the same dispatches for any number of rows) where it
+  // can, else each row's own.
   bool batch_attention_ = false;
   Packer io_;      // host-visible: the best candidates out
   Packer params_;  // host-written before each pass: the ids and the position
@@ -336,12 +336,15 @@ void GpuModel::plan_state() {
   for (uint32_t s = 0; s < (slots_ > 1 ? slots_ : 0); s++) row_ids_.push_back(params_.add(4));
   batch_rows_ = params_.add(uint64_t{2} * 4 * slots_);
   params_.allocate(vk::MemoryKind::Parameters);
-  if (slots_ > 1 && policy_.texel_attention)
+  if (slots_ > 1) {
+    gpu::AttentionOptions o;
+    if (policy_.split_attention) o.scratch = &state_.span(split_);
     batch_attention_ =
-        gpu::attention_store_batch_unsupported(device_.caps(), state_.span(k_cache_[0]),
+        gpu::attention_store_batch_unsupported(device_, state_.span(k_cache_[0]),
                                                state_.span(v_cache_[0]), state_.span(qkv_),
-                                               slots_, c.n_embd, c.n_head)
+                                               slots_, slot_ctx_, c.n_embd, c.n_head, o)
             .empty();
+  }
   ensure_logits(1);
 }
 
@@ -728,10 +731,11 @@ void GpuBackend::attention_store(uint32_t layer, uint32_t T, uint32_t pos) {
   o.causal = c.causal;
   o.scale = c.attention_scale;
   if (m.policy_.split_attention) o.scratch = &m.state_.span(m.split_);
-  if (m.batch_ && m.batch_attention_) {  // one dispatch, each row as its decode step alone
+  if (m.batch_ && m.batch_attention_) {  // every row at once, each as its decode step alone
+    const uint32_t longest = *std::max_element(m.batch_->pos.begin(), m.batch_->pos.end()) + 1;
     gpu::attention_store_batch(m.kernels_, m.rec_, buf(Buf::ATT), m.state_.span(m.k_cache_[layer]),
                                m.state_.span(m.v_cache_[layer]), buf(Buf::QKV),
-                               m.params_.span(m.batch_rows_), T, c.n_embd, c.n_head, o);
+                               m.params_.span(m.batch_rows_), T, longest, c.n_embd, c.n_head, o);
     return;
   }
   if (m.batch_) {  // each row alone, in its slot's cache: the same work as a decode step alone

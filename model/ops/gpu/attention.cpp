@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/ops/gpu/kv_store.h"
+#include "shaders/kv_store.h"
 #include "shaders/attention.h"
 #include "shaders/attention_backward.h"
 #include "vk/check.h"
@@ -308,37 +309,104 @@ void attention(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
     dispatch_portable(k, rec, c, make_push(c, options));
 }
 
-std::string attention_store_batch_unsupported(const vk::DeviceCaps& caps,
+namespace {
+
+// Why the split kernel cannot run this batch (the caches bound whole, p.splits covering max_len
+// keys); empty when it can.
+std::string split_batch_unsupported(const vk::DeviceCaps& caps, const Call& c, uint32_t max_len) {
+  if (c.T > kAttentionSplitMaxT)
+    return "a batch of " + str(c.T) + " rows (1 to " + str(kAttentionSplitMaxT) + ")";
+  if (max_len == 0 || max_len > c.L)
+    return "the longest row's " + str(max_len) + " keys (1 to the caches' " + str(c.L) + " rows)";
+  Call longest = c;
+  longest.L = max_len;  // the scratch and the grid cover the longest row's key blocks
+  return split_unsupported(caps, longest);
+}
+
+// The kernel that runs a batch: texel where the policy asks for it, else split; `why` says why
+// neither can where that is so.
+AttentionKernel batch_kernel(const vk::Device& device, const Call& c, uint32_t max_len,
+                             std::string& why) {
+  const vk::DeviceCaps& caps = device.caps();
+  const KernelPolicy policy = kernel_policy(device);
+  why.clear();
+  const uint64_t bytes = std::min(c.k_cache.size, c.v_cache.size);
+  if (c.T == 0 || c.L == 0) {
+    why = c.T == 0 ? "a batch of 0 rows" : "the caches hold no row";
+  } else if (policy.texel_attention) {
+    if (c.T >= kTexelSplitBelow)
+      why = "a batch of " + str(c.T) + " rows (1 to " + str(kTexelSplitBelow - 1) + ")";
+    else if (bytes > std::min(uint64_t{caps.max_texel_buffer_elements} * 16,
+                              caps.max_storage_buffer_range))
+      why = "the caches' " + str(bytes) + " bytes exceed what one binding may hold";
+    else
+      why = texel_unsupported(caps, c);
+    if (why.empty()) return AttentionKernel::Texel;
+  } else if (policy.split_attention) {
+    if (bytes > caps.max_storage_buffer_range)
+      why = "the caches' " + str(bytes) + " bytes exceed what one binding may hold";
+    else
+      why = split_batch_unsupported(caps, c, max_len);
+    if (why.empty()) return AttentionKernel::Split;
+  } else {
+    why = "the kernel policy runs neither the texel nor the split attention";
+  }
+  return AttentionKernel::Auto;
+}
+
+}  // namespace
+
+std::string attention_store_batch_unsupported(const vk::Device& device,
                                               const vk::BufferSpan& k_caches,
                                               const vk::BufferSpan& v_caches,
-                                              const vk::BufferSpan& qkv, uint32_t T, uint32_t C,
-                                              uint32_t H) {
-  if (T == 0 || T >= kTexelSplitBelow)
-    return "a batch of " + str(T) + " rows (1 to " + str(kTexelSplitBelow - 1) + ")";
+                                              const vk::BufferSpan& qkv, uint32_t T,
+                                              uint32_t max_len, uint32_t C, uint32_t H,
+                                              const AttentionOptions& options) {
   if (C == 0 || H == 0 || C % H != 0) return "C=" + str(C) + " is not a multiple of H=" + str(H);
-  const Call c = batch_call(qkv, k_caches, v_caches, qkv, qkv, T, C, H);
-  if (c.L == 0) return "the caches hold no row";
-  if (const std::string why = texel_unsupported(caps, c); !why.empty()) return why;
-  const uint64_t bytes = std::min(k_caches.size, v_caches.size);
-  if (bytes > std::min(uint64_t{caps.max_texel_buffer_elements} * 16, caps.max_storage_buffer_range))
-    return "the caches' " + str(bytes) + " bytes exceed what one binding may hold";
-  return {};
+  Call c = batch_call(qkv, k_caches, v_caches, qkv, qkv, T, C, H);
+  c.scratch = options.scratch;
+  std::string why;
+  batch_kernel(device, c, max_len, why);
+  return why;
 }
 
 void attention_store_batch(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
                            const vk::BufferSpan& k_caches, const vk::BufferSpan& v_caches,
                            const vk::BufferSpan& qkv, const vk::BufferSpan& rows, uint32_t T,
-                           uint32_t C, uint32_t H, const AttentionSpec& spec) {
+                           uint32_t max_len, uint32_t C, uint32_t H,
+                           const AttentionOptions& options) {
   const vk::DeviceCaps& caps = k.device().caps();
-  const std::string why_not = attention_store_batch_unsupported(caps, k_caches, v_caches, qkv, T, C, H);
+  if (C == 0 || H == 0 || C % H != 0)
+    throw vk::Error("attention_store_batch: C=" + str(C) + " is not a multiple of H=" + str(H));
+  Call c = batch_call(out, k_caches, v_caches, qkv, rows, T, C, H);
+  c.scratch = options.scratch;
+  std::string why_not;
+  const AttentionKernel kernel = batch_kernel(k.device(), c, max_len, why_not);
   if (!why_not.empty())
     throw vk::Error("attention_store_batch cannot run on device '" + caps.name + "': " + why_not);
   require_elements("attention_store_batch", "qkv", qkv, uint64_t{T} * 3 * C);
   require_elements("attention_store_batch", "out", out, uint64_t{T} * C);
-  const Call c = batch_call(out, k_caches, v_caches, qkv, rows, T, C, H);
-  AttentionOptions options;
-  static_cast<AttentionSpec&>(options) = spec;
-  dispatch_texel(k, rec, c, make_push(c, options));
+  push::AttentionPush push = make_push(c, options);
+  if (kernel == AttentionKernel::Texel) {
+    dispatch_texel(k, rec, c, push);
+    return;
+  }
+  // Split: each row's key and value to its cache, then the split kernel over the longest row's
+  // blocks. The caches are bound whole, as the texel kernel binds them.
+  const vk::BufferSpan kc = k_caches.sub(0, k_caches.size / 16 * 16),
+                       vc = v_caches.sub(0, v_caches.size / 16 * 16);
+  const vk::BufferSpan q = qkv.sub(0, uint64_t{T} * 3 * C * sizeof(float));
+  const vk::Pipeline& store = k.get("kv_store", {{default_workgroup(caps), 1, 1}, {}});
+  rec.dispatch(store, {kc, vc, q, c.step_span()}, push::KvStorePush{T, C, 0, 2u},
+               vk::groups_for(k.device(), store, uint64_t{T} * C));
+  const uint32_t D = C / H, wg = push::ATTENTION_SPLIT_WG, blocks = split_blocks(max_len);
+  push.splits = blocks;
+  const vk::BufferSpan part =
+      c.scratch->sub(0, attention_split_scratch_bytes(T, max_len, C, H));
+  rec.dispatch(k.get("attention_split", {{wg, 1, 1}, {D}}), {part, q, kc, vc, c.step_span()},
+               push, {blocks, H, T});
+  rec.dispatch(k.get("attention_merge", {{wg, 1, 1}, {D}}),
+               {out.sub(0, uint64_t{T} * C * sizeof(float)), part}, push, {H, T, 1});
 }
 
 void attention_store(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,

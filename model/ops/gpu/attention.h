@@ -97,22 +97,27 @@ void attention_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan&
 
 // attention_store of a batch of T sequences' decode steps (gpt2vk serve's slots): query t is the
 // one new token of a sequence of its own, whose position and cache are row t of `rows`, read
-// when the kernel runs: {pos, the first texel (16 bytes) of its cache in k_caches and v_caches}.
+// when the kernels run: {pos, the first texel (16 bytes) of its cache in k_caches and v_caches}.
 // The caches hold every sequence's cache; query t's key and value go to its cache's row pos, and
 // it attends the pos + 1 keys there. Each query's arithmetic is its sequence's decode step alone
-// (attention_store with T = 1 on the texel kernel), so its output does not depend on the other
-// rows. One dispatch of the texel kernel; throws where that cannot run
+// (attention_store with T = 1 on the same kernel), so its output does not depend on the other
+// rows. Where the kernel policy asks for texel attention, one dispatch of the texel kernel;
+// otherwise the split kernel's three (kv_store, attention_split, attention_merge) over the key
+// blocks of the longest row, max_len keys (the largest pos + 1), with options.scratch of at
+// least attention_split_scratch_bytes(T, max_len, C, H). Throws where neither can run
 // (attention_store_batch_unsupported: why, empty when it can). The host keeps every pos and
 // cache within the bindings.
 //   qkv [T, 3C], rows [T, 2] uint32 -> out [T, C]
 void attention_store_batch(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
                            const vk::BufferSpan& k_caches, const vk::BufferSpan& v_caches,
                            const vk::BufferSpan& qkv, const vk::BufferSpan& rows, uint32_t T,
-                           uint32_t C, uint32_t H, const AttentionSpec& spec = {});
-std::string attention_store_batch_unsupported(const vk::DeviceCaps& caps,
+                           uint32_t max_len, uint32_t C, uint32_t H,
+                           const AttentionOptions& options = {});
+std::string attention_store_batch_unsupported(const vk::Device& device,
                                               const vk::BufferSpan& k_caches,
                                               const vk::BufferSpan& v_caches,
-                                              const vk::BufferSpan& qkv, uint32_t T, uint32_t C,
-                                              uint32_t H);
+                                              const vk::BufferSpan& qkv, uint32_t T,
+                                              uint32_t max_len, uint32_t C, uint32_t H,
+                                              const AttentionOptions& options = {});
 
 }  // namespace model::gpu
