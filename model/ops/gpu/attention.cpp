@@ -462,12 +462,9 @@ bool sequences_texel(const vk::Device& device, uint32_t B, uint32_t T, uint32_t 
                      std::initializer_list<const vk::BufferSpan*> texel_spans,
                      std::initializer_list<const vk::BufferSpan*> vec4_spans) {
   const vk::DeviceCaps& caps = device.caps();
-  const uint64_t align = texel_binding_alignment(caps);
-  bool aligned = true;
-  for (const vk::BufferSpan* s : texel_spans) aligned = aligned && s->offset % align == 0;
-  for (const vk::BufferSpan* s : vec4_spans) aligned = aligned && s->offset % 16 == 0;
   return kernel_policy(device).texel_attention && caps.storage_texel_buffers && (C / H) % 4 == 0 &&
-         aligned && uint64_t{B} * T * 3 * C / 4 <= caps.max_texel_buffer_elements;
+         texel_aligned(caps, texel_spans, vec4_spans) &&
+         uint64_t{B} * T * 3 * C / 4 <= caps.max_texel_buffer_elements;
 }
 
 }  // namespace

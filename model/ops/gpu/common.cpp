@@ -57,9 +57,13 @@ bool texel_elementwise(const vk::Device& device, uint64_t floats,
                        std::initializer_list<const vk::BufferSpan*> read,
                        std::initializer_list<const vk::BufferSpan*> written) {
   const vk::DeviceCaps& caps = device.caps();
-  if (!kernel_policy(device).texel_elementwise || !caps.storage_texel_buffers || floats % 4 != 0 ||
-      floats * 4 > caps.max_storage_buffer_range || floats / 4 > caps.max_texel_buffer_elements)
-    return false;
+  return kernel_policy(device).texel_elementwise && caps.storage_texel_buffers && floats % 4 == 0 &&
+         floats * 4 <= caps.max_storage_buffer_range &&
+         floats / 4 <= caps.max_texel_buffer_elements && texel_aligned(caps, read, written);
+}
+
+bool texel_aligned(const vk::DeviceCaps& caps, std::initializer_list<const vk::BufferSpan*> read,
+                   std::initializer_list<const vk::BufferSpan*> written) {
   const uint64_t align = texel_binding_alignment(caps);
   for (const vk::BufferSpan* s : read)
     if (s->offset % align != 0) return false;

@@ -48,6 +48,10 @@ uint64_t binding_alignment(const vk::DeviceCaps& caps);
 // The same for a binding that may be a storage texel buffer: binding_alignment() and
 // minTexelBufferOffsetAlignment both.
 uint64_t texel_binding_alignment(const vk::DeviceCaps& caps);
+// Whether a texel kernel can bind these spans: those it reads as texels start on
+// texel_binding_alignment(), those it writes as vec4s on 16 bytes.
+bool texel_aligned(const vk::DeviceCaps& caps, std::initializer_list<const vk::BufferSpan*> read,
+                   std::initializer_list<const vk::BufferSpan*> written);
 
 // Whether the texel version of an elementwise op (activation, add, ...: the kernel policy's
 // texel_elementwise) can take `floats` floats in one dispatch: the policy asks for it, the device

@@ -118,10 +118,9 @@ void layernorm_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan&
   const auto kind_id = static_cast<uint32_t>(kind);
   // The texel kernel where the policy asks for texel LayerNorms and the call allows it: dout, x,
   // gamma and stats read as texels.
-  bool vec4_aligned = true;  // the spans the texel kernel writes as vec4s
-  for (const vk::BufferSpan* s : {&dx, &dgamma, &dbeta, &stats}) vec4_aligned = vec4_aligned && s->offset % 16 == 0;
-  if (texel_unsupported(caps, x, gamma, dout, T, C).empty() && vec4_aligned &&
-      stats.offset % texel_binding_alignment(caps) == 0 && kernel_policy(k.device()).texel_layernorm) {
+  if (texel_unsupported(caps, x, gamma, dout, T, C).empty() &&
+      texel_aligned(caps, {&stats}, {&dx, &dgamma, &dbeta, &stats}) &&
+      kernel_policy(k.device()).texel_layernorm) {
     const char* texel = "layernorm_backward_texel";
     std::vector<vk::BufferSpan> with_stats = bindings;
     with_stats.push_back(bindings[3]);  // stats again, read as texels by the second pass
