@@ -393,8 +393,8 @@ void attention_store_batch(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSp
   }
   // Split: each row's key and value to its cache, then the split kernel over the longest row's
   // blocks. The caches are bound whole, as the texel kernel binds them.
-  const vk::BufferSpan kc = k_caches.sub(0, k_caches.size / 16 * 16),
-                       vc = v_caches.sub(0, v_caches.size / 16 * 16);
+  const uint64_t cache_bytes = std::min(k_caches.size, v_caches.size) / 16 * 16;  // as checked
+  const vk::BufferSpan kc = k_caches.sub(0, cache_bytes), vc = v_caches.sub(0, cache_bytes);
   const vk::BufferSpan q = qkv.sub(0, uint64_t{T} * 3 * C * sizeof(float));
   const vk::Pipeline& store = k.get("kv_store", {{default_workgroup(caps), 1, 1}, {}});
   rec.dispatch(store, {kc, vc, q, c.step_span()}, push::KvStorePush{T, C, 0, 2u},

@@ -153,8 +153,8 @@ void plan_wide(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype, 
       &k.get(caps.subgroup_arithmetic ? "matmul_vec_wide" : "matmul_vec_wide_shared", spec);
 }
 
-// The interleaved kernel: 8 invocations per block of rows of W (see matmul_interleaved.comp),
-// no shared memory, so only the workgroup size limits apply.
+// The interleaved kernel: 8 or kInterleavedLanes invocations per block of rows of W (see
+// matmul_interleaved.comp), no shared memory, so only the workgroup size limits apply.
 void plan_interleaved(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype,
                       uint32_t T, bool argmax) {
   const vk::DeviceCaps& caps = k.device().caps();
@@ -171,10 +171,11 @@ void plan_interleaved(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType 
   const uint32_t wg = std::max(
       8u, floor_pow2(std::min({caps.max_workgroup_invocations, caps.max_workgroup_size[0],
                                std::clamp(caps.subgroup_size, 8u, 32u)})));
-  // One row (decoding) keeps 8 lanes (64 / 8 = 8 rows of W each): memory-bound, and the head's
-  // argmax partials need 8. Two rows and more (batched decoding, prompts) take 4, 16 rows of W
-  // each: twice the products per gather of x (docs/benchmark.md, "Batched decoding").
-  const uint32_t lanes = argmax || rows == 1 ? 8 : kInterleavedLanes;
+  // Up to 8 rows (decoding, batches, short prompts) keep 8 lanes (64 / 8 = 8 rows of W each),
+  // whose smaller tile compiles faster: at 4 lanes the 8-row batch ran 3-5% faster, but the
+  // README's first command waited about a second longer for its first token with a cold cache
+  // (docs/benchmark.md, "Batched decoding"). The head's argmax partials need 8.
+  const uint32_t lanes = argmax || rows <= 8 ? 8 : kInterleavedLanes;
   plan.out_per_group = wg / lanes * push::MATMUL_BLOCK_ROWS;
   // A dispatch takes all the rows the bindings allow, `rows` per workgroup along z.
   plan.tile_rows = rows;
