@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "model/ops/gpu/kv_store.h"
-#include "shaders/kv_store.h"
 #include "shaders/attention.h"
 #include "shaders/attention_backward.h"
 #include "vk/check.h"
@@ -88,8 +87,9 @@ struct Call {
   const vk::BufferSpan* rows = nullptr;
   uint64_t row_bytes() const { return uint64_t{C} * sizeof(float); }
   // The cache rows a kernel that reads the first L binds: those, or all with the position read
-  // at run time (the binding must not depend on it).
+  // at run time (the binding must not depend on it); a batch's caches whole, to 16 bytes.
   uint64_t cache_bytes(const vk::DeviceCaps& caps) const {
+    if (rows) return std::min(k_cache.size, v_cache.size) / 16 * 16;
     return step ? whole_cache_bytes("attention", caps, k_cache, v_cache, row_bytes(), L)
                 : L * row_bytes();
   }
@@ -183,8 +183,8 @@ void dispatch_texel(vk::Kernels& k, vk::Recorder& rec, const Call& c,
   const uint32_t per_group = lanes / splits * queries;
   const vk::Groups g = groups(caps, static_cast<uint32_t>(vk::ceil_div(c.T, per_group)), c.H);
   // A batch binds the caches whole: its sequences' caches need not be whole rows apart.
-  const uint64_t cache_bytes = c.rows ? std::min(c.k_cache.size, c.v_cache.size) / 16 * 16
-                                      : texel_cache_rows(caps, c) * c.row_bytes();
+  const uint64_t cache_bytes =
+      c.rows ? c.cache_bytes(caps) : texel_cache_rows(caps, c) * c.row_bytes();
   const vk::BufferSpan out = c.out.sub(0, c.T * c.row_bytes());
   const vk::BufferSpan q = c.q.sub(0, c.q_floats() * sizeof(float));
   const vk::BufferSpan kc = c.k_cache.sub(0, cache_bytes), vc = c.v_cache.sub(0, cache_bytes);
@@ -392,21 +392,11 @@ void attention_store_batch(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSp
     return;
   }
   // Split: each row's key and value to its cache, then the split kernel over the longest row's
-  // blocks. The caches are bound whole, as the texel kernel binds them.
-  const uint64_t cache_bytes = std::min(k_caches.size, v_caches.size) / 16 * 16;  // as checked
-  const vk::BufferSpan kc = k_caches.sub(0, cache_bytes), vc = v_caches.sub(0, cache_bytes);
-  const vk::BufferSpan q = qkv.sub(0, uint64_t{T} * 3 * C * sizeof(float));
-  const vk::Pipeline& store = k.get("kv_store", {{default_workgroup(caps), 1, 1}, {}});
-  rec.dispatch(store, {kc, vc, q, c.step_span()}, push::KvStorePush{T, C, 0, 2u},
-               vk::groups_for(k.device(), store, uint64_t{T} * C));
-  const uint32_t D = C / H, wg = push::ATTENTION_SPLIT_WG, blocks = split_blocks(max_len);
-  push.splits = blocks;
-  const vk::BufferSpan part =
-      c.scratch->sub(0, attention_split_scratch_bytes(T, max_len, C, H));
-  rec.dispatch(k.get("attention_split", {{wg, 1, 1}, {D}}), {part, q, kc, vc, c.step_span()},
-               push, {blocks, H, T});
-  rec.dispatch(k.get("attention_merge", {{wg, 1, 1}, {D}}),
-               {out.sub(0, uint64_t{T} * C * sizeof(float)), part}, push, {H, T, 1});
+  // key blocks, the caches bound whole as the texel kernel binds them.
+  kv_store_batch(k, rec, k_caches, v_caches, qkv, c.step_span(), T, C);
+  Call longest = c;
+  longest.L = max_len;
+  dispatch_split(k, rec, longest, push);
 }
 
 void attention_store(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
