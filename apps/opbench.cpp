@@ -49,7 +49,7 @@ struct Bench {
     return {s, dtype};
   }
 
-  // W [N, K] in the Interleaved layout (matmul_interleaved.comp), from random values.
+  // W [N, K] in the Interleaved layout (matmul_interleaved.glsl), from random values.
   model::gpu::Weight interleaved(uint32_t K, uint32_t N, model::DType dtype) {
     std::vector<float> v(size_t(K) * N);
     std::mt19937 rng(K ^ N);

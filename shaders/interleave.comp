@@ -1,6 +1,6 @@
 #version 450
 // interleave: a 32-bit W [N, K] (given [K, N] or [N, K]) repacked into the Interleaved layout
-// that matmul_interleaved.comp reads: rows in blocks of B = MATMUL_BLOCK_ROWS, texel (n, kt) of
+// that matmul_interleaved.glsl reads: rows in blocks of B = MATMUL_BLOCK_ROWS, texel (n, kt) of
 // 4 elements at (n / B * K / 4 + kt) * B + n % B, padding rows zero. What model::gpu::interleave()
 // does on the host at load time, on the device: training repacks its fp32 weights after every
 // update (and their transposes for dx = dout W^T). One invocation per output texel; consecutive

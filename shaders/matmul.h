@@ -10,7 +10,7 @@ CONST MATMUL_KN = 0;  // W [K, N]: Hugging Face GPT-2 Conv1D, y = x W
 CONST MATMUL_NK = 1;  // W [N, K]: rows are outputs, y = x W^T (the tied head reading wte)
 // W [N, K] in blocks of B = MATMUL_BLOCK_ROWS rows, each block's texels of E elements (16 bytes)
 // interleaved row by row: texel (n, kt) at (n / B * K / E + kt) * B + n % B
-// (matmul_interleaved.comp).
+// (matmul_interleaved.glsl).
 CONST MATMUL_INTERLEAVED = 2;
 CONST MATMUL_BLOCK_ROWS = 64;
 
@@ -47,7 +47,7 @@ CONST MATMUL_COOP_C_STRIDE = 40;   // BN + 8
 CONST MATMUL_BIAS = 1;        // v += bias[n]
 CONST MATMUL_RESIDUAL = 2;    // v = act(v) + residual[t, n]
 CONST MATMUL_ACCUMULATE = 4;  // v += out[t, n]: add to an earlier chunk's partial sums
-// matmul_interleaved.comp takes the activation (an ACT_* value) at run time, in the bits of
+// matmul_interleaved.glsl takes the activation (an ACT_* value) at run time, in the bits of
 // flags from this one up, rather than as specialization constant 5: one pipeline then serves
 // every projection of a block, and lavapipe compiles each large tile once instead of per
 // activation (a few seconds each with the cache cold); the branch is in the epilogue only.
@@ -70,7 +70,7 @@ struct MatmulPush {
   uint out_off;
   uint res_off;
   uint flags;  // MATMUL_BIAS | MATMUL_RESIDUAL | MATMUL_ACCUMULATE (| act << MATMUL_ACT_SHIFT)
-  float eps;   // matmul_interleaved.comp with a fused LayerNorm: its epsilon
+  float eps;   // matmul_interleaved.glsl with a fused LayerNorm: its epsilon
 };
 
 // interleave.comp: a 32-bit W [N, K] from `from` (MATMUL_KN or MATMUL_NK) into the Interleaved

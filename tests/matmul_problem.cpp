@@ -97,7 +97,8 @@ model::gpu::Weight upload_weight(const vk::Device& dev, vk::Arena& arena, const 
 
 std::vector<float> run_gpu(const vk::Device& dev, vk::Kernels& kernels, const MatmulProblem& p,
                            MatmulKernel kernel, vk::RecorderStats* stats,
-                           const model::gpu::MatmulNorm* norm) {
+                           const model::gpu::MatmulNorm* norm,
+                           std::set<std::string>* shaders) {
   const MatmulCase& c = p.c;
   const size_t TN = size_t(c.T) * c.N;
   const size_t w_bytes = model::gpu::interleaved_bytes(DType::F32, c.K, c.N);  // covers every layout
@@ -113,13 +114,15 @@ std::vector<float> run_gpu(const vk::Device& dev, vk::Kernels& kernels, const Ma
   vk::BufferSpan residual =
       c.residual == Residual::Separate ? upload(dev, arena, p.residual.data(), TN * 4) : out;
 
-  vk::Recorder rec(dev);
+  vk::Recorder rec(dev, shaders && dev.caps().timestamps);
   rec.begin();
   model::gpu::matmul(kernels, rec, out, x, w, c.bias ? &bias : nullptr,
               c.residual != Residual::None ? &residual : nullptr, c.T, c.K, c.N,
               {c.interleave ? WeightLayout::Interleaved : c.layout, c.act, kernel, 0, norm});
   rec.run();
   if (stats) *stats = rec.stats();
+  if (shaders && dev.caps().timestamps)
+    for (const vk::DispatchTime& t : rec.timings()) shaders->insert(t.shader);
   std::vector<float> got(TN);
   vk::download(dev, got.data(), out, TN * 4);
   return got;

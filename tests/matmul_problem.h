@@ -1,6 +1,7 @@
 // A matmul problem for the tests: random host data, its CPU reference and the magnitudes the
 // tolerance is relative to, run on the GPU with a chosen kernel or weight layout.
 #pragma once
+#include <set>
 #include <string>
 #include <vector>
 
@@ -39,10 +40,12 @@ MatmulProblem make_problem(const MatmulCase& c, unsigned seed);
 MatmulProblem make_problem_from(const MatmulProblem& p);
 
 // Runs the GPU op for `p` with `kernel` and returns out; `stats` gets the recorder's counters.
-// norm: a LayerNorm fused in front (interleaved weights only).
+// norm: a LayerNorm fused in front (interleaved weights only). shaders: the shaders dispatched,
+// named by timestamps (left empty on a device without them).
 std::vector<float> run_gpu(const vk::Device& dev, vk::Kernels& kernels, const MatmulProblem& p,
                            model::gpu::MatmulKernel kernel, vk::RecorderStats* stats = nullptr,
-                           const model::gpu::MatmulNorm* norm = nullptr);
+                           const model::gpu::MatmulNorm* norm = nullptr,
+                           std::set<std::string>* shaders = nullptr);
 
 // GPU against the reference, both divided by mag so one absolute tolerance is "relative to the
 // row's magnitude".

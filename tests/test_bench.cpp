@@ -126,7 +126,8 @@ TEST_CASE("bench: the table, and a profile of one submission and one wait per to
         return found;
       };
       CHECK(any_row(
-          {"matmul_interleaved", "matmul_vec_texel", "matmul_vec_wide", "matmul_vec", "matmul"}));
+          {"matmul_interleaved", "matmul_interleaved_shuffle", "matmul_vec_texel", "matmul_vec_wide",
+           "matmul_vec", "matmul"}));
       CHECK(any_row({"layernorm_texel", "layernorm"}));
       const bool fused = any_row({"attention_texel_store"});
       const bool split = any_row({"attention_split"}) && any_row({"attention_merge"});

@@ -1,10 +1,12 @@
-// matmul over weights in the Interleaved layout (shaders/matmul_interleaved.comp) against the CPU
+// matmul over weights in the Interleaved layout (shaders/matmul_interleaved.glsl) against the CPU
 // reference, with the tolerance of tests/test_matmul.cpp: the reference multiplies the weights as
 // given ([K, N] or [N, K]); the GPU reads them repacked by model::gpu::interleave().
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <cstring>
+#include <set>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -123,6 +125,57 @@ TEST_CASE("matmul with interleaved weights matches the CPU reference") {
     for (Residual residual : {Residual::None, Residual::Separate, Residual::InPlace})
       check(g.device, g.kernels, {40, 40, 50, true, act, residual, WeightLayout::KN, DType::F32},
             seed += 10);
+}
+
+TEST_CASE("interleaved matmul: x shared through the subgroup gives the bits of x loaded per lane") {
+  GPU_TEST(g);
+  if (!g.device.caps().storage_texel_buffers) {
+    MESSAGE("SKIPPED: no rgba32 storage texel buffers for the interleaved kernel");
+    return;
+  }
+  // Tiles of 2, 8 and 32 rows (the last with a partial second workgroup along z), N over an odd
+  // number of 64-row blocks (the 32-row tile's workgroups hold two blocks, so the last one's
+  // second block is past N and only lends its loads of x), with and without a fused LayerNorm:
+  // against the CPU reference, and bit for bit against a device that reports no shuffles, whose
+  // invocations each load x themselves.
+  test::LoweredGpu plain(g, {.no_subgroup_shuffle = true});
+  const vk::DeviceCaps& caps = g.device.caps();
+  // plan_interleaved's condition: workgroups of one full subgroup, 8 to 32 invocations.
+  const bool shuffles = caps.subgroup_shuffle && caps.subgroup_size >= 8 &&
+                        caps.subgroup_size <= 32 && caps.max_workgroup_invocations >= caps.subgroup_size;
+  unsigned seed = 4100;
+  for (DType dtype : {DType::F32, DType::F16})
+    for (auto [T, K, N] : {std::tuple{2u, 96u, 130u}, std::tuple{8u, 768u, 197u},
+                           std::tuple{5u, 128u, 64u}, std::tuple{40u, 96u, 130u}})
+      for (bool fused : {false, true}) {
+        MatmulCase c{T, K, N, true, Activation::GeluTanh, Residual::Separate, WeightLayout::KN,
+                     dtype, true};
+        test::MatmulProblem p = test::make_problem(c, seed++);
+        std::vector<float> gamma = test::random_floats(K, seed++, 0.5f, 1.5f);
+        std::vector<float> beta = test::random_floats(K, seed++);
+        const std::string what = test::describe(c, MatmulKernel::Auto) + (fused ? " +layernorm" : "");
+        CAPTURE(what);
+        std::vector<float> got[2];
+        std::set<std::string> ran[2];
+        int i = 0;
+        for (auto [dev, kernels] : {std::pair{&g.device, &g.kernels},
+                                    std::pair{&plain.device, &plain.kernels}}) {
+          vk::Arena arena(*dev, 2 * K * 4 + 1024, vk::MemoryKind::Device, "test shuffle norm");
+          const model::gpu::MatmulNorm norm{test::upload(*dev, arena, gamma.data(), K * 4),
+                                            test::upload(*dev, arena, beta.data(), K * 4),
+                                            model::LayerNormKind::Standard, 1e-5f};
+          got[i] = test::run_gpu(*dev, *kernels, p, MatmulKernel::Auto, nullptr,
+                                 fused ? &norm : nullptr, &ran[i]);
+          i++;
+        }
+        if (!fused) CHECK(test::matches(p, got[0], what));
+        CHECK(std::memcmp(got[0].data(), got[1].data(), got[0].size() * 4) == 0);
+        if (caps.timestamps) {
+          CHECK(ran[0].count(shuffles ? "matmul_interleaved_shuffle" : "matmul_interleaved") == 1);
+          CHECK(ran[1].count("matmul_interleaved") == 1);
+          CHECK(ran[1].count("matmul_interleaved_shuffle") == 0);
+        }
+      }
 }
 
 TEST_CASE("matmul with interleaved weights splits them into blocks past maxTexelBufferElements") {

@@ -359,11 +359,12 @@ TEST_CASE("GPT-2 small's shape (124M, V = 50257): GPU matches the CPU reference,
   }
 }
 
-TEST_CASE("GPU forward under lowered limits: 16 KiB shared, 128 invocations, no subgroupAdd") {
+TEST_CASE("GPU forward under lowered limits: 16 KiB shared, 128 invocations, no subgroup ops") {
   GPU_TEST(g);
-  // The limits every Vulkan device meets (16 KiB of shared memory, 128 invocations) and no
-  // subgroup arithmetic, the one device feature a kernel branches on: both kernel sets, a
-  // prompt, then decoded tokens (the GPU set's wide GEMV and split attention), against the CPU.
+  // The limits every Vulkan device meets (16 KiB of shared memory, 128 invocations) and neither
+  // subgroup arithmetic nor shuffles, the device features kernels branch on: both kernel sets, a
+  // prompt (the CPU set's interleaved matmul then loads x in every invocation), then decoded
+  // tokens (the GPU set's wide GEMV and split attention), against the CPU.
   model::Config c = test::tiny_config();
   test::TinyModel m(c);
   const std::vector<int32_t> prompt = some_ids(9, c.n_vocab, 6), steps = some_ids(3, c.n_vocab, 7);
@@ -374,7 +375,7 @@ TEST_CASE("GPU forward under lowered limits: 16 KiB shared, 128 invocations, no 
     CAPTURE(test::kernels_name(ks));
     test::LoweredGpu low(g,
                          {.max_shared_memory = 16384, .max_workgroup_invocations = 128,
-                          .no_subgroup_arithmetic = true},
+                          .no_subgroup_arithmetic = true, .no_subgroup_shuffle = true},
                          ks);
     model::GpuModelOptions o;
     o.precision = model::Precision::F16;

@@ -266,6 +266,7 @@ Device::Device(const Instance& instance, const DeviceOptions& options) : instanc
     caps_.max_texel_buffer_elements =
         std::min(caps_.max_texel_buffer_elements, o.max_texel_buffer_elements);
   if (o.no_subgroup_arithmetic) caps_.subgroup_arithmetic = false;
+  if (o.no_subgroup_shuffle) caps_.subgroup_shuffle = false;
   if (o.device_memory) caps_.device_local_bytes = o.device_memory;
   fence_timeout_s_ = options.fence_timeout_s > 0 ? options.fence_timeout_s
                      : caps_.type == VK_PHYSICAL_DEVICE_TYPE_CPU ? DeviceOptions::kCpuFenceTimeout

@@ -87,6 +87,8 @@ struct LimitOverrides {
   uint32_t max_texel_buffer_elements = 0;
   // Report no subgroup arithmetic, so kernels take their shared-memory reduction paths.
   bool no_subgroup_arithmetic = false;
+  // Report no subgroup shuffles, so the interleaved matmul loads x in every invocation.
+  bool no_subgroup_shuffle = false;
   // Device-local bytes all arenas together may take. Unlike the limits above it is enforced only
   // when set: drivers' heap sizes are not hard limits (lavapipe reports 2 GiB and allocates
   // more), so without it the driver's own VK_ERROR_OUT_OF_DEVICE_MEMORY is what refuses.

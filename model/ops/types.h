@@ -43,7 +43,7 @@ enum class PositionKind : uint32_t {
 enum class WeightLayout : uint32_t {
   KN = push::MATMUL_KN,  // W [K, N], y = x W: Hugging Face GPT-2 Conv1D (c_attn, c_proj, c_fc)
   NK = push::MATMUL_NK,  // W [N, K], y = x W^T: rows are outputs (the tied head reading wte)
-  // W [N, K] repacked by gpu::interleave() for matmul_interleaved.comp: the layout of the CPU
+  // W [N, K] repacked by gpu::interleave() for matmul_interleaved.glsl: the layout of the CPU
   // kernel set (model/ops/gpu/policy.h). One layout for decode and prefill; embedding() reads a
   // tied wte in it too.
   Interleaved = push::MATMUL_INTERLEAVED,

@@ -154,7 +154,7 @@ void plan_wide(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype, 
 }
 
 // The interleaved kernel: 8 or kInterleavedLanes invocations per block of rows of W (see
-// matmul_interleaved.comp), no shared memory, so only the workgroup size limits apply.
+// matmul_interleaved.glsl), no shared memory, so only the workgroup size limits apply.
 void plan_interleaved(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype,
                       uint32_t T, bool argmax) {
   const vk::DeviceCaps& caps = k.device().caps();
@@ -177,6 +177,9 @@ void plan_interleaved(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType 
   // (docs/benchmark.md, "Batched decoding"). The head's argmax partials need 8.
   const uint32_t lanes = argmax || rows <= 8 ? 8 : kInterleavedLanes;
   plan.out_per_group = wg / lanes * push::MATMUL_BLOCK_ROWS;
+  // A tile of several rows shares x's loads through the subgroup where the workgroup is one
+  // full subgroup (matmul_interleaved.glsl, MATMUL_SHUFFLE); the same sums, the same bits.
+  const bool shuffle = rows > 1 && caps.subgroup_shuffle && wg == caps.subgroup_size;
   // A dispatch takes all the rows the bindings allow, `rows` per workgroup along z.
   plan.tile_rows = rows;
   plan.rows = static_cast<uint32_t>(
@@ -185,7 +188,8 @@ void plan_interleaved(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType 
                                  {static_cast<uint32_t>(o.layout), static_cast<uint32_t>(dtype),
                                   push::ACT_NONE /* in the flags */, rows, argmax ? 1u : 0u,
                                   o.norm ? 1 + static_cast<uint32_t>(o.norm->kind) : 0u, lanes}};
-  plan.last = plan.plain = &k.get("matmul_interleaved", spec);
+  plan.last = plan.plain =
+      &k.get(shuffle ? "matmul_interleaved_shuffle" : "matmul_interleaved", spec);
 }
 
 void plan_tiled(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype, uint32_t N) {

@@ -1,6 +1,6 @@
 // Host wrapper of shaders/matmul.comp (tiled, for prefill), the matrix-vector kernels for decode
 // (matmul_vec.comp; matmul_vec_wide*.comp, the GPU set's, for W [N, K]; matmul_vec_texel.comp)
-// and matmul_interleaved.comp (the CPU set's): the linear layer y = act(x W + b) + residual.
+// and matmul_interleaved.glsl (the CPU set's): the linear layer y = act(x W + b) + residual.
 #pragma once
 #include <utility>
 
@@ -36,7 +36,7 @@ enum class MatmulKernel : uint32_t {
 
 // Rows of x the matrix-vector kernel handles in one pass (larger T loops over passes).
 constexpr uint32_t kMatmulVecRows = 8;
-// The register tile of matmul_interleaved.comp for more than one row of x: each workgroup takes
+// The register tile of matmul_interleaved.glsl for more than one row of x: each workgroup takes
 // kInterleavedRows rows of x (a dispatch takes all the rows, in workgroups along z), and
 // kInterleavedLanes invocations share a block of 64 rows of W, 16 rows each. Every imageLoad is
 // a per-lane gather on llvmpipe, so the larger the tile the fewer loads per product, until the
@@ -104,7 +104,7 @@ void matmul(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
             const MatmulOptions& options = {});
 
 // Greedy decoding's head: the argmax over n of x[x_row] . W[n] for an Interleaved W [N, K],
-// without writing the N outputs or running a top-k: each invocation of matmul_interleaved.comp
+// without writing the N outputs or running a top-k: each invocation of matmul_interleaved.glsl
 // writes the best of its rows as a (value, n) pair of floats into `partials`
 // (matmul_argmax_partials(N) pairs), and argmax_of_partials() finishes on the host. NaN outputs
 // count as -inf; ties go to the lower n. N <= 2^24 (ids travel as floats).
