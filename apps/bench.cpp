@@ -111,24 +111,40 @@ double time_decode_slots(model::Model& m, int32_t first, uint32_t n, uint32_t se
   return seconds_since(t0);
 }
 
-void run_test(model::Model& m, Test& t, int repeats) {
+// The test's warm-up: it creates the pipelines and descriptor pools that its timed runs reuse.
+void warm_up(model::Model& m, const Test& t) {
   const model::Config& c = m.config();
-  std::fprintf(stderr, "gpt2vk: %s: a warm-up and %d timed runs\n", t.name.c_str(), repeats);
-  if (t.n_prompt > 0) {
-    const std::vector<int32_t> ids = random_ids(t.n_prompt, c.n_vocab);
-    time_prefill(m, ids);
-    for (int r = 0; r < repeats; r++) t.samples.push_back(t.n_prompt / time_prefill(m, ids));
-  } else if (t.parallel > 0) {
+  if (t.n_prompt > 0)
+    time_prefill(m, random_ids(t.n_prompt, c.n_vocab));
+  else if (t.parallel > 0)
     time_decode_slots(m, first_token(c), 1, t.parallel);
-    for (int r = 0; r < repeats; r++)
-      t.samples.push_back(double(t.n_gen) * t.parallel /
-                          time_decode_slots(m, first_token(c), t.n_gen, t.parallel));
-  } else {
-    // The warm-up creates the decode pipelines and descriptor pools; later runs reuse them.
+  else
     time_decode(m, first_token(c), 1);
-    for (int r = 0; r < repeats; r++)
-      t.samples.push_back(t.n_gen / time_decode(m, first_token(c), t.n_gen));
+}
+
+// One timed run of the test, its tokens/s added to its samples.
+void time_once(model::Model& m, Test& t) {
+  const model::Config& c = m.config();
+  if (t.n_prompt > 0)
+    t.samples.push_back(t.n_prompt / time_prefill(m, random_ids(t.n_prompt, c.n_vocab)));
+  else if (t.parallel > 0)
+    t.samples.push_back(double(t.n_gen) * t.parallel /
+                        time_decode_slots(m, first_token(c), t.n_gen, t.parallel));
+  else
+    t.samples.push_back(t.n_gen / time_decode(m, first_token(c), t.n_gen));
+}
+
+// Every test's warm-up, then `repeats` rounds that time each test once: a change in the load of
+// a shared machine then falls on all the tests alike, not on whichever ran during it, which
+// matters most for the ratios of --parallel.
+void run_tests(model::Model& m, std::vector<Test>& tests, int repeats) {
+  for (const Test& t : tests) {
+    std::fprintf(stderr, "gpt2vk: %s: a warm-up\n", t.name.c_str());
+    warm_up(m, t);
   }
+  std::fprintf(stderr, "gpt2vk: %d timed rounds, each running every test once\n", repeats);
+  for (int r = 0; r < repeats; r++)
+    for (Test& t : tests) time_once(m, t);
 }
 
 std::vector<Test> plan_tests(const BenchArgs& args, const model::Config& c) {
@@ -436,7 +452,7 @@ int bench(const BenchArgs& args) {
                         model::precision_name(s.model->precision()),
                         weight_bytes(c, s.model->precision()),
                         model::parameter_count(c)};
-  for (Test& t : tests) run_test(*s.model, t, args.repeats);
+  run_tests(*s.model, tests, args.repeats);
   if (!args.parallel.empty()) {
     // The aggregate of N sequences against one decoded the usual way (tgN).
     for (const Test& t : tests)
