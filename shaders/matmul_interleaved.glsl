@@ -64,8 +64,9 @@ uint t0;  // this workgroup's first row of x: gl_WorkGroupID.z * ROWS
 // x[t0 + t, k .. k + 3]
 vec4 x_raw(uint t, uint k) { return imageLoad(xt, int((p.x_off + (t0 + t) * p.K + k) / 4)); }
 
-// Per row of x: the provisional mean m1, the correction `shift` and the scale (layernorm.comp).
-float m1[ROWS], shift[ROWS], scale[ROWS];
+// Per slot (own_row): the provisional mean m1, the correction `shift` and the scale
+// (layernorm.comp).
+float m1[ROUNDS], shift[ROUNDS], scale[ROUNDS];
 
 // The row of x that slot i of m1, shift and scale (and of the x loads) is for: row i, or with
 // MATMUL_SHUFFLE this invocation's row in round i. Rows past the last read the last.
@@ -154,9 +155,9 @@ void main() {
       own_a[i] = x_texel(i, last, kt * e, ga, ba);
       if (DTYPE == DTYPE_F16) own_b[i] = x_texel(i, last, kt * e + 4, gb, bb);
     }
-#define X_AT(t, half, k, g, b) subgroupShuffle(half[(t) / SHARE], (t) % SHARE)
+#define X_AT(t, own, k, g, b) subgroupShuffle(own[(t) / SHARE], (t) % SHARE)
 #else
-#define X_AT(t, half, k, g, b) x_texel(t, last, k, g, b)
+#define X_AT(t, own, k, g, b) x_texel(t, last, k, g, b)
 #endif
     for (uint t = 0; t < ROWS; t++) {
       const vec4 xa = X_AT(t, own_a, kt * e, ga, ba);

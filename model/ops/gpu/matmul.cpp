@@ -153,6 +153,25 @@ void plan_wide(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype, 
       &k.get(caps.subgroup_arithmetic ? "matmul_vec_wide" : "matmul_vec_wide_shared", spec);
 }
 
+uint32_t interleaved_workgroup(const vk::DeviceCaps& caps) {
+  return std::max(8u, floor_pow2(std::min({caps.max_workgroup_invocations,
+                                           caps.max_workgroup_size[0],
+                                           std::clamp(caps.subgroup_size, 8u, 32u)})));
+}
+
+}  // namespace
+
+bool matmul_interleaved_shuffles(const vk::DeviceCaps& caps, uint32_t rows) {
+  // Only on CPU devices: there a subgroup is the SIMD group, and a workgroup of its size runs as
+  // one full subgroup. A GPU driver may split a workgroup into smaller subgroups unless the
+  // pipeline requires full ones (VK_EXT_subgroup_size_control, not requested here), and a
+  // shuffle would then read invocations that do not exist.
+  return rows > 1 && caps.type == VK_PHYSICAL_DEVICE_TYPE_CPU && caps.subgroup_shuffle &&
+         interleaved_workgroup(caps) == caps.subgroup_size;
+}
+
+namespace {
+
 // The interleaved kernel: 8 or kInterleavedLanes invocations per block of rows of W (see
 // matmul_interleaved.glsl), no shared memory, so only the workgroup size limits apply.
 void plan_interleaved(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype,
@@ -168,18 +187,14 @@ void plan_interleaved(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType 
   // thread, so small workgroups spread a narrow matrix evenly over the threads. GPT-2 small's
   // N = 768 projections at 8 lanes are 12 workgroups of 8 where 32 invocations made 3, two
   // rounds on two threads with one thread idle in the second.
-  const uint32_t wg = std::max(
-      8u, floor_pow2(std::min({caps.max_workgroup_invocations, caps.max_workgroup_size[0],
-                               std::clamp(caps.subgroup_size, 8u, 32u)})));
+  const uint32_t wg = interleaved_workgroup(caps);
   // Up to 8 rows (decoding, batches, short prompts) keep 8 lanes (64 / 8 = 8 rows of W each),
   // whose smaller tile compiles faster: at 4 lanes the 8-row batch ran 3-5% faster, but the
   // README's first command waited about a second longer for its first token with a cold cache
   // (docs/benchmark.md, "Batched decoding"). The head's argmax partials need 8.
   const uint32_t lanes = argmax || rows <= 8 ? 8 : kInterleavedLanes;
   plan.out_per_group = wg / lanes * push::MATMUL_BLOCK_ROWS;
-  // A tile of several rows shares x's loads through the subgroup where the workgroup is one
-  // full subgroup (matmul_interleaved.glsl, MATMUL_SHUFFLE); the same sums, the same bits.
-  const bool shuffle = rows > 1 && caps.subgroup_shuffle && wg == caps.subgroup_size;
+  const bool shuffle = matmul_interleaved_shuffles(caps, rows);
   // A dispatch takes all the rows the bindings allow, `rows` per workgroup along z.
   plan.tile_rows = rows;
   plan.rows = static_cast<uint32_t>(

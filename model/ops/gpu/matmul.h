@@ -74,6 +74,10 @@ bool matmul_wide_supported(DType dtype, WeightLayout layout, uint32_t K, uint64_
 // Whether an Interleaved weight of this shape can run here: rgba32 storage texel buffers and
 // K in whole texels (8 fp16 or 4 fp32 elements).
 bool matmul_interleaved_supported(const vk::DeviceCaps& caps, DType dtype, uint32_t K);
+// Whether a tile of `rows` rows of x runs matmul_interleaved_shuffle (x's loads shared through
+// the subgroup) rather than matmul_interleaved: several rows, a CPU device with subgroup
+// shuffles, and a workgroup of exactly one subgroup. Both give the same bits.
+bool matmul_interleaved_shuffles(const vk::DeviceCaps& caps, uint32_t rows);
 // Bytes of W [N, K] in the Interleaved layout: N rounded up to whole blocks of
 // push::MATMUL_BLOCK_ROWS rows.
 uint64_t interleaved_bytes(DType dtype, uint32_t K, uint32_t N);
