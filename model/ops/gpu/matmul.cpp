@@ -159,19 +159,6 @@ uint32_t interleaved_workgroup(const vk::DeviceCaps& caps) {
                                            std::clamp(caps.subgroup_size, 8u, 32u)})));
 }
 
-}  // namespace
-
-bool matmul_interleaved_shuffles(const vk::DeviceCaps& caps, uint32_t rows) {
-  // Only on CPU devices: there a subgroup is the SIMD group, and a workgroup of its size runs as
-  // one full subgroup. A GPU driver may split a workgroup into smaller subgroups unless the
-  // pipeline requires full ones (VK_EXT_subgroup_size_control, not requested here), and a
-  // shuffle would then read invocations that do not exist.
-  return rows > 1 && caps.type == VK_PHYSICAL_DEVICE_TYPE_CPU && caps.subgroup_shuffle &&
-         interleaved_workgroup(caps) == caps.subgroup_size;
-}
-
-namespace {
-
 // The interleaved kernel: 8 or kInterleavedLanes invocations per block of rows of W (see
 // matmul_interleaved.glsl), no shared memory, so only the workgroup size limits apply.
 void plan_interleaved(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype,
@@ -370,6 +357,15 @@ bool matmul_wide_supported(DType dtype, WeightLayout layout, uint32_t K, uint64_
 bool matmul_interleaved_supported(const vk::DeviceCaps& caps, DType dtype, uint32_t K) {
   return caps.storage_texel_buffers && caps.max_texel_buffer_elements > 0 &&
          K % (16 / dtype_bytes(dtype)) == 0;
+}
+
+bool matmul_interleaved_shuffles(const vk::DeviceCaps& caps, uint32_t rows) {
+  // Only on CPU devices: there a subgroup is the SIMD group, and a workgroup of its size runs as
+  // one full subgroup. A GPU driver may split a workgroup into smaller subgroups unless the
+  // pipeline requires full ones (VK_EXT_subgroup_size_control, not requested here), and a
+  // shuffle would then read invocations that do not exist.
+  return rows > 1 && caps.type == VK_PHYSICAL_DEVICE_TYPE_CPU && caps.subgroup_shuffle &&
+         interleaved_workgroup(caps) == caps.subgroup_size;
 }
 
 uint64_t interleaved_bytes(DType dtype, uint32_t K, uint32_t N) {
