@@ -111,27 +111,15 @@ double time_decode_slots(model::Model& m, int32_t first, uint32_t n, uint32_t se
   return seconds_since(t0);
 }
 
-// The test's warm-up: it creates the pipelines and descriptor pools that its timed runs reuse.
-void warm_up(model::Model& m, const Test& t) {
+// One run of the test, decoding n_gen tokens where it decodes; its tokens/s (all sequences
+// together). A warm-up run (n_gen 1) creates the pipelines and descriptor pools the timed runs
+// reuse.
+double run_once(model::Model& m, const Test& t, uint32_t n_gen) {
   const model::Config& c = m.config();
-  if (t.n_prompt > 0)
-    time_prefill(m, random_ids(t.n_prompt, c.n_vocab));
-  else if (t.parallel > 0)
-    time_decode_slots(m, first_token(c), 1, t.parallel);
-  else
-    time_decode(m, first_token(c), 1);
-}
-
-// One timed run of the test, its tokens/s added to its samples.
-void time_once(model::Model& m, Test& t) {
-  const model::Config& c = m.config();
-  if (t.n_prompt > 0)
-    t.samples.push_back(t.n_prompt / time_prefill(m, random_ids(t.n_prompt, c.n_vocab)));
-  else if (t.parallel > 0)
-    t.samples.push_back(double(t.n_gen) * t.parallel /
-                        time_decode_slots(m, first_token(c), t.n_gen, t.parallel));
-  else
-    t.samples.push_back(t.n_gen / time_decode(m, first_token(c), t.n_gen));
+  if (t.n_prompt > 0) return t.n_prompt / time_prefill(m, random_ids(t.n_prompt, c.n_vocab));
+  if (t.parallel > 0)
+    return double(n_gen) * t.parallel / time_decode_slots(m, first_token(c), n_gen, t.parallel);
+  return n_gen / time_decode(m, first_token(c), n_gen);
 }
 
 // Every test's warm-up, then `repeats` rounds that time each test once: a change in the load of
@@ -140,11 +128,11 @@ void time_once(model::Model& m, Test& t) {
 void run_tests(model::Model& m, std::vector<Test>& tests, int repeats) {
   for (const Test& t : tests) {
     std::fprintf(stderr, "gpt2vk: %s: a warm-up\n", t.name.c_str());
-    warm_up(m, t);
+    run_once(m, t, 1);
   }
   std::fprintf(stderr, "gpt2vk: %d timed rounds, each running every test once\n", repeats);
   for (int r = 0; r < repeats; r++)
-    for (Test& t : tests) time_once(m, t);
+    for (Test& t : tests) t.samples.push_back(run_once(m, t, t.n_gen));
 }
 
 std::vector<Test> plan_tests(const BenchArgs& args, const model::Config& c) {
