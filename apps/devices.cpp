@@ -10,7 +10,7 @@ namespace {
 
 const char* yes(bool b) { return b ? "yes" : "no"; }
 
-void print(const vk::PhysicalDevice& d, vk::KernelSet asked) {
+void print(const vk::PhysicalDevice& d, const vk::DeviceOptions& asked) {
   const vk::DeviceCaps& c = d.caps;
   std::printf("device %u: %s (%s)\n", d.index, c.name.c_str(), vk::device_type_name(c.type));
   if (!d.unusable.empty()) {
@@ -41,8 +41,15 @@ void print(const vk::PhysicalDevice& d, vk::KernelSet asked) {
   std::printf("  memory                  %s, %.1f GiB device-local\n",
               c.uma ? "unified (host-visible device-local)" : "discrete (staging copies)",
               static_cast<double>(c.device_local_bytes) / (1024.0 * 1048576.0));
+  std::printf("  cooperative matrices    %s\n",
+              !c.coop_matrix_shapes.empty()
+                  ? ("VK_NV_cooperative_matrix, fp16 -> fp32 " + c.coop_matrix_shapes +
+                     (c.coop_matrix ? " (prefill uses 16x16x16)" : " (no 16x16x16: not used)"))
+                        .c_str()
+              : c.coop_matrix_khr ? "VK_KHR_cooperative_matrix only (not used yet)"
+                                  : "none");
   if (c.portability_subset) std::printf("  portability subset      yes (VK_KHR_portability_subset)\n");
-  std::printf("  kernels                 %s\n", model::gpu::choose_policy(c, asked).describe().c_str());
+  std::printf("  kernels                 %s\n", model::gpu::choose_policy(c, asked.kernels, asked.coop_matrix).describe().c_str());
 }
 
 }  // namespace
@@ -56,7 +63,7 @@ int devices(const DevicesArgs& args) {
     std::fprintf(stderr, "gpt2vk: the Vulkan loader found no device (is a driver installed?)\n");
     return 1;
   }
-  const vk::KernelSet asked = vk::DeviceOptions::from_env().kernels;
+  const vk::DeviceOptions asked = vk::DeviceOptions::from_env();
   for (const auto& d : list) print(d, asked);
   return 0;
 }

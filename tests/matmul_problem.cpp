@@ -23,6 +23,7 @@ std::string describe(const MatmulCase& c, MatmulKernel kernel) {
           : kernel == MatmulKernel::VectorTexel ? " (vector texel)"
           : kernel == MatmulKernel::VectorWide  ? " (vector wide)"
           : kernel == MatmulKernel::CoopEmulated ? " (cooperative-matrix emulation)"
+          : kernel == MatmulKernel::Coop        ? " (cooperative matrix)"
                                                 : " (auto)");
 }
 

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <string>
 
 #include "model/ops/cpu/matmul.h"
@@ -386,17 +387,35 @@ TEST_CASE("transpose_kn turns W [K, N] into [N, K] across its blocks") {
   CHECK(wrong == 0);
 }
 
-// The cooperative-matrix tiling, its fragment operations emulated (MatmulKernel::CoopEmulated).
+namespace {
+
+// The cooperative-matrix kernels this device runs: the emulation everywhere (with 128-invocation
+// workgroups), the matrix units where the device lists them.
+std::vector<MatmulKernel> coop_kernels(const vk::Device& device) {
+  std::vector<MatmulKernel> v = {MatmulKernel::CoopEmulated};
+  if (device.caps().coop_matrix && device.caps().subgroup_size == 32)
+    v.push_back(MatmulKernel::Coop);
+  else
+    MESSAGE("SKIPPED (matmul_coop on matrix units): device '" << device.caps().name
+            << "' lists no 16x16x16 fp16 cooperative matrices with 32-lane subgroups");
+  return v;
+}
+
+}  // namespace
+
+// The cooperative-matrix tiling (matmul_coop.glsl), its fragment operations on the matrix units
+// (Coop) or emulated (CoopEmulated: the same staging, prefetch and epilogue code on lavapipe).
 // Tolerance: its inputs are x and W rounded to fp16, as a matrix unit's are: each product is off
-// by at most 2 * 2^-11 of itself with round-to-nearest (packHalf2x16's rounding is not specified;
-// truncation doubles that), so |gpu - ref| <= 2^-10 * mag and, with the sums' order, 3e-3 * mag.
-TEST_CASE("matmul's cooperative-matrix tiling, emulated, on GPT-2 shapes and ragged edges") {
+// by at most 2 * 2^-11 of itself with round-to-nearest (a conversion's rounding mode is the
+// driver's; truncation doubles that), so |gpu - ref| <= 2^-10 * mag and, with the sums' order,
+// 3e-3 * mag.
+TEST_CASE("matmul's cooperative-matrix tiling, on matrix units and emulated, GPT-2 shapes and ragged edges") {
   GPU_TEST(g);
   if (g.device.caps().max_workgroup_invocations < 128) {
     MESSAGE("SKIPPED: fewer than 128 invocations per workgroup");
     return;
   }
-  // T = 1, 127, 128, 129 against the 32-row tiles; K and N not multiples of 16 or 32; both
+  // T = 1, 127, 128, 129 against the 64-row tiles; K and N not multiples of 16 or 64; both
   // dtypes; GPT-2 small's c_attn and mlp c_proj at prefill (N cut to keep lavapipe's time
   // down: the emulation is scalar). W [N, K], the GPU set's layout, everywhere; [K, N] on the
   // small shapes.
@@ -405,54 +424,102 @@ TEST_CASE("matmul's cooperative-matrix tiling, emulated, on GPT-2 shapes and rag
                         {128, 3072, 64, true, Activation::None, Residual::InPlace},
                         {129, 100, 67, true, Activation::GeluErf, Residual::Separate},
                         {33, 17, 5, false, Activation::Relu}};
-  unsigned seed = 4100;
-  for (Case c : cases)
-    for (WeightLayout layout : {WeightLayout::NK, WeightLayout::KN})
-      for (DType dtype : {DType::F16, DType::F32}) {
-        if (layout == WeightLayout::KN && uint64_t{c.K} * c.N > 10000) continue;
-        c.layout = layout;
-        c.dtype = dtype;
-        Problem p = test::make_problem(c, seed += 10);
-        const std::string what = test::describe(c, MatmulKernel::CoopEmulated);
-        CAPTURE(what);
-        const std::vector<float> got = run_gpu(g.device, g.kernels, p, MatmulKernel::CoopEmulated);
-        std::vector<float> gn(got.size()), rn(got.size());
-        for (size_t i = 0; i < got.size(); i++) {
-          gn[i] = got[i] / p.mag[i];
-          rn[i] = p.ref[i] / p.mag[i];
+  for (MatmulKernel kernel : coop_kernels(g.device)) {
+    unsigned seed = 4100;
+    for (Case c : cases)
+      for (WeightLayout layout : {WeightLayout::NK, WeightLayout::KN})
+        for (DType dtype : {DType::F16, DType::F32}) {
+          if (layout == WeightLayout::KN && uint64_t{c.K} * c.N > 10000) continue;
+          c.layout = layout;
+          c.dtype = dtype;
+          Problem p = test::make_problem(c, seed += 10);
+          const std::string what = test::describe(c, kernel);
+          CAPTURE(what);
+          const std::vector<float> got = run_gpu(g.device, g.kernels, p, kernel);
+          std::vector<float> gn(got.size()), rn(got.size());
+          for (size_t i = 0; i < got.size(); i++) {
+            gn[i] = got[i] / p.mag[i];
+            rn[i] = p.ref[i] / p.mag[i];
+          }
+          CHECK(test::close(what + ", values / mag", gn, rn, {3e-3, 0}));
+          // Not within fp32's tolerance everywhere: the inputs really are rounded to fp16.
+          if (dtype == DType::F32 && c.K >= 100) {
+            double worst = 0;
+            for (size_t i = 0; i < gn.size(); i++)
+              worst = std::max(worst, std::fabs(double{gn[i]} - double{rn[i]}));
+            CHECK(worst > kTol);
+          }
         }
-        CHECK(test::close(what + ", values / mag", gn, rn, {3e-3, 0}));
-        // Not within fp32's tolerance everywhere: the inputs really are rounded to fp16.
-        if (dtype == DType::F32 && c.K >= 100) {
-          double worst = 0;
-          for (size_t i = 0; i < gn.size(); i++)
-            worst = std::max(worst, std::fabs(double{gn[i]} - double{rn[i]}));
-          CHECK(worst > kTol);
-        }
-      }
+  }
 }
 
 TEST_CASE("matmul's cooperative-matrix tiling splits tensors past maxStorageBufferRange") {
   GPU_TEST(g);
   // 3 KiB: W [N, K] in chunks of N, W [K, N] in chunks of K summed into out, x in passes.
   test::LoweredGpu small(g, {.max_storage_buffer_range = 3072});
-  unsigned seed = 4300;
-  for (WeightLayout layout : {WeightLayout::NK, WeightLayout::KN}) {
-    const Case c{37, 41, 71, true, Activation::GeluTanh, Residual::Separate, layout, DType::F16};
-    Problem p = test::make_problem(c, seed += 10);
-    vk::RecorderStats stats;
-    const std::vector<float> got =
-        run_gpu(small.device, small.kernels, p, MatmulKernel::CoopEmulated, &stats);
-    std::vector<float> gn(got.size()), rn(got.size());
-    for (size_t i = 0; i < got.size(); i++) {
-      gn[i] = got[i] / p.mag[i];
-      rn[i] = p.ref[i] / p.mag[i];
+  for (MatmulKernel kernel : coop_kernels(small.device)) {
+    unsigned seed = 4300;
+    for (WeightLayout layout : {WeightLayout::NK, WeightLayout::KN}) {
+      const Case c{37, 41, 71, true, Activation::GeluTanh, Residual::Separate, layout, DType::F16};
+      Problem p = test::make_problem(c, seed += 10);
+      vk::RecorderStats stats;
+      const std::vector<float> got = run_gpu(small.device, small.kernels, p, kernel, &stats);
+      std::vector<float> gn(got.size()), rn(got.size());
+      for (size_t i = 0; i < got.size(); i++) {
+        gn[i] = got[i] / p.mag[i];
+        rn[i] = p.ref[i] / p.mag[i];
+      }
+      CHECK(test::close(test::describe(c, kernel), gn, rn, {3e-3, 0}));
+      CHECK(stats.dispatches >= 4);
     }
-    CHECK(test::close(test::describe(c, MatmulKernel::CoopEmulated), gn, rn, {3e-3, 0}));
-    CHECK(stats.dispatches >= 4);
   }
   test::LoweredGpu narrow(g, {.max_workgroup_invocations = 64});
   Problem p = test::make_problem({4, 32, 32}, 4400);
   CHECK_THROWS_WITH_AS(run_gpu(narrow.device, narrow.kernels, p, MatmulKernel::CoopEmulated),
                        doctest::Contains("workgroups of 128"), vk::Error);
+  test::LoweredGpu none(g, {.no_coop_matrix = true});
+  CHECK_THROWS_WITH_AS(run_gpu(none.device, none.kernels, p, MatmulKernel::Coop),
+                       doctest::Contains("no cooperative matrices"), vk::Error);
+}
+
+TEST_CASE("the cooperative-matrix self-test passes, and Auto takes the matrix units where asked") {
+  GPU_TEST(g);
+  // The self-test's own comparison, through the emulation on any device.
+  if (g.device.caps().max_workgroup_invocations >= 128)
+    CHECK(model::gpu::check_coop_matrix(g.kernels, MatmulKernel::CoopEmulated) == "");
+  // GPT2VK_COOP_MATRIX=on and off, as vk::DeviceOptions: a prompt's fp16 matmul takes
+  // matmul_coop exactly where the device has matrix units and they are on, after the self-test
+  // passed; fp32 weights never do.
+  const bool has_units = g.device.caps().coop_matrix && g.device.caps().subgroup_size == 32;
+  for (bool on : {true, false}) {
+    CAPTURE(on);
+    vk::DeviceOptions o;
+    o.select = std::to_string(g.device.index());
+    o.kernels = vk::KernelSet::Gpu;
+    o.coop_matrix = on;
+    vk::Device dev(g.instance, o);
+    const bool units = on && has_units;
+    CHECK(model::gpu::kernel_policy(dev).coop_matrix == units);
+    vk::Kernels& kernels = dev.kernels();
+    CHECK(model::gpu::check_coop_matrix(kernels) == "");
+    CHECK(dev.coop_matrix_checked() == units);
+    CHECK(dev.coop_matrix_usable() == units);
+    for (DType dtype : {DType::F16, DType::F32}) {
+      CAPTURE(static_cast<int>(dtype));
+      Problem p = test::make_problem({40, 96, 72, true, Activation::GeluTanh, Residual::Separate,
+                                      WeightLayout::NK, dtype},
+                                     4500);
+      std::set<std::string> shaders;
+      const std::vector<float> got =
+          run_gpu(dev, kernels, p, MatmulKernel::Auto, nullptr, nullptr, &shaders);
+      if (dev.caps().timestamps)
+        CHECK(shaders.count("matmul_coop") == (units && dtype == DType::F16 ? 1u : 0u));
+      std::vector<float> gn(got.size()), rn(got.size());
+      for (size_t i = 0; i < got.size(); i++) {
+        gn[i] = got[i] / p.mag[i];
+        rn[i] = p.ref[i] / p.mag[i];
+      }
+      CHECK(test::close("auto", gn, rn, {units && dtype == DType::F16 ? 3e-3 : kTol, 0}));
+    }
+  }
 }

@@ -375,7 +375,8 @@ TEST_CASE("GPU forward under lowered limits: 16 KiB shared, 128 invocations, no 
     CAPTURE(test::kernels_name(ks));
     test::LoweredGpu low(g,
                          {.max_shared_memory = 16384, .max_workgroup_invocations = 128,
-                          .no_subgroup_arithmetic = true, .no_subgroup_shuffle = true},
+                          .no_subgroup_arithmetic = true, .no_subgroup_shuffle = true,
+                          .no_coop_matrix = true},
                          ks);
     model::GpuModelOptions o;
     o.precision = model::Precision::F16;

@@ -99,6 +99,46 @@ TEST_CASE("policy: either set can be forced on any device") {
                        "GPT2VK_KERNELS: 'GPU' is not a kernel set (auto, gpu or cpu)", vk::Error);
 }
 
+TEST_CASE("policy: matrix units for prompts where the device has them and the tuning or the user asks") {
+  using model::gpu::choose_policy;
+  vk::DeviceCaps c = caps_of(VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU);
+  c.vendor_id = 0x10DE;
+  c.name = "NVIDIA H100 80GB HBM3";
+  c.subgroup_size = 32;
+  c.max_workgroup_invocations = 1024;
+  c.coop_matrix = true;
+  // Measured slower than the scalar tiles on the H100 (docs/benchmark.md): off unless asked.
+  CHECK_FALSE(choose_policy(c, vk::KernelSet::Auto).coop_matrix);
+  CHECK(choose_policy(c, vk::KernelSet::Auto, true).coop_matrix);
+  CHECK(choose_policy(c, vk::KernelSet::Auto, true).describe().find("cooperative matrices") !=
+        std::string::npos);
+  CHECK_FALSE(choose_policy(c, vk::KernelSet::Auto, false).coop_matrix);
+  CHECK_FALSE(choose_policy(c, vk::KernelSet::Cpu, true).coop_matrix);  // the CPU set's own kernels
+  c.subgroup_size = 64;  // the tiling's four subgroups are of 32 lanes
+  CHECK_FALSE(choose_policy(c, vk::KernelSet::Auto, true).coop_matrix);
+  c.subgroup_size = 32;
+  c.coop_matrix = false;
+  CHECK_FALSE(choose_policy(c, vk::KernelSet::Auto, true).coop_matrix);
+}
+
+TEST_CASE("policy: GPT2VK_COOP_MATRIX is on or off, and devices says what the device lists") {
+  GPU_TEST(g);
+  const std::string tiny = (test::source_dir() / "tests/data/models/gpt2-tiny").string();
+  const test::CliResult bad =
+      test::gpt2vk({"generate", "-m", tiny, "-p", "Hi", "-n", "2"}, {{"GPT2VK_COOP_MATRIX", "yes"}});
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.err.find("GPT2VK_COOP_MATRIX='yes': not on or off") != std::string::npos);
+  for (const char* v : {"on", "off"}) {
+    const test::CliResult r =
+        test::gpt2vk({"generate", "-m", tiny, "-p", "Hi", "-n", "2"}, {{"GPT2VK_COOP_MATRIX", v}});
+    CAPTURE(r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(test::no_validation_messages(r));
+  }
+  const test::CliResult devices = test::gpt2vk({"devices"});
+  CHECK(devices.out.find("cooperative matrices    ") != std::string::npos);
+}
+
 TEST_CASE("policy: a device built with a forced set reports it; the tests' second devices do") {
   GPU_TEST(g);
   for (vk::KernelSet ks : test::kKernelSets) {

@@ -148,6 +148,10 @@ TEST_CASE("every embedded module passes spirv-val and spirv-cross --msl") {
     std::ofstream(file, std::ios::binary)
         .write(reinterpret_cast<const char*>(m.words), static_cast<std::streamsize>(m.count * 4));
     CHECK(run(dir / "tool.log", std::string(SPIRV_VAL) + " --target-env " SPIRV_TARGET_ENV " " + file.string()) == 0);
+    // VK_NV_cooperative_matrix exists on NVIDIA's drivers only, never under MoltenVK, and
+    // spirv-cross has no Metal form of it: the policy picks the module only where the device
+    // lists the extension. Everything else must translate.
+    if (name == "matmul_coop") continue;
     CHECK(run(dir / "tool.log", std::string(SPIRV_CROSS) + " --msl --msl-version 20100 " + file.string() +
               " --output " + (dir / (std::string(m.name) + ".metal")).string()) == 0);
   }

@@ -164,6 +164,11 @@ DeviceOptions DeviceOptions::from_env() {
   o.lose_device_at_wait = static_cast<uint32_t>(env_number("GPT2VK_LOSE_DEVICE_AT_WAIT"));
   if (const char* k = std::getenv("GPT2VK_KERNELS"); k && *k)
     o.kernels = parse_kernel_set(k, "GPT2VK_KERNELS");
+  if (const char* m = std::getenv("GPT2VK_COOP_MATRIX"); m && *m) {
+    const std::string v = m;
+    if (v != "on" && v != "off") throw Error("GPT2VK_COOP_MATRIX='" + v + "': not on or off");
+    o.coop_matrix = v == "on";
+  }
   return o;
 }
 
@@ -267,6 +272,7 @@ Device::Device(const Instance& instance, const DeviceOptions& options) : instanc
         std::min(caps_.max_texel_buffer_elements, o.max_texel_buffer_elements);
   if (o.no_subgroup_arithmetic) caps_.subgroup_arithmetic = false;
   if (o.no_subgroup_shuffle) caps_.subgroup_shuffle = false;
+  if (o.no_coop_matrix) caps_.coop_matrix = false;
   if (o.device_memory) caps_.device_local_bytes = o.device_memory;
   fence_timeout_s_ = options.fence_timeout_s > 0 ? options.fence_timeout_s
                      : caps_.type == VK_PHYSICAL_DEVICE_TYPE_CPU ? DeviceOptions::kCpuFenceTimeout
@@ -274,6 +280,8 @@ Device::Device(const Instance& instance, const DeviceOptions& options) : instanc
   fence_timeout_set_ = options.fence_timeout_s > 0;
   lose_at_wait_ = options.lose_device_at_wait;
   kernels_asked_ = options.kernels;
+  coop_asked_ = options.coop_matrix;
+  if (coop_asked_ == false) caps_.coop_matrix = false;
   pipeline_cache_dir_ = options.pipeline_cache_dir;
   budget_ = o.device_memory;
 
@@ -288,10 +296,18 @@ Device::Device(const Instance& instance, const DeviceOptions& options) : instanc
   VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, &f12};
   f11.storageBuffer16BitAccess = caps_.storage_16bit;
   VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &f11};
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV coop{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  coop.cooperativeMatrix = VK_TRUE;
 
   std::vector<const char*> exts;
   // A portability driver must be told we know it is one (VUID-VkDeviceCreateInfo-pProperties-04451).
   if (caps_.portability_subset) exts.push_back("VK_KHR_portability_subset");
+  if (caps_.coop_matrix) {  // matmul_coop.comp: the NV extension, its scopes' memory model
+    exts.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    f12.vulkanMemoryModel = VK_TRUE;
+    f12.pNext = &coop;
+  }
 
   VkDeviceCreateInfo info{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, &features};
   info.queueCreateInfoCount = 1;

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,15 @@ struct DeviceCaps {
   bool uma = false;  // device-local memory is also host-visible: no staging copies needed
   uint64_t device_local_bytes = 0;
   bool portability_subset = false;  // MoltenVK and other non-conformant layered drivers
+
+  // VK_NV_cooperative_matrix lists the 16 x 16 x 16 subgroup shape with fp16 A and B and fp32
+  // C and D that shaders/matmul_coop.comp uses (and the device has shaderFloat16).
+  bool coop_matrix = false;
+  // Every fp16 x fp16 + fp32 subgroup shape the driver lists, "MxNxK" apart by spaces, of the
+  // NV extension; and whether VK_KHR_cooperative_matrix is exposed (no kernel uses it yet:
+  // Debian 12's glslang cannot compile it).
+  std::string coop_matrix_shapes;
+  bool coop_matrix_khr = false;
 };
 
 // Limits a test can lower to exercise fallback paths on a device that does not need them.
@@ -89,6 +99,8 @@ struct LimitOverrides {
   bool no_subgroup_arithmetic = false;
   // Report no subgroup shuffles, so the interleaved matmul loads x in every invocation.
   bool no_subgroup_shuffle = false;
+  // Report no cooperative matrices, so prefill takes the scalar tiles.
+  bool no_coop_matrix = false;
   // Device-local bytes all arenas together may take. Unlike the limits above it is enforced only
   // when set: drivers' heap sizes are not hard limits (lavapipe reports 2 GiB and allocates
   // more), so without it the driver's own VK_ERROR_OUT_OF_DEVICE_MEMORY is what refuses.
@@ -141,6 +153,9 @@ struct DeviceOptions {
   // Test hook: the n-th fence wait on this device (counting from 1) reports
   // VK_ERROR_DEVICE_LOST after the real wait, as a driver reset would. 0 = off.
   uint32_t lose_device_at_wait = 0;
+  // Prompts' matmuls on the device's matrix units (GPT2VK_COOP_MATRIX=on|off): off never, on
+  // wherever the device has them, unset as the kernel policy's tuning table decides.
+  std::optional<bool> coop_matrix;
 
   static constexpr double kGpuFenceTimeout = 20;
   static constexpr double kCpuFenceTimeout = 600;
@@ -171,6 +186,15 @@ class Device {
   const Instance& instance() const { return instance_; }
   // The kernel set asked for (options.kernels); model/ops/gpu/policy.h resolves Auto.
   KernelSet kernels_asked() const { return kernels_asked_; }
+  // Whether the cooperative-matrix matmul may run: caps().coop_matrix, unless its one-time
+  // self-test against the scalar path failed here (model::gpu::check_coop_matrix).
+  bool coop_matrix_usable() const { return caps_.coop_matrix && !coop_failed_; }
+  std::optional<bool> coop_matrix_asked() const { return coop_asked_; }
+  bool coop_matrix_checked() const { return coop_checked_; }
+  void set_coop_matrix_checked(bool passed) const {
+    coop_failed_ = !passed;
+    coop_checked_ = true;
+  }
 
   // The physical device's memory types and heaps (vk/memory_type.h chooses among them).
   VkPhysicalDeviceMemoryProperties memory_properties() const;
@@ -215,6 +239,7 @@ class Device {
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
   KernelSet kernels_asked_ = KernelSet::Auto;
+  std::optional<bool> coop_asked_;
   double fence_timeout_s_ = DeviceOptions::kGpuFenceTimeout;
   bool fence_timeout_set_ = false;
   uint32_t lose_at_wait_ = 0;
@@ -222,6 +247,7 @@ class Device {
   mutable std::atomic<uint32_t> waits_{0};
   mutable std::atomic<uint64_t> reserved_{0};
   mutable std::atomic<bool> lost_{false};
+  mutable std::atomic<bool> coop_checked_{false}, coop_failed_{false};
   mutable std::mutex lost_mutex_;
   mutable std::string lost_reason_;  // guarded by lost_mutex_
   std::filesystem::path pipeline_cache_dir_;

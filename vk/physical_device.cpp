@@ -83,6 +83,7 @@ PhysicalDevice describe(VkPhysicalDevice pd, uint32_t index) {
   vkGetPhysicalDeviceFeatures2(pd, &features);
   c.storage_16bit = f11.storageBuffer16BitAccess;
   c.fp16_arithmetic = f12.shaderFloat16;
+  const bool memory_model = f12.vulkanMemoryModel;  // the cooperative-matrix module declares it
 
   VkPhysicalDeviceMemoryProperties mem{};
   vkGetPhysicalDeviceMemoryProperties(pd, &mem);
@@ -98,7 +99,32 @@ PhysicalDevice describe(VkPhysicalDevice pd, uint32_t index) {
   // Integrated GPUs, CPU drivers and Apple expose device-local memory the host can map.
   c.uma = all_local_mappable || base.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU ||
           base.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
-  c.portability_subset = has_extension(device_extensions(pd), "VK_KHR_portability_subset");
+  const std::vector<VkExtensionProperties> exts = device_extensions(pd);
+  c.portability_subset = has_extension(exts, "VK_KHR_portability_subset");
+  c.coop_matrix_khr = has_extension(exts, "VK_KHR_cooperative_matrix");
+  if (has_extension(exts, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) &&
+      vkGetPhysicalDeviceCooperativeMatrixPropertiesNV) {
+    uint32_t n = 0;
+    VK_CHECK(vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(pd, &n, nullptr));
+    std::vector<VkCooperativeMatrixPropertiesNV> shapes(
+        n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
+    VK_CHECK(vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(pd, &n, shapes.data()));
+    for (const auto& m : shapes) {
+      if (m.scope != VK_SCOPE_SUBGROUP_NV || m.AType != VK_COMPONENT_TYPE_FLOAT16_NV ||
+          m.BType != VK_COMPONENT_TYPE_FLOAT16_NV || m.CType != VK_COMPONENT_TYPE_FLOAT32_NV ||
+          m.DType != VK_COMPONENT_TYPE_FLOAT32_NV)
+        continue;
+      c.coop_matrix_shapes += (c.coop_matrix_shapes.empty() ? "" : " ") + std::to_string(m.MSize) +
+                              "x" + std::to_string(m.NSize) + "x" + std::to_string(m.KSize);
+      if (m.MSize == 16 && m.NSize == 16 && m.KSize == 16)
+        c.coop_matrix = c.fp16_arithmetic && memory_model;
+    }
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV coop{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+    VkPhysicalDeviceFeatures2 f{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &coop};
+    vkGetPhysicalDeviceFeatures2(pd, &f);
+    if (!coop.cooperativeMatrix) c.coop_matrix = false;
+  }
 
   uint32_t nq = 0;
   vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, nullptr);

@@ -20,6 +20,14 @@
 namespace model {
 namespace {
 
+// The device's kernel policy, after the one-time self-test of its matrix units where the policy
+// would use them: on a mismatch the note becomes a warning and prompts take the scalar tiles.
+gpu::KernelPolicy checked_policy(const vk::Device& device, std::vector<std::string>& warnings) {
+  const std::string note = gpu::check_coop_matrix(device.kernels());
+  if (!note.empty()) warnings.push_back(note);
+  return gpu::kernel_policy(device);
+}
+
 class GpuModel;
 
 using GpuLinear = Linear<const gpu::Weight*>;
@@ -52,7 +60,7 @@ class GpuModel final : public Model {
         slots_(o.slots),
         slot_ctx_(o.slot_context ? o.slot_context : ckpt.config().n_ctx),
         kernels_(device.kernels()),
-        policy_(gpu::kernel_policy(device)),
+        policy_(checked_policy(device, warnings_)),
         weights_(device, "weights"),
         state_(device, "activations"),
         io_(device, "io"),

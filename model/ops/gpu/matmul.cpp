@@ -1,6 +1,7 @@
 #include "model/ops/gpu/matmul.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -206,23 +207,31 @@ void plan_tiled(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype,
   set_pipelines(k, plan, o, "matmul", spec);
 }
 
-void plan_coop(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype, uint32_t N) {
+// The cooperative-matrix tiles: on the matrix units, or (CoopEmulated) emulated, with the
+// staged tiles then fp32 rather than fp16 in shared memory.
+void plan_coop(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype, uint32_t N,
+               bool hardware) {
   const vk::DeviceCaps& caps = k.device().caps();
   const uint32_t wg = push::MATMUL_COOP_LANES * push::MATMUL_COOP_SUBGROUPS;
+  if (hardware && !(caps.coop_matrix && caps.subgroup_size == push::MATMUL_COOP_LANES))
+    fail("matmul", "device '" + caps.name +
+         "' has no cooperative matrices of 16 x 16 x 16 fp16 with 32-lane subgroups");
   if (caps.max_workgroup_invocations < wg || caps.max_workgroup_size[0] < wg)
     fail("matmul", "the cooperative-matrix tiling needs workgroups of " + std::to_string(wg) +
          " invocations; device '" + caps.name + "' allows fewer");
+  // Staged rows of BK + 8 elements, fp16 on the matrix units and fp32 in the emulation; then each
+  // subgroup's fp32 block of out.
+  const uint32_t row = (push::MATMUL_COOP_BK + 8) * (hardware ? 2 : 4);
   require_shared_memory(caps, "matmul",
-                        ((push::MATMUL_COOP_BM + push::MATMUL_COOP_BN) * push::MATMUL_COOP_AB_STRIDE +
-                         push::MATMUL_COOP_BM * push::MATMUL_COOP_C_STRIDE) *
-                            4);
+                        (push::MATMUL_COOP_BM + push::MATMUL_COOP_BN) * row +
+                            push::MATMUL_COOP_BM * 2 * push::MATMUL_COOP_C_STRIDE * 4);
   fit_tiles(caps, plan, o, N, push::MATMUL_COOP_BM, push::MATMUL_COOP_BN);
   const auto spec = [&](Activation a) {
     return vk::Specialization{{wg, 1, 1},
                                {static_cast<uint32_t>(o.layout), static_cast<uint32_t>(dtype),
                                 static_cast<uint32_t>(a)}};
   };
-  set_pipelines(k, plan, o, "matmul_coop_emulated", spec);
+  set_pipelines(k, plan, o, hardware ? "matmul_coop" : "matmul_coop_emulated", spec);
 }
 
 bool overlaps(const vk::BufferSpan& a, uint64_t a_bytes, const vk::BufferSpan& b,
@@ -266,14 +275,16 @@ vk::Groups groups(const vk::Device& device, const Plan& plan, uint32_t n_count, 
 }
 
 // The kernel a call runs: o.kernel, or for Auto the one its T and the device call for.
-MatmulKernel choose_kernel(const KernelPolicy& policy, const MatmulOptions& o, bool texel_ok,
-                           bool wide_ok, uint32_t T) {
+MatmulKernel choose_kernel(const KernelPolicy& policy, const MatmulOptions& o, DType dtype,
+                           bool texel_ok, bool wide_ok, uint32_t T) {
   if (o.kernel != MatmulKernel::Auto) return o.kernel;
   // On a CPU device the texel matrix-vector kernel, run in passes of kMatmulVecRows rows,
   // beats the shared-memory tiles even for long prompts: llvmpipe's barriers and scalar
   // per-lane loads cost more than reading the weights once per pass.
   if (texel_ok && policy.texel_matmul) return MatmulKernel::VectorTexel;
-  if (T > kMatmulVecRows) return MatmulKernel::Tiled;
+  // Matrix units take fp16 inputs: fp32 weights keep the fp32 tiles they were asked for.
+  if (T > kMatmulVecRows)
+    return policy.coop_matrix && dtype == DType::F16 ? MatmulKernel::Coop : MatmulKernel::Tiled;
   return wide_ok ? MatmulKernel::VectorWide : MatmulKernel::Vector;
 }
 
@@ -292,7 +303,7 @@ Plan make_plan(vk::Kernels& k, const MatmulOptions& o, const vk::BufferSpan& x, 
   const bool wide_ok = matmul_wide_supported(dtype, o.layout, K, x.offset, w.span.offset);
   const MatmulKernel kernel =
       interleaved ? MatmulKernel::VectorTexel
-                  : choose_kernel(kernel_policy(k.device()), o, texel_ok, wide_ok, T);
+                  : choose_kernel(kernel_policy(k.device()), o, dtype, texel_ok, wide_ok, T);
   if (kernel == MatmulKernel::VectorWide && !wide_ok)
     fail("matmul", "the wide kernel cannot run K = " + std::to_string(K) +
          " (W must be [N, K] with K in whole 16-byte vectors, x and W spans on 16 bytes)");
@@ -330,8 +341,8 @@ Plan make_plan(vk::Kernels& k, const MatmulOptions& o, const vk::BufferSpan& x, 
     plan_vector(k, plan, o, dtype, T);
   else if (kernel == MatmulKernel::VectorWide)
     plan_wide(k, plan, o, dtype, T);
-  else if (kernel == MatmulKernel::CoopEmulated)
-    plan_coop(k, plan, o, dtype, N);
+  else if (kernel == MatmulKernel::Coop || kernel == MatmulKernel::CoopEmulated)
+    plan_coop(k, plan, o, dtype, N, kernel == MatmulKernel::Coop);
   else if (texel)
     plan_texel(k, plan, o, dtype, T);
   else
@@ -553,6 +564,63 @@ std::pair<int32_t, float> argmax_of_partials(const float* partials, uint32_t cou
     }
   }
   return {best_id, best};
+}
+
+std::string check_coop_matrix(vk::Kernels& k, MatmulKernel kernel) {
+  const vk::Device& dev = k.device();
+  if (kernel == MatmulKernel::Coop && (dev.coop_matrix_checked() || !kernel_policy(dev).coop_matrix))
+    return "";
+  // Ragged against every tile (70 rows past a 64-row tile, K past a 16-step, N past a 64-wide
+  // tile), fp16 W [N, K], bias, GELU and a residual: every staging path and epilogue step.
+  constexpr uint32_t T = 70, K = 100, N = 90;
+  uint32_t state = 2024;
+  const auto next = [&] {
+    state = state * 1664525u + 1013904223u;
+    return static_cast<float>(state >> 8) / 8388608.0f - 1.0f;  // [-1, 1)
+  };
+  std::vector<float> x(T * K), w(N * K), b(N), r(T * N);
+  for (auto* v : {&x, &w, &b, &r})
+    for (float& e : *v) e = next();
+  const std::vector<uint16_t> half = to_half(w.data(), w.size());
+  const uint64_t out_bytes = uint64_t{T} * N * 4;
+  vk::Arena arena(dev, (x.size() + b.size() + r.size()) * 4 + half.size() * 2 + 2 * out_bytes +
+                           8 * dev.caps().storage_buffer_alignment + 1024,
+                  vk::MemoryKind::Device, "cooperative-matrix self-test");
+  const auto put = [&](const void* data, uint64_t bytes) {
+    vk::BufferSpan s = arena.alloc(bytes);
+    vk::upload(dev, s, data, bytes);
+    return s;
+  };
+  const vk::BufferSpan xs = put(x.data(), x.size() * 4), bs = put(b.data(), b.size() * 4),
+                       rs = put(r.data(), r.size() * 4);
+  const Weight ws{put(half.data(), half.size() * 2), DType::F16, WeightLayout::NK};
+  const vk::BufferSpan coop = arena.alloc(out_bytes), tiled = arena.alloc(out_bytes);
+  vk::Recorder rec(dev);
+  rec.begin();
+  matmul(k, rec, coop, xs, ws, &bs, &rs, T, K, N, {WeightLayout::NK, Activation::GeluTanh, kernel});
+  matmul(k, rec, tiled, xs, ws, &bs, &rs, T, K, N,
+         {WeightLayout::NK, Activation::GeluTanh, MatmulKernel::Tiled});
+  rec.run();
+  std::vector<float> got(T * N), want(T * N);
+  vk::download(dev, got.data(), coop, out_bytes);
+  vk::download(dev, want.data(), tiled, out_bytes);
+  // x rounded to fp16 moves each product by at most 2^-11 of its size; the sums' order by less.
+  // 3e-3 of the row's magnitude (sum |x| |w| + |b| + |r|) is the emulation test's tolerance.
+  std::string note;
+  for (uint32_t t = 0; t < T && note.empty(); t++)
+    for (uint32_t n = 0; n < N && note.empty(); n++) {
+      double mag = std::fabs(b[n]) + std::fabs(r[size_t{t} * N + n]);
+      for (uint32_t i = 0; i < K; i++)
+        mag += std::fabs(double{x[size_t{t} * K + i]}) * std::fabs(double{w[size_t{n} * K + i]});
+      const double diff = std::fabs(double{got[size_t{t} * N + n]} - double{want[size_t{t} * N + n]});
+      if (!(diff <= 3e-3 * mag))
+        note = "the cooperative-matrix matmul on device '" + dev.caps().name + "' gave " +
+               std::to_string(got[size_t{t} * N + n]) + " where the scalar tiles gave " +
+               std::to_string(want[size_t{t} * N + n]) + " (row " + std::to_string(t) +
+               ", output " + std::to_string(n) + "): prompts take the scalar tiles";
+    }
+  if (kernel == MatmulKernel::Coop) dev.set_coop_matrix_checked(note.empty());
+  return note;
 }
 
 }  // namespace model::gpu

@@ -26,11 +26,14 @@ enum class MatmulKernel : uint32_t {
   // loads along K and a subgroup (or shared-memory) reduction. Needs matmul_wide_supported();
   // throws otherwise.
   VectorWide,
-  // matmul_coop_emulated: the tiling of a cooperative-matrix kernel (16 x 16 x 16 fp16
-  // fragments, fp32 accumulation, 32 x 32 tiles of 4 subgroups), the fragment operations
-  // emulated in shared memory. It tests that kernel's tiling and indexing where no device here has
-  // matrix units; x and W are rounded to fp16 as the hardware's inputs are. Only when asked for.
-  // Needs 128-invocation workgroups; throws otherwise.
+  // matmul_coop: the tiled product on the device's matrix units (VK_NV_cooperative_matrix;
+  // 16 x 16 x 16 fp16 fragments, fp32 accumulation, 64 x 64 tiles of 4 subgroups; x and W
+  // rounded to fp16). Auto takes it for prompts with fp16 weights where the kernel policy's
+  // coop_matrix allows. Needs vk::DeviceCaps::coop_matrix and 32-lane subgroups; throws otherwise.
+  Coop,
+  // matmul_coop_emulated: the same tiling and code, its three fragment operations emulated in
+  // shared memory (matmul_coop.glsl), so that its staging and indexing run where no device has
+  // matrix units. Only when asked for. Needs 128-invocation workgroups; throws otherwise.
   CoopEmulated,
 };
 
@@ -78,6 +81,13 @@ bool matmul_interleaved_supported(const vk::DeviceCaps& caps, DType dtype, uint3
 // the subgroup) rather than matmul_interleaved: several rows, a CPU device with subgroup
 // shuffles, and a workgroup of exactly one subgroup. Both give the same bits.
 bool matmul_interleaved_shuffles(const vk::DeviceCaps& caps, uint32_t rows);
+
+// The one-time self-test of the cooperative-matrix matmul on a device whose kernel policy would
+// use it: a product with ragged edges, every epilogue step, through `kernel` (Coop; the tests
+// pass CoopEmulated) against the scalar tiles. Records the verdict on the device
+// (vk::Device::set_coop_matrix_checked), so that on a mismatch the prompts take the scalar tiles;
+// returns "" when it passed or did not run, else a note saying what differed.
+std::string check_coop_matrix(vk::Kernels& k, MatmulKernel kernel = MatmulKernel::Coop);
 // Bytes of W [N, K] in the Interleaved layout: N rounded up to whole blocks of
 // push::MATMUL_BLOCK_ROWS rows.
 uint64_t interleaved_bytes(DType dtype, uint32_t K, uint32_t N);

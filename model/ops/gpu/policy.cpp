@@ -4,6 +4,8 @@
 #include <cctype>
 #include <regex>
 
+#include "shaders/matmul.h"
+
 namespace model::gpu {
 namespace {
 
@@ -44,7 +46,8 @@ GpuTuning gpu_tuning(const vk::DeviceCaps& caps) {
   return t;
 }
 
-KernelPolicy choose_policy(const vk::DeviceCaps& caps, vk::KernelSet asked) {
+KernelPolicy choose_policy(const vk::DeviceCaps& caps, vk::KernelSet asked,
+                           std::optional<bool> coop) {
   KernelPolicy p;
   if (asked == vk::KernelSet::Auto) {
     const bool cpu = caps.type == VK_PHYSICAL_DEVICE_TYPE_CPU;
@@ -67,17 +70,25 @@ KernelPolicy choose_policy(const vk::DeviceCaps& caps, vk::KernelSet asked) {
     p.nk_weights = true;
     p.split_attention = true;
     p.tuning = gpu_tuning(caps);
+    const bool units = caps.coop_matrix && caps.subgroup_size == push::MATMUL_COOP_LANES &&
+                       caps.max_workgroup_invocations >=
+                           push::MATMUL_COOP_LANES * push::MATMUL_COOP_SUBGROUPS;
+    p.coop_matrix = units && coop.value_or(p.tuning.coop_matrix_prompts);
   }
   return p;
 }
 
 KernelPolicy kernel_policy(const vk::Device& device) {
-  return choose_policy(device.caps(), device.kernels_asked());
+  KernelPolicy p =
+      choose_policy(device.caps(), device.kernels_asked(), device.coop_matrix_asked());
+  p.coop_matrix = p.coop_matrix && device.coop_matrix_usable();
+  return p;
 }
 
 std::string KernelPolicy::describe() const {
   return std::string(vk::kernel_set_name(set)) + " (" + why + ")" +
-         (set == vk::KernelSet::Gpu ? ", tuned for " + tuning.arch : "");
+         (set == vk::KernelSet::Gpu ? ", tuned for " + tuning.arch : "") +
+         (coop_matrix ? ", cooperative matrices for prompts" : "");
 }
 
 }  // namespace model::gpu

@@ -12,6 +12,7 @@
 // CI runs the GPU set's whole models on lavapipe too.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "vk/context.h"
@@ -26,6 +27,10 @@ struct GpuTuning {
   // matmul_vec_wide's invocations per MATMUL_WIDE_MAX_OUTS rows of W, a power of two: one or two
   // of the architecture's SIMD groups, so the one reduction per row stays short.
   uint32_t gemv_workgroup = 64;
+  // Prompts' matmuls on the matrix units (MatmulKernel::Coop) where the device has them, unless
+  // GPT2VK_COOP_MATRIX says otherwise. Off where they were not measured faster than the scalar
+  // tiles (docs/benchmark.md, "On an NVIDIA H100").
+  bool coop_matrix_prompts = false;
 };
 // The table's entry for a device: by PCI vendor id, then by name where a vendor's architectures
 // differ.
@@ -51,6 +56,12 @@ struct KernelPolicy {
   // layout for every matmul and the head, each output's weights contiguous along K, as the
   // GPU set's decode GEMV (matmul_vec_wide) reads them in 16-byte vectors.
   bool nk_weights = false;
+  // Prompts' matmuls (fp16 weights, more than kMatmulVecRows rows) on the device's matrix units:
+  // MatmulKernel::Coop where the device lists the 16 x 16 x 16 fp16 shape
+  // (vk::DeviceCaps::coop_matrix), its subgroups have 32 lanes, the tuning (or
+  // GPT2VK_COOP_MATRIX=on) asks for it, and the one-time self-test did not fail
+  // (vk::Device::coop_matrix_usable).
+  bool coop_matrix = false;
   // norm_linear fuses its LayerNorm into an interleaved matmul whose weight has at most this
   // many bytes (0: never): past it, normalising each row once per block of W costs more than
   // the dispatch it saves (docs/benchmark.md, "Tuning decisions").
@@ -62,9 +73,12 @@ struct KernelPolicy {
   std::string describe() const;  // "cpu (auto: ...)": for `gpt2vk devices` and summaries
 };
 
-// The policy for a device of these caps when `asked` (Auto: by its type).
-KernelPolicy choose_policy(const vk::DeviceCaps& caps, vk::KernelSet asked);
-// The policy of a device: choose_policy(device.caps(), device.kernels_asked()).
+// The policy for a device of these caps when `asked` (Auto: by its type); `coop` as
+// vk::DeviceOptions::coop_matrix (unset: the tuning table's coop_matrix_prompts).
+KernelPolicy choose_policy(const vk::DeviceCaps& caps, vk::KernelSet asked,
+                           std::optional<bool> coop = std::nullopt);
+// The policy of a device: choose_policy(device.caps(), device.kernels_asked()), without the
+// matrix units where their self-test failed.
 KernelPolicy kernel_policy(const vk::Device& device);
 
 }  // namespace model::gpu
