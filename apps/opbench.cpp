@@ -171,7 +171,7 @@ void run_shapes(Bench& b, uint32_t T, uint32_t L, model::DType dtype) {
 
 int opbench(const OpbenchArgs& args) {
   vk::Instance instance;
-  vk::DeviceOptions options;
+  vk::DeviceOptions options = vk::DeviceOptions::from_env();  // GPT2VK_COOP_MATRIX, ...
   options.select = args.device;
   options.kernels = vk::parse_kernel_set(args.kernels, "--kernels");
   vk::Device device(instance, options);

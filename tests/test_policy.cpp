@@ -106,6 +106,8 @@ TEST_CASE("policy: matrix units for prompts where the device has them and the tu
   c.name = "NVIDIA H100 80GB HBM3";
   c.subgroup_size = 32;
   c.max_workgroup_invocations = 1024;
+  c.max_workgroup_size[0] = c.max_workgroup_size[1] = 1024;
+  c.max_shared_memory = 48 * 1024;
   c.coop_matrix = true;
   // Measured slower than the scalar tiles on the H100 (docs/benchmark.md): off unless asked.
   CHECK_FALSE(choose_policy(c, vk::KernelSet::Auto).coop_matrix);
@@ -117,6 +119,13 @@ TEST_CASE("policy: matrix units for prompts where the device has them and the tu
   c.subgroup_size = 64;  // the tiling's four subgroups are of 32 lanes
   CHECK_FALSE(choose_policy(c, vk::KernelSet::Auto, true).coop_matrix);
   c.subgroup_size = 32;
+  c.max_shared_memory = 16 * 1024;  // the fp16 tiles and the fp32 blocks take about 24 KiB
+  CHECK_FALSE(choose_policy(c, vk::KernelSet::Auto, true).coop_matrix);
+  c.max_shared_memory = 48 * 1024;
+  c.max_workgroup_size[0] = 64;  // four subgroups side by side along x
+  CHECK_FALSE(choose_policy(c, vk::KernelSet::Auto, true).coop_matrix);
+  c.max_workgroup_size[0] = 1024;
+  CHECK(choose_policy(c, vk::KernelSet::Auto, true).coop_matrix);
   c.coop_matrix = false;
   CHECK_FALSE(choose_policy(c, vk::KernelSet::Auto, true).coop_matrix);
 }

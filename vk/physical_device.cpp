@@ -123,7 +123,13 @@ PhysicalDevice describe(VkPhysicalDevice pd, uint32_t index) {
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
     VkPhysicalDeviceFeatures2 f{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &coop};
     vkGetPhysicalDeviceFeatures2(pd, &f);
-    if (!coop.cooperativeMatrix) c.coop_matrix = false;
+    VkPhysicalDeviceCooperativeMatrixPropertiesNV stages{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_NV};
+    VkPhysicalDeviceProperties2 p{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &stages};
+    vkGetPhysicalDeviceProperties2(pd, &p);
+    if (!coop.cooperativeMatrix ||
+        !(stages.cooperativeMatrixSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT))
+      c.coop_matrix = false;
   }
 
   uint32_t nq = 0;

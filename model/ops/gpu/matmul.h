@@ -33,7 +33,8 @@ enum class MatmulKernel : uint32_t {
   Coop,
   // matmul_coop_emulated: the same tiling and code, its three fragment operations emulated in
   // shared memory (matmul_coop.glsl), so that its staging and indexing run where no device has
-  // matrix units. Only when asked for. Needs 128-invocation workgroups; throws otherwise.
+  // matrix units. Only when asked for. Needs 128-invocation workgroups and 30 KiB of shared
+  // memory (the fp32 tiles); throws otherwise.
   CoopEmulated,
 };
 
