@@ -99,7 +99,7 @@ model::gpu::Weight upload_weight(const vk::Device& dev, vk::Arena& arena, const 
 std::vector<float> run_gpu(const vk::Device& dev, vk::Kernels& kernels, const MatmulProblem& p,
                            MatmulKernel kernel, vk::RecorderStats* stats,
                            const model::gpu::MatmulNorm* norm,
-                           std::set<std::string>* shaders) {
+                           std::set<std::string>* shaders, uint32_t x_row) {
   const MatmulCase& c = p.c;
   const size_t TN = size_t(c.T) * c.N;
   const size_t w_bytes = model::gpu::interleaved_bytes(DType::F32, c.K, c.N);  // covers every layout
@@ -119,7 +119,7 @@ std::vector<float> run_gpu(const vk::Device& dev, vk::Kernels& kernels, const Ma
   rec.begin();
   model::gpu::matmul(kernels, rec, out, x, w, c.bias ? &bias : nullptr,
               c.residual != Residual::None ? &residual : nullptr, c.T, c.K, c.N,
-              {c.interleave ? WeightLayout::Interleaved : c.layout, c.act, kernel, 0, norm});
+              {c.interleave ? WeightLayout::Interleaved : c.layout, c.act, kernel, x_row, norm});
   rec.run();
   if (stats) *stats = rec.stats();
   if (shaders && dev.caps().timestamps)

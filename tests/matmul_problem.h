@@ -40,12 +40,13 @@ MatmulProblem make_problem(const MatmulCase& c, unsigned seed);
 MatmulProblem make_problem_from(const MatmulProblem& p);
 
 // Runs the GPU op for `p` with `kernel` and returns out; `stats` gets the recorder's counters.
-// norm: a LayerNorm fused in front (interleaved weights only). shaders: the shaders dispatched,
-// named by timestamps (left empty on a device without them).
+// norm: a LayerNorm fused in front (interleaved weights or the wide kernel). shaders: the
+// shaders dispatched, named by timestamps (left empty on a device without them). x_row: the
+// first row of p.x read (p.x holds x_row + T rows).
 std::vector<float> run_gpu(const vk::Device& dev, vk::Kernels& kernels, const MatmulProblem& p,
                            model::gpu::MatmulKernel kernel, vk::RecorderStats* stats = nullptr,
                            const model::gpu::MatmulNorm* norm = nullptr,
-                           std::set<std::string>* shaders = nullptr);
+                           std::set<std::string>* shaders = nullptr, uint32_t x_row = 0);
 
 // GPU against the reference, both divided by mag so one absolute tolerance is "relative to the
 // row's magnitude".

@@ -14,6 +14,7 @@
 #include <set>
 #include <string>
 
+#include "model/ops/cpu/layernorm.h"
 #include "model/ops/cpu/matmul.h"
 #include "model/ops/gpu/matmul.h"
 #include "tests/compare.h"
@@ -241,6 +242,67 @@ TEST_CASE("matmul's wide kernel under lowered limits and without subgroup arithm
         CHECK(matches(p, run_gpu(low.device, low.kernels, p, MatmulKernel::VectorWide), what));
       }
   }
+}
+
+TEST_CASE("matmul's wide kernel with a fused LayerNorm matches layernorm then matmul on the CPU") {
+  GPU_TEST(g);
+  // Rows like GPT-2's residual stream: a mean in the thousands, a small spread. The tolerance
+  // is the matmul's, relative to sum_k |layernorm(x)_k W(k, n)| + |b[n]| + |r[t, n]|: the
+  // statistics are fp32 sums in another order than the CPU's double ones. Both reductions
+  // (subgroupAdd, the shared-memory tree at 64 and 16 invocations), 1 to 8 rows, K of 8 texels
+  // or past the workgroup's, ragged N, and rows read from x_row (the head's last row).
+  unsigned seed = 5100;
+  for (const vk::LimitOverrides& limits :
+       {vk::LimitOverrides{}, vk::LimitOverrides{.no_subgroup_arithmetic = true},
+        vk::LimitOverrides{.max_workgroup_invocations = 16, .no_subgroup_arithmetic = true}}) {
+    test::LoweredGpu low(g, limits);
+    for (model::LayerNormKind kind :
+         {model::LayerNormKind::Standard, model::LayerNormKind::StdPlusEps})
+      for (DType dtype : {DType::F32, DType::F16})
+        for (auto [T, K, N, x_row] : {std::tuple{1u, 768u, 130u, 0u}, std::tuple{3u, 1600u, 45u, 2u},
+                                      std::tuple{8u, 64u, 70u, 0u}, std::tuple{5u, 768u, 200u, 9u}}) {
+          Case c{T, K, N, true, Activation::GeluTanh, Residual::Separate, WeightLayout::NK, dtype};
+          const std::string what =
+              test::describe(c, MatmulKernel::VectorWide) + " +layernorm kind " +
+              std::to_string(static_cast<int>(kind)) + " x_row " + std::to_string(x_row) +
+              (low.device.caps().subgroup_arithmetic ? " subgroupAdd" : " tree") +
+              " invocations " + std::to_string(low.device.caps().max_workgroup_invocations);
+          CAPTURE(what);
+          std::vector<float> x = test::random_floats(size_t(x_row + T) * K, seed++, -2.0f, 2.0f);
+          for (float& v : x) v += 3000.0f;
+          const std::vector<float> gamma = test::random_floats(K, seed++, 0.5f, 1.5f);
+          const std::vector<float> beta = test::random_floats(K, seed++);
+          Problem p = test::make_problem(c, seed++);
+          // The reference: layernorm in double, then the problem's own reference on its rows.
+          std::vector<float> h(x.size());
+          model::cpu::layernorm(h.data(), x.data(), gamma.data(), beta.data(), x_row + T, K, 1e-5f,
+                                kind);
+          Problem ref = p;
+          ref.x.assign(h.begin() + ptrdiff_t{x_row} * K, h.end());
+          ref = test::make_problem_from(ref);
+          vk::Arena arena(low.device, 2 * K * 4 + 1024, vk::MemoryKind::Device, "test norm");
+          const model::gpu::MatmulNorm norm{upload(low.device, arena, gamma.data(), K * 4),
+                                            upload(low.device, arena, beta.data(), K * 4), kind,
+                                            1e-5f};
+          p.x = x;  // the GPU reads the raw rows and normalises them itself
+          CHECK(matches(ref,
+                        run_gpu(low.device, low.kernels, p, MatmulKernel::VectorWide, nullptr,
+                                &norm, nullptr, x_row),
+                        what));
+        }
+  }
+  // The kernels that cannot fuse one say so.
+  Case c{9, 64, 16, false, Activation::None, Residual::None, WeightLayout::NK, DType::F32};
+  Problem p = test::make_problem(c, 77);
+  vk::Arena arena(g.device, 1024, vk::MemoryKind::Device, "test norm");
+  const std::vector<float> ones(64, 1.0f);
+  const model::gpu::MatmulNorm norm{upload(g.device, arena, ones.data(), 256),
+                                    upload(g.device, arena, ones.data(), 256)};
+  for (MatmulKernel kernel : {MatmulKernel::Tiled, MatmulKernel::Vector})
+    CHECK_THROWS_WITH_AS(run_gpu(g.device, g.kernels, p, kernel, nullptr, &norm),
+                         doctest::Contains("a fused LayerNorm needs interleaved weights or the "
+                                           "wide matrix-vector kernel"),
+                         vk::Error);
 }
 
 TEST_CASE("matmul picks its kernel by T and by device") {

@@ -46,7 +46,9 @@ TEST_CASE("policy: CPU devices get the CPU set, every other device the GPU set")
     CHECK_FALSE(gpu.interleaved_weights);
     CHECK(gpu.nk_weights);
     CHECK(gpu.split_attention);
-    CHECK(gpu.norm_linear_max_bytes == 0);
+    // Decoding's GEMV takes the LayerNorm in front of it, up to the tuning's size.
+    CHECK(gpu.norm_linear_max_bytes == gpu.tuning.norm_gemv_max_bytes);
+    CHECK(gpu.norm_linear_max_bytes > 0);
     CHECK(gpu.topk_per_invocation == 4);
   }
 }

@@ -40,7 +40,8 @@ struct GpuBackend {
   void embed(uint32_t T, uint32_t pos);
   void layernorm(Buf out, Buf in, const GpuNorm& n, uint32_t T);
   void linear(Buf out, Buf in, const GpuLinear& l, uint32_t T, const Epilogue& e = {},
-              uint32_t in_row = 0, const gpu::MatmulNorm* norm = nullptr);
+              uint32_t in_row = 0, gpu::MatmulKernel kernel = gpu::MatmulKernel::Auto,
+              const gpu::MatmulNorm* norm = nullptr);
   void norm_linear(Buf out, Buf in, const GpuNorm& n, const GpuLinear& l, uint32_t T,
                    const Epilogue& e = {}, uint32_t in_row = 0);
   void attention_store(uint32_t layer, uint32_t T, uint32_t pos);
@@ -706,23 +707,29 @@ void GpuBackend::layernorm(Buf out, Buf in, const GpuNorm& n, uint32_t T) {
 }
 
 void GpuBackend::linear(Buf out, Buf in, const GpuLinear& l, uint32_t T, const Epilogue& e,
-                        uint32_t in_row, const gpu::MatmulNorm* norm) {
+                        uint32_t in_row, gpu::MatmulKernel kernel,
+                        const gpu::MatmulNorm* norm) {
   gpu::matmul(m.kernels_, m.rec_, buf(out), buf(in), *l.w, l.b ? &l.b->span : nullptr,
               e.residual ? &buf(*e.residual) : nullptr, T, l.K, l.N,
-              {l.w->layout, e.act, gpu::MatmulKernel::Auto, in_row, norm});
+              {l.w->layout, e.act, kernel, in_row, norm});
 }
 
 // Fused where the policy says the dispatch it saves costs more than the reads it adds
-// (norm_linear_max_bytes): matmul_interleaved normalises each row of x as it reads it, and H is
-// never written (rows from the first only). Otherwise the LayerNorm into H, then the matmul.
+// (norm_linear_max_bytes): matmul_interleaved (rows from the first only) or, decoding with the
+// GPU set, matmul_vec_wide normalises each row of x as it reads it, and H is never written.
+// Otherwise the LayerNorm into H, then the matmul.
 void GpuBackend::norm_linear(Buf out, Buf in, const GpuNorm& n, const GpuLinear& l, uint32_t T,
                              const Epilogue& e, uint32_t in_row) {
   const uint64_t w_bytes = uint64_t{l.K} * l.N * dtype_bytes(l.w->dtype);
-  if (l.w->layout == WeightLayout::Interleaved && w_bytes <= m.policy_.norm_linear_max_bytes &&
-      in_row == 0) {
+  const bool interleaved = l.w->layout == WeightLayout::Interleaved && in_row == 0;
+  const bool wide = l.w->layout == WeightLayout::NK && T <= gpu::kMatmulVecRows &&
+                    gpu::matmul_wide_supported(l.w->dtype, l.w->layout, l.K, buf(in).offset,
+                                               l.w->span.offset);
+  if ((interleaved || wide) && w_bytes <= m.policy_.norm_linear_max_bytes) {
     const Config& c = m.config_;
     const gpu::MatmulNorm norm{n.gamma->span, n.beta->span, c.layer_norm, c.layer_norm_epsilon};
-    linear(out, in, l, T, e, 0, &norm);
+    linear(out, in, l, T, e, in_row,
+           wide ? gpu::MatmulKernel::VectorWide : gpu::MatmulKernel::Auto, &norm);
     return;
   }
   layernorm(Buf::H, in, n, in_row + T);

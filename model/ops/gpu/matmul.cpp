@@ -51,6 +51,7 @@ struct Plan {
   uint32_t tile_bn = 0, tile_bm = 0;     // (tiled kernel)
   uint32_t tile_rows = 0;                // rows per workgroup along z (interleaved kernel)
   bool split_k = false;                  // W [K, N] in several chunks: plain is needed
+  bool norm_bindings = false;            // gamma and beta at bindings 5 and 6 (a fused LayerNorm)
   uint64_t align = 0;                    // of every binding's offset
 };
 
@@ -147,9 +148,11 @@ void plan_wide(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype, 
   require_shared_memory(caps, "matmul", shared_bytes);
   plan.out_per_group = outs;
   plan.rows = std::min(plan.rows, rows);
+  plan.norm_bindings = true;
   const vk::Specialization spec{{wg, 1, 1},
                                  {static_cast<uint32_t>(o.layout), static_cast<uint32_t>(dtype),
-                                  static_cast<uint32_t>(o.act), rows, outs}};
+                                  static_cast<uint32_t>(o.act), rows, outs,
+                                  o.norm ? 1 + static_cast<uint32_t>(o.norm->kind) : 0u}};
   plan.last = plan.plain =
       &k.get(caps.subgroup_arithmetic ? "matmul_vec_wide" : "matmul_vec_wide_shared", spec);
 }
@@ -185,6 +188,7 @@ void plan_interleaved(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType 
   const bool shuffle = matmul_interleaved_shuffles(caps, rows);
   // A dispatch takes all the rows the bindings allow, `rows` per workgroup along z.
   plan.tile_rows = rows;
+  plan.norm_bindings = true;
   plan.rows = static_cast<uint32_t>(
       std::min<uint64_t>(plan.rows, uint64_t(caps.max_workgroup_count[2]) * rows));
   const vk::Specialization spec{{wg, 1, 1},
@@ -467,12 +471,15 @@ void matmul(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
   const uint32_t chunks = static_cast<uint32_t>(ceil_div(w_rows, plan.chunk));
   const bool in_place =
       residual && residual->buffer == out.buffer && residual->offset == out.offset;
-  if (o.norm && !interleaved) fail("matmul", "a fused LayerNorm needs interleaved weights");
+  if (o.norm && !plan.norm_bindings)
+    fail("matmul", "a fused LayerNorm needs interleaved weights or the wide matrix-vector kernel "
+                   "(W [N, K], at most " + std::to_string(kMatmulVecRows) + " rows)");
   if (o.norm) {
     require_elements("matmul", "gamma", o.norm->gamma, K);
     require_elements("matmul", "beta", o.norm->beta, K);
     if (o.norm->gamma.offset % plan.align != 0 || o.norm->beta.offset % plan.align != 0)
-      fail("matmul", "gamma and beta must be aligned to minTexelBufferOffsetAlignment");
+      fail("matmul", "gamma and beta must start on the kernel's binding alignment (" +
+                     std::to_string(plan.align) + " bytes)");
   }
   if (plan.split_k && in_place && o.act != Activation::None)
     fail("matmul", 
@@ -509,7 +516,7 @@ void matmul(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
           o.norm ? o.norm->eps : 0.0f};
       const vk::Pipeline& pipe = last ? *plan.last : *plan.plain;
       const vk::Groups g = groups(k.device(), plan, p.n_count, rows);
-      if (interleaved)  // gamma and beta, or x again where no LayerNorm reads them
+      if (plan.norm_bindings)  // gamma and beta, or x again where no LayerNorm reads them
         rec.dispatch(pipe, {ow.span, xw.span, ww.span, bs, rw.span,
                             o.norm ? o.norm->gamma.sub(0, uint64_t{K} * 4) : xw.span,
                             o.norm ? o.norm->beta.sub(0, uint64_t{K} * 4) : xw.span},

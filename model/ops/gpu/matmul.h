@@ -63,7 +63,8 @@ struct MatmulOptions {
   // only the last position's row this way, wherever its offset falls against the alignment.
   uint32_t x_row = 0;
   // A LayerNorm of x's rows fused in front: out = act(layernorm(x) W + b) + r. Interleaved
-  // weights only; gamma and beta [K] fp32, texel-aligned spans.
+  // weights, or the wide kernel (VectorWide: W [N, K], T <= kMatmulVecRows); gamma and beta [K]
+  // fp32, spans on the kernel's binding alignment (texel or storage).
   const MatmulNorm* norm = nullptr;
 };
 

@@ -70,6 +70,7 @@ KernelPolicy choose_policy(const vk::DeviceCaps& caps, vk::KernelSet asked,
     p.nk_weights = true;
     p.split_attention = true;
     p.tuning = gpu_tuning(caps);
+    p.norm_linear_max_bytes = p.tuning.norm_gemv_max_bytes;
     // What plan_coop requires (model/ops/gpu/matmul.cpp): four 32-lane subgroups in a workgroup
     // along x, and the fp16 tiles and fp32 blocks in shared memory.
     const uint32_t wg = push::MATMUL_COOP_LANES * push::MATMUL_COOP_SUBGROUPS;

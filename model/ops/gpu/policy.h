@@ -31,6 +31,12 @@ struct GpuTuning {
   // GPT2VK_COOP_MATRIX says otherwise. Off where they were not measured faster than the scalar
   // tiles (docs/benchmark.md, "On an NVIDIA H100").
   bool coop_matrix_prompts = false;
+  // KernelPolicy::norm_linear_max_bytes for decoding's GEMV (matmul_vec_wide): each of its
+  // N / 2 workgroups reads x's rows twice more for the LayerNorm's statistics, a cost that grows
+  // with N x K while the dispatch it saves costs the same whatever the size. On an H100, GPT-2
+  // small's fused GEMVs (3.4-4.5 MiB of fp16) took 3.8 us more each and saved a 6.5 us
+  // LayerNorm: about even at 7 MiB (docs/benchmark.md, "Decoding's LayerNorms").
+  uint64_t norm_gemv_max_bytes = uint64_t{6} << 20;
 };
 // The table's entry for a device: by PCI vendor id, then by name where a vendor's architectures
 // differ.
@@ -62,8 +68,9 @@ struct KernelPolicy {
   // GPT2VK_COOP_MATRIX=on) asks for it, and the one-time self-test did not fail
   // (vk::Device::coop_matrix_usable).
   bool coop_matrix = false;
-  // norm_linear fuses its LayerNorm into an interleaved matmul whose weight has at most this
-  // many bytes (0: never): past it, normalising each row once per block of W costs more than
+  // norm_linear fuses its LayerNorm into the matmul after it where that matmul runs
+  // matmul_interleaved (CPU set) or matmul_vec_wide (GPU set, decoding) and its weight has at
+  // most this many bytes (0: never): past it, normalising x in every workgroup costs more than
   // the dispatch it saves (docs/benchmark.md, "Tuning decisions").
   uint64_t norm_linear_max_bytes = 0;
   // Logits each top-k invocation reduces per round (model/ops/gpu/topk.cpp).
