@@ -32,7 +32,7 @@ CONST MATMUL_WIDE_MAX_OUTS = 2;
 // matmul_coop.glsl (matmul_coop.comp on matrix units, matmul_coop_emulated.comp without): a
 // workgroup of MATMUL_COOP_SUBGROUPS subgroups of MATMUL_COOP_LANES computes a BM x BN tile of
 // out, each subgroup a (BM / 2) x (BN / 2) block of F x F fragments, K staged BK at a time
-// (BK = 64 ran prefill 15-20% slower than 16 on an H100). Shared rows are padded by 8 elements
+// (BK = 64 ran prefill 7-20% slower than 16 on an H100). Shared rows are padded by 8 elements
 // (16 bytes of fp16), as coopMatLoad's stride must be a multiple of 16 bytes, and the padding
 // staggers the rows over the banks.
 CONST MATMUL_COOP_F = 16;
