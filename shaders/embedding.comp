@@ -22,7 +22,9 @@ layout(binding = 1) readonly buffer Ids { int ids[]; };      // [T]
 layout(binding = 2) readonly buffer Wte { uint wte[]; };  // rows [v_begin, v_end) of [V, C]
 // Rows [pos_offset, +T) of [n_pos, C]; the whole table when the position is read at run time.
 layout(binding = 3) readonly buffer Wpe { uint wpe[]; };
-layout(binding = 4) readonly buffer Step { uint step_pos; };  // EmbeddingPush.dynamic_pos
+// EmbeddingPush.dynamic_pos: 1, the position of token 0 at step[0]; 2, a batch's table of
+// {position, cache texel} per token, token t's position at step[2 t].
+layout(binding = 4) readonly buffer Step { uint step[]; };
 layout(push_constant) uniform Push { EmbeddingPush p; };
 
 float load_wte(uint i) {
@@ -80,8 +82,9 @@ void main() {
   const uint B = MATMUL_BLOCK_ROWS;
   if (WTE_INTERLEAVED) at = ((row / B * (p.C / e) + c / e) * B + row % B) * e + c % e;
   float x = load_wte(p.wte_skip + at);
-  const uint dpos = p.dynamic_pos != 0 ? step_pos : 0;  // rows past pos_offset
-  const uint tp = t % p.period;                          // the token's place in its sequence
+  // Rows past pos_offset, and the token's place in its sequence.
+  const uint dpos = p.dynamic_pos == 2 ? step[2 * t] : p.dynamic_pos == 1 ? step[0] : 0;
+  const uint tp = p.dynamic_pos == 2 ? 0 : t % p.period;
   if (POSITION == POS_LEARNED) x += load_wpe(p.wpe_skip + (dpos + tp) * p.C + c);
   if (POSITION == POS_SINUSOIDAL) x += sinusoid(p.pos_offset + dpos + tp, c);
   out_[i] = x;

@@ -23,7 +23,9 @@ struct EmbeddingPush {
   uint wpe_skip;    // elements from the start of the wpe binding to row pos_offset
   // 1: the positions start at pos_offset + the Step binding's position, read when the kernel
   // runs (the host binds wpe from row 0 and pushes pos_offset 0), so one recording serves
-  // every decode step; 0: the Step binding is not read.
+  // every decode step; 2: each token is a sequence of its own, at the position the Step
+  // binding's batch table gives it ({position, cache texel} per token, as kv_store reads it),
+  // so one recording serves every step of a batch; 0: the Step binding is not read.
   uint dynamic_pos;
   // Positions restart every `period` tokens: training's B sequences of T in one dispatch (the
   // host pushes T itself otherwise).

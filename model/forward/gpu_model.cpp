@@ -191,7 +191,6 @@ class GpuModel final : public Model {
   Packer io_;      // host-visible: the best candidates out
   Packer params_;  // host-written before each pass: the ids and the position
   size_t ids_, step_, top_ids_, top_values_, scratch_;
-  std::vector<size_t> row_ids_;  // a batch's ids, one aligned word per row
   size_t batch_rows_ = 0;        // a batch's {pos, cache texel} per row (attention_store_batch)
   size_t split_ = 0;  // split-K attention's partial results (policy split_attention)
   size_t partials_;  // greedy decoding: the head's argmax partials (gpu::matmul_argmax)
@@ -340,9 +339,8 @@ void GpuModel::plan_state() {
   // What the host writes before each pass and its dispatches read: the ids, and the position
   // (gpu::step_binding), which every attention dispatch reads; in device-local memory where the
   // device lets the host write there.
-  ids_ = params_.add(T * 4);
+  ids_ = params_.add(std::max<uint64_t>(T, slots_) * 4);  // a prompt's, or a batch's one per row
   step_ = params_.add(4);
-  for (uint32_t s = 0; s < (slots_ > 1 ? slots_ : 0); s++) row_ids_.push_back(params_.add(4));
   batch_rows_ = params_.add(uint64_t{2} * 4 * slots_);
   params_.allocate(vk::MemoryKind::Parameters);
   if (slots_ > 1) {
@@ -655,14 +653,24 @@ std::vector<float> GpuModel::slot_decode(std::span<const SlotToken> rows) {
   probs_spans_.clear();
   rec_.wait();
   for (uint32_t b = 0; b < B; b++) {
-    std::memcpy(params_.span(row_ids_[b]).mapped, &rows[b].id, 4);
+    std::memcpy(params_.span(ids_).mapped + b * 4, &rows[b].id, 4);
     const uint32_t at[2] = {batch.pos[b], static_cast<uint32_t>(rows[b].slot * slot_stride_ / 16)};
     std::memcpy(params_.span(batch_rows_).mapped + b * 8, at, 8);
   }
   {
+    // Every dispatch reads the rows' ids and positions from the buffers just written, so the
+    // steps of a batch of the same size record the same commands (until the longest row crosses
+    // a 64-key block of the split attention): a dry recording says so, and the last real one
+    // is submitted again, as for a single sequence's decode steps (run_pass).
     const SlotPass pass(*this, 0, &batch);
-    record_pass(B, last, true, 0, false);
-    rec_.submit();
+    const bool dry = replay_;
+    if (dry) record_pass(B, last, true, 0, true);
+    if (dry && rec_.dry_matches()) {
+      rec_.replay();
+    } else {
+      record_pass(B, last, true, 0, false);
+      rec_.submit();
+    }
     rec_.wait();
   }
   stats_ = rec_.stats();
@@ -687,12 +695,10 @@ const vk::BufferSpan& GpuBackend::buf(Buf b) const {
 void GpuBackend::embed(uint32_t T, uint32_t pos) {
   const Config& c = m.config_;
   const gpu::Weight& wte = *m.w_.wte;
-  if (m.batch_) {  // row b: its slot's next position (no step: the recording is not replayed)
-    const uint64_t row = uint64_t{c.n_embd} * 4;
-    for (uint32_t b = 0; b < T; b++)
-      gpu::embedding(m.kernels_, m.rec_, buf(Buf::X).sub(b * row, row), m.params_.span(m.row_ids_[b]),
-                     wte, m.w_.wpe, 1, c.n_embd, c.n_vocab, c.n_ctx, m.batch_->pos[b], c.positions,
-                     wte.layout == WeightLayout::Interleaved);
+  if (m.batch_) {  // row b at its slot's next position, read from the batch table
+    gpu::embedding_batch(m.kernels_, m.rec_, buf(Buf::X), m.params_.span(m.ids_), wte, m.w_.wpe,
+                         T, c.n_embd, c.n_vocab, c.n_ctx, c.positions,
+                         wte.layout == WeightLayout::Interleaved, m.params_.span(m.batch_rows_));
     return;
   }
   gpu::embedding(m.kernels_, m.rec_, buf(Buf::X), m.params_.span(m.ids_), wte, m.w_.wpe, T,

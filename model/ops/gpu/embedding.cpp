@@ -20,12 +20,11 @@ void check_weight(const char* what, const Weight& w, uint64_t bytes, uint64_t al
          ", not a multiple of minStorageBufferOffsetAlignment " + std::to_string(align));
 }
 
-}  // namespace
-
-void embedding(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
-               const vk::BufferSpan& ids, const Weight& wte, const Weight* wpe, uint32_t T,
-               uint32_t C, uint32_t V, uint32_t n_pos, uint32_t pos_offset, PositionKind position,
-               bool wte_interleaved, const vk::BufferSpan* step, uint32_t period) {
+// embedding() and embedding_batch(): `dynamic` is EmbeddingPush::dynamic_pos (0 without step).
+void embed(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out, const vk::BufferSpan& ids,
+           const Weight& wte, const Weight* wpe, uint32_t T, uint32_t C, uint32_t V, uint32_t n_pos,
+           uint32_t pos_offset, PositionKind position, bool wte_interleaved,
+           const vk::BufferSpan* step, uint32_t dynamic, uint32_t period) {
   const vk::DeviceCaps& caps = k.device().caps();
   const uint64_t align = binding_alignment(caps);
   if (T == 0 || C == 0 || V == 0) fail("embedding", "T, C and V must be positive");
@@ -38,12 +37,12 @@ void embedding(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
                                              : weight_bytes(wte.dtype, uint64_t{V} * C);
   check_weight("wte", wte, wte_bytes, align);
 
-  if (period != 0 && (T % period != 0 || step))
+  if (period != 0 && (T % period != 0 || (step && dynamic != 2)))
     fail("embedding", "T=" + std::to_string(T) + " is not whole sequences of period " +
                           std::to_string(period) + " (or a period with a run-time position)");
   const uint32_t span = period != 0 ? period : T;  // the positions the tokens take
   // With the position read at run time, the push holds 0 and wpe is bound from row 0 on.
-  push::EmbeddingPush push{T, C, V, step ? 0 : pos_offset, 0, V, 0, 0, step ? 1u : 0u, span};
+  push::EmbeddingPush push{T, C, V, step ? 0 : pos_offset, 0, V, 0, 0, dynamic, span};
   Window pos{ids, 0};  // an unused binding still needs a buffer: the ids are always in range
   if (position == PositionKind::Learned) {
     if (!wpe) fail("embedding", "learned positions need a wpe table");
@@ -84,9 +83,30 @@ void embedding(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
     push.v_begin = static_cast<uint32_t>(v0);
     push.v_end = static_cast<uint32_t>(v1);
     push.wte_skip = rows_bound.skip;
-    rec.dispatch(p, {out, ids, rows_bound.span, pos.span, step_binding("embedding", step, ids)},
-                 push, groups);
+    const vk::BufferSpan step_bound =
+        dynamic == 2 ? step->sub(0, uint64_t{2} * T * 4) : step_binding("embedding", step, ids);
+    rec.dispatch(p, {out, ids, rows_bound.span, pos.span, step_bound}, push, groups);
   }
+}
+
+}  // namespace
+
+void embedding(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+               const vk::BufferSpan& ids, const Weight& wte, const Weight* wpe, uint32_t T,
+               uint32_t C, uint32_t V, uint32_t n_pos, uint32_t pos_offset, PositionKind position,
+               bool wte_interleaved, const vk::BufferSpan* step, uint32_t period) {
+  embed(k, rec, out, ids, wte, wpe, T, C, V, n_pos, pos_offset, position, wte_interleaved, step,
+        step ? 1 : 0, period);
+}
+
+void embedding_batch(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+                     const vk::BufferSpan& ids, const Weight& wte, const Weight* wpe, uint32_t T,
+                     uint32_t C, uint32_t V, uint32_t n_pos, PositionKind position,
+                     bool wte_interleaved, const vk::BufferSpan& rows) {
+  require_elements("embedding_batch", "rows", rows, uint64_t{2} * T, sizeof(uint32_t));
+  // Each row a sequence of period 1 at a position read from the table: wpe is bound whole (from
+  // row 0, as for dynamic_pos 1); the host keeps every row's position below n_pos.
+  embed(k, rec, out, ids, wte, wpe, T, C, V, n_pos, 0, position, wte_interleaved, &rows, 2, 1);
 }
 
 void embedding_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& dwte,

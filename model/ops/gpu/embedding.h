@@ -24,6 +24,17 @@ void embedding(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
                bool wte_interleaved = false, const vk::BufferSpan* step = nullptr,
                uint32_t period = 0);
 
+// A batch of T sequences' next tokens (serving several sequences at once): row t is token
+// ids[t] at the position rows[2 t] (the batch table that kv_store_batch and
+// attention_store_batch read: {position, cache texel} per row), read when the kernel runs, so
+// one recording serves every step. Every position must be below n_pos (for learned positions,
+// wpe's rows; the host checks them before it writes the table).
+//   [T] ids, rows [T, 2] uint32 -> out [T, C]
+void embedding_batch(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+                     const vk::BufferSpan& ids, const Weight& wte, const Weight* wpe, uint32_t T,
+                     uint32_t C, uint32_t V, uint32_t n_pos, PositionKind position,
+                     bool wte_interleaved, const vk::BufferSpan& rows);
+
 // The backward (training), as cpu::embedding_backward: for B sequences of T tokens from position
 // 0, dwte[ids[i]] += dout[i] and, where dwpe is given (learned positions), dwpe[i % T] += dout[i],
 // each channel summed in token order (the same bits every run). Ids must be valid (upload_ids).
