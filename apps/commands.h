@@ -21,7 +21,7 @@ struct OpbenchArgs {
   int repeats = 10;
   uint32_t prefill = 128;     // tokens of the prefill shapes (decode attends to this many)
   std::string only;           // time only the ops whose name contains this
-  std::string kernels = "auto";  // auto | gpu | cpu
+  std::string kernels;         // auto | gpu | cpu; "" = GPT2VK_KERNELS, else auto
 };
 int opbench(const OpbenchArgs& args);
 

@@ -24,7 +24,8 @@ int main(int argc, char** argv) {
   opbench->add_option("-p,--prefill", opbench_args.prefill, "prefill tokens")
       ->check(CLI::Range(2, 1024));
   opbench->add_option("--kernels", opbench_args.kernels,
-                      "the kernel set whose Auto kernels run: auto, gpu or cpu (default auto)")
+                      "the kernel set whose Auto kernels run: auto, gpu or cpu (default: "
+                      "GPT2VK_KERNELS, else auto)")
       ->check(CLI::IsMember({"auto", "gpu", "cpu"}));
   opbench->add_option("--only", opbench_args.only, "time only the ops whose name contains this");
 

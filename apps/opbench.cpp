@@ -173,7 +173,7 @@ int opbench(const OpbenchArgs& args) {
   vk::Instance instance;
   vk::DeviceOptions options = vk::DeviceOptions::from_env();  // GPT2VK_COOP_MATRIX, ...
   options.select = args.device;
-  options.kernels = vk::parse_kernel_set(args.kernels, "--kernels");
+  if (!args.kernels.empty()) options.kernels = vk::parse_kernel_set(args.kernels, "--kernels");
   vk::Device device(instance, options);
   if (!device.caps().timestamps) throw vk::Error("device '" + device.caps().name + "' has no compute timestamps");
   const model::DType dtype = args.precision == "f32" ? model::DType::F32 : model::DType::F16;

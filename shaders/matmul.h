@@ -24,7 +24,8 @@ CONST MATMUL_TILE_MAX = 1024;
 CONST MATMUL_VEC_MAX_PARTIAL = 2048;
 // matmul_vec_texel.comp: ROWS * invocations * 8 partial sums, 8 rows x 64 x 8 (16 KiB).
 CONST MATMUL_TEXEL_MAX_PARTIAL = 4096;
-// matmul_vec_wide.comp: workgroup size x rows of x x outputs per workgroup (8 KiB).
+// matmul_vec_wide.comp: workgroup size x rows of x x outputs per workgroup (8 KiB); a fused
+// LayerNorm's statistics (2 sums per row) use it too, so MATMUL_WIDE_MAX_OUTS is at least 2.
 CONST MATMUL_WIDE_MAX_WORKGROUP = 128;
 CONST MATMUL_WIDE_MAX_ROWS = 8;
 CONST MATMUL_WIDE_MAX_OUTS = 2;

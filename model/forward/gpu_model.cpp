@@ -649,9 +649,9 @@ std::vector<float> GpuModel::slot_decode(std::span<const SlotToken> rows) {
     batch.pos.push_back(slot_len_[r.slot]);
     last = std::max(last, slot_len_[r.slot]);
   }
+  rec_.wait();  // a submission still running (after a timed-out wait) may read what follows
   ensure_logits(B);
   probs_spans_.clear();
-  rec_.wait();
   for (uint32_t b = 0; b < B; b++) {
     std::memcpy(params_.span(ids_).mapped + b * 4, &rows[b].id, 4);
     const uint32_t at[2] = {batch.pos[b], static_cast<uint32_t>(rows[b].slot * slot_stride_ / 16)};
@@ -659,9 +659,10 @@ std::vector<float> GpuModel::slot_decode(std::span<const SlotToken> rows) {
   }
   {
     // Every dispatch reads the rows' ids and positions from the buffers just written, so the
-    // steps of a batch of the same size record the same commands (until the longest row crosses
-    // a 64-key block of the split attention): a dry recording says so, and the last real one
-    // is submitted again, as for a single sequence's decode steps (run_pass).
+    // steps of a batch of the same size record the same commands (not where the longest row
+    // crosses a 64-key block of the split attention, a prompt chunk ran in between, or the pass
+    // is cut into submissions): a dry recording says so, and the last real one is submitted
+    // again, as for a single sequence's decode steps (run_pass).
     const SlotPass pass(*this, 0, &batch);
     const bool dry = replay_;
     if (dry) record_pass(B, last, true, 0, true);
@@ -721,9 +722,10 @@ void GpuBackend::linear(Buf out, Buf in, const GpuLinear& l, uint32_t T, const E
 }
 
 // Fused where the policy says the dispatch it saves costs more than the reads it adds
-// (norm_linear_max_bytes): matmul_interleaved (rows from the first only) or, decoding with the
-// GPU set, matmul_vec_wide normalises each row of x as it reads it, and H is never written.
-// Otherwise the LayerNorm into H, then the matmul.
+// (norm_linear_max_bytes): matmul_interleaved (the CPU set's interleaved weights, rows from the
+// first only) or matmul_vec_wide (the GPU set's [N, K] weights, at most kMatmulVecRows rows:
+// decode steps, batches, short prompts, the head's last row) normalises each row of x as it
+// reads it, and H is never written. Otherwise the LayerNorm into H, then the matmul.
 void GpuBackend::norm_linear(Buf out, Buf in, const GpuNorm& n, const GpuLinear& l, uint32_t T,
                              const Epilogue& e, uint32_t in_row) {
   const uint64_t w_bytes = uint64_t{l.K} * l.N * dtype_bytes(l.w->dtype);

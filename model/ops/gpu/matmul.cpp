@@ -143,6 +143,8 @@ void plan_wide(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype, 
                                            caps.max_workgroup_size[0]}));
   constexpr uint32_t outs = push::MATMUL_WIDE_MAX_OUTS;
   static_assert(kMatmulVecRows <= push::MATMUL_WIDE_MAX_ROWS);
+  // The fused LayerNorm's statistics reduce 2 sums per row through the same shared array.
+  static_assert(push::MATMUL_WIDE_MAX_OUTS >= 2);
   constexpr uint32_t shared_bytes = push::MATMUL_WIDE_MAX_WORKGROUP * push::MATMUL_WIDE_MAX_ROWS *
                                     push::MATMUL_WIDE_MAX_OUTS * 4;
   require_shared_memory(caps, "matmul", shared_bytes);
@@ -473,7 +475,7 @@ void matmul(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
       residual && residual->buffer == out.buffer && residual->offset == out.offset;
   if (o.norm && !plan.norm_bindings)
     fail("matmul", "a fused LayerNorm needs interleaved weights or the wide matrix-vector kernel "
-                   "(W [N, K], at most " + std::to_string(kMatmulVecRows) + " rows)");
+                   "(VectorWide, W [N, K])");
   if (o.norm) {
     require_elements("matmul", "gamma", o.norm->gamma, K);
     require_elements("matmul", "beta", o.norm->beta, K);
@@ -616,7 +618,7 @@ std::string check_coop_matrix(vk::Kernels& k, MatmulKernel kernel) {
   } catch (const vk::Error& e) {
     if (dev.lost()) throw;  // nothing else would run either
     if (kernel == MatmulKernel::Coop) dev.set_coop_matrix_checked(false);
-    return "the cooperative-matrix matmul failed its self-test on device '" + dev.caps().name +
+    return "the cooperative-matrix self-test could not run on device '" + dev.caps().name +
            "' (" + e.what() + "): prompts take the scalar tiles";
   }
   // x rounded to fp16 moves each product by at most 2^-11 of its size; the sums' order by less.
