@@ -42,6 +42,11 @@ struct AttentionPush {
   // the one new token of its own sequence, whose position and cache (its first texel) are the
   // Step binding's [T, 2] row.
   uint dynamic_pos;
+  // attention_split with q the fused [T, 3C] QKV projection: 1, the KV store fused in. The new
+  // keys (the last T of L; in a batch each sequence's last) are read from q's K and V columns,
+  // and the workgroups of one query (the last; in a batch each) write them into the caches, so
+  // no dispatch of kv_store runs before. 0: every key from the caches.
+  uint store;
 };
 PUSH_NAMESPACE_END
 

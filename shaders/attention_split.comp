@@ -19,6 +19,13 @@
 // whose position and cache are the Step binding's row t; p.splits covers the longest sequence,
 // and a shorter one's blocks past its keys are empty. Its arithmetic is that of its decode step
 // alone: the same blocks, and empty blocks add exact zeros in the merge.
+//
+// With p.store (attention_store: q is the fused QKV projection) the KV store is fused in: a new
+// key's row is read from q's K and V columns, never from the caches, which the same dispatch
+// writes: the workgroups of one query (the last; in a batch every query, whose one new key is
+// its own) copy their block's new rows of their head there, before a block past the query's
+// keys leaves. The values read are the ones written, so the results are the bits of kv_store
+// then attention.
 #extension GL_GOOGLE_include_directive : require
 #include "attention.h"
 
@@ -27,8 +34,9 @@ layout(constant_id = 3) const uint D = 64;  // head dim, C / H: a multiple of 4,
 
 layout(binding = 0) writeonly buffer Part { float part[]; };  // [T, H, splits, D + 2]
 layout(binding = 1) readonly buffer Q { vec4 q4[]; };         // [T, q_stride / 4]
-layout(binding = 2) readonly buffer K { vec4 k4[]; };         // [L, C / 4]
-layout(binding = 3) readonly buffer V { float v_cache[]; };   // [L, C]
+// Written only with p.store, at the new rows, which no workgroup reads from here.
+layout(binding = 2) buffer K { vec4 k4[]; };                  // [L, C / 4]
+layout(binding = 3) buffer V { float v_cache[]; };            // [L, C]
 // The position (dynamic_pos 1), or per query its sequence's {position, first texel of its cache}
 // (dynamic_pos 2: [T, 2]).
 layout(binding = 4) readonly buffer Step { uint step[]; };
@@ -55,18 +63,52 @@ float tree(float v, bool is_max) {
   return r;
 }
 
+uint h, G, C4, QS4;  // the head, its texels, a cache row's texels, a q row's texels
+uint cache0;         // the texel of the keys' row 0 in the caches
+uint first_new;      // with p.store: the first key read from q (L without: none)
+uint q_first;        // q's row of key first_new
+
+// Texel i of key j's head slice; value d of it.
+vec4 key_texel(uint j, uint i) {
+  if (j >= first_new) return q4[(q_first + j - first_new) * QS4 + C4 + h * G + i];
+  return k4[cache0 + j * C4 + h * G + i];
+}
+float value(uint j, uint d) {
+  if (j >= first_new) {
+    const uint e = (q_first + j - first_new) * QS4 * 4 + 2 * p.C + h * D + d;
+    return q4[e / 4][e % 4];
+  }
+  return v_cache[cache0 * 4 + j * p.C + h * D + d];
+}
+
 void main() {
-  const uint block = gl_WorkGroupID.x, h = gl_WorkGroupID.y, t = gl_WorkGroupID.z;
+  const uint block = gl_WorkGroupID.x, t = gl_WorkGroupID.z;
   const uint H = gl_NumWorkGroups.y, tid = gl_LocalInvocationID.x;
-  const uint G = D / 4, C4 = p.C / 4;
+  h = gl_WorkGroupID.y;
+  G = D / 4;
+  C4 = p.C / 4;
+  QS4 = p.q_stride / 4;
   const bool sequences = p.dynamic_pos == 2;  // a batch of sequences
   const uint L = sequences ? step[2 * t] + 1 : p.L + (p.dynamic_pos != 0 ? step[0] : 0);
-  const uint cache0 = sequences ? step[2 * t + 1] : 0;  // the texel of the keys' row 0
+  cache0 = sequences ? step[2 * t + 1] : 0;
+  // The new keys: a batch query's own (q row t), else the last T (q rows 0 .. T - 1).
+  first_new = p.store == 0 ? L : sequences ? L - 1 : L - p.T;
+  q_first = sequences ? t : 0;
   // A batch's query is the last of its sequence's L positions.
   const uint n_keys = p.causal != 0 && !sequences ? L - p.T + t + 1 : L;
   const uint k0 = block * ATTENTION_SPLIT_BLOCK;
   const uint n = k0 < n_keys ? min(ATTENTION_SPLIT_BLOCK, n_keys - k0) : 0;
   const uint dst = ((t * H + h) * p.splits + block) * (D + 2);
+  // The fused store: this block's new rows of head h, by one query's workgroups.
+  if (p.store != 0 && (sequences || t + 1 == p.T)) {
+    const uint j0 = max(k0, first_new), j1 = min(k0 + ATTENTION_SPLIT_BLOCK, L);
+    for (uint e = tid; j0 < j1 && e < (j1 - j0) * G; e += WG) {
+      const uint j = j0 + e / G, i = e % G;
+      k4[cache0 + j * C4 + h * G + i] = key_texel(j, i);
+      for (uint c = 0; c < 4; c++)
+        v_cache[cache0 * 4 + j * p.C + h * D + i * 4 + c] = value(j, i * 4 + c);
+    }
+  }
   if (n == 0) {  // uniform over the workgroup: it leaves before any barrier
     for (uint d = tid; d < D; d += WG) part[dst + d] = 0.0;
     if (tid == 0) {
@@ -85,9 +127,9 @@ void main() {
     const uint nb = min(batch, n - b0);
     if (kr < KR)
       for (uint j = kr; j < nb; j += KR) {
-        const uint row = cache0 + (k0 + b0 + j) * C4 + h * G;
+        const uint key = k0 + b0 + j;
         float s = 0.0;
-        for (uint i = lane; i < G; i += LK) s += dot(q_sh[i], k4[row + i]);
+        for (uint i = lane; i < G; i += LK) s += dot(q_sh[i], key_texel(key, i));
         dots[j * (LK + 1) + lane] = s;
       }
     barrier();
@@ -115,10 +157,9 @@ void main() {
   if (part_id < parts)
     for (uint j = part_id; j < n; j += parts) {
       const float wj = w_sh[j];
-      const uint row = cache0 * 4 + (k0 + j) * p.C + h * D;
       for (uint i = 0; i < DPT; i++) {
         const uint d = d0 + i * WG;
-        if (d < D) acc[i] += wj * v_cache[row + d];
+        if (d < D) acc[i] += wj * value(k0 + j, d);
       }
     }
   if (parts > 1) {

@@ -1,9 +1,7 @@
 #version 450
 // Appends this step's keys and values to one layer's cache: row t of the fused QKV projection
 // (Q | K | V, as GPT-2's c_attn lays it out) goes to cache row pos + t. One invocation per
-// element of K (it copies the matching element of V too). A batch (dynamic_pos 2): row t is the
-// one new token of a sequence of its own and goes to row step[2t] of the cache that starts at
-// float 4 * step[2t + 1].
+// element of K (it copies the matching element of V too).
 #extension GL_GOOGLE_include_directive : require
 #include "kv_store.h"
 #include "common/index.glsl"
@@ -21,8 +19,7 @@ void main() {
   if (i >= p.T * p.C) return;
   uint t = i / p.C, c = i % p.C;
   const uint src = t * 3 * p.C + c;
-  const uint dst = p.dynamic_pos == 2 ? step[2 * t + 1] * 4 + step[2 * t] * p.C + c
-                                      : (p.pos + (p.dynamic_pos != 0 ? step[0] : 0) + t) * p.C + c;
+  const uint dst = (p.pos + (p.dynamic_pos != 0 ? step[0] : 0) + t) * p.C + c;
   k_cache[dst] = qkv[src + p.C];
   v_cache[dst] = qkv[src + 2 * p.C];
 }

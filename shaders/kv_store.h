@@ -9,9 +9,8 @@ struct KvStorePush {
   uint T;    // new tokens
   uint C;    // model width: row length of the caches
   uint pos;  // cache row of the first new token
-  // 1: plus the Step binding's position, read when the kernel runs; 0: that is not read. 2: a
-  // batch, row t to the cache and position of the Step binding's row t ({pos, first texel of
-  // the cache}, as AttentionPush.dynamic_pos 2), pos unused.
+  // 1: plus the Step binding's position, read when the kernel runs; 0: that is not read. (A
+  // batch's keys and values are stored by attention_split or attention_texel_store themselves.)
   uint dynamic_pos;
 };
 PUSH_NAMESPACE_END

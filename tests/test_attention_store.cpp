@@ -7,6 +7,7 @@
 // kernels); the cache copies are exact.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -28,7 +29,8 @@ constexpr test::Tolerance kTol{1e-6, 1e-5};
 // each call reads the rows the earlier ones wrote: out after every call, and the caches at the
 // end, against model::cpu::kv_store + model::cpu::attention. The copies are exact; rows past the last written
 // keep their initial values. Calls up to fused_to keys are expected to be one dispatch (the
-// texel kernel with kv_store fused in), later ones two (kv_store, attention). With `tap`, every
+// texel kernel with kv_store fused in), later ones two (kv_store, attention); the split kernel
+// (kv_store fused in too) is always two (attention_split, attention_merge). With `tap`, every
 // call also writes its softmax weights (AttentionOptions::probs), checked against the reference's.
 void check_store(vk::Kernels& kernels, model::gpu::AttentionKernel kernel, uint32_t C, uint32_t H,
                  uint32_t n_ctx, std::initializer_list<uint32_t> steps, bool causal, unsigned seed,
@@ -46,6 +48,12 @@ void check_store(vk::Kernels& kernels, model::gpu::AttentionKernel kernel, uint3
   vk::Recorder rec(device, tap);  // with the tap, timestamps name the shaders that ran
   rec.begin();
   model::gpu::AttentionOptions options{causal, 0, kernel};
+  const bool split = kernel == model::gpu::AttentionKernel::Split;
+  vk::BufferSpan scratch;
+  if (split) {
+    scratch = arena.alloc(model::gpu::attention_split_scratch_bytes(std::max(steps), n_ctx, C, H));
+    options.scratch = &scratch;
+  }
   uint32_t pos = 0;
   for (uint32_t T : steps) {
     qkv.push_back(test::random_floats(size_t{T} * 3 * C, seed += 10));
@@ -56,7 +64,7 @@ void check_store(vk::Kernels& kernels, model::gpu::AttentionKernel kernel, uint3
     options.probs = tap ? &probs_gpu.back() : nullptr;
     const uint32_t before = rec.stats().dispatches;
     model::gpu::attention_store(kernels, rec, out_gpu.back(), k, v, qkv_gpu.back(), T, pos, C, H, options);
-    CHECK(rec.stats().dispatches - before == (pos + T <= fused_to ? 1u : 2u));
+    CHECK(rec.stats().dispatches - before == (!split && pos + T <= fused_to ? 1u : 2u));
     model::cpu::kv_store(k_ref.data(), v_ref.data(), qkv.back().data(), T, C, pos);
     ref.emplace_back(size_t{T} * C);
     model::cpu::attention(ref.back().data(), qkv.back().data(), 3 * size_t{C}, k_ref.data(),
@@ -73,6 +81,7 @@ void check_store(vk::Kernels& kernels, model::gpu::AttentionKernel kernel, uint3
                     t.shader);
   const std::string what = std::string(kernel == model::gpu::AttentionKernel::Texel      ? "texel"
                                        : kernel == model::gpu::AttentionKernel::Portable ? "portable"
+                                       : split                                           ? "split"
                                                                                   : "auto") +
                            " C=" + std::to_string(C) + " H=" + std::to_string(H) +
                            (causal ? " causal" : " bidirectional");
@@ -96,6 +105,11 @@ void check_store(vk::Kernels& kernels, model::gpu::AttentionKernel kernel, uint3
 
 TEST_CASE("attention_store: kv_store and attention in one call, step after step") {
   GPU_TEST(g);
+  // The split kernel with the store fused: a prompt of 37 writes new keys in its one block from
+  // its last query's workgroups, a decode step one key; 64 + 1 keys cross into a second block.
+  check_store(g.kernels, model::gpu::AttentionKernel::Split, 96, 3, 80, {37, 5, 1, 1, 8, 14, 1},
+              true, 900, 0);
+  check_store(g.kernels, model::gpu::AttentionKernel::Split, 32, 4, 40, {17, 2}, false, 950, 0);
   for (model::gpu::AttentionKernel kernel :
        {model::gpu::AttentionKernel::Portable, model::gpu::AttentionKernel::Texel}) {
     if (kernel == model::gpu::AttentionKernel::Texel && !g.device.caps().storage_texel_buffers) continue;
@@ -189,8 +203,8 @@ TEST_CASE("attention_store_batch: each row as its decode step alone, both kernel
     rec.begin();
     const uint32_t before = rec.stats().dispatches;
     model::gpu::attention_store_batch(g.kernels(), rec, out, k, v, q, rows_gpu, B, longest, C, H, o);
-    // The texel kernel's one dispatch, or kv_store, attention_split and attention_merge.
-    CHECK(rec.stats().dispatches - before == (texel ? 1u : 3u));
+    // The texel kernel's one dispatch, or attention_split (the store fused) and attention_merge.
+    CHECK(rec.stats().dispatches - before == (texel ? 1u : 2u));
     // Each row alone on the other copy of the caches: attention_store of one token on the same
     // kernel.
     model::gpu::AttentionOptions one;
@@ -207,7 +221,7 @@ TEST_CASE("attention_store_batch: each row as its decode step alone, both kernel
     if (caps.timestamps) {
       const std::vector<vk::DispatchTime> ran = rec.timings();
       REQUIRE(!ran.empty());
-      CHECK(ran[0].shader == (texel ? "attention_texel_store" : "kv_store"));
+      CHECK(ran[0].shader == (texel ? "attention_texel_store" : "attention_split"));
     }
     const std::vector<float> got = test::from_gpu(g, out, size_t{B} * C);
     std::vector<float> kr = k_ref, vr = v_ref;

@@ -391,9 +391,9 @@ void attention_store_batch(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSp
     dispatch_texel(k, rec, c, push);
     return;
   }
-  // Split: each row's key and value to its cache, then the split kernel over the longest row's
-  // key blocks, the caches bound whole as the texel kernel binds them.
-  kv_store_batch(k, rec, k_caches, v_caches, qkv, c.step_span(), T, C);
+  // Split, with each row's key and value stored into its cache by the same dispatch, over the
+  // longest row's key blocks, the caches bound whole as the texel kernel binds them.
+  push.store = 1;
   Call longest = c;
   longest.L = max_len;
   dispatch_split(k, rec, longest, push);
@@ -414,8 +414,15 @@ void attention_store(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& ou
   check_shapes(out, qkv, 3 * C, k_cache, v_cache, T, L, C, H, options.causal);
   const Call c{out, qkv, k_cache, v_cache, 3 * C, T, L, C, H, true, options.probs,
                options.scratch, options.step};
-  if (choose_kernel(k.device(), c, options.kernel) == AttentionKernel::Texel) {
+  const AttentionKernel kernel = choose_kernel(k.device(), c, options.kernel);
+  if (kernel == AttentionKernel::Texel) {
     dispatch_texel(k, rec, c, make_push(c, options));
+    return;
+  }
+  if (kernel == AttentionKernel::Split) {  // the KV store fused in (attention_split.comp)
+    push::AttentionPush push = make_push(c, options);
+    push.store = 1;
+    dispatch_split(k, rec, c, push);
     return;
   }
   kv_store(k, rec, k_cache, v_cache, qkv, T, C, pos, options.step);

@@ -25,8 +25,8 @@ void embedding(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
                uint32_t period = 0);
 
 // A batch of T sequences' next tokens (serving several sequences at once): row t is token
-// ids[t] at the position rows[2 t] (the batch table that kv_store_batch and
-// attention_store_batch read: {position, cache texel} per row), read when the kernel runs, so
+// ids[t] at the position rows[2 t] (the batch table that attention_store_batch reads:
+// {position, cache texel} per row), read when the kernel runs, so
 // one recording serves every step. Every position must be below n_pos (for learned positions,
 // wpe's rows; the host checks them before it writes the table).
 //   [T] ids, rows [T, 2] uint32 -> out [T, C]

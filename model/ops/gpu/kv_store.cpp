@@ -36,21 +36,4 @@ void kv_store(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& k_cache,
                vk::groups_for(k.device(), p, uint64_t{T} * C));
 }
 
-void kv_store_batch(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& k_caches,
-                    const vk::BufferSpan& v_caches, const vk::BufferSpan& qkv,
-                    const vk::BufferSpan& rows, uint32_t T, uint32_t C) {
-  if (T == 0 || C == 0)
-    throw vk::Error("kv_store_batch: T=" + std::to_string(T) + " and C=" + std::to_string(C) +
-                     " must both be positive");
-  require_elements("kv_store_batch", "qkv", qkv, uint64_t{T} * 3 * C);
-  require_elements("kv_store_batch", "rows", rows, uint64_t{T} * 2, sizeof(uint32_t));
-  const vk::Pipeline& p = k.get("kv_store", {{default_workgroup(k.device().caps()), 1, 1}, {}});
-  const uint64_t bytes = std::min(k_caches.size, v_caches.size) / 16 * 16;  // the caches whole
-  rec.dispatch(p,
-               {k_caches.sub(0, bytes), v_caches.sub(0, bytes),
-                qkv.sub(0, uint64_t{T} * 3 * C * sizeof(float)),
-                rows.sub(0, uint64_t{T} * 2 * sizeof(uint32_t))},
-               push::KvStorePush{T, C, 0, 2u}, vk::groups_for(k.device(), p, uint64_t{T} * C));
-}
-
 }  // namespace model::gpu

@@ -12,12 +12,4 @@ void kv_store(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& k_cache,
               const vk::BufferSpan& v_cache, const vk::BufferSpan& qkv, uint32_t T, uint32_t C,
               uint32_t pos, const vk::BufferSpan* step = nullptr);
 
-// A batch of T sequences' one new token each (attention_store_batch's): row t's key and value go
-// to row pos of the cache starting at texel (16 bytes) `first` of k_caches and v_caches, {pos,
-// first} being row t of `rows`, read when the kernel runs. The host keeps them within the spans.
-//                 [T, 3C], rows [T, 2] uint32 -> k_caches, v_caches (every sequence's cache)
-void kv_store_batch(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& k_caches,
-                    const vk::BufferSpan& v_caches, const vk::BufferSpan& qkv,
-                    const vk::BufferSpan& rows, uint32_t T, uint32_t C);
-
 }  // namespace model::gpu
