@@ -140,6 +140,21 @@ TEST_CASE("matmul splits tensors larger than maxStorageBufferRange") {
       vk::RecorderStats stats;
       CHECK(matches(p, run_gpu(small, kernels, p, MatmulKernel::VectorWide, &stats), what));
       CHECK(stats.dispatches >= 2);
+      // With a fused LayerNorm: every chunk and pass takes its rows' statistics itself.
+      const std::vector<float> gamma = test::random_floats(c.K, seed + 1, 0.5f, 1.5f);
+      const std::vector<float> beta = test::random_floats(c.K, seed + 2);
+      std::vector<float> h(p.x.size());
+      model::cpu::layernorm(h.data(), p.x.data(), gamma.data(), beta.data(), T, c.K, 1e-5f,
+                            model::LayerNormKind::Standard);
+      Problem ref = p;
+      ref.x = h;
+      ref = test::make_problem_from(ref);
+      vk::Arena arena(small, 1024, vk::MemoryKind::Device, "test norm");
+      const model::gpu::MatmulNorm norm{upload(small, arena, gamma.data(), c.K * 4),
+                                        upload(small, arena, beta.data(), c.K * 4)};
+      CHECK(matches(ref, run_gpu(small, kernels, p, MatmulKernel::VectorWide, &stats, &norm),
+                    what + " +layernorm"));
+      CHECK(stats.dispatches >= 2);
     }
 
   // An activation over an in-place residual cannot survive a split over K; a row of x wider
