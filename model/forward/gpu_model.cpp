@@ -730,7 +730,8 @@ void GpuBackend::norm_linear(Buf out, Buf in, const GpuNorm& n, const GpuLinear&
                              const Epilogue& e, uint32_t in_row) {
   const uint64_t w_bytes = uint64_t{l.K} * l.N * dtype_bytes(l.w->dtype);
   const bool interleaved = l.w->layout == WeightLayout::Interleaved && in_row == 0;
-  const bool wide = l.w->layout == WeightLayout::NK && T <= gpu::kMatmulVecRows &&
+  const bool wide = m.policy_.nk_weights && l.w->layout == WeightLayout::NK &&
+                    T <= gpu::kMatmulVecRows &&
                     gpu::matmul_wide_supported(l.w->dtype, l.w->layout, l.K, buf(in).offset,
                                                l.w->span.offset);
   if ((interleaved || wide) && w_bytes <= m.policy_.norm_linear_max_bytes) {
