@@ -340,51 +340,57 @@ TEST_CASE("embedding of several sequences in one call (period)") {
 }
 
 // embedding_batch: each row its own sequence at the position the batch table gives it (serving
-// several sequences at once), against the reference per row. Learned and none: exact;
-// sinusoidal: the tolerance above at the largest position. The table is written after the
-// recording and again between two submissions of it, as a replayed decode step does.
+// several sequences at once), against the reference per row, fp32 or fp16 weights, wte plain or
+// interleaved. Learned and none: exact; sinusoidal: the tolerance above at the largest position.
+// The table is written after the recording and again between two submissions of it, as a
+// replayed decode step does.
 TEST_CASE("embedding of a batch, each row at its table's position") {
   GPU_TEST(g);
-  const uint32_t B = 5, C = 12, V = 9, n_pos = 40;
+  const uint32_t B = 5, C = 16, V = 9, n_pos = 40;
   const std::vector<int32_t> ids = {8, 0, 3, 3, 5};
-  const std::vector<float> wte = test::random_floats(size_t{V} * C, 700),
-                           wpe = test::random_floats(size_t{n_pos} * C, 701);
   vk::Arena arena(g.device, 65536, vk::MemoryKind::Device, "test embedding batch");
-  const model::gpu::Weight gwte{test::to_gpu(g.device, arena, wte), DType::F32},
-                           gwpe{test::to_gpu(g.device, arena, wpe), DType::F32};
   const vk::BufferSpan gids = arena.alloc(ids.size() * 4), out = arena.alloc(size_t{B} * C * 4);
   const vk::BufferSpan table = arena.alloc(size_t{B} * 8);
   model::gpu::upload_ids(g.device, gids, ids, V);
   // {position, cache texel} per row; the texels are what kv_store reads and must not matter.
   const std::vector<std::vector<uint32_t>> steps = {{0, 7, 39, 1, 12, 99, 5, 3, 20, 0},
                                                     {1, 7, 3, 1, 13, 99, 6, 3, 38, 0}};
-  for (PositionKind position :
-       {PositionKind::Learned, PositionKind::None, PositionKind::Sinusoidal}) {
-    CAPTURE(static_cast<int>(position));
-    vk::Recorder rec(g.device);
-    rec.begin();
-    model::gpu::embedding_batch(g.kernels, rec, out, gids, gwte, &gwpe, B, C, V, n_pos, position,
-                                false, table);
-    rec.end();
-    CHECK(rec.stats().dispatches == 1);
-    for (const std::vector<uint32_t>& at : steps) {
-      vk::upload(g.device, table, at.data(), at.size() * 4);
-      rec.submit();
-      rec.wait();
-      std::vector<float> ref(size_t{B} * C);
-      for (uint32_t b = 0; b < B; b++)
-        model::cpu::embedding(ref.data() + size_t{b} * C, &ids[b], wte.data(), wpe.data(), 1, C, V,
-                              n_pos, at[2 * b], position);
-      CHECK(test::close("embedding batch", test::from_gpu(g.device, out, ref.size()), ref,
-                        position == PositionKind::Sinusoidal
-                            ? test::Tolerance{1e-6 + 39 * std::ldexp(1.0, -22), 0}
-                            : test::Tolerance{0, 0}));
-    }
-  }
+  for (DType dtype : {DType::F32, DType::F16})
+    for (bool interleaved : {false, true})
+      for (PositionKind position :
+           {PositionKind::Learned, PositionKind::None, PositionKind::Sinusoidal}) {
+        CAPTURE(static_cast<int>(dtype));
+        CAPTURE(interleaved);
+        CAPTURE(static_cast<int>(position));
+        const HostWeight wte = make_weight(g.device, arena, size_t{V} * C, dtype, 700);
+        const HostWeight wpe = make_weight(g.device, arena, size_t{n_pos} * C, dtype, 701);
+        const model::gpu::Weight wte_gpu =
+            interleaved ? interleaved_wte(g.device, arena, wte, C, V) : wte.gpu;
+        vk::Recorder rec(g.device);
+        rec.begin();
+        model::gpu::embedding_batch(g.kernels, rec, out, gids, wte_gpu, &wpe.gpu, B, C, V, n_pos,
+                                    position, interleaved, table);
+        rec.end();
+        CHECK(rec.stats().dispatches == 1);
+        for (const std::vector<uint32_t>& at : steps) {
+          vk::upload(g.device, table, at.data(), at.size() * 4);
+          rec.submit();
+          rec.wait();
+          std::vector<float> ref(size_t{B} * C);
+          for (uint32_t b = 0; b < B; b++)
+            model::cpu::embedding(ref.data() + size_t{b} * C, &ids[b], wte.seen.data(),
+                                  wpe.seen.data(), 1, C, V, n_pos, at[2 * b], position);
+          CHECK(test::close("embedding batch", test::from_gpu(g.device, out, ref.size()), ref,
+                            position == PositionKind::Sinusoidal
+                                ? test::Tolerance{1e-6 + 39 * std::ldexp(1.0, -22), 0}
+                                : test::Tolerance{0, 0}));
+        }
+      }
+  const HostWeight wte = make_weight(g.device, arena, size_t{V} * C, DType::F32, 702);
   vk::Recorder rec(g.device);
   rec.begin();
-  CHECK_THROWS_WITH_AS(model::gpu::embedding_batch(g.kernels, rec, out, gids, gwte, &gwpe, B, C, V,
-                                                   n_pos, PositionKind::Learned, false,
+  CHECK_THROWS_WITH_AS(model::gpu::embedding_batch(g.kernels, rec, out, gids, wte.gpu, &wte.gpu, B,
+                                                   C, V, n_pos, PositionKind::None, false,
                                                    table.sub(0, 8 * (B - 1))),
                        doctest::Contains("rows"), vk::Error);
   rec.end();
