@@ -215,25 +215,16 @@ void plan_tiled(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype,
 
 // The cooperative-matrix tiles: on the matrix units, or (CoopEmulated) emulated, with the
 // staged tiles then fp32 rather than fp16 in shared memory.
+constexpr uint32_t kCoopWorkgroup = push::MATMUL_COOP_LANES * push::MATMUL_COOP_SUBGROUPS;
+
 void plan_coop(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype, uint32_t N,
                bool hardware) {
   const vk::DeviceCaps& caps = k.device().caps();
-  const uint32_t wg = push::MATMUL_COOP_LANES * push::MATMUL_COOP_SUBGROUPS;
-  if (hardware && !(caps.coop_matrix && caps.subgroup_size == push::MATMUL_COOP_LANES))
-    fail("matmul", "device '" + caps.name +
-         "' has no cooperative matrices of 16 x 16 x 16 fp16 with 32-lane subgroups");
-  if (caps.max_workgroup_invocations < wg || caps.max_workgroup_size[0] < wg)
-    fail("matmul", "the cooperative-matrix tiling needs workgroups of " + std::to_string(wg) +
-         " invocations; device '" + caps.name + "' allows fewer");
-  // Staged rows of BK + 8 elements, fp16 on the matrix units and fp32 in the emulation; then each
-  // subgroup's fp32 block of out.
-  const uint32_t row = (push::MATMUL_COOP_BK + 8) * (hardware ? 2 : 4);
-  require_shared_memory(caps, "matmul",
-                        (push::MATMUL_COOP_BM + push::MATMUL_COOP_BN) * row +
-                            push::MATMUL_COOP_BM * 2 * push::MATMUL_COOP_C_STRIDE * 4);
+  if (const std::string why = matmul_coop_unsupported(caps, hardware); !why.empty())
+    fail("matmul", why);
   fit_tiles(caps, plan, o, N, push::MATMUL_COOP_BM, push::MATMUL_COOP_BN);
   const auto spec = [&](Activation a) {
-    return vk::Specialization{{wg, 1, 1},
+    return vk::Specialization{{kCoopWorkgroup, 1, 1},
                                {static_cast<uint32_t>(o.layout), static_cast<uint32_t>(dtype),
                                 static_cast<uint32_t>(a)}};
   };
@@ -363,6 +354,25 @@ bool matmul_texel_supported(const vk::DeviceCaps& caps, DType dtype, WeightLayou
   const uint32_t per_texel = static_cast<uint32_t>(16 / dtype_bytes(dtype));
   return caps.storage_texel_buffers && caps.max_texel_buffer_elements > 0 && K % 4 == 0 &&
          (layout == WeightLayout::NK ? K : N) % per_texel == 0;
+}
+
+std::string matmul_coop_unsupported(const vk::DeviceCaps& caps, bool hardware) {
+  const uint32_t wg = kCoopWorkgroup;
+  if (hardware && !(caps.coop_matrix && caps.subgroup_size == push::MATMUL_COOP_LANES))
+    return "device '" + caps.name +
+           "' has no cooperative matrices of 16 x 16 x 16 fp16 with 32-lane subgroups";
+  if (caps.max_workgroup_invocations < wg || caps.max_workgroup_size[0] < wg)
+    return "the cooperative-matrix tiling needs workgroups of " + std::to_string(wg) +
+           " invocations; device '" + caps.name + "' allows fewer";
+  // Staged rows of BK + 8 elements, fp16 on the matrix units and fp32 in the emulation; then each
+  // subgroup's fp32 block of out.
+  const uint32_t row = (push::MATMUL_COOP_BK + 8) * (hardware ? 2 : 4);
+  const uint32_t shared = (push::MATMUL_COOP_BM + push::MATMUL_COOP_BN) * row +
+                          push::MATMUL_COOP_BM * 2 * push::MATMUL_COOP_C_STRIDE * 4;
+  if (caps.max_shared_memory < shared)
+    return "needs " + std::to_string(shared) + " bytes of shared memory; device '" + caps.name +
+           "' allows " + std::to_string(caps.max_shared_memory);
+  return {};
 }
 
 bool matmul_wide_supported(DType dtype, WeightLayout layout, uint32_t K, uint64_t x_offset,

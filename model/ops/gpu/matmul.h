@@ -72,6 +72,10 @@ struct MatmulOptions {
 // and the weight's contiguous axis (N of [K, N], K of [N, K]) in whole texels (8 fp16, 4 fp32).
 bool matmul_texel_supported(const vk::DeviceCaps& caps, DType dtype, WeightLayout layout,
                             uint32_t K, uint32_t N);
+// Why the cooperative-matrix tiling cannot run on this device (empty: it can): on its matrix
+// units (hardware: Coop) or emulated (CoopEmulated). The kernel policy asks it before choosing
+// Coop; the matmul fails with it.
+std::string matmul_coop_unsupported(const vk::DeviceCaps& caps, bool hardware);
 // Whether VectorWide can run this call: W [N, K], K in whole 16-byte vectors (8 fp16 or 4 fp32),
 // and x's and W's spans starting on 16 bytes.
 bool matmul_wide_supported(DType dtype, WeightLayout layout, uint32_t K, uint64_t x_offset,

@@ -4,7 +4,7 @@
 #include <cctype>
 #include <regex>
 
-#include "shaders/matmul.h"
+#include "model/ops/gpu/matmul.h"
 
 namespace model::gpu {
 namespace {
@@ -71,15 +71,7 @@ KernelPolicy choose_policy(const vk::DeviceCaps& caps, vk::KernelSet asked,
     p.split_attention = true;
     p.tuning = gpu_tuning(caps);
     p.norm_linear_max_bytes = p.tuning.norm_gemv_max_bytes;
-    // What plan_coop requires (model/ops/gpu/matmul.cpp): four 32-lane subgroups in a workgroup
-    // along x, and the fp16 tiles and fp32 blocks in shared memory.
-    const uint32_t wg = push::MATMUL_COOP_LANES * push::MATMUL_COOP_SUBGROUPS;
-    const uint32_t shared = (push::MATMUL_COOP_BM + push::MATMUL_COOP_BN) *
-                                (push::MATMUL_COOP_BK + 8) * 2 +
-                            push::MATMUL_COOP_BM * 2 * push::MATMUL_COOP_C_STRIDE * 4;
-    const bool units = caps.coop_matrix && caps.subgroup_size == push::MATMUL_COOP_LANES &&
-                       caps.max_workgroup_invocations >= wg && caps.max_workgroup_size[0] >= wg &&
-                       caps.max_shared_memory >= shared;
+    const bool units = matmul_coop_unsupported(caps, true).empty();
     p.coop_matrix = units && coop.value_or(p.tuning.coop_matrix_prompts);
   }
   return p;
