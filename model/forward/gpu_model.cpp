@@ -109,6 +109,10 @@ class GpuModel final : public Model {
   // chunk before the `last` computes no head unless all rows are asked for.
   Head record_pass(uint32_t T, uint32_t pos, bool all_rows, uint32_t k, bool dry,
                    bool last = true);
+  // Submits that pass: where `replayable` (and replay is on), a dry recording first, and where it
+  // matches the last real one, that one again (Recorder::replay); else recorded anew.
+  Head submit_pass(bool replayable, uint32_t T, uint32_t pos, bool all_rows, uint32_t k,
+                   bool last = true);
   // run() at `pos` in the active slot's cache.
   void run_at(uint32_t pos, std::span<const int32_t> ids, bool all_rows, uint32_t k,
               std::vector<float>& logits, std::vector<int32_t>& top_ids);
@@ -566,20 +570,22 @@ Head GpuModel::run_pass(std::span<const int32_t> ids, uint32_t pos, bool all_row
 
   // A decode step: a dry recording says whether the last recording would be recorded again;
   // then it is submitted as it is (no descriptor writes, no commands), else recorded anew.
-  Head head;
-  if (replay_ && T == 1 && !all_rows) {
-    head = record_pass(T, pos, all_rows, k, true, last);
+  const Head head = submit_pass(T == 1 && !all_rows, T, pos, all_rows, k, last);
+  rec_.wait();
+  return head;
+}
+
+Head GpuModel::submit_pass(bool replayable, uint32_t T, uint32_t pos, bool all_rows, uint32_t k,
+                           bool last) {
+  if (replay_ && replayable) {
+    const Head head = record_pass(T, pos, all_rows, k, true, last);
     if (rec_.dry_matches()) {
       rec_.replay();
-    } else {
-      record_pass(T, pos, all_rows, k, false, last);
-      rec_.submit();
+      return head;
     }
-  } else {
-    head = record_pass(T, pos, all_rows, k, false, last);
-    rec_.submit();
   }
-  rec_.wait();
+  const Head head = record_pass(T, pos, all_rows, k, false, last);
+  rec_.submit();
   return head;
 }
 
@@ -664,14 +670,7 @@ std::vector<float> GpuModel::slot_decode(std::span<const SlotToken> rows) {
     // is cut into submissions): a dry recording says so, and the last real one is submitted
     // again, as for a single sequence's decode steps (run_pass).
     const SlotPass pass(*this, 0, &batch);
-    const bool dry = replay_;
-    if (dry) record_pass(B, last, true, 0, true);
-    if (dry && rec_.dry_matches()) {
-      rec_.replay();
-    } else {
-      record_pass(B, last, true, 0, false);
-      rec_.submit();
-    }
+    submit_pass(true, B, last, true, 0);
     rec_.wait();
   }
   stats_ = rec_.stats();
