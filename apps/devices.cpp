@@ -44,8 +44,9 @@ void print(const vk::PhysicalDevice& d, const vk::DeviceOptions& asked) {
   std::printf("  cooperative matrices    %s\n",
               !c.coop_matrix_shapes.empty()
                   ? ("VK_NV_cooperative_matrix, fp16 -> fp32 " + c.coop_matrix_shapes +
-                     (c.coop_matrix ? " (16x16x16 usable: GPT2VK_COOP_MATRIX)"
-                                    : " (not usable: no 16x16x16, or a feature it needs is missing)"))
+                     (c.coop_matrix
+                          ? " (16x16x16 usable: GPT2VK_COOP_MATRIX)"
+                          : " (not usable: no 16x16x16, or a feature it needs is missing)"))
                         .c_str()
               : c.coop_matrix_khr ? "VK_KHR_cooperative_matrix only (not used yet)"
                                   : "none");

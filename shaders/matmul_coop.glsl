@@ -12,8 +12,9 @@
 // column-major K x N: W [N, K] rows are contiguous along K) in shared memory, rounded to fp16 as
 // the matrix units' inputs are; the next step's elements are already on their way into
 // registers while the fragments multiply (two steps in flight ran no faster on an H100:
-// docs/benchmark.md, "The cooperative-matrix path"). At the end each subgroup stores its fragments to its
-// own region of shared memory, and its lanes apply the epilogue along n (coalesced stores).
+// docs/benchmark.md, "The cooperative-matrix path"). At the end each subgroup stores its
+// fragments to its own region of shared memory, and its lanes apply the epilogue along n
+// (coalesced stores).
 #include "matmul.glsl"
 
 #if MATMUL_COOP_HARDWARE

@@ -274,8 +274,9 @@ TEST_CASE("matmul's wide kernel with a fused LayerNorm matches layernorm then ma
     for (model::LayerNormKind kind :
          {model::LayerNormKind::Standard, model::LayerNormKind::StdPlusEps})
       for (DType dtype : {DType::F32, DType::F16})
-        for (auto [T, K, N, x_row] : {std::tuple{1u, 768u, 130u, 0u}, std::tuple{3u, 1600u, 45u, 2u},
-                                      std::tuple{8u, 64u, 70u, 0u}, std::tuple{5u, 768u, 200u, 9u}}) {
+        for (auto [T, K, N, x_row] :
+             {std::tuple{1u, 768u, 130u, 0u}, std::tuple{3u, 1600u, 45u, 2u},
+              std::tuple{8u, 64u, 70u, 0u}, std::tuple{5u, 768u, 200u, 9u}}) {
           Case c{T, K, N, true, Activation::GeluTanh,
                  x_row == 2 ? Residual::InPlace : Residual::Separate, WeightLayout::NK, dtype};
           const std::string what =

@@ -76,6 +76,8 @@ void embed(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out, const v
              {static_cast<uint32_t>(wte.dtype), dtype_pos, static_cast<uint32_t>(position),
               wte_interleaved ? 1u : 0u}});
   const vk::Groups groups = vk::groups_for(k.device(), p, uint64_t{T} * C);
+  const vk::BufferSpan step_bound =
+      dynamic == 2 ? step->sub(0, uint64_t{2} * T * 4) : step_binding("embedding", step, ids);
   for (uint64_t v0 = 0; v0 < V; v0 += rows) {
     const uint64_t v1 = std::min<uint64_t>(V, v0 + rows);
     const uint64_t held = vk::align_up(v1 - v0, block);  // padding rows of the last block
@@ -83,8 +85,6 @@ void embed(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out, const v
     push.v_begin = static_cast<uint32_t>(v0);
     push.v_end = static_cast<uint32_t>(v1);
     push.wte_skip = rows_bound.skip;
-    const vk::BufferSpan step_bound =
-        dynamic == 2 ? step->sub(0, uint64_t{2} * T * 4) : step_binding("embedding", step, ids);
     rec.dispatch(p, {out, ids, rows_bound.span, pos.span, step_bound}, push, groups);
   }
 }

@@ -26,9 +26,9 @@ void embedding(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
 
 // A batch of T sequences' next tokens (serving several sequences at once): row t is token
 // ids[t] at the position rows[2 t] (the batch table that attention_store_batch reads:
-// {position, cache texel} per row), read when the kernel runs, so
-// one recording serves every step. Every position must be below n_pos (for learned positions,
-// wpe's rows; the host checks them before it writes the table).
+// {position, cache texel} per row), read when the kernel runs, so one recording serves every
+// step. Every position must be below n_pos (for learned positions, wpe's rows; the host checks
+// them before it writes the table).
 //   [T] ids, rows [T, 2] uint32 -> out [T, C]
 void embedding_batch(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
                      const vk::BufferSpan& ids, const Weight& wte, const Weight* wpe, uint32_t T,

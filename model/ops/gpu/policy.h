@@ -3,9 +3,10 @@
 // get) reads storage buffers: weights transposed to [N, K], matmul_vec_wide for a few rows (with
 // the LayerNorm before it fused in, up to a size), tiled matmul beyond, the split attention for
 // decoding, layernorm.comp otherwise. The CPU set (what CPU Vulkan devices such as lavapipe
-// get) reads through storage texel buffers, where llvmpipe gathers a whole vector per lane: interleaved weights for matmul_interleaved, the texel attention with the KV
-// store fused in, the texel LayerNorm, LayerNorms fused into small matmuls, an argmax head for
-// greedy decoding, and few large top-k workgroups. Why each pays: docs/benchmark.md.
+// get) reads through storage texel buffers, where llvmpipe gathers a whole vector per lane:
+// interleaved weights for matmul_interleaved, the texel attention with the KV store fused in,
+// the texel LayerNorm, LayerNorms fused into small matmuls, an argmax head for greedy
+// decoding, and few large top-k workgroups. Why each pays: docs/benchmark.md.
 //
 // A device runs the set its options ask for (vk::DeviceOptions::kernels: --kernels,
 // GPT2VK_KERNELS), or for Auto the one its type calls for; forcing either runs it anywhere, so
