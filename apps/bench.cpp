@@ -362,13 +362,14 @@ void print_profile(FILE* out, const std::string& title, const Profile& p, const 
 // Where the time of a prefill pass and of a decoded token goes, on a model instance of its own
 // with timestamps on, warmed up first like the timed runs.
 void profile(const model::Checkpoint& ckpt, const vk::Device& device, model::Precision precision,
-             uint32_t split_layers, uint32_t prompt, uint32_t gen, uint32_t parallel,
+             model::Precision kv_cache, uint32_t split_layers, uint32_t prompt, uint32_t gen, uint32_t parallel,
              double bandwidth, FILE* out) {
   if (!device.caps().timestamps)
     std::fprintf(out, "\n'%s' has no compute timestamps: the op times are missing\n",
                  device.caps().name.c_str());
   model::GpuModelOptions o;
   o.precision = precision;
+  o.kv_cache = kv_cache;
   o.timestamps = true;
   o.split_layers = split_layers;
   if (parallel > 1) {
@@ -379,6 +380,7 @@ void profile(const model::Checkpoint& ckpt, const vk::Device& device, model::Pre
   const int32_t first = first_token(m->config());
   time_decode(*m, first, 1);
   const std::string where = " on " + device.caps().name + ", " + model::precision_name(precision) +
+                            (kv_cache == model::Precision::F16 ? ", fp16 KV cache" : "") +
                             "; GPU time from timestamp queries";
   if (prompt > 0) {
     const std::vector<int32_t> ids = random_ids(prompt, m->config().n_vocab);
@@ -437,7 +439,9 @@ int bench(const BenchArgs& args) {
   const Subject subject{folder_name(s.checkpoint->dir()),
                         cpu ? "CPU" : "Vulkan",
                         s.model->device_name(),
-                        model::precision_name(s.model->precision()),
+                        // The weights', and the KV cache's where it is not the default.
+                        std::string(model::precision_name(s.model->precision())) +
+                            (args.model.kv_cache == "f16" ? ", KV f16" : ""),
                         weight_bytes(c, s.model->precision()),
                         model::parameter_count(c)};
   run_tests(*s.model, tests, args.repeats);
@@ -471,7 +475,7 @@ int bench(const BenchArgs& args) {
   const uint32_t parallel =
       args.parallel.empty() ? 0 : *std::max_element(args.parallel.begin(), args.parallel.end());
   profile(*s.checkpoint, *s.device, model::parse_precision(args.model.precision),
-          args.model.split_layers, prompt, gen, parallel, args.bandwidth, args.json ? stderr : stdout);
+          model::parse_precision(args.model.kv_cache), args.model.split_layers, prompt, gen, parallel, args.bandwidth, args.json ? stderr : stdout);
   return 0;
 }
 

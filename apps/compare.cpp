@@ -38,7 +38,9 @@ int compare(const CompareArgs& args) {
   Session s = open_checkpoint(gpu_args);
   open_gpu(s, gpu_args);
   const model::Precision precision = s.model->precision();
-  std::unique_ptr<model::Model> cpu = model::make_cpu_model(*s.checkpoint, precision);
+  // The reference caches keys and values as the GPU does (--kv-cache).
+  std::unique_ptr<model::Model> cpu =
+      model::make_cpu_model(*s.checkpoint, precision, model::parse_precision(gpu_args.kv_cache));
   const std::vector<int32_t> ids = s.tokenizer->encode(text);
   const model::Config& c = s.model->config();
   model::check_prompt(c, ids.size());
@@ -47,8 +49,10 @@ int compare(const CompareArgs& args) {
   cpu->set_taps(true);
   const std::vector<float> g = s.model->logits(ids), r = cpu->logits(ids);
   const size_t V = c.n_vocab;
-  std::printf("%s vs CPU reference, %s weights, %zu tokens, tolerance %.1e x max(1, max|logit|)\n",
-              s.model->device_name().c_str(), model::precision_name(precision), ids.size(), args.tolerance);
+  std::printf("%s vs CPU reference, %s weights, %s KV cache, %zu tokens, tolerance %.1e x max(1, "
+              "max|logit|)\n",
+              s.model->device_name().c_str(), model::precision_name(precision),
+              gpu_args.kv_cache.c_str(), ids.size(), args.tolerance);
   for (uint32_t l = 0; l < c.n_layer; l++) {
     double d = 0, m = 0;
     for (size_t i = 0; i < cpu->taps()[l].size(); i++) {

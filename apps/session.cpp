@@ -17,6 +17,11 @@ void add_model_options(CLI::App& cmd, ModelArgs& args, bool model_only) {
   cmd.add_option("--device", args.device, "GPU index or name, or cpu for the CPU reference");
   cmd.add_option("--precision", args.precision, "weight storage: f16 (default) or f32")
       ->check(CLI::IsMember({"f16", "f32"}));
+  cmd.add_option("--kv-cache", args.kv_cache,
+                 "KV cache storage: f32 (default) or f16 (half the memory and of the bytes each "
+                 "decoded token's attention reads; logits move by about 1e-3 of their scale, "
+                 "docs/benchmark.md)")
+      ->check(CLI::IsMember({"f16", "f32"}));
   cmd.add_option("--kernels", args.kernels,
                  "the kernel set: gpu (what GPUs get), cpu (what CPU Vulkan devices such as "
                  "lavapipe get) or auto (by the device; default, or GPT2VK_KERNELS)")
@@ -64,6 +69,7 @@ void open_gpu(Session& s, const ModelArgs& args) {
   s.device = std::make_unique<vk::Device>(*s.instance, device_options(args));
   model::GpuModelOptions o;
   o.precision = model::parse_precision(args.precision);
+  o.kv_cache = model::parse_precision(args.kv_cache);
   o.split_layers = args.split_layers;
   o.slots = args.slots;
   o.slot_context = args.slot_context;
@@ -89,7 +95,8 @@ void open_model(Session& s, const ModelArgs& args) {
     if (args.slots > 1)
       throw std::runtime_error("the CPU reference decodes one sequence at a time; decoding " +
                                std::to_string(args.slots) + " together needs a GPU");
-    s.model = model::make_cpu_model(*s.checkpoint, model::parse_precision(args.precision));
+    s.model = model::make_cpu_model(*s.checkpoint, model::parse_precision(args.precision),
+                                    model::parse_precision(args.kv_cache));
     print_warnings(*s.model);
   } else {
     open_gpu(s, args);

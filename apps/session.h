@@ -17,6 +17,7 @@ struct ModelArgs {
   std::string model;              // folder; "" = the demo model shipped in the repository
   std::string device;             // index, name, or "cpu"; "" = the first GPU
   std::string precision = "f16";  // weight storage: f16 | f32
+  std::string kv_cache = "f32";   // the KV cache's elements: f32 | f16
   bool validation = false;
   uint32_t split_layers = 0;  // blocks per submission; 0 = automatic (GpuModelOptions)
   std::string kernels;        // auto | gpu | cpu; "" = GPT2VK_KERNELS, else auto
@@ -25,8 +26,8 @@ struct ModelArgs {
   uint32_t slot_context = 0;
 };
 
-// Adds --model, and unless `model_only`, --device, --precision, --kernels, --split-layers,
-// --validation.
+// Adds --model, and unless `model_only`, --device, --precision, --kv-cache, --kernels,
+// --split-layers, --validation.
 void add_model_options(CLI::App& cmd, ModelArgs& args, bool model_only = false);
 
 // The folder --model names, or the shipped demo model (with a clear error if it is missing).

@@ -19,11 +19,13 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 3) const uint D = 64;       // head dim, C / H
 layout(constant_id = 4) const uint CHUNK = 256;  // keys per chunk: score slots in shared memory
 layout(constant_id = 5) const uint DPT = 1;      // output dims per invocation when D > workgroup
+layout(constant_id = 6) const uint CACHE_DTYPE = DTYPE_F32;  // of the caches' elements
 
 layout(binding = 0) writeonly buffer Out { float out_[]; };  // [T, C], head h in cols h*D ..
 layout(binding = 1) readonly buffer Q { float q[]; };        // [T, q_stride], q in cols [0, C)
-layout(binding = 2) readonly buffer K { float k_cache[]; };  // [L, C]
-layout(binding = 3) readonly buffer V { float v_cache[]; };  // [L, C]
+// Words of the caches: fp32 bits, or two fp16 values (kv_store.comp).
+layout(binding = 2) readonly buffer K { uint k_cache[]; };  // [L, C]
+layout(binding = 3) readonly buffer V { uint v_cache[]; };  // [L, C]
 #if ATTENTION_PROBS
 layout(binding = 4) writeonly buffer Probs { float probs[]; };  // [H, T, L]
 #endif
@@ -42,12 +44,22 @@ shared REDUCE_T red[ATTENTION_MAX_WORKGROUP];  // the max reduction; then the pa
 
 uint L;  // keys: p.L, plus the Step position when dynamic
 
+// Element e of a cache.
+float key_at(uint e) {
+  if (CACHE_DTYPE == DTYPE_F16) return unpackHalf2x16(k_cache[e / 2])[e % 2];
+  return uintBitsToFloat(k_cache[e]);
+}
+float value_at(uint e) {
+  if (CACHE_DTYPE == DTYPE_F16) return unpackHalf2x16(v_cache[e / 2])[e % 2];
+  return uintBitsToFloat(v_cache[e]);
+}
+
 // The scaled score of the query in q_sh against the key at cache row j, head column col: the
 // one computation both the online softmax and the tap use, so the tap's weights are the sum's.
 float score(uint j, uint col) {
   const uint row = j * p.C + col;
   float s = 0.0;
-  for (uint d = 0; d < D; d++) s += q_sh[d] * k_cache[row + d];
+  for (uint d = 0; d < D; d++) s += q_sh[d] * key_at(row + d);
   return s * p.scale;
 }
 
@@ -98,7 +110,7 @@ void main() {
         weight_sum += w;
         for (uint i = 0; i < DPT; i++) {
           const uint d = d0 + i * WG;
-          if (d < D) acc[i] += w * v_cache[row + d];
+          if (d < D) acc[i] += w * value_at(row + d);
         }
       }
     }

@@ -28,15 +28,18 @@
 // then attention.
 #extension GL_GOOGLE_include_directive : require
 #include "attention.h"
+#include "common/half.glsl"
 
 layout(local_size_x = ATTENTION_SPLIT_WG) in;
 layout(constant_id = 3) const uint D = 64;  // head dim, C / H: a multiple of 4, <= MAX_D
+layout(constant_id = 4) const uint CACHE_DTYPE = DTYPE_F32;  // of the caches' elements
 
 layout(binding = 0) writeonly buffer Part { float part[]; };  // [T, H, splits, D + 2]
 layout(binding = 1) readonly buffer Q { vec4 q4[]; };         // [T, q_stride / 4]
-// Written only with p.store, at the new rows, which no workgroup reads from here.
-layout(binding = 2) buffer K { vec4 k4[]; };                  // [L, C / 4]
-layout(binding = 3) buffer V { float v_cache[]; };            // [L, C]
+// The caches: 16 bytes are 4 fp32 values or 8 fp16 ones (kv_store.comp's packing). Written only
+// with p.store, at the new rows, which no workgroup reads from here.
+layout(binding = 2) buffer K { uvec4 k4[]; };                 // [L, C]
+layout(binding = 3) buffer V { uint v_cache[]; };             // [L, C], words
 // The position (dynamic_pos 1), or per query its sequence's {position, first texel of its cache}
 // (dynamic_pos 2: [T, 2]).
 layout(binding = 4) readonly buffer Step { uint step[]; };
@@ -63,22 +66,60 @@ float tree(float v, bool is_max) {
   return r;
 }
 
+const bool F16 = CACHE_DTYPE == DTYPE_F16;
+
 uint h, G, C4, QS4;  // the head, its texels, a cache row's texels, a q row's texels
-uint cache0;         // the texel of the keys' row 0 in the caches
+uint cache0;         // the element of the keys' row 0 in the caches
 uint first_new;      // with p.store: the first key read from q (L without: none)
 uint q_first;        // q's row of key first_new
 
+// A value as the cache holds it: an fp16 cache's rounding (pack_halves, as kv_store's), so
+// that a key read from q weighs as it will once read from the cache. (Integer arithmetic: a
+// compiler may not fold it away, as NVIDIA's folds unpackHalf2x16(packHalf2x16(v)).)
+vec4 as_cached(vec4 v) {
+  if (!F16) return v;
+  return vec4(unpackHalf2x16(pack_halves(v.xy)), unpackHalf2x16(pack_halves(v.zw)));
+}
+
+// The cache element where value d of key j's head slice is.
+uint cache_at(uint j, uint d) { return cache0 + j * p.C + h * D + d; }
+
 // Texel i of key j's head slice; value d of it.
 vec4 key_texel(uint j, uint i) {
-  if (j >= first_new) return q4[(q_first + j - first_new) * QS4 + C4 + h * G + i];
-  return k4[cache0 + j * C4 + h * G + i];
+  if (j >= first_new) return as_cached(q4[(q_first + j - first_new) * QS4 + C4 + h * G + i]);
+  const uint e = cache_at(j, 4 * i);
+  if (!F16) return uintBitsToFloat(k4[e / 4]);
+  const uvec4 w = k4[e / 8];
+  const uvec2 half4 = (e / 4) % 2 == 0 ? w.xy : w.zw;
+  return vec4(unpackHalf2x16(half4.x), unpackHalf2x16(half4.y));
 }
 float value(uint j, uint d) {
   if (j >= first_new) {
     const uint e = (q_first + j - first_new) * QS4 * 4 + 2 * p.C + h * D + d;
-    return q4[e / 4][e % 4];
+    return as_cached(vec4(q4[e / 4][e % 4]))[0];
   }
-  return v_cache[cache0 * 4 + j * p.C + h * D + d];
+  const uint e = cache_at(j, d);
+  return F16 ? unpackHalf2x16(v_cache[e / 2])[e % 2] : uintBitsToFloat(v_cache[e]);
+}
+
+// The fused store of texel i of new key j's head slice, key and value.
+void store_texel(uint j, uint i) {
+  const uint e = cache_at(j, 4 * i);
+  const vec4 k = key_texel(j, i);
+  const vec4 v = vec4(value(j, 4 * i), value(j, 4 * i + 1), value(j, 4 * i + 2),
+                      value(j, 4 * i + 3));
+  if (F16) {
+    const uvec2 kw = uvec2(pack_halves(k.xy), pack_halves(k.zw));
+    if ((e / 4) % 2 == 0)
+      k4[e / 8].xy = kw;
+    else
+      k4[e / 8].zw = kw;
+    v_cache[e / 2] = pack_halves(v.xy);
+    v_cache[e / 2 + 1] = pack_halves(v.zw);
+  } else {
+    k4[e / 4] = floatBitsToUint(k);
+    for (uint c = 0; c < 4; c++) v_cache[e + c] = floatBitsToUint(v[c]);
+  }
 }
 
 void main() {
@@ -90,7 +131,7 @@ void main() {
   QS4 = p.q_stride / 4;
   const bool sequences = p.dynamic_pos == 2;  // a batch of sequences
   const uint L = sequences ? step[2 * t] + 1 : p.L + (p.dynamic_pos != 0 ? step[0] : 0);
-  cache0 = sequences ? step[2 * t + 1] : 0;
+  cache0 = sequences ? step[2 * t + 1] * (F16 ? 8 : 4) : 0;  // the table counts 16 bytes
   // The new keys: a batch query's own (q row t), else the last T (q rows 0 .. T - 1).
   first_new = p.store == 0 ? L : sequences ? L - 1 : L - p.T;
   q_first = sequences ? t : 0;
@@ -102,12 +143,7 @@ void main() {
   // The fused store: this block's new rows of head h, by one query's workgroups.
   if (p.store != 0 && (sequences || t + 1 == p.T)) {
     const uint j0 = max(k0, first_new), j1 = min(k0 + ATTENTION_SPLIT_BLOCK, L);
-    for (uint e = tid; j0 < j1 && e < (j1 - j0) * G; e += WG) {
-      const uint j = j0 + e / G, i = e % G;
-      k4[cache0 + j * C4 + h * G + i] = key_texel(j, i);
-      for (uint c = 0; c < 4; c++)
-        v_cache[cache0 * 4 + j * p.C + h * D + i * 4 + c] = value(j, i * 4 + c);
-    }
+    for (uint e = tid; j0 < j1 && e < (j1 - j0) * G; e += WG) store_texel(j0 + e / G, e % G);
   }
   if (n == 0) {  // uniform over the workgroup: it leaves before any barrier
     for (uint d = tid; d < D; d += WG) part[dst + d] = 0.0;

@@ -1,7 +1,11 @@
 #include "tests/gpu.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+
+#include "model/formats/dtype.h"
+#include "model/ops/gpu/common.h"
 
 namespace test {
 namespace {
@@ -111,6 +115,23 @@ vk::BufferSpan to_gpu(Gpu& g, vk::Arena& arena, std::span<const float> data) {
 
 std::vector<float> from_gpu(Gpu& g, const vk::BufferSpan& span, size_t count) {
   return from_gpu(g.device, span, count);
+}
+
+vk::BufferSpan to_gpu_half(const vk::Device& device, vk::Arena& arena,
+                           std::span<const float> data) {
+  const std::vector<uint16_t> half = model::gpu::to_half(data.data(), data.size());
+  vk::BufferSpan s = arena.alloc(half.size() * sizeof(uint16_t));
+  vk::upload(device, s, half.data(), s.size);
+  return s;
+}
+
+std::vector<float> from_gpu_half(const vk::Device& device, const vk::BufferSpan& span,
+                                 size_t count) {
+  std::vector<uint16_t> half(count);
+  vk::download(device, half.data(), span, count * sizeof(uint16_t));
+  std::vector<float> v(count);
+  std::transform(half.begin(), half.end(), v.begin(), model::f16_to_f32);
+  return v;
 }
 
 }  // namespace test

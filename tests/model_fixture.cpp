@@ -55,9 +55,11 @@ std::span<const Variant> variants() {
 
 
 std::unique_ptr<model::Model> gpu_model(Gpu& g, const model::Checkpoint& checkpoint,
-                                        model::Precision precision, vk::KernelSet set) {
+                                        model::Precision precision, vk::KernelSet set,
+                                        model::Precision kv_cache) {
   model::GpuModelOptions o;
   o.precision = precision;
+  o.kv_cache = kv_cache;
   return model::make_gpu_model(checkpoint, g.with_kernels(set), o);
 }
 

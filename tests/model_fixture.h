@@ -33,7 +33,8 @@ struct TinyModel {
 
 // A GPU model of `checkpoint` running kernel set `set` on the tests' GPU.
 std::unique_ptr<model::Model> gpu_model(Gpu& g, const model::Checkpoint& checkpoint,
-                                        model::Precision precision, vk::KernelSet set);
+                                        model::Precision precision, vk::KernelSet set,
+                                        model::Precision kv_cache = model::Precision::F32);
 // Every (precision, kernel set) pair: f32 and f16 weights under both kernel sets.
 std::vector<std::pair<model::Precision, vk::KernelSet>> precisions_and_kernel_sets();
 // "gpu kernels" / "cpu kernels", for test messages.

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "model/ops/cpu/attention.h"
+#include "model/ops/cpu/common.h"
 #include "model/ops/cpu/kv_store.h"
 #include "model/ops/gpu/attention.h"
 #include "tests/compare.h"
@@ -32,22 +33,35 @@ constexpr test::Tolerance kTol{1e-6, 1e-5};
 // texel kernel with kv_store fused in), later ones two (kv_store, attention); the split kernel
 // (kv_store fused in too) is always two (attention_split, attention_merge). With `tap`, every
 // call also writes its softmax weights (AttentionOptions::probs), checked against the reference's.
+// With an fp16 cache the reference's kv_store rounds as the GPU's does (to nearest even), so
+// the caches still match exactly.
 void check_store(vk::Kernels& kernels, model::gpu::AttentionKernel kernel, uint32_t C, uint32_t H,
                  uint32_t n_ctx, std::initializer_list<uint32_t> steps, bool causal, unsigned seed,
-                 uint32_t fused_to, bool tap = false) {
+                 uint32_t fused_to, bool tap = false, model::DType cache = model::DType::F32) {
   const vk::Device& device = kernels.device();
+  const bool f16 = cache == model::DType::F16;
   std::vector<float> k_ref = test::random_floats(size_t{n_ctx} * C, seed),
                      v_ref = test::random_floats(size_t{n_ctx} * C, seed + 1);
+  if (f16)  // the initial rows as the fp16 cache holds them
+    for (std::vector<float>* r : {&k_ref, &v_ref})
+      for (float& x : *r) x = model::cpu::round_to_half(x);
   vk::Arena arena(device,
                   (size_t{n_ctx} * 6 * C + 4 * k_ref.size() + size_t{H} * n_ctx * n_ctx) *
                           sizeof(float) + 65536,
                    vk::MemoryKind::Device, "test attention_store");
-  vk::BufferSpan k = test::to_gpu(device, arena, k_ref), v = test::to_gpu(device, arena, v_ref);
+  const auto up = [&](const std::vector<float>& x) {
+    return f16 ? test::to_gpu_half(device, arena, x) : test::to_gpu(device, arena, x);
+  };
+  const auto down = [&](const vk::BufferSpan& s, size_t n) {
+    return f16 ? test::from_gpu_half(device, s, n) : test::from_gpu(device, s, n);
+  };
+  const vk::BufferSpan k = up(k_ref), v = up(v_ref);
   std::vector<std::vector<float>> qkv, ref, probs_ref;
   std::vector<vk::BufferSpan> qkv_gpu, out_gpu, probs_gpu;
   vk::Recorder rec(device, tap);  // with the tap, timestamps name the shaders that ran
   rec.begin();
   model::gpu::AttentionOptions options{causal, 0, kernel};
+  options.cache = cache;
   const bool split = kernel == model::gpu::AttentionKernel::Split;
   vk::BufferSpan scratch;
   if (split) {
@@ -65,14 +79,20 @@ void check_store(vk::Kernels& kernels, model::gpu::AttentionKernel kernel, uint3
     const uint32_t before = rec.stats().dispatches;
     model::gpu::attention_store(kernels, rec, out_gpu.back(), k, v, qkv_gpu.back(), T, pos, C, H, options);
     CHECK(rec.stats().dispatches - before == (!split && pos + T <= fused_to ? 1u : 2u));
-    model::cpu::kv_store(k_ref.data(), v_ref.data(), qkv.back().data(), T, C, pos);
-    ref.emplace_back(size_t{T} * C);
-    model::cpu::attention(ref.back().data(), qkv.back().data(), 3 * size_t{C}, k_ref.data(),
-                          v_ref.data(), T, pos + T, C, H, options,
-                          tap ? probs_ref.back().data() : nullptr);
+    model::cpu::kv_store(k_ref.data(), v_ref.data(), qkv.back().data(), T, C, pos, cache);
     pos += T;
   }
   rec.run();
+  const std::vector<float> k_got = down(k, k_ref.size()), v_got = down(v, v_ref.size());
+  pos = 0;
+  for (size_t i = 0; i < qkv.size(); i++) {
+    const auto T = static_cast<uint32_t>(qkv[i].size() / (3 * C));
+    ref.emplace_back(size_t{T} * C);
+    model::cpu::attention(ref.back().data(), qkv[i].data(), 3 * size_t{C},
+                          k_ref.data(), v_ref.data(), T, pos + T, C, H, options,
+                          tap ? probs_ref[i].data() : nullptr);
+    pos += T;
+  }
   if (tap && device.caps().timestamps)
     for (const vk::DispatchTime& t : rec.timings())
       CHECK_MESSAGE((kernel == model::gpu::AttentionKernel::Texel
@@ -84,7 +104,7 @@ void check_store(vk::Kernels& kernels, model::gpu::AttentionKernel kernel, uint3
                                        : split                                           ? "split"
                                                                                   : "auto") +
                            " C=" + std::to_string(C) + " H=" + std::to_string(H) +
-                           (causal ? " causal" : " bidirectional");
+                           (causal ? " causal" : " bidirectional") + (f16 ? " fp16 cache" : "");
   pos = 0;
   for (size_t i = 0; i < ref.size(); i++) {
     const uint32_t T = static_cast<uint32_t>(ref[i].size() / C);
@@ -97,8 +117,8 @@ void check_store(vk::Kernels& kernels, model::gpu::AttentionKernel kernel, uint3
                         kTol));
     pos += T;
   }
-  CHECK(test::close(what + ": k_cache", test::from_gpu(device, k, k_ref.size()), k_ref, {0, 0}));
-  CHECK(test::close(what + ": v_cache", test::from_gpu(device, v, v_ref.size()), v_ref, {0, 0}));
+  CHECK(test::close(what + ": k_cache", k_got, k_ref, {0, 0}));
+  CHECK(test::close(what + ": v_cache", v_got, v_ref, {0, 0}));
 }
 
 }  // namespace
@@ -126,6 +146,30 @@ TEST_CASE("attention_store: kv_store and attention in one call, step after step"
     check_store(g.kernels, kernel, 96, 3, 64, {37, 5, 1}, true, 1300, fused_to, true);
     check_store(g.kernels, kernel, 32, 4, 40, {17, 2}, false, 1400, fused_to, true);
   }
+}
+
+TEST_CASE("attention_store with an fp16 cache: the storage-buffer kernels, step after step") {
+  GPU_TEST(g);
+  const model::DType f16 = model::DType::F16;
+  // The split kernel's fused store in fp16: 8 halves per 16 bytes, so a head of D = 4 (C = 12)
+  // shares its 16 bytes with the next head's (the .xy and .zw halves, written by different
+  // workgroups); 64 + 1 keys cross into a second block.
+  check_store(g.kernels, model::gpu::AttentionKernel::Split, 96, 3, 80, {37, 5, 1, 1, 8, 14, 1},
+              true, 2900, 0, false, f16);
+  check_store(g.kernels, model::gpu::AttentionKernel::Split, 12, 3, 70, {33, 31, 1, 1}, true,
+              2950, 0, false, f16);
+  check_store(g.kernels, model::gpu::AttentionKernel::Split, 32, 4, 40, {17, 2}, false, 2970, 0,
+              false, f16);
+  // The portable kernel after kv_store: D = 32, then an odd D = 5 whose rows start mid-word.
+  check_store(g.kernels, model::gpu::AttentionKernel::Portable, 96, 3, 64, {37, 5, 1, 1, 8}, true,
+              3000, 0, false, f16);
+  check_store(g.kernels, model::gpu::AttentionKernel::Portable, 10, 2, 30, {3, 20, 1}, true,
+              3100, 0, false, f16);
+  check_store(g.kernels, model::gpu::AttentionKernel::Portable, 96, 3, 64, {37, 5, 1}, true, 3300,
+              0, true, f16);  // with the tap
+  // Auto: never the texel kernel (it reads only fp32 caches).
+  check_store(g.kernels, model::gpu::AttentionKernel::Auto, 64, 2, 40, {20, 1}, true, 3400, 0,
+              false, f16);
 }
 
 TEST_CASE("attention_store past maxTexelBufferElements: kv_store and attention again") {
@@ -162,88 +206,111 @@ TEST_CASE("attention_store rejects rows past the cache") {
 TEST_CASE("attention_store_batch: each row as its decode step alone, both kernel sets") {
   GPU_TEST(gpu);
   for (vk::KernelSet set : test::kKernelSets) {
-    const vk::Device& g = gpu.with_kernels(set);
-    const vk::DeviceCaps& caps = g.caps();
-    const bool texel = model::gpu::kernel_policy(g).texel_attention;
-    CAPTURE(texel);
-    // 5 sequences of up to 150 cached rows of C = 96 (H = 3), their caches 150 rows plus
-    // padding apart, as GpuModel lays out its slots; a batch of 4 of them in a shuffled order, at
-    // positions 0 (an empty cache), 149 (the last row), 70 and 130: the split kernel's 64-key
-    // blocks, 1 to 3 of them, and empty blocks for the shorter rows.
-    const uint32_t C = 96, H = 3, S = 5, rows = 150, B = 4, longest = 150;
-    const uint64_t stride =  // floats between slots, on the texel binding's alignment
-        vk::align_up(uint64_t{rows} * C * 4 + 256, model::gpu::texel_binding_alignment(caps)) / 4;
-    const uint32_t slot[B] = {3, 0, 4, 1}, pos[B] = {0, 149, 70, 130};
-    std::vector<float> k_ref = test::random_floats(stride * S, 2000),
-                       v_ref = test::random_floats(stride * S, 2001);
-    const std::vector<float> qkv = test::random_floats(size_t{B} * 3 * C, 2002);
-    const uint64_t scratch_bytes = model::gpu::attention_split_scratch_bytes(B, longest, C, H);
-    vk::Arena arena(g, (8 * k_ref.size() + 8 * qkv.size()) * sizeof(float) + 2 * scratch_bytes + 65536,
-                    vk::MemoryKind::Device, "test attention_store_batch");
-    const vk::BufferSpan k = test::to_gpu(g, arena, k_ref), v = test::to_gpu(g, arena, v_ref),
-                         k1 = test::to_gpu(g, arena, k_ref), v1 = test::to_gpu(g, arena, v_ref),
-                         q = test::to_gpu(g, arena, qkv);
-    const vk::BufferSpan scratch = arena.alloc(scratch_bytes), scratch1 = arena.alloc(scratch_bytes);
-    model::gpu::AttentionOptions o;
-    o.scratch = &scratch;
-    const std::string why =
-        model::gpu::attention_store_batch_unsupported(g, k, v, q, B, longest, C, H, o);
-    if (texel && !caps.storage_texel_buffers) {  // the CPU set forced on a device without them
-      CHECK_MESSAGE(!why.empty(), "no storage texel buffers, yet no reason");
-      continue;
+    for (model::DType cache : {model::DType::F32, model::DType::F16}) {
+      const vk::Device& g = gpu.with_kernels(set);
+      const vk::DeviceCaps& caps = g.caps();
+      const bool f16 = cache == model::DType::F16;
+      // The texel kernel where the policy asks for it, for an fp32 cache; else the split one.
+      const bool texel = model::gpu::kernel_policy(g).texel_attention && !f16;
+      CAPTURE(texel);
+      CAPTURE(f16);
+      // 5 sequences of up to 150 cached rows of C = 96 (H = 3), their caches 150 rows plus
+      // padding apart, as GpuModel lays out its slots; a batch of 4 of them in a shuffled order,
+      // at positions 0 (an empty cache), 149 (the last row), 70 and 130: the split kernel's
+      // 64-key blocks, 1 to 3 of them, and empty blocks for the shorter rows.
+      const uint32_t C = 96, H = 3, S = 5, rows = 150, B = 4, longest = 150;
+      const uint64_t eb = model::dtype_bytes(cache);  // bytes per cache element
+      const uint64_t stride =  // elements between slots, on the texel binding's alignment
+          vk::align_up(uint64_t{rows} * C * eb + 256, model::gpu::texel_binding_alignment(caps)) /
+          eb;
+      const uint32_t slot[B] = {3, 0, 4, 1}, pos[B] = {0, 149, 70, 130};
+      std::vector<float> k_ref = test::random_floats(stride * S, 2000),
+                         v_ref = test::random_floats(stride * S, 2001);
+      if (f16)
+        for (std::vector<float>* r : {&k_ref, &v_ref})
+          for (float& x : *r) x = model::cpu::round_to_half(x);
+      const std::vector<float> qkv = test::random_floats(size_t{B} * 3 * C, 2002);
+      const uint64_t scratch_bytes = model::gpu::attention_split_scratch_bytes(B, longest, C, H);
+      vk::Arena arena(g, (8 * k_ref.size() + 8 * qkv.size()) * sizeof(float) + 2 * scratch_bytes +
+                             65536,
+                      vk::MemoryKind::Device, "test attention_store_batch");
+      const auto up = [&](const std::vector<float>& x) {
+        return f16 ? test::to_gpu_half(g, arena, x) : test::to_gpu(g, arena, x);
+      };
+      const auto down = [&](const vk::BufferSpan& s, size_t n) {
+        return f16 ? test::from_gpu_half(g, s, n) : test::from_gpu(g, s, n);
+      };
+      const vk::BufferSpan k = up(k_ref), v = up(v_ref), k1 = up(k_ref), v1 = up(v_ref),
+                           q = test::to_gpu(g, arena, qkv);
+      const vk::BufferSpan scratch = arena.alloc(scratch_bytes),
+                           scratch1 = arena.alloc(scratch_bytes);
+      model::gpu::AttentionOptions o;
+      o.scratch = &scratch;
+      o.cache = cache;
+      const std::string why =
+          model::gpu::attention_store_batch_unsupported(g, k, v, q, B, longest, C, H, o);
+      if (texel && !caps.storage_texel_buffers) {  // the CPU set forced on a device without them
+        CHECK_MESSAGE(!why.empty(), "no storage texel buffers, yet no reason");
+        continue;
+      }
+      REQUIRE_MESSAGE(why.empty(), why);
+      std::vector<uint32_t> table;  // {pos, the cache's first 16 bytes}
+      for (uint32_t b = 0; b < B; b++)
+        table.insert(table.end(), {pos[b], uint32_t(slot[b] * stride * eb / 16)});
+      const vk::BufferSpan rows_gpu = arena.alloc(table.size() * 4);
+      vk::upload(g, rows_gpu, table.data(), table.size() * 4);
+      const vk::BufferSpan out = arena.alloc(size_t{B} * C * 4);
+      std::vector<vk::BufferSpan> alone;
+      vk::Recorder rec(g, true);
+      rec.begin();
+      const uint32_t before = rec.stats().dispatches;
+      model::gpu::attention_store_batch(g.kernels(), rec, out, k, v, q, rows_gpu, B, longest, C,
+                                        H, o);
+      // The texel kernel's one dispatch, or attention_split (the store fused) and
+      // attention_merge.
+      CHECK(rec.stats().dispatches - before == (texel ? 1u : 2u));
+      // Each row alone on the other copy of the caches: attention_store of one token on the same
+      // kernel.
+      model::gpu::AttentionOptions one;
+      one.kernel = texel ? model::gpu::AttentionKernel::Texel : model::gpu::AttentionKernel::Split;
+      one.scratch = &scratch1;
+      one.cache = cache;
+      const uint64_t slot_bytes = uint64_t{rows} * C * eb;
+      for (uint32_t b = 0; b < B; b++) {
+        alone.push_back(arena.alloc(size_t{C} * 4));
+        model::gpu::attention_store(g.kernels(), rec, alone.back(),
+                                    k1.sub(slot[b] * stride * eb, slot_bytes),
+                                    v1.sub(slot[b] * stride * eb, slot_bytes),
+                                    q.sub(b * 3 * C * 4, 3 * C * 4), 1, pos[b], C, H, one);
+      }
+      rec.run();
+      if (caps.timestamps) {
+        const std::vector<vk::DispatchTime> ran = rec.timings();
+        REQUIRE(!ran.empty());
+        CHECK(ran[0].shader == (texel ? "attention_texel_store" : "attention_split"));
+      }
+      const std::vector<float> got = test::from_gpu(g, out, size_t{B} * C);
+      std::vector<float> kr = k_ref, vr = v_ref;
+      for (uint32_t b = 0; b < B; b++) {
+        const std::string what = "row " + std::to_string(b) + " (slot " + std::to_string(slot[b]) +
+                                 ", pos " + std::to_string(pos[b]) + ")";
+        const std::span<const float> row(got.data() + b * C, C);
+        // The same bits as alone (the batch must not change a request's results)...
+        CHECK(test::close(what + " against alone", row, test::from_gpu(g, alone[b], C), {0, 0}));
+        // ...and the reference's values, within test_attention.cpp's tolerance.
+        model::cpu::kv_store(kr.data() + slot[b] * stride, vr.data() + slot[b] * stride,
+                             qkv.data() + b * 3 * C, 1, C, pos[b], cache);
+        std::vector<float> ref(C);
+        model::cpu::attention(ref.data(), qkv.data() + b * 3 * C, 3 * size_t{C},
+                              kr.data() + slot[b] * stride, vr.data() + slot[b] * stride, 1,
+                              pos[b] + 1, C, H, model::AttentionSpec{});
+        CHECK(test::close(what + " against the reference", row, ref, kTol));
+      }
+      // Every row's key and value at its slot's position, nothing else touched.
+      CHECK(test::close("k caches", down(k, kr.size()), kr, {0, 0}));
+      CHECK(test::close("v caches", down(v, vr.size()), vr, {0, 0}));
+      CHECK(test::close("k caches alone", down(k1, kr.size()), kr, {0, 0}));
     }
-    REQUIRE_MESSAGE(why.empty(), why);
-    std::vector<uint32_t> table;
-    for (uint32_t b = 0; b < B; b++) table.insert(table.end(), {pos[b], uint32_t(slot[b] * stride / 4)});
-    const vk::BufferSpan rows_gpu = arena.alloc(table.size() * 4);
-    vk::upload(g, rows_gpu, table.data(), table.size() * 4);
-    const vk::BufferSpan out = arena.alloc(size_t{B} * C * 4);
-    std::vector<vk::BufferSpan> alone;
-    vk::Recorder rec(g, true);
-    rec.begin();
-    const uint32_t before = rec.stats().dispatches;
-    model::gpu::attention_store_batch(g.kernels(), rec, out, k, v, q, rows_gpu, B, longest, C, H, o);
-    // The texel kernel's one dispatch, or attention_split (the store fused) and attention_merge.
-    CHECK(rec.stats().dispatches - before == (texel ? 1u : 2u));
-    // Each row alone on the other copy of the caches: attention_store of one token on the same
-    // kernel.
-    model::gpu::AttentionOptions one;
-    one.kernel = texel ? model::gpu::AttentionKernel::Texel : model::gpu::AttentionKernel::Split;
-    one.scratch = &scratch1;
-    const uint64_t slot_bytes = uint64_t{rows} * C * 4;
-    for (uint32_t b = 0; b < B; b++) {
-      alone.push_back(arena.alloc(size_t{C} * 4));
-      model::gpu::attention_store(g.kernels(), rec, alone.back(), k1.sub(slot[b] * stride * 4, slot_bytes),
-                                  v1.sub(slot[b] * stride * 4, slot_bytes),
-                                  q.sub(b * 3 * C * 4, 3 * C * 4), 1, pos[b], C, H, one);
-    }
-    rec.run();
-    if (caps.timestamps) {
-      const std::vector<vk::DispatchTime> ran = rec.timings();
-      REQUIRE(!ran.empty());
-      CHECK(ran[0].shader == (texel ? "attention_texel_store" : "attention_split"));
-    }
-    const std::vector<float> got = test::from_gpu(g, out, size_t{B} * C);
-    std::vector<float> kr = k_ref, vr = v_ref;
-    for (uint32_t b = 0; b < B; b++) {
-      const std::string what = "row " + std::to_string(b) + " (slot " + std::to_string(slot[b]) +
-                               ", pos " + std::to_string(pos[b]) + ")";
-      const std::span<const float> row(got.data() + b * C, C);
-      // The same bits as alone (the batch must not change a request's results)...
-      CHECK(test::close(what + " against alone", row, test::from_gpu(g, alone[b], C), {0, 0}));
-      // ...and the reference's values, within test_attention.cpp's tolerance.
-      float* kc = kr.data() + slot[b] * stride;
-      float* vc = vr.data() + slot[b] * stride;
-      model::cpu::kv_store(kc, vc, qkv.data() + b * 3 * C, 1, C, pos[b]);
-      std::vector<float> ref(C);
-      model::cpu::attention(ref.data(), qkv.data() + b * 3 * C, 3 * size_t{C}, kc, vc, 1, pos[b] + 1,
-                            C, H, model::AttentionSpec{});
-      CHECK(test::close(what + " against the reference", row, ref, kTol));
-    }
-    // Every row's key and value at its slot's position, nothing else touched.
-    CHECK(test::close("k caches", test::from_gpu(g, k, kr.size()), kr, {0, 0}));
-    CHECK(test::close("v caches", test::from_gpu(g, v, vr.size()), vr, {0, 0}));
-    CHECK(test::close("k caches alone", test::from_gpu(g, k1, kr.size()), kr, {0, 0}));
   }
 }
 

@@ -39,7 +39,10 @@ struct CpuBackend {
 
 class CpuModel final : public Model {
  public:
-  CpuModel(const Checkpoint& ckpt, Precision precision) : config_(ckpt.config()), precision_(precision) {
+  CpuModel(const Checkpoint& ckpt, Precision precision, Precision kv_cache)
+      : config_(ckpt.config()),
+        precision_(precision),
+        kv_cache_(kv_cache == Precision::F16 ? DType::F16 : DType::F32) {
     const Config& c = config_;
     // Matrices rounded to fp16 as the GPU stores them; vectors (LayerNorm, biases) stay fp32.
     for (const ExpectedTensor& e : expected_tensors(c)) {
@@ -103,6 +106,7 @@ class CpuModel final : public Model {
   friend struct CpuBackend;
   Config config_;
   Precision precision_;
+  DType kv_cache_;  // the cache's rounding (cpu::kv_store)
   std::map<std::string, std::vector<float>> tensors_;
   ModelWeights<const float*> weights_;
   std::vector<std::vector<float>> k_cache_, v_cache_;  // [layer][n_ctx, C]
@@ -164,7 +168,7 @@ void CpuBackend::attention_store(uint32_t layer, uint32_t T, uint32_t pos) {
   const size_t C = c.n_embd;
   float* kc = m.k_cache_[layer].data();
   float* vc = m.v_cache_[layer].data();
-  cpu::kv_store(kc, vc, m.qkv_.data(), T, C, pos);
+  cpu::kv_store(kc, vc, m.qkv_.data(), T, C, pos, m.kv_cache_);
   float* probs = nullptr;
   if (!m.attention_.empty() && m.attention_tapped(layer)) {
     m.attention_[layer].assign(size_t{c.n_head} * T * (pos + T), 0.0f);
@@ -180,8 +184,9 @@ void CpuBackend::tap(uint32_t layer, uint32_t T) {
 
 }  // namespace
 
-std::unique_ptr<Model> make_cpu_model(const Checkpoint& checkpoint, Precision precision) {
-  return std::make_unique<CpuModel>(checkpoint, precision);
+std::unique_ptr<Model> make_cpu_model(const Checkpoint& checkpoint, Precision precision,
+                                      Precision kv_cache) {
+  return std::make_unique<CpuModel>(checkpoint, precision, kv_cache);
 }
 
 }  // namespace model

@@ -7,7 +7,9 @@
 namespace model {
 
 // The CPU reference (double accumulation, weights rounded to fp16 first when precision is F16
-// so it computes what the GPU should).
-std::unique_ptr<Model> make_cpu_model(const Checkpoint& checkpoint, Precision precision);
+// so it computes what the GPU should; keys and values rounded to fp16 as they are cached when
+// kv_cache is F16, as GpuModelOptions::kv_cache stores them).
+std::unique_ptr<Model> make_cpu_model(const Checkpoint& checkpoint, Precision precision,
+                                      Precision kv_cache = Precision::F32);
 
 }  // namespace model

@@ -55,6 +55,7 @@ class GpuModel final : public Model {
       : config_(ckpt.config()),
         device_(device),
         precision_(o.precision),
+        kv_cache_(o.kv_cache == Precision::F16 ? DType::F16 : DType::F32),
         split_layers_(o.split_layers),
         replay_(o.replay),
         rates_(o.rates),
@@ -150,6 +151,7 @@ class GpuModel final : public Model {
   Config config_;
   const vk::Device& device_;
   Precision precision_;
+  DType kv_cache_;         // GpuModelOptions::kv_cache
   uint32_t split_layers_;  // blocks per submission; 0 = by the estimated cost
   bool replay_;            // GpuModelOptions::replay
   std::optional<SubmissionRates> rates_;
@@ -196,7 +198,7 @@ class GpuModel final : public Model {
   Packer params_;  // host-written before each pass: the ids and the position
   size_t ids_, step_, top_ids_, top_values_, scratch_;
   size_t batch_rows_ = 0;        // a batch's {pos, cache texel} per row (attention_store_batch)
-  size_t split_ = 0;  // split-K attention's partial results (policy split_attention)
+  std::optional<size_t> split_;  // split-K attention's partial results, where it may run
   size_t partials_;  // greedy decoding: the head's argmax partials (gpu::matmul_argmax)
 
   std::unique_ptr<vk::Arena> logits_arena_;  // [rows, V], grown when more rows are asked for
@@ -317,7 +319,7 @@ void GpuModel::plan_state() {
   fc_ = state_.add(T * c.n_inner * f);
   // A layer's slots side by side, each on a binding's alignment (slot_prefill binds one alone)
   // and all bound at once by a batch.
-  slot_bytes_ = (slots_ == 1 ? T : slot_ctx_) * C * f;
+  slot_bytes_ = (slots_ == 1 ? T : slot_ctx_) * C * dtype_bytes(kv_cache_);
   slot_stride_ = vk::align_up(slot_bytes_, std::max(state_.alignment(),
                                                      gpu::texel_binding_alignment(device_.caps())));
   const uint64_t layer_bytes = slot_stride_ * (slots_ - 1) + slot_bytes_;
@@ -326,7 +328,9 @@ void GpuModel::plan_state() {
     v_cache_.push_back(state_.add(layer_bytes));
   }
   slot_len_.assign(slots_, 0);
-  if (policy_.split_attention)
+  // The split kernel's scratch: where the policy decodes with it, and for a batch over fp16
+  // caches, which only the split kernel reads at once (gpu::attention_store_batch).
+  if (policy_.split_attention || (slots_ > 1 && kv_cache_ == DType::F16))
     split_ = state_.add(gpu::attention_split_scratch_bytes(gpu::kAttentionSplitMaxT, c.n_ctx,
                                                            c.n_embd, c.n_head));
   // The top-k's rounds re-read their scratch: device memory, not host memory over the bus.
@@ -349,7 +353,8 @@ void GpuModel::plan_state() {
   params_.allocate(vk::MemoryKind::Parameters);
   if (slots_ > 1) {
     gpu::AttentionOptions o;
-    if (policy_.split_attention) o.scratch = &state_.span(split_);
+    o.cache = kv_cache_;
+    if (split_) o.scratch = &state_.span(*split_);
     batch_attention_ =
         gpu::attention_store_batch_unsupported(device_, state_.span(k_cache_[0]),
                                                state_.span(v_cache_[0]), state_.span(qkv_),
@@ -753,7 +758,8 @@ void GpuBackend::attention_store(uint32_t layer, uint32_t T, uint32_t pos) {
   gpu::AttentionOptions o;
   o.causal = c.causal;
   o.scale = c.attention_scale;
-  if (m.policy_.split_attention) o.scratch = &m.state_.span(m.split_);
+  o.cache = m.kv_cache_;
+  if (m.split_) o.scratch = &m.state_.span(*m.split_);
   if (m.batch_ && m.batch_attention_) {  // every row at once, each as its decode step alone
     const uint32_t longest = *std::max_element(m.batch_->pos.begin(), m.batch_->pos.end()) + 1;
     gpu::attention_store_batch(m.kernels_, m.rec_, buf(Buf::ATT), m.state_.span(m.k_cache_[layer]),

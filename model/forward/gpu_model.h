@@ -42,6 +42,11 @@ struct GpuModelOptions {
   // in the same order whatever the rows' count.
   uint32_t slots = 1;
   uint32_t slot_context = 0;
+  // The KV cache's elements: F32, or F16 (half its memory and of the bytes a decoded token's
+  // attention reads, each key and value rounded to fp16 once; logits within the tolerance
+  // docs/benchmark.md states). Any kernel set; the CPU set's texel attention reads only fp32,
+  // so with F16 it runs the storage-buffer kernels.
+  Precision kv_cache = Precision::F32;
 };
 
 inline constexpr uint32_t kMaxSlots = 8;

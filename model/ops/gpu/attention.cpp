@@ -29,7 +29,7 @@ std::string str(uint64_t v) {
 
 void check_shapes(const vk::BufferSpan& out, const vk::BufferSpan& q, uint32_t q_stride,
                   const vk::BufferSpan& k_cache, const vk::BufferSpan& v_cache, uint32_t T,
-                  uint32_t L, uint32_t C, uint32_t H, bool causal) {
+                  uint32_t L, uint32_t C, uint32_t H, bool causal, DType cache) {
   if (T == 0 || L == 0 || C == 0)
     throw vk::Error("attention: T=" + str(T) + ", L=" + str(L) + " and C=" + str(C) +
                      " must all be positive");
@@ -40,12 +40,14 @@ void check_shapes(const vk::BufferSpan& out, const vk::BufferSpan& q, uint32_t q
                      " > L=" + str(L));
   if (q_stride < C)
     throw vk::Error("attention: q_stride=" + str(q_stride) + " is less than C=" + str(C));
-  const uint64_t row_bytes = uint64_t{C} * sizeof(float);
-  for (const vk::BufferSpan* cache : {&k_cache, &v_cache})
-    if (cache->size < L * row_bytes)
+  if (cache == DType::F16 && C % 2 != 0)  // kv_store writes whole words: two values of a row
+    throw vk::Error("attention: an fp16 cache needs an even C, not C=" + str(C));
+  const uint64_t row_bytes = uint64_t{C} * dtype_bytes(cache);
+  for (const vk::BufferSpan* span : {&k_cache, &v_cache})
+    if (span->size < L * row_bytes)
       throw vk::Error("attention: L=" + str(L) + " keys, but the " +
-                       (cache == &k_cache ? "k_cache" : "v_cache") + " holds only " +
-                       str(cache->size / row_bytes) + " rows of C=" + str(C));
+                       (span == &k_cache ? "k_cache" : "v_cache") + " holds only " +
+                       str(span->size / row_bytes) + " rows of C=" + str(C));
   require_elements("attention", "out", out, uint64_t{T} * C);
   require_elements("attention", "q", q, uint64_t{T - 1} * q_stride + C);
 }
@@ -85,13 +87,15 @@ struct Call {
   const vk::BufferSpan* step;     // the position read at run time (L - T), or null
   // A batch (attention_store_batch): each query's position and cache, [T, 2], or null.
   const vk::BufferSpan* rows = nullptr;
-  uint64_t row_bytes() const { return uint64_t{C} * sizeof(float); }
+  DType cache = DType::F32;  // the caches' elements
+  uint64_t row_bytes() const { return uint64_t{C} * sizeof(float); }  // of q's head and out
+  uint64_t cache_row_bytes() const { return uint64_t{C} * dtype_bytes(cache); }
   // The cache rows a kernel that reads the first L binds: those, or all with the position read
   // at run time (the binding must not depend on it); a batch's caches whole, to 16 bytes.
   uint64_t cache_bytes(const vk::DeviceCaps& caps) const {
     if (rows) return std::min(k_cache.size, v_cache.size) / 16 * 16;
-    return step ? whole_cache_bytes("attention", caps, k_cache, v_cache, row_bytes(), L)
-                : L * row_bytes();
+    return step ? whole_cache_bytes("attention", caps, k_cache, v_cache, cache_row_bytes(), L)
+                : L * cache_row_bytes();
   }
   vk::BufferSpan step_span() const {
     if (!rows) return step_binding("attention", step, q.sub(0, 4));
@@ -122,7 +126,8 @@ void dispatch_portable(vk::Kernels& k, vk::Recorder& rec, const Call& c,
   if (chunk > wg) chunk -= chunk % wg;  // whole rounds of the score loop
   const auto dpt = static_cast<uint32_t>(vk::ceil_div(D, wg));
   const vk::Pipeline& p =
-      k.get(c.probs ? "attention_probs" : "attention", {{wg, 1, 1}, {D, chunk, dpt}});
+      k.get(c.probs ? "attention_probs" : "attention",
+            {{wg, 1, 1}, {D, chunk, dpt, static_cast<uint32_t>(c.cache)}});
   // Bind only what is read or written: the first L cache rows (same offset, so still aligned).
   std::vector<vk::BufferSpan> bindings{
       c.out.sub(0, c.T * c.row_bytes()), c.q.sub(0, c.q_floats() * sizeof(float)),
@@ -139,12 +144,13 @@ uint64_t texel_cache_rows(const vk::DeviceCaps& caps, const Call& c) {
   uint64_t bytes =
       std::min({c.k_cache.size, c.v_cache.size, uint64_t{caps.max_texel_buffer_elements} * 16});
   if (c.store) bytes = std::min(bytes, caps.max_storage_buffer_range);
-  return bytes / c.row_bytes();
+  return bytes / c.cache_row_bytes();
 }
 
 // Why the texel kernel cannot run this call on this device; empty when it can.
 std::string texel_unsupported(const vk::DeviceCaps& caps, const Call& c) {
   const uint32_t D = c.C / c.H;
+  if (c.cache != DType::F32) return "an fp16 cache (the texel kernels read rgba32f caches)";
   if (!caps.storage_texel_buffers) return "no rgba32f storage texel buffers";
   if (D % 4 != 0 || D > kAttentionTexelMaxD)
     return "head dim D=" + str(D) + " is not a multiple of 4 up to " + str(kAttentionTexelMaxD);
@@ -184,7 +190,7 @@ void dispatch_texel(vk::Kernels& k, vk::Recorder& rec, const Call& c,
   const vk::Groups g = groups(caps, static_cast<uint32_t>(vk::ceil_div(c.T, per_group)), c.H);
   // A batch binds the caches whole: its sequences' caches need not be whole rows apart.
   const uint64_t cache_bytes =
-      c.rows ? c.cache_bytes(caps) : texel_cache_rows(caps, c) * c.row_bytes();
+      c.rows ? c.cache_bytes(caps) : texel_cache_rows(caps, c) * c.cache_row_bytes();
   const vk::BufferSpan out = c.out.sub(0, c.T * c.row_bytes());
   const vk::BufferSpan q = c.q.sub(0, c.q_floats() * sizeof(float));
   const vk::BufferSpan kc = c.k_cache.sub(0, cache_bytes), vc = c.v_cache.sub(0, cache_bytes);
@@ -223,7 +229,7 @@ std::string split_unsupported(const vk::DeviceCaps& caps, const Call& c) {
   if (split_blocks(c.L) > caps.max_workgroup_count[0] || c.H > caps.max_workgroup_count[1] ||
       c.T > caps.max_workgroup_count[2])
     return "the grid exceeds the device's workgroup counts";
-  if (std::max(need, uint64_t{c.L} * c.row_bytes()) > caps.max_storage_buffer_range)
+  if (std::max(need, uint64_t{c.L} * c.cache_row_bytes()) > caps.max_storage_buffer_range)
     return "the caches or the scratch exceed maxStorageBufferRange";
   return {};
 }
@@ -236,7 +242,7 @@ void dispatch_split(vk::Kernels& k, vk::Recorder& rec, const Call& c,
   const vk::BufferSpan part =
       c.scratch->sub(0, attention_split_scratch_bytes(c.T, c.L, c.C, c.H));
   const uint64_t cache = c.cache_bytes(k.device().caps());
-  rec.dispatch(k.get("attention_split", {{wg, 1, 1}, {D}}),
+  rec.dispatch(k.get("attention_split", {{wg, 1, 1}, {D, static_cast<uint32_t>(c.cache)}}),
                {part, c.q.sub(0, c.q_floats() * sizeof(float)), c.k_cache.sub(0, cache),
                 c.v_cache.sub(0, cache), c.step_span()},
                p, {blocks, c.H, c.T});
@@ -280,10 +286,12 @@ push::AttentionPush make_push(const Call& c, const AttentionOptions& options) {
 // A batch's call: L is every row of the caches, which it binds whole.
 Call batch_call(const vk::BufferSpan& out, const vk::BufferSpan& k_caches,
                 const vk::BufferSpan& v_caches, const vk::BufferSpan& qkv,
-                const vk::BufferSpan& rows, uint32_t T, uint32_t C, uint32_t H) {
+                const vk::BufferSpan& rows, uint32_t T, uint32_t C, uint32_t H,
+                const AttentionOptions& options) {
   const auto L = static_cast<uint32_t>(std::min(k_caches.size, v_caches.size) /
-                                       (uint64_t{C} * sizeof(float)));
-  return {out, qkv, k_caches, v_caches, 3 * C, T, L, C, H, true, nullptr, nullptr, nullptr, &rows};
+                                       (uint64_t{C} * dtype_bytes(options.cache)));
+  return {out, qkv, k_caches, v_caches, 3 * C, T, L, C, H, true, nullptr, options.scratch,
+          nullptr, &rows, options.cache};
 }
 
 }  // namespace
@@ -297,9 +305,10 @@ void attention(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
                const vk::BufferSpan& q, uint32_t q_stride, const vk::BufferSpan& k_cache,
                const vk::BufferSpan& v_cache, uint32_t T, uint32_t L, uint32_t C, uint32_t H,
                const AttentionOptions& options) {
-  check_shapes(out, q, q_stride, k_cache, v_cache, T, L, C, H, options.causal);
-  const Call c{out, q, k_cache, v_cache, q_stride, T, L, C, H, false, options.probs,
-               options.scratch, options.step};
+  check_shapes(out, q, q_stride, k_cache, v_cache, T, L, C, H, options.causal, options.cache);
+  Call c{out, q, k_cache, v_cache, q_stride, T, L, C, H, false, options.probs,
+         options.scratch, options.step};
+  c.cache = options.cache;
   const AttentionKernel kernel = choose_kernel(k.device(), c, options.kernel);
   if (kernel == AttentionKernel::Texel)
     dispatch_texel(k, rec, c, make_push(c, options));
@@ -323,8 +332,9 @@ std::string split_batch_unsupported(const vk::DeviceCaps& caps, const Call& c, u
   return split_unsupported(caps, longest);
 }
 
-// The kernel that runs a batch: texel where the policy asks for it, else split; `why` says why
-// neither can where that is so.
+// The kernel that runs a batch: texel where the policy asks for it and the cache is fp32, else
+// split (where the policy asks for it or the cache is fp16: the storage-buffer kernels are the
+// ones that read fp16); `why` says why neither can where that is so.
 AttentionKernel batch_kernel(const vk::Device& device, const Call& c, uint32_t max_len,
                              std::string& why) {
   const vk::DeviceCaps& caps = device.caps();
@@ -333,7 +343,9 @@ AttentionKernel batch_kernel(const vk::Device& device, const Call& c, uint32_t m
   const uint64_t bytes = std::min(c.k_cache.size, c.v_cache.size);
   if (c.T == 0 || c.L == 0) {
     why = c.T == 0 ? "a batch of 0 rows" : "the caches hold no row";
-  } else if (policy.texel_attention) {
+  } else if (c.cache == DType::F16 && c.C % 2 != 0) {
+    why = "an fp16 cache needs an even C, not C=" + str(c.C);
+  } else if (policy.texel_attention && c.cache == DType::F32) {
     if (c.T >= kTexelSplitBelow)
       why = "a batch of " + str(c.T) + " rows (1 to " + str(kTexelSplitBelow - 1) + ")";
     else if (bytes > std::min(uint64_t{caps.max_texel_buffer_elements} * 16,
@@ -342,7 +354,7 @@ AttentionKernel batch_kernel(const vk::Device& device, const Call& c, uint32_t m
     else
       why = texel_unsupported(caps, c);
     if (why.empty()) return AttentionKernel::Texel;
-  } else if (policy.split_attention) {
+  } else if (policy.split_attention || c.cache == DType::F16) {
     if (bytes > caps.max_storage_buffer_range)
       why = "the caches' " + str(bytes) + " bytes exceed what one binding may hold";
     else
@@ -363,8 +375,7 @@ std::string attention_store_batch_unsupported(const vk::Device& device,
                                               uint32_t max_len, uint32_t C, uint32_t H,
                                               const AttentionOptions& options) {
   if (C == 0 || H == 0 || C % H != 0) return "C=" + str(C) + " is not a multiple of H=" + str(H);
-  Call c = batch_call(qkv, k_caches, v_caches, qkv, qkv, T, C, H);
-  c.scratch = options.scratch;
+  const Call c = batch_call(qkv, k_caches, v_caches, qkv, qkv, T, C, H, options);
   std::string why;
   batch_kernel(device, c, max_len, why);
   return why;
@@ -378,8 +389,7 @@ void attention_store_batch(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSp
   const vk::DeviceCaps& caps = k.device().caps();
   if (C == 0 || H == 0 || C % H != 0)
     throw vk::Error("attention_store_batch: C=" + str(C) + " is not a multiple of H=" + str(H));
-  Call c = batch_call(out, k_caches, v_caches, qkv, rows, T, C, H);
-  c.scratch = options.scratch;
+  const Call c = batch_call(out, k_caches, v_caches, qkv, rows, T, C, H, options);
   std::string why_not;
   const AttentionKernel kernel = batch_kernel(k.device(), c, max_len, why_not);
   if (!why_not.empty())
@@ -404,16 +414,18 @@ void attention_store(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& ou
                      const vk::BufferSpan& qkv, uint32_t T, uint32_t pos, uint32_t C, uint32_t H,
                      const AttentionOptions& options) {
   if (C == 0) throw vk::Error("attention_store: C must be positive");
-  const uint64_t n_ctx = std::min(k_cache.size, v_cache.size) / (uint64_t{C} * sizeof(float));
+  const uint64_t n_ctx =
+      std::min(k_cache.size, v_cache.size) / (uint64_t{C} * dtype_bytes(options.cache));
   const uint64_t end = uint64_t{pos} + T;
   if (end > n_ctx)
     throw vk::Error("attention_store: rows " + str(pos) + ".." + str(end - 1) +
                      " do not fit the cache of n_ctx = " + str(n_ctx) + " rows of C = " + str(C));
   const uint32_t L = pos + T;
   require_elements("attention_store", "qkv", qkv, uint64_t{T} * 3 * C);
-  check_shapes(out, qkv, 3 * C, k_cache, v_cache, T, L, C, H, options.causal);
-  const Call c{out, qkv, k_cache, v_cache, 3 * C, T, L, C, H, true, options.probs,
-               options.scratch, options.step};
+  check_shapes(out, qkv, 3 * C, k_cache, v_cache, T, L, C, H, options.causal, options.cache);
+  Call c{out, qkv, k_cache, v_cache, 3 * C, T, L, C, H, true, options.probs,
+         options.scratch, options.step};
+  c.cache = options.cache;
   const AttentionKernel kernel = choose_kernel(k.device(), c, options.kernel);
   if (kernel == AttentionKernel::Texel) {
     dispatch_texel(k, rec, c, make_push(c, options));
@@ -425,7 +437,7 @@ void attention_store(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& ou
     dispatch_split(k, rec, c, push);
     return;
   }
-  kv_store(k, rec, k_cache, v_cache, qkv, T, C, pos, options.step);
+  kv_store(k, rec, k_cache, v_cache, qkv, T, C, pos, options.step, options.cache);
   attention(k, rec, out, qkv, 3 * C, k_cache, v_cache, T, L, C, H, options);
 }
 

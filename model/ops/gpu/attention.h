@@ -47,6 +47,10 @@ struct AttentionOptions : AttentionSpec {
   // The position read at run time (gpu::step_binding): it must then hold L - T (attention_store:
   // pos). The caches are bound whole.
   const vk::BufferSpan* step = nullptr;
+  // The caches' elements: F32, or F16 (half the memory and the bytes a decoded token reads,
+  // each key and value rounded once as kv_store stores it; C even). The texel kernel reads only
+  // fp32 caches: with F16, Auto takes Split or Portable, and a batch Split.
+  DType cache = DType::F32;
 };
 
 // Multi-head scaled dot-product attention of T queries against the first L rows of a KV cache.
