@@ -93,11 +93,12 @@ int generate(const GenerateArgs& args) {
                   r.compile_seconds, lazy ? " (this driver compiles them at first use)" : "");
   std::fprintf(stderr,
                "gpt2vk: load %.2f s%s, first token at %s | prompt %zu tokens, %.1f tok/s | "
-               "generated %zu tokens, %.1f tok/s | %s | %s | stop: %s%s\n",
+               "generated %zu tokens, %.1f tok/s | %s | %s%s | stop: %s%s\n",
                load_s, compile, first, prompt.size(),
                double(prompt.size()) / r.prompt_seconds,
                r.tokens.size(), gen_rate,
                s.model->device_name().c_str(), model::precision_name(s.model->precision()),
+               args.model.kv_cache == "f16" ? ", KV cache f16" : "",
                r.stop.c_str(), c.eos_token_id ? "" : " (the model has no end-of-text token)");
   return 0;
 }

@@ -104,6 +104,19 @@ TEST_CASE("cli: logits writes [T, V] float32 that matches the golden") {
     std::memcpy(g32.data(), got.data(), got.size());
     std::memcpy(r32.data(), ref.data(), ref.size());
     CHECK(test::close_rows("logits command", g32, r32, 256, 2e-5));
+    // With an fp16 KV cache: within the option's stated 5e-3 of the golden, and not the same.
+    const test::CliResult h =
+        test::gpt2vk({"logits", "-m", models("gpt2-tiny"), "--ids", (dir / "ids.bin").string(),
+                      "-o", (dir / "out16.bin").string(), "--precision", "f32", "--kv-cache",
+                      "f16", kernels});
+    CAPTURE(h.err);
+    REQUIRE(h.exit_code == 0);
+    const std::string got16 = test::read_file(dir / "out16.bin");
+    REQUIRE(got16.size() == ref.size());
+    std::vector<float> h32(got16.size() / 4);
+    std::memcpy(h32.data(), got16.data(), got16.size());
+    CHECK(h32 != g32);
+    CHECK(test::close_rows("logits command, fp16 KV cache", h32, r32, 256, 5e-3));
   }
 }
 
@@ -172,6 +185,7 @@ TEST_CASE("cli: bad input gives a clear error and a non-zero exit") {
       {{"generate", "-m", m, "-p", std::string(65, 'a')}, "longer than the model's context of 64"},
       {{"generate", "-m", m, "-p", "x", "--device", "no-such-gpu"}, "no-such-gpu"},
       {{"generate", "-m", m, "-p", "x", "--precision", "f8"}, "f8"},
+      {{"generate", "-m", m, "-p", "x", "--kv-cache", "bf16"}, "bf16"},
       {{"logits", "-m", m, "--ids", (dir / "ids.bin").string(), "-o", (dir / "o.bin").string()},
        "not a non-empty list of int32"},
       {{"tokenize", "-m", models("chars"), "-p", "HELLO"}, "not in"},
