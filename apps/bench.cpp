@@ -160,8 +160,9 @@ std::vector<Test> plan_tests(const BenchArgs& args, const model::Config& c) {
 
 // What the table and the JSON say about the model and where it ran.
 struct Subject {
-  std::string model, backend, device, precision;
+  std::string model, backend, device, precision;  // precision: the weights'
   uint64_t size = 0, params = 0;
+  std::string kv_cache = "f32";
 };
 
 // Bytes of the weights as the model holds them: matrices at the chosen precision, LayerNorm
@@ -234,7 +235,7 @@ void print_table(const Subject& s, const std::vector<Test>& tests) {
   std::vector<std::vector<std::string>> rows;
   for (const Test& t : tests)
     rows.push_back({s.model, human_bytes(s.size), human_count(s.params), s.backend, s.device,
-                    s.precision, t.name,
+                    s.precision + (s.kv_cache == "f32" ? "" : ", KV " + s.kv_cache), t.name,
                     format("%.2f", mean(t.samples)) + " ± " + format("%.2f", stddev(t.samples))});
   print_markdown(stdout,
                  {"model", "size", "params", "backend", "device", "precision", "test", "t/s"},
@@ -266,11 +267,12 @@ void print_json(const Subject& s, const std::vector<Test>& tests) {
     for (size_t k = 0; k < t.samples.size(); k++)
       samples += (k ? ", " : "") + format("%.6g", t.samples[k]);
     std::printf(
-        "  {\"model\": %s, \"backend\": %s, \"device\": %s, \"precision\": %s, \"size\": %llu, "
-        "\"params\": %llu, \"test\": %s, \"n_prompt\": %u, \"n_gen\": %u, \"avg_ts\": %.6g, "
+        "  {\"model\": %s, \"backend\": %s, \"device\": %s, \"precision\": %s, "
+        "\"kv_cache\": %s, \"size\": %llu, \"params\": %llu, \"test\": %s, \"n_prompt\": %u, \"n_gen\": %u, \"avg_ts\": %.6g, "
         "\"stddev_ts\": %.6g, \"samples_ts\": [%s]}%s\n",
         json_string(s.model).c_str(), json_string(s.backend).c_str(), json_string(s.device).c_str(),
-        json_string(s.precision).c_str(), static_cast<unsigned long long>(s.size),
+        json_string(s.precision).c_str(), json_string(s.kv_cache).c_str(),
+        static_cast<unsigned long long>(s.size),
         static_cast<unsigned long long>(s.params), json_string(t.name).c_str(), t.n_prompt, t.n_gen,
         mean(t.samples), stddev(t.samples), samples.c_str(), i + 1 < tests.size() ? "," : "");
   }
@@ -362,8 +364,8 @@ void print_profile(FILE* out, const std::string& title, const Profile& p, const 
 // Where the time of a prefill pass and of a decoded token goes, on a model instance of its own
 // with timestamps on, warmed up first like the timed runs.
 void profile(const model::Checkpoint& ckpt, const vk::Device& device, model::Precision precision,
-             model::Precision kv_cache, uint32_t split_layers, uint32_t prompt, uint32_t gen, uint32_t parallel,
-             double bandwidth, FILE* out) {
+             model::Precision kv_cache, uint32_t split_layers, uint32_t prompt, uint32_t gen,
+             uint32_t parallel, double bandwidth, FILE* out) {
   if (!device.caps().timestamps)
     std::fprintf(out, "\n'%s' has no compute timestamps: the op times are missing\n",
                  device.caps().name.c_str());
@@ -439,11 +441,10 @@ int bench(const BenchArgs& args) {
   const Subject subject{folder_name(s.checkpoint->dir()),
                         cpu ? "CPU" : "Vulkan",
                         s.model->device_name(),
-                        // The weights', and the KV cache's where it is not the default.
-                        std::string(model::precision_name(s.model->precision())) +
-                            (args.model.kv_cache == "f16" ? ", KV f16" : ""),
+                        model::precision_name(s.model->precision()),
                         weight_bytes(c, s.model->precision()),
-                        model::parameter_count(c)};
+                        model::parameter_count(c),
+                        args.model.kv_cache};
   run_tests(*s.model, tests, args.repeats);
   if (!args.parallel.empty()) {
     // The aggregate of N sequences against one decoded the usual way (tgN).
@@ -475,7 +476,8 @@ int bench(const BenchArgs& args) {
   const uint32_t parallel =
       args.parallel.empty() ? 0 : *std::max_element(args.parallel.begin(), args.parallel.end());
   profile(*s.checkpoint, *s.device, model::parse_precision(args.model.precision),
-          model::parse_precision(args.model.kv_cache), args.model.split_layers, prompt, gen, parallel, args.bandwidth, args.json ? stderr : stdout);
+          model::parse_precision(args.model.kv_cache), args.model.split_layers, prompt, gen,
+          parallel, args.bandwidth, args.json ? stderr : stdout);
   return 0;
 }
 

@@ -77,8 +77,10 @@ vk::BufferSpan to_gpu(Gpu& g, vk::Arena& arena, std::span<const float> data);
 std::vector<float> from_gpu(Gpu& g, const vk::BufferSpan& span, size_t count);
 // The same in fp16 (an fp16 KV cache): each float rounded to the nearest half on the way up;
 // halves widened on the way back.
-vk::BufferSpan to_gpu_half(const vk::Device& device, vk::Arena& arena, std::span<const float> data);
-std::vector<float> from_gpu_half(const vk::Device& device, const vk::BufferSpan& span, size_t count);
+vk::BufferSpan to_gpu_half(const vk::Device& device, vk::Arena& arena,
+                           std::span<const float> data);
+std::vector<float> from_gpu_half(const vk::Device& device, const vk::BufferSpan& span,
+                                 size_t count);
 
 }  // namespace test
 

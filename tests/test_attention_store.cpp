@@ -151,12 +151,12 @@ TEST_CASE("attention_store: kv_store and attention in one call, step after step"
 TEST_CASE("attention_store with an fp16 cache: the storage-buffer kernels, step after step") {
   GPU_TEST(g);
   const model::DType f16 = model::DType::F16;
-  // The split kernel's fused store in fp16: 8 halves per 16 bytes, so a head of D = 4 (C = 12)
+  // The split kernel's fused store in fp16: 8 halves per 16 bytes, so a head of D = 4 (C = 24)
   // shares its 16 bytes with the next head's (the .xy and .zw halves, written by different
   // workgroups); 64 + 1 keys cross into a second block.
   check_store(g.kernels, model::gpu::AttentionKernel::Split, 96, 3, 80, {37, 5, 1, 1, 8, 14, 1},
               true, 2900, 0, false, f16);
-  check_store(g.kernels, model::gpu::AttentionKernel::Split, 12, 3, 70, {33, 31, 1, 1}, true,
+  check_store(g.kernels, model::gpu::AttentionKernel::Split, 24, 6, 70, {33, 31, 1, 1}, true,
               2950, 0, false, f16);
   check_store(g.kernels, model::gpu::AttentionKernel::Split, 32, 4, 40, {17, 2}, false, 2970, 0,
               false, f16);
@@ -200,6 +200,21 @@ TEST_CASE("attention_store rejects rows past the cache") {
   CHECK_THROWS_WITH_AS(model::gpu::attention_store(g.kernels, rec, out, k, v, qkv, 4, 0, 64, 5),
                        doctest::Contains("not a multiple of H"), vk::Error);
   model::gpu::attention_store(g.kernels, rec, out, k, v, qkv, 4, 4, 64, 4);  // the last 4 rows: fine
+  // An fp16 cache: rows of C = 12 halves are not whole 16-byte units, which the split kernel
+  // loads; the texel kernel reads only fp32 caches.
+  model::gpu::AttentionOptions split;
+  split.kernel = model::gpu::AttentionKernel::Split;
+  split.cache = model::DType::F16;
+  const vk::BufferSpan scratch =
+      arena.alloc(model::gpu::attention_split_scratch_bytes(4, 8, 12, 3));
+  split.scratch = &scratch;
+  CHECK_THROWS_WITH_AS(model::gpu::attention_store(g.kernels, rec, out, k, v, qkv, 4, 0, 12, 3, split),
+                       doctest::Contains("not whole 16-byte units"), vk::Error);
+  model::gpu::AttentionOptions texel;
+  texel.kernel = model::gpu::AttentionKernel::Texel;
+  texel.cache = model::DType::F16;
+  CHECK_THROWS_WITH_AS(model::gpu::attention_store(g.kernels, rec, out, k, v, qkv, 4, 0, 64, 4, texel),
+                       doctest::Contains("an fp16 cache"), vk::Error);
   rec.end();
 }
 
@@ -310,6 +325,7 @@ TEST_CASE("attention_store_batch: each row as its decode step alone, both kernel
       CHECK(test::close("k caches", down(k, kr.size()), kr, {0, 0}));
       CHECK(test::close("v caches", down(v, vr.size()), vr, {0, 0}));
       CHECK(test::close("k caches alone", down(k1, kr.size()), kr, {0, 0}));
+      CHECK(test::close("v caches alone", down(v1, vr.size()), vr, {0, 0}));
     }
   }
 }

@@ -59,6 +59,7 @@ TEST_CASE("bench: --json has one entry per test with positive rates and the mode
     CHECK(e["backend"] == "Vulkan");
     CHECK(!e["device"].get<std::string>().empty());
     CHECK(e["precision"] == "f16");
+    CHECK(e["kv_cache"] == "f32");
     CHECK(e["params"] == kMatrixParams + kVectorParams);
     CHECK(e["size"] == 2 * kMatrixParams + 4 * kVectorParams);  // fp16 matrices, fp32 vectors
     REQUIRE(e["samples_ts"].size() == 2);

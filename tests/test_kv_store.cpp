@@ -55,7 +55,7 @@ TEST_CASE("kv_store writes K and V rows at the cache position, and nothing else"
         model::cpu::kv_store(k_ref.data(), v_ref.data(), qkv.data(), s.T, c.C, s.pos, cache);
       }
       rec.run();
-            CHECK(test::close("k_cache", down(k, k_ref.size()), k_ref, {0, 0}));
+      CHECK(test::close("k_cache", down(k, k_ref.size()), k_ref, {0, 0}));
       CHECK(test::close("v_cache", down(v, v_ref.size()), v_ref, {0, 0}));
     }
   }

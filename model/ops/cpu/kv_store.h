@@ -7,8 +7,8 @@
 namespace model::cpu {
 
 // Copies K and V of T new tokens into cache rows pos .. pos+T-1. With `cache` F16 each value is
-// rounded to the nearest fp16 (the GPU's fp16 cache holds that; drivers that round toward zero
-// differ by at most one fp16 ulp) and stored back as a float.
+// rounded to the nearest fp16, ties to even (what the GPU's fp16 cache holds, bit for bit), and
+// stored back as a float.
 //                                     [T, 3C] -> k_cache, v_cache [pos .. pos+T-1, C]
 void kv_store(float* k_cache, float* v_cache, const float* qkv, size_t T, size_t C, size_t pos,
               DType cache = DType::F32);

@@ -214,6 +214,10 @@ std::string split_unsupported(const vk::DeviceCaps& caps, const Call& c) {
     return "head dim D=" + str(D) + " is not a multiple of 4 up to " +
            str(push::ATTENTION_SPLIT_MAX_D);
   if (c.q_stride % 4 != 0) return "q_stride=" + str(c.q_stride) + " is not a multiple of 4";
+  // The kernel loads 16 bytes of the cache at a time: an fp16 row must be whole 16-byte units,
+  // so no load reaches past the binding's last row or into a row the same dispatch stores.
+  if (c.cache == DType::F16 && c.C % 8 != 0)
+    return "an fp16 cache's rows of C=" + str(c.C) + " are not whole 16-byte units (C % 8 != 0)";
   if (c.q.offset % 16 != 0 || c.k_cache.offset % 16 != 0 || c.v_cache.offset % 16 != 0)
     return "q or a cache does not start on 16 bytes";
   if (caps.max_workgroup_invocations < wg || caps.max_workgroup_size[0] < wg)

@@ -49,7 +49,8 @@ struct AttentionOptions : AttentionSpec {
   const vk::BufferSpan* step = nullptr;
   // The caches' elements: F32, or F16 (half the memory and the bytes a decoded token reads,
   // each key and value rounded once as kv_store stores it; C even). The texel kernel reads only
-  // fp32 caches: with F16, Auto takes Split or Portable, and a batch Split.
+  // fp32 caches: with F16, Auto takes Split (C % 8 == 0: whole 16-byte rows) or Portable, and a
+  // batch Split.
   DType cache = DType::F32;
 };
 

@@ -8,8 +8,9 @@ namespace model::gpu {
 // cache rows pos .. pos+T-1. The cache capacity n_ctx is the number of whole rows the spans hold;
 // pos + T > n_ctx throws.                [T, 3C] -> k_cache, v_cache [pos .. pos+T-1 of n_ctx, C]
 // step: the position read at run time (gpu::step_binding); it must then hold pos.
-// cache: the caches' element type. F16 rounds each value with packHalf2x16 (to nearest on most
-// drivers, toward zero on some: within one fp16 ulp either way) and needs an even C.
+// cache: the caches' element type. F16 rounds each value to the nearest half, ties to even, in
+// integer arithmetic (shaders/common/half.glsl: the same halves on every driver and in
+// cpu::kv_store), and needs an even C.
 void kv_store(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& k_cache,
               const vk::BufferSpan& v_cache, const vk::BufferSpan& qkv, uint32_t T, uint32_t C,
               uint32_t pos, const vk::BufferSpan* step = nullptr, DType cache = DType::F32);
