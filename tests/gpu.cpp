@@ -117,16 +117,18 @@ std::vector<float> from_gpu(Gpu& g, const vk::BufferSpan& span, size_t count) {
   return from_gpu(g.device, span, count);
 }
 
-vk::BufferSpan to_gpu_half(const vk::Device& device, vk::Arena& arena,
-                           std::span<const float> data) {
+vk::BufferSpan to_gpu(const vk::Device& device, vk::Arena& arena, std::span<const float> data,
+                      model::DType dtype) {
+  if (dtype == model::DType::F32) return to_gpu(device, arena, data);
   const std::vector<uint16_t> half = model::gpu::to_half(data.data(), data.size());
   vk::BufferSpan s = arena.alloc(half.size() * sizeof(uint16_t));
   vk::upload(device, s, half.data(), s.size);
   return s;
 }
 
-std::vector<float> from_gpu_half(const vk::Device& device, const vk::BufferSpan& span,
-                                 size_t count) {
+std::vector<float> from_gpu(const vk::Device& device, const vk::BufferSpan& span, size_t count,
+                            model::DType dtype) {
+  if (dtype == model::DType::F32) return from_gpu(device, span, count);
   std::vector<uint16_t> half(count);
   vk::download(device, half.data(), span, count * sizeof(uint16_t));
   std::vector<float> v(count);

@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "model/ops/types.h"
 #include "vk/context.h"
 #include "vk/memory.h"
 #include "vk/pipeline.h"
@@ -75,12 +76,12 @@ vk::BufferSpan to_gpu(const vk::Device& device, vk::Arena& arena, std::span<cons
 std::vector<float> from_gpu(const vk::Device& device, const vk::BufferSpan& span, size_t count);
 vk::BufferSpan to_gpu(Gpu& g, vk::Arena& arena, std::span<const float> data);
 std::vector<float> from_gpu(Gpu& g, const vk::BufferSpan& span, size_t count);
-// The same in fp16 (an fp16 KV cache): each float rounded to the nearest half on the way up;
-// halves widened on the way back.
-vk::BufferSpan to_gpu_half(const vk::Device& device, vk::Arena& arena,
-                           std::span<const float> data);
-std::vector<float> from_gpu_half(const vk::Device& device, const vk::BufferSpan& span,
-                                 size_t count);
+// The same as elements of `dtype` (an fp16 KV cache): for F16 each float rounded to the
+// nearest half on the way up, halves widened on the way back.
+vk::BufferSpan to_gpu(const vk::Device& device, vk::Arena& arena, std::span<const float> data,
+                      model::DType dtype);
+std::vector<float> from_gpu(const vk::Device& device, const vk::BufferSpan& span, size_t count,
+                            model::DType dtype);
 
 }  // namespace test
 

@@ -49,13 +49,8 @@ void check_store(vk::Kernels& kernels, model::gpu::AttentionKernel kernel, uint3
                   (size_t{n_ctx} * 6 * C + 4 * k_ref.size() + size_t{H} * n_ctx * n_ctx) *
                           sizeof(float) + 65536,
                    vk::MemoryKind::Device, "test attention_store");
-  const auto up = [&](const std::vector<float>& x) {
-    return f16 ? test::to_gpu_half(device, arena, x) : test::to_gpu(device, arena, x);
-  };
-  const auto down = [&](const vk::BufferSpan& s, size_t n) {
-    return f16 ? test::from_gpu_half(device, s, n) : test::from_gpu(device, s, n);
-  };
-  const vk::BufferSpan k = up(k_ref), v = up(v_ref);
+  const vk::BufferSpan k = test::to_gpu(device, arena, k_ref, cache),
+                       v = test::to_gpu(device, arena, v_ref, cache);
   std::vector<std::vector<float>> qkv, ref, probs_ref;
   std::vector<vk::BufferSpan> qkv_gpu, out_gpu, probs_gpu;
   vk::Recorder rec(device, tap);  // with the tap, timestamps name the shaders that ran
@@ -83,7 +78,8 @@ void check_store(vk::Kernels& kernels, model::gpu::AttentionKernel kernel, uint3
     pos += T;
   }
   rec.run();
-  const std::vector<float> k_got = down(k, k_ref.size()), v_got = down(v, v_ref.size());
+  const std::vector<float> k_got = test::from_gpu(device, k, k_ref.size(), cache),
+                           v_got = test::from_gpu(device, v, v_ref.size(), cache);
   pos = 0;
   for (size_t i = 0; i < qkv.size(); i++) {
     const auto T = static_cast<uint32_t>(qkv[i].size() / (3 * C));
@@ -208,13 +204,15 @@ TEST_CASE("attention_store rejects rows past the cache") {
   const vk::BufferSpan scratch =
       arena.alloc(model::gpu::attention_split_scratch_bytes(4, 8, 12, 3));
   split.scratch = &scratch;
-  CHECK_THROWS_WITH_AS(model::gpu::attention_store(g.kernels, rec, out, k, v, qkv, 4, 0, 12, 3, split),
-                       doctest::Contains("not whole 16-byte units"), vk::Error);
+  CHECK_THROWS_WITH_AS(
+      model::gpu::attention_store(g.kernels, rec, out, k, v, qkv, 4, 0, 12, 3, split),
+      doctest::Contains("not whole 16-byte units"), vk::Error);
   model::gpu::AttentionOptions texel;
   texel.kernel = model::gpu::AttentionKernel::Texel;
   texel.cache = model::DType::F16;
-  CHECK_THROWS_WITH_AS(model::gpu::attention_store(g.kernels, rec, out, k, v, qkv, 4, 0, 64, 4, texel),
-                       doctest::Contains("an fp16 cache"), vk::Error);
+  CHECK_THROWS_WITH_AS(
+      model::gpu::attention_store(g.kernels, rec, out, k, v, qkv, 4, 0, 64, 4, texel),
+      doctest::Contains("an fp16 cache"), vk::Error);
   rec.end();
 }
 
@@ -249,13 +247,10 @@ TEST_CASE("attention_store_batch: each row as its decode step alone, both kernel
       vk::Arena arena(g, (8 * k_ref.size() + 8 * qkv.size()) * sizeof(float) + 2 * scratch_bytes +
                              65536,
                       vk::MemoryKind::Device, "test attention_store_batch");
-      const auto up = [&](const std::vector<float>& x) {
-        return f16 ? test::to_gpu_half(g, arena, x) : test::to_gpu(g, arena, x);
-      };
-      const auto down = [&](const vk::BufferSpan& s, size_t n) {
-        return f16 ? test::from_gpu_half(g, s, n) : test::from_gpu(g, s, n);
-      };
-      const vk::BufferSpan k = up(k_ref), v = up(v_ref), k1 = up(k_ref), v1 = up(v_ref),
+      const vk::BufferSpan k = test::to_gpu(g, arena, k_ref, cache),
+                           v = test::to_gpu(g, arena, v_ref, cache),
+                           k1 = test::to_gpu(g, arena, k_ref, cache),
+                           v1 = test::to_gpu(g, arena, v_ref, cache),
                            q = test::to_gpu(g, arena, qkv);
       const vk::BufferSpan scratch = arena.alloc(scratch_bytes),
                            scratch1 = arena.alloc(scratch_bytes);
@@ -322,10 +317,10 @@ TEST_CASE("attention_store_batch: each row as its decode step alone, both kernel
         CHECK(test::close(what + " against the reference", row, ref, kTol));
       }
       // Every row's key and value at its slot's position, nothing else touched.
-      CHECK(test::close("k caches", down(k, kr.size()), kr, {0, 0}));
-      CHECK(test::close("v caches", down(v, vr.size()), vr, {0, 0}));
-      CHECK(test::close("k caches alone", down(k1, kr.size()), kr, {0, 0}));
-      CHECK(test::close("v caches alone", down(v1, vr.size()), vr, {0, 0}));
+      CHECK(test::close("k caches", test::from_gpu(g, k, kr.size(), cache), kr, {0, 0}));
+      CHECK(test::close("v caches", test::from_gpu(g, v, vr.size(), cache), vr, {0, 0}));
+      CHECK(test::close("k caches alone", test::from_gpu(g, k1, kr.size(), cache), kr, {0, 0}));
+      CHECK(test::close("v caches alone", test::from_gpu(g, v1, vr.size(), cache), vr, {0, 0}));
     }
   }
 }

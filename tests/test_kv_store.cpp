@@ -39,13 +39,8 @@ TEST_CASE("kv_store writes K and V rows at the cache position, and nothing else"
       vk::Arena arena(g.device,
                       (2 * k_ref.size() + 3 * size_t{c.n_ctx} * c.C * c.steps.size()) * 4 + 4096,
                       vk::MemoryKind::Device, "test kv_store");
-      const auto up = [&](const std::vector<float>& x) {
-        return f16 ? test::to_gpu_half(g.device, arena, x) : test::to_gpu(g, arena, x);
-      };
-      const auto down = [&](const vk::BufferSpan& s, size_t n) {
-        return f16 ? test::from_gpu_half(g.device, s, n) : test::from_gpu(g, s, n);
-      };
-      vk::BufferSpan k = up(k_ref), v = up(v_ref);
+      vk::BufferSpan k = test::to_gpu(g.device, arena, k_ref, cache),
+                     v = test::to_gpu(g.device, arena, v_ref, cache);
       vk::Recorder rec(g.device);
       rec.begin();
       for (const Step& s : c.steps) {
@@ -55,8 +50,10 @@ TEST_CASE("kv_store writes K and V rows at the cache position, and nothing else"
         model::cpu::kv_store(k_ref.data(), v_ref.data(), qkv.data(), s.T, c.C, s.pos, cache);
       }
       rec.run();
-      CHECK(test::close("k_cache", down(k, k_ref.size()), k_ref, {0, 0}));
-      CHECK(test::close("v_cache", down(v, v_ref.size()), v_ref, {0, 0}));
+      CHECK(test::close("k_cache", test::from_gpu(g.device, k, k_ref.size(), cache), k_ref,
+                        {0, 0}));
+      CHECK(test::close("v_cache", test::from_gpu(g.device, v, v_ref.size(), cache), v_ref,
+                        {0, 0}));
     }
   }
 }
@@ -85,8 +82,8 @@ TEST_CASE("kv_store's fp16 cache rounds as the CPU does: ties to even, subnormal
   model::gpu::kv_store(g.kernels, rec, k, v, test::to_gpu(g, arena, qkv), 1, C, 0, nullptr,
                        model::DType::F16);
   rec.run();
-  CHECK(test::close("k_cache", test::from_gpu_half(g.device, k, C), k_ref, {0, 0}));
-  CHECK(test::close("v_cache", test::from_gpu_half(g.device, v, C), v_ref, {0, 0}));
+  CHECK(test::close("k_cache", test::from_gpu(g.device, k, C, model::DType::F16), k_ref, {0, 0}));
+  CHECK(test::close("v_cache", test::from_gpu(g.device, v, C, model::DType::F16), v_ref, {0, 0}));
   CHECK(k_ref[0] == 1.0f);  // the reference itself: ties to even
   CHECK(k_ref[1] == 1 + 0x1p-9f);
   CHECK(k_ref[2] == 0x1p-23f);
