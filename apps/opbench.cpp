@@ -120,6 +120,12 @@ void run_shapes(Bench& b, uint32_t T, uint32_t L, model::DType dtype) {
   b.time("attention", t + " L=" + std::to_string(L) + " H=12", [&](vk::Recorder& r) {
     model::gpu::attention(k, r, y, qkv, 3 * C, kc, vc, T, L, C, H);
   });
+  if (T > model::gpu::kAttentionSplitMaxT) {  // a prompt: the one-query-per-workgroup kernel too
+    model::gpu::AttentionOptions portable{.kernel = model::gpu::AttentionKernel::Portable};
+    b.time("attention portable", t + " L=" + std::to_string(L) + " H=12", [&](vk::Recorder& r) {
+      model::gpu::attention(k, r, y, qkv, 3 * C, kc, vc, T, L, C, H, portable);
+    });
+  }
   if (T == 1)  // decode at the end of GPT-2's context
     b.time("attention", t + " L=1024 H=12", [&](vk::Recorder& r) {
       model::gpu::attention(k, r, y, qkv, 3 * C, kc, vc, T, N_CTX, C, H);

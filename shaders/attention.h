@@ -1,6 +1,6 @@
 // Push constants and sizes of the attention kernels (attention.comp, attention_texel*.comp,
-// attention_split.comp and attention_merge.comp), shared by GLSL and C++ (see
-// shaders/common/types.h).
+// attention_split.comp, attention_merge.comp and attention_tiled.comp), shared by GLSL and C++
+// (see shaders/common/types.h).
 #ifndef GPT2VK_ATTENTION_H
 #define GPT2VK_ATTENTION_H
 #include "common/types.h"
@@ -26,6 +26,15 @@ CONST ATTENTION_SPLIT_WG = 64;
 CONST ATTENTION_SPLIT_BLOCK = 64;
 CONST ATTENTION_SPLIT_MAX_D = 256;
 CONST ATTENTION_SPLIT_DOTS = 2048;
+// attention_tiled.comp: invocations per workgroup, queries per workgroup (8 invocations each),
+// the largest head dim, and keys per tile (D <= 64; half as many beyond). The tile holds one
+// tile's keys, then its values, as fp32 rows padded by one texel: 32 * (64 / 4 + 1) texels,
+// enough for 16 rows of D = 128 too. In all 4 * (4 * 544 + 16 * 33 + 128) = 11 KiB.
+CONST ATTENTION_TILED_WG = 128;
+CONST ATTENTION_TILED_QUERIES = 16;
+CONST ATTENTION_TILED_MAX_D = 128;
+CONST ATTENTION_TILED_KEYS = 32;
+CONST ATTENTION_TILED_TILE = 32 * (64 / 4 + 1);  // texels
 
 // out[t, head h] = softmax(scale * q[t, h] . k_cache[j, h]) v_cache[j, h] over the visible keys j
 struct AttentionPush {

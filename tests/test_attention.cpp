@@ -93,6 +93,7 @@ std::string name(const char* what, const Case& c) {
          (c.options.causal ? " causal" : " bidirectional") +
          (c.options.kernel == model::gpu::AttentionKernel::Texel   ? " (texel)"
           : c.options.kernel == model::gpu::AttentionKernel::Split ? " (split)"
+          : c.options.kernel == model::gpu::AttentionKernel::Tiled ? " (tiled)"
                                                                    : " (portable)");
 }
 
@@ -106,6 +107,16 @@ bool split_runs(const vk::DeviceCaps& caps, const Case& c) {
          caps.max_shared_memory >= 9728;
 }
 
+// Whether the tiled kernel takes this shape on this device (the arenas align every span):
+// 128-invocation workgroups and 11,328 bytes of shared memory.
+bool tiled_runs(const vk::DeviceCaps& caps, const Case& c) {
+  const uint32_t D = c.C / c.H;
+  return D % 4 == 0 && D <= push::ATTENTION_TILED_MAX_D &&
+         caps.max_workgroup_invocations >= push::ATTENTION_TILED_WG &&
+         caps.max_workgroup_size[0] >= push::ATTENTION_TILED_WG &&
+         caps.max_shared_memory >= 11328;
+}
+
 // Whether the texel kernel takes this shape on this device: the arenas here align every span.
 bool texel_runs(const vk::DeviceCaps& caps, const Case& c) {
   const uint32_t D = c.C / c.H;
@@ -113,7 +124,8 @@ bool texel_runs(const vk::DeviceCaps& caps, const Case& c) {
 }
 
 // The case on the portable kernel, on the split one where it runs (up to 64 queries: it is
-// decode's, and each query re-reads the keys), and on the texel kernel where it runs.
+// decode's, and each query re-reads the keys), on the tiled one and on the texel kernel where
+// they run.
 void check_case(vk::Kernels& kernels, Case c, unsigned seed, const char* what, float lo = -1,
                 float hi = 1) {
   Inputs in = make_inputs(c, seed, lo, hi);
@@ -122,6 +134,10 @@ void check_case(vk::Kernels& kernels, Case c, unsigned seed, const char* what, f
   CHECK(test::close(name(what, c), run_gpu(kernels, c, in), ref, kTol));
   if (c.T <= 64 && split_runs(kernels.device().caps(), c)) {
     c.options.kernel = model::gpu::AttentionKernel::Split;
+    CHECK(test::close(name(what, c), run_gpu(kernels, c, in), ref, kTol));
+  }
+  if (tiled_runs(kernels.device().caps(), c)) {
+    c.options.kernel = model::gpu::AttentionKernel::Tiled;
     CHECK(test::close(name(what, c), run_gpu(kernels, c, in), ref, kTol));
   }
   if (!texel_runs(kernels.device().caps(), c)) return;
@@ -242,6 +258,45 @@ TEST_CASE("attention's split kernel at decode shapes: GPT-2 small, medium, XL, b
     s.options.kernel = model::gpu::AttentionKernel::Split;
     const Inputs in = make_inputs(s, seed += 10);
     CHECK(test::close(name("split", s), run_gpu(g.kernels, s, in), run_cpu(s, in), kTol));
+  }
+}
+
+TEST_CASE("attention's tiled kernel at prompt shapes: GPT-2 small, medium, XL, both masks") {
+  GPU_TEST(g);
+  if (!tiled_runs(g.device.caps(), {1, 1, 64, 1})) {
+    MESSAGE("SKIPPED: 128-invocation workgroups or 11 KiB of shared memory unavailable");
+    return;
+  }
+  // T and L across the 16-query blocks and the 32-key tiles (1, 127, 128, 129, 1024): blocks
+  // that end part-way, causal blocks whose queries stop in different tiles, tiles cut short at
+  // L. GPT-2's D = 64 at every size; small's 12 heads everywhere, medium's 16 and XL's 25 at
+  // fewer shapes (the pipelines and the CPU reference's time).
+  struct Shape {
+    uint32_t C, H;
+  };
+  unsigned seed = 5000;
+  const uint32_t sizes[] = {1, 127, 128, 129, 1024};
+  for (const Shape s : {Shape{768, 12}, Shape{1024, 16}, Shape{1600, 25}})
+    for (uint32_t L : sizes)
+      for (uint32_t T : sizes) {
+        if (T > L) continue;
+        for (bool causal : {true, false}) {
+          if (s.C != 768 && (L != 129 || T == 1 || !causal)) continue;
+          if (T == 1024 && !causal) continue;  // the largest case once
+          Case c{T, L, s.C, s.H, {.kernel = model::gpu::AttentionKernel::Tiled}};
+          c.options.causal = causal;
+          const Inputs in = make_inputs(c, seed += 10);
+          CHECK(test::close(name("tiled", c), run_gpu(g.kernels, c, in), run_cpu(c, in), kTol));
+        }
+      }
+  // Head dims other than GPT-2's: D = 4 (one texel: lanes past it idle), 12, 96 and 128 (16-key
+  // tiles, 4 texels per lane), with a caller's scale.
+  for (const Case& c : {Case{40, 40, 8, 2}, Case{33, 70, 36, 3, {false, 0}},
+                        Case{50, 50, 192, 2}, Case{17, 300, 256, 2, {true, 0.3f}}}) {
+    Case t = c;
+    t.options.kernel = model::gpu::AttentionKernel::Tiled;
+    const Inputs in = make_inputs(t, seed += 10);
+    CHECK(test::close(name("tiled", t), run_gpu(g.kernels, t, in), run_cpu(t, in), kTol));
   }
 }
 
@@ -380,10 +435,11 @@ TEST_CASE("attention: large scores do not overflow, masked keys are never read")
   for (const uint32_t T : {8u, 20u})
     for (model::gpu::AttentionKernel kernel :
          {model::gpu::AttentionKernel::Portable, model::gpu::AttentionKernel::Texel,
-          model::gpu::AttentionKernel::Split}) {
+          model::gpu::AttentionKernel::Split, model::gpu::AttentionKernel::Tiled}) {
       const Case c{T, T, 32, 2, {.kernel = kernel}};
       if (kernel == model::gpu::AttentionKernel::Texel && !texel_runs(g.device.caps(), c)) continue;
       if (kernel == model::gpu::AttentionKernel::Split && !split_runs(g.device.caps(), c)) continue;
+      if (kernel == model::gpu::AttentionKernel::Tiled && !tiled_runs(g.device.caps(), c)) continue;
       const uint32_t P = T - 3;
       Inputs poisoned = make_inputs(c, 810);
       for (uint32_t d = 0; d < c.C; d++)
@@ -428,17 +484,22 @@ TEST_CASE("attention picks its kernel by device and shape") {
                     run_cpu(d5, make_inputs(d5, 960)), kTol));
   CHECK(shader == "attention");
   // Given scratch, the GPU set (forced here) decodes (T <= kAttentionSplitMaxT) with the split
-  // kernel.
+  // kernel, and takes the tiled one for more queries; a head dim the tiled kernel cannot take
+  // (D = 5) goes to the portable one.
   test::LoweredGpu gpu_set(g, {}, vk::KernelSet::Gpu);
-  if (split_runs(caps, d16)) {
+  if (split_runs(caps, d16) && tiled_runs(caps, d16)) {
     for (const Case& c : {Case{1, 300, 64, 4}, Case{model::gpu::kAttentionSplitMaxT, 300, 64, 4},
                           Case{model::gpu::kAttentionSplitMaxT + 1, 300, 64, 4}}) {
       const Inputs in = make_inputs(c, 965);
       CHECK(test::close(name("auto", c), run_gpu(gpu_set.kernels, c, in, &shader, true),
                         run_cpu(c, in), kTol));
       CHECK(shader == (c.T <= model::gpu::kAttentionSplitMaxT ? "attention_split+attention_merge"
-                                                              : "attention"));
+                                                              : "attention_tiled"));
     }
+    CHECK(test::close(name("auto", d5),
+                      run_gpu(gpu_set.kernels, d5, make_inputs(d5, 960), &shader, true),
+                      run_cpu(d5, make_inputs(d5, 960)), kTol));
+    CHECK(shader == "attention");
   }
 }
 
@@ -512,6 +573,30 @@ TEST_CASE("attention rejects bad arguments") {
                        doctest::Contains("the scratch holds 64 bytes, needs"), vk::Error);
   CHECK_THROWS_WITH_AS(model::gpu::attention(g.kernels, rec, out, q, 180, k, v, 1, 8, 60, 6, split),
                        doctest::Contains("D=10 is not a multiple of 4"), vk::Error);
+
+  // The tiled kernel, asked for where it cannot run: D = 10, the tap, q not on 16 bytes, and
+  // a device whose workgroups hold fewer than 128 invocations.
+  model::gpu::AttentionOptions tiled{.kernel = model::gpu::AttentionKernel::Tiled};
+  model::gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 8, 64, 4, tiled);  // it can here
+  CHECK_THROWS_WITH_AS(model::gpu::attention(g.kernels, rec, out, q, 180, k, v, 1, 8, 60, 6, tiled),
+                       doctest::Contains("tiled kernel cannot run"), vk::Error);
+  CHECK_THROWS_WITH_AS(
+      model::gpu::attention(g.kernels, rec, out, q.sub(4, q.size - 4), 192, k, v, 4, 8, 64, 4, tiled),
+      doctest::Contains("does not start on 16 bytes"), vk::Error);
+  vk::BufferSpan weights = arena.alloc(4 * 4 * 8 * 4);
+  tiled.probs = &weights;
+  CHECK_THROWS_WITH_AS(model::gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 8, 64, 4, tiled),
+                       doctest::Contains("the attention tap"), vk::Error);
+  tiled.probs = nullptr;
+  {
+    test::LoweredGpu small(g, {.max_workgroup_invocations = 64});
+    vk::Recorder small_rec(small.device);
+    small_rec.begin();
+    CHECK_THROWS_WITH_AS(
+        model::gpu::attention(small.kernels, small_rec, out, q, 192, k, v, 4, 8, 64, 4, tiled),
+        doctest::Contains("workgroups of 128 invocations"), vk::Error);
+    small_rec.end();
+  }
 
   // The texel kernel, asked for where it cannot run: D = 5 and D = 260 (not whole texels, too
   // many registers), q_stride not whole texels, q not at a texel-aligned offset.

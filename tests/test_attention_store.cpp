@@ -97,6 +97,7 @@ void check_store(vk::Kernels& kernels, model::gpu::AttentionKernel kernel, uint3
                     t.shader);
   const std::string what = std::string(kernel == model::gpu::AttentionKernel::Texel      ? "texel"
                                        : kernel == model::gpu::AttentionKernel::Portable ? "portable"
+                                       : kernel == model::gpu::AttentionKernel::Tiled    ? "tiled"
                                        : split                                           ? "split"
                                                                                   : "auto") +
                            " C=" + std::to_string(C) + " H=" + std::to_string(H) +
@@ -126,6 +127,11 @@ TEST_CASE("attention_store: kv_store and attention in one call, step after step"
   check_store(g.kernels, model::gpu::AttentionKernel::Split, 96, 3, 80, {37, 5, 1, 1, 8, 14, 1},
               true, 900, 0);
   check_store(g.kernels, model::gpu::AttentionKernel::Split, 32, 4, 40, {17, 2}, false, 950, 0);
+  // The tiled kernel after kv_store: a prompt of 37 (three blocks of 16, the last with 5), a
+  // chunk of 20 after 37 cached keys, decode steps; an encoder.
+  check_store(g.kernels, model::gpu::AttentionKernel::Tiled, 96, 3, 80, {37, 20, 1, 1}, true,
+              960, 0);
+  check_store(g.kernels, model::gpu::AttentionKernel::Tiled, 32, 4, 40, {17, 2}, false, 970, 0);
   for (model::gpu::AttentionKernel kernel :
        {model::gpu::AttentionKernel::Portable, model::gpu::AttentionKernel::Texel}) {
     if (kernel == model::gpu::AttentionKernel::Texel && !g.device.caps().storage_texel_buffers) continue;
@@ -163,6 +169,12 @@ TEST_CASE("attention_store with an fp16 cache: the storage-buffer kernels, step 
               3100, 0, false, f16);
   check_store(g.kernels, model::gpu::AttentionKernel::Portable, 96, 3, 64, {37, 5, 1}, true, 3300,
               0, true, f16);  // with the tap
+  // The tiled kernel after kv_store: 8 halves per 16-byte load, so D = 32 and 8 (C = 32) are
+  // one load per 4 texels and per texel pair of the tile; 33 + 31 keys cross tiles of 32.
+  check_store(g.kernels, model::gpu::AttentionKernel::Tiled, 96, 3, 80, {37, 5, 20, 1}, true,
+              3200, 0, false, f16);
+  check_store(g.kernels, model::gpu::AttentionKernel::Tiled, 32, 4, 70, {33, 31, 1}, false,
+              3250, 0, false, f16);
   // Auto: never the texel kernel (it reads only fp32 caches).
   check_store(g.kernels, model::gpu::AttentionKernel::Auto, 64, 2, 40, {20, 1}, true, 3400, 0,
               false, f16);
@@ -206,6 +218,13 @@ TEST_CASE("attention_store rejects rows past the cache") {
   split.scratch = &scratch;
   CHECK_THROWS_WITH_AS(
       model::gpu::attention_store(g.kernels, rec, out, k, v, qkv, 4, 0, 12, 3, split),
+      doctest::Contains("not whole 16-byte units"), vk::Error);
+  // The tiled kernel loads 8 halves at a time: a head slice of D = 4 (C = 16) starts mid-unit.
+  model::gpu::AttentionOptions tiled;
+  tiled.kernel = model::gpu::AttentionKernel::Tiled;
+  tiled.cache = model::DType::F16;
+  CHECK_THROWS_WITH_AS(
+      model::gpu::attention_store(g.kernels, rec, out, k, v, qkv, 4, 0, 16, 4, tiled),
       doctest::Contains("not whole 16-byte units"), vk::Error);
   model::gpu::AttentionOptions texel;
   texel.kernel = model::gpu::AttentionKernel::Texel;

@@ -138,7 +138,8 @@ TEST_CASE("bench: the table, and a profile of one submission and one wait per to
       const bool fused = any_row({"attention_texel_store"});
       const bool split = any_row({"attention_split"}) && any_row({"attention_merge"});
       // The KV store: fused into the texel or the split kernel, or kv_store before attention.
-      CHECK((fused || split || (any_row({"kv_store"}) && any_row({"attention"}))));
+      CHECK((fused || split ||
+             (any_row({"kv_store"}) && any_row({"attention", "attention_tiled"}))));
       if (fused || split) CHECK_FALSE(any_row({"kv_store"}));
     }
   }

@@ -32,6 +32,7 @@ TEST_CASE("policy: CPU devices get the CPU set, every other device the GPU set")
   CHECK(cpu.interleaved_weights);
   CHECK_FALSE(cpu.nk_weights);
   CHECK_FALSE(cpu.split_attention);
+  CHECK_FALSE(cpu.tiled_attention);
   CHECK(cpu.norm_linear_max_bytes > 0);
   CHECK(cpu.topk_per_invocation == 64);
   for (VkPhysicalDeviceType t :
@@ -46,6 +47,7 @@ TEST_CASE("policy: CPU devices get the CPU set, every other device the GPU set")
     CHECK_FALSE(gpu.interleaved_weights);
     CHECK(gpu.nk_weights);
     CHECK(gpu.split_attention);
+    CHECK(gpu.tiled_attention);
     // Decoding's GEMV takes the LayerNorm in front of it, up to the tuning's size.
     CHECK(gpu.norm_linear_max_bytes == gpu.tuning.norm_gemv_max_bytes);
     CHECK(gpu.norm_linear_max_bytes > 0);

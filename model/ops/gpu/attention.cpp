@@ -254,6 +254,57 @@ void dispatch_split(vk::Kernels& k, vk::Recorder& rec, const Call& c,
                {c.out.sub(0, c.T * c.row_bytes()), part}, p, {c.H, c.T, 1});
 }
 
+// The tiled kernel's shared arrays at their maxima: the tile, the weights and the lanes' sums.
+constexpr uint32_t kTiledSharedBytes =
+    (push::ATTENTION_TILED_TILE * 4 +
+     push::ATTENTION_TILED_QUERIES * (push::ATTENTION_TILED_KEYS + 1) + push::ATTENTION_TILED_WG) *
+    uint32_t{sizeof(float)};
+static_assert(push::ATTENTION_TILED_TILE >= push::ATTENTION_TILED_KEYS / 2 *
+                                               (push::ATTENTION_TILED_MAX_D / 4 + 1));
+
+// Why the tiled kernel cannot run this call on this device; empty when it can.
+std::string tiled_unsupported(const vk::DeviceCaps& caps, const Call& c) {
+  const uint32_t D = c.C / c.H, wg = push::ATTENTION_TILED_WG;
+  if (c.probs) return "the attention tap (its weights are written by the portable kernel)";
+  if (c.rows) return "a batch of sequences";
+  if (D % 4 != 0 || D > push::ATTENTION_TILED_MAX_D)
+    return "head dim D=" + str(D) + " is not a multiple of 4 up to " +
+           str(push::ATTENTION_TILED_MAX_D);
+  // 16-byte loads of whole fp16 units: 8 values, so each head's slice of a row starts on one.
+  if (c.cache == DType::F16 && (D % 8 != 0 || c.C % 8 != 0))
+    return "an fp16 cache's head slices (D=" + str(D) + ", C=" + str(c.C) +
+           ") are not whole 16-byte units";
+  if (c.q_stride % 4 != 0) return "q_stride=" + str(c.q_stride) + " is not a multiple of 4";
+  if (c.out.offset % 16 != 0 || c.q.offset % 16 != 0 || c.k_cache.offset % 16 != 0 ||
+      c.v_cache.offset % 16 != 0)
+    return "out, q or a cache does not start on 16 bytes";
+  if (caps.max_workgroup_invocations < wg || caps.max_workgroup_size[0] < wg)
+    return "workgroups of " + str(wg) + " invocations exceed the device's limit";
+  if (kTiledSharedBytes > caps.max_shared_memory)
+    return str(kTiledSharedBytes) + " bytes of shared memory exceed the device's " +
+           str(caps.max_shared_memory);
+  if (c.H > caps.max_workgroup_count[1]) return "H=" + str(c.H) + " heads exceed the grid";
+  if (c.cache_bytes(caps) > caps.max_storage_buffer_range)
+    return "the caches exceed maxStorageBufferRange";
+  return {};
+}
+
+// The tiled kernel: one workgroup per (block of ATTENTION_TILED_QUERIES queries, head).
+void dispatch_tiled(vk::Kernels& k, vk::Recorder& rec, const Call& c,
+                    const push::AttentionPush& p) {
+  const vk::DeviceCaps& caps = k.device().caps();
+  const uint32_t D = c.C / c.H;
+  const uint64_t cache = c.cache_bytes(caps);
+  const vk::Pipeline& pipeline = k.get(
+      "attention_tiled",
+      {{push::ATTENTION_TILED_WG, 1, 1}, {D, static_cast<uint32_t>(c.cache)}});
+  const auto blocks = static_cast<uint32_t>(vk::ceil_div(c.T, push::ATTENTION_TILED_QUERIES));
+  rec.dispatch(pipeline,
+               {c.out.sub(0, c.T * c.row_bytes()), c.q.sub(0, c.q_floats() * sizeof(float)),
+                c.k_cache.sub(0, cache), c.v_cache.sub(0, cache), c.step_span()},
+               p, groups(caps, blocks, c.H));
+}
+
 // The kernel a call runs: the one asked for, or for Auto the device's choice where it can run.
 AttentionKernel choose_kernel(const vk::Device& device, const Call& c, AttentionKernel asked) {
   if (asked == AttentionKernel::Portable) return asked;
@@ -262,6 +313,13 @@ AttentionKernel choose_kernel(const vk::Device& device, const Call& c, Attention
     const std::string why_not = split_unsupported(caps, c);
     if (!why_not.empty())
       throw vk::Error("attention: the split kernel cannot run on device '" + caps.name +
+                      "': " + why_not);
+    return asked;
+  }
+  if (asked == AttentionKernel::Tiled) {
+    const std::string why_not = tiled_unsupported(caps, c);
+    if (!why_not.empty())
+      throw vk::Error("attention: the tiled kernel cannot run on device '" + caps.name +
                       "': " + why_not);
     return asked;
   }
@@ -274,6 +332,8 @@ AttentionKernel choose_kernel(const vk::Device& device, const Call& c, Attention
     return AttentionKernel::Texel;
   if (policy.split_attention && c.T <= kAttentionSplitMaxT && split_unsupported(caps, c).empty())
     return AttentionKernel::Split;
+  if (policy.tiled_attention && c.T > kAttentionSplitMaxT && tiled_unsupported(caps, c).empty())
+    return AttentionKernel::Tiled;
   return AttentionKernel::Portable;
 }
 
@@ -318,6 +378,8 @@ void attention(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
     dispatch_texel(k, rec, c, make_push(c, options));
   else if (kernel == AttentionKernel::Split)
     dispatch_split(k, rec, c, make_push(c, options));
+  else if (kernel == AttentionKernel::Tiled)
+    dispatch_tiled(k, rec, c, make_push(c, options));
   else
     dispatch_portable(k, rec, c, make_push(c, options));
 }

@@ -1,5 +1,6 @@
 // Host wrapper of shaders/attention.comp (storage buffers, any device),
-// shaders/attention_split.comp + attention_merge.comp (split-K decode, the GPU set's) and
+// shaders/attention_split.comp + attention_merge.comp (split-K decode, the GPU set's),
+// shaders/attention_tiled.comp (query blocks sharing key tiles: prompts, the GPU set's) and
 // shaders/attention_texel{,_store}.comp (storage texel buffers, for CPU devices), and
 // shaders/attention_sequences{,_texel}.comp and attention_backward{,_texel}.comp (training).
 #pragma once
@@ -8,7 +9,8 @@
 namespace model::gpu {
 
 enum class AttentionKernel : uint32_t {
-  // Texel where the kernel policy's texel_attention and the call allows it, otherwise Portable.
+  // Where the kernel policy asks for it and the call allows it: Texel; else Split for at most
+  // kAttentionSplitMaxT queries (given scratch); else Tiled for more; otherwise Portable.
   Auto,
   // attention.comp: one workgroup per (query, head) reading storage buffers, keys spread over
   // its invocations. Any head dim, any device.
@@ -25,10 +27,17 @@ enum class AttentionKernel : uint32_t {
   // attention_split_scratch_bytes()), D % 4 == 0, D <= 256, q_stride % 4 == 0, q and the caches
   // on 16 bytes, 64-invocation workgroups, and no tap; throws otherwise.
   Split,
+  // attention_tiled.comp (flash attention on the vector units): workgroups over (block of 16
+  // queries, head), each tile of keys and then of values loaded once into shared memory with
+  // 16-byte loads and shared by the block's queries. Needs D % 4 == 0 (fp16 cache: D % 8 == 0
+  // and C % 8 == 0), D <= 128, q_stride % 4 == 0, out, q and the caches on 16 bytes,
+  // 128-invocation workgroups, and no tap; throws otherwise.
+  Tiled,
 };
 
 // Auto takes Split (where the policy's split_attention asks for it) for at most this many
-// queries: decoding, and the short steps of speculative or batched decoding.
+// queries: decoding, and the short steps of speculative or batched decoding. More queries (a
+// prompt) take Tiled where the policy's tiled_attention asks for it.
 constexpr uint32_t kAttentionSplitMaxT = 8;
 // Bytes of scratch Split needs for T queries over L keys: the blocks' partial results.
 uint64_t attention_split_scratch_bytes(uint32_t T, uint32_t L, uint32_t C, uint32_t H);

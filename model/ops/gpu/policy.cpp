@@ -68,7 +68,7 @@ KernelPolicy choose_policy(const vk::DeviceCaps& caps, vk::KernelSet asked,
     p.topk_per_invocation = 64;
   } else {
     p.nk_weights = true;
-    p.split_attention = true;
+    p.split_attention = p.tiled_attention = true;
     p.tuning = gpu_tuning(caps);
     p.norm_linear_max_bytes = p.tuning.norm_gemv_max_bytes;
     const bool units = matmul_coop_unsupported(caps, true).empty();

@@ -2,7 +2,7 @@
 // how weights are laid out. Two sets exist. The GPU set (what AMD, Intel, NVIDIA and Apple GPUs
 // get) reads storage buffers: weights transposed to [N, K], matmul_vec_wide for a few rows (with
 // the LayerNorm before it fused in, up to a size), tiled matmul beyond, the split attention for
-// decoding, layernorm.comp otherwise. The CPU set (what CPU Vulkan devices such as lavapipe
+// decoding, the tiled attention for prompts, layernorm.comp otherwise. The CPU set (what CPU Vulkan devices such as lavapipe
 // get) reads through storage texel buffers, where llvmpipe gathers a whole vector per lane:
 // interleaved weights for matmul_interleaved, the texel attention with the KV store fused in,
 // the texel LayerNorm, LayerNorms fused into small matmuls, an argmax head for greedy
@@ -52,6 +52,9 @@ struct KernelPolicy {
   // AttentionKernel::Split for decoding where the model passes scratch: a decoded token's
   // attention over many workgroups (key blocks x heads) rather than one per head.
   bool split_attention = false;
+  // AttentionKernel::Tiled for prompts (more than kAttentionSplitMaxT queries): blocks of
+  // queries share each key and value load.
+  bool tiled_attention = false;
   bool texel_layernorm = false;  // LayerNormKernel::Texel
   // activation, activation_backward, add and cross_entropy in their texel versions
   // (*_texel.comp: four elements or a row per invocation) where the call allows it.
