@@ -40,15 +40,11 @@ shared float c_sh[4 * SM * CS];      // per subgroup [SM][SN], rows padded to CS
 #if MATMUL_COOP_HARDWARE
 HALF to_half(float v) { return HALF(v); }
 #else
-// fp16 rounding (to nearest even) in integer arithmetic: a driver may fold
-// unpackHalf2x16(packHalf2x16(v)) into v (NVIDIA's 580 driver does), which would leave the
-// inputs unrounded. Past 65504 is infinity, as a conversion gives.
-float to_half(float v) {
-  if (abs(v) < 6.103515625e-05) return roundEven(v * 16777216.0) / 16777216.0;  // subnormal: 2^-24
-  const uint u = floatBitsToUint(v);
-  const float r = uintBitsToFloat((u + 0x0FFFu + ((u >> 13) & 1u)) & 0xFFFFE000u);
-  return abs(r) > 65504.0 ? v * uintBitsToFloat(0x7F800000u) : r;
-}
+// fp16 rounding (to nearest even) in integer arithmetic (half_bits, as the KV cache rounds): a
+// driver may fold unpackHalf2x16(packHalf2x16(v)) into v (NVIDIA's 580 driver does), which
+// would leave the inputs unrounded. Past 65504 is infinity, as a conversion gives.
+#include "common/half.glsl"
+float to_half(float v) { return unpackHalf2x16(half_bits(v)).x; }
 #endif
 
 // The fragment operations: zero the accumulators, multiply-add one BK step from the staged
