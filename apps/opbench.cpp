@@ -130,9 +130,17 @@ void run_shapes(Bench& b, uint32_t T, uint32_t L, model::DType dtype) {
     b.time("attention", t + " L=1024 H=12", [&](vk::Recorder& r) {
       model::gpu::attention(k, r, y, qkv, 3 * C, kc, vc, T, N_CTX, C, H);
     });
-  // What the model runs: kv_store and attention, one dispatch where the texel kernel runs.
+  // What the model runs: kv_store and attention, one dispatch where the texel kernel runs; with
+  // the model's scratch, so the GPU set decodes with the split kernel and the tiled kernel
+  // splits a short prompt's keys.
+  vk::BufferSpan part = b.arena.alloc(std::max(
+      model::gpu::attention_split_scratch_bytes(model::gpu::kAttentionSplitMaxT, N_CTX, C, H),
+      model::gpu::attention_tiled_scratch_bytes(
+          C, H, model::gpu::kernel_policy(b.device).tuning.attention_groups)));
+  model::gpu::AttentionOptions with_scratch;
+  with_scratch.scratch = &part;
   b.time("attention_store", t + " pos=" + std::to_string(L - T) + " H=12", [&](vk::Recorder& r) {
-    model::gpu::attention_store(k, r, y, kc, vc, qkv, T, L - T, C, H);
+    model::gpu::attention_store(k, r, y, kc, vc, qkv, T, L - T, C, H, with_scratch);
   });
   b.time("matmul proj +res", t + " 768->768", [&](vk::Recorder& r) {
     model::gpu::matmul(k, r, x, y, w_proj, &b1, &x, T, C, C, kn);

@@ -1,9 +1,15 @@
 #version 450
 // Prompt attention tiled over blocks of queries (flash attention on the vector units), the GPU
 // set's kernel for more queries than decoding has. One workgroup per (block of 16 queries,
-// head): x = block (folded into z past the device limit), y = head. Where attention.comp has
-// every query's workgroup read every key and value row itself, here the 16 queries of a block
-// share each load, so K and V are read from memory T / 16 times rather than T times.
+// head), or with p.splits per (block, head, range of keys): x = block * splits + range (folded
+// into z past the device limit), y = head. Where attention.comp has every query's workgroup read
+// every key and value row itself, here the 16 queries of a block share each load, so K and V are
+// read from memory T / 16 times rather than T times.
+//
+// Few blocks (a short prompt, or the last chunk of a long one, over many cached keys) would
+// leave a large GPU idle while each workgroup walks every key: the host then splits the keys
+// into p.splits ranges of whole tiles, as attention_split.comp splits a decoded token's, and each
+// workgroup writes its queries' partial results (o, m, l) for attention_merge.comp to combine.
 //
 // Keys go in tiles of BK (32, or 16 for D > 64). Per tile: the workgroup copies the tile's key
 // rows (16-byte loads, consecutive lanes along a row) into shared memory as fp32 rows padded by
@@ -23,7 +29,8 @@ layout(local_size_x = ATTENTION_TILED_WG) in;
 layout(constant_id = 3) const uint D = 64;  // head dim, C / H: a multiple of 4, <= MAX_D
 layout(constant_id = 4) const uint CACHE_DTYPE = DTYPE_F32;  // of the caches' elements
 
-layout(binding = 0) writeonly buffer Out { vec4 out4[]; };  // [T, C]
+// [T, C]; with p.splits, the ranges' partial results [T, H, splits, D + 2] (attention_split's)
+layout(binding = 0) writeonly buffer Out { float out_[]; };
 layout(binding = 1) readonly buffer Q { vec4 q4[]; };       // [T, q_stride], q in cols [0, C)
 // The caches: 16 bytes are 4 fp32 values or 8 fp16 ones (kv_store.comp's packing).
 layout(binding = 2) readonly buffer K { uvec4 k4[]; };  // [L, C]
@@ -35,7 +42,7 @@ layout(push_constant) uniform Push { AttentionPush p; };
 const uint WG = ATTENTION_TILED_WG, BQ = ATTENTION_TILED_QUERIES;
 const uint LANES = WG / BQ;  // invocations per query
 const uint D4 = D / 4;       // texels of a head's row
-const uint RS = D4 + 1;      // texels of a row in the tile, padded
+const uint RS = D4 | 1;      // texels of a row in the tile: odd, so 8 rows hit 8 bank groups
 const uint BK = D <= 64 ? ATTENTION_TILED_KEYS : ATTENTION_TILED_KEYS / 2;  // keys per tile
 const uint WS = ATTENTION_TILED_KEYS + 1;  // floats of a query's row of weights, padded
 const bool F16 = CACHE_DTYPE == DTYPE_F16;
@@ -70,7 +77,9 @@ void load_tile(bool values, uint k0, uint n) {
 }
 
 void main() {
-  const uint block = gl_WorkGroupID.x + gl_WorkGroupID.z * gl_NumWorkGroups.x;
+  const uint S = max(p.splits, 1);  // key ranges
+  const uint group = gl_WorkGroupID.x + gl_WorkGroupID.z * gl_NumWorkGroups.x;
+  const uint block = group / S, range = group % S;
   const uint t0 = block * BQ;
   if (t0 >= p.T) return;  // the whole workgroup leaves together, before any barrier
   h = gl_WorkGroupID.y;
@@ -82,6 +91,10 @@ void main() {
   // needs the keys its last query sees.
   const uint n_keys = !live ? 0 : p.causal != 0 ? L - p.T + t + 1 : L;
   const uint n_block = p.causal != 0 ? L - p.T + min(t0 + BQ, p.T) : L;
+  // This workgroup's keys: all of them, or its range of whole tiles (the same length for every
+  // block; a causal block's last ranges may be empty).
+  const uint R = p.splits == 0 ? n_block : ((L + S - 1) / S + BK - 1) / BK * BK;
+  const uint k_begin = range * R, k_end = min(k_begin + R, n_block);
 
   vec4 qv[ATTENTION_TILED_MAX_D / 4];
   for (uint i = 0; i < D4; i++) qv[i] = live ? q4[(t * p.q_stride + h * D) / 4 + i] : vec4(0.0);
@@ -91,8 +104,8 @@ void main() {
   float m = LOWEST;  // the query's running maximum
   float l = 0.0;     // this lane's part of the sum of exp(s - m)
 
-  for (uint k0 = 0; k0 < n_block; k0 += BK) {
-    const uint n = min(BK, n_block - k0);
+  for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
+    const uint n = min(BK, k_end - k0);
     barrier();  // the previous tile's values and weights have been read
     load_tile(false, k0, n);
     barrier();
@@ -146,8 +159,24 @@ void main() {
   if (!live) return;
   float total = 0.0;
   for (uint i = 0; i < LANES; i++) total += red[qi * LANES + i];
+  if (p.splits == 0) {  // the output
+    for (uint c = 0; c < CPL; c++) {
+      const uint col = lane + LANES * c;
+      if (col < D4)
+        for (uint i = 0; i < 4; i++) out_[t * p.C + h * D + 4 * col + i] = acc[c][i] / total;
+    }
+    return;
+  }
+  // The range's partial result: o = sum of exp(s - m) v, then m and l. A query that sees no key
+  // of the range writes (0, LOWEST, 0), which the merge weighs as 0.
+  const uint at = ((t * gl_NumWorkGroups.y + h) * S + range) * (D + 2);
   for (uint c = 0; c < CPL; c++) {
     const uint col = lane + LANES * c;
-    if (col < D4) out4[(t * p.C + h * D) / 4 + col] = acc[c] / total;
+    if (col < D4)
+      for (uint i = 0; i < 4; i++) out_[at + 4 * col + i] = acc[c][i];
+  }
+  if (lane == 0) {
+    out_[at + D] = m;
+    out_[at + D + 1] = total;
   }
 }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "model/ops/cpu/attention.h"
+#include "model/ops/cpu/common.h"
 #include "model/ops/cpu/kv_store.h"
 #include "model/ops/gpu/attention.h"
 #include "model/ops/gpu/kv_store.h"
@@ -108,13 +109,16 @@ bool split_runs(const vk::DeviceCaps& caps, const Case& c) {
 }
 
 // Whether the tiled kernel takes this shape on this device (the arenas align every span):
-// 128-invocation workgroups and 11,328 bytes of shared memory.
+// 128-invocation workgroups and its shared arrays (11 KiB).
 bool tiled_runs(const vk::DeviceCaps& caps, const Case& c) {
   const uint32_t D = c.C / c.H;
+  const uint32_t shared = (push::ATTENTION_TILED_TILE * 4 +
+                           push::ATTENTION_TILED_QUERIES * (push::ATTENTION_TILED_KEYS + 1) +
+                           push::ATTENTION_TILED_WG) * 4;
   return D % 4 == 0 && D <= push::ATTENTION_TILED_MAX_D &&
          caps.max_workgroup_invocations >= push::ATTENTION_TILED_WG &&
          caps.max_workgroup_size[0] >= push::ATTENTION_TILED_WG &&
-         caps.max_shared_memory >= 11328;
+         caps.max_shared_memory >= shared;
 }
 
 // Whether the texel kernel takes this shape on this device: the arenas here align every span.
@@ -298,6 +302,100 @@ TEST_CASE("attention's tiled kernel at prompt shapes: GPT-2 small, medium, XL, b
     const Inputs in = make_inputs(t, seed += 10);
     CHECK(test::close(name("tiled", t), run_gpu(g.kernels, t, in), run_cpu(t, in), kTol));
   }
+}
+
+TEST_CASE("attention's tiled kernel splits the keys of few query blocks into merged ranges") {
+  GPU_TEST(g);
+  if (!tiled_runs(g.device.caps(), {1, 1, 64, 1}) || !g.device.caps().timestamps) {
+    MESSAGE("SKIPPED: the tiled kernel cannot run, or no timestamps to name the dispatches");
+    return;
+  }
+  // Given scratch, fewer than 256 blocks x heads split the keys into ranges of whole tiles:
+  // GPT-2 small's 12 heads at T = 9 .. 129 (1 to 9 blocks) over L = 129 or 1,024 keys. A causal
+  // block of early queries leaves the later ranges empty (T = L = 129: three ranges of 64 keys,
+  // block 0 needs 16); D = 128 takes 16-key tiles.
+  unsigned seed = 5500;
+  for (const uint32_t L : {129u, 1024u})
+    for (const uint32_t T : {9u, 16u, 17u, 40u, 129u})
+      for (const bool causal : {true, false}) {
+        if (T > L) continue;
+        Case c{T, L, 768, 12, {.kernel = model::gpu::AttentionKernel::Tiled}};
+        c.options.causal = causal;
+        const Inputs in = make_inputs(c, seed += 10);
+        std::string shader;
+        CHECK(test::close(name("tiled, split keys", c), run_gpu(g.kernels, c, in, &shader, true),
+                          run_cpu(c, in), kTol));
+        CHECK(shader == "attention_tiled+attention_merge");
+      }
+  for (const Case& c : {Case{20, 500, 256, 2}, Case{33, 90, 36, 3, {false, 0}}}) {
+    Case t = c;
+    t.options.kernel = model::gpu::AttentionKernel::Tiled;
+    const Inputs in = make_inputs(t, seed += 10);
+    std::string shader;
+    CHECK(test::close(name("tiled, split keys", t), run_gpu(g.kernels, t, in, &shader, true),
+                      run_cpu(t, in), kTol));
+    CHECK(shader == "attention_tiled+attention_merge");
+  }
+}
+
+TEST_CASE("attention reads its position at run time, as the model's passes do") {
+  GPU_TEST(g);
+  // The model binds its caches whole and passes the position in a buffer (AttentionOptions::
+  // step, holding L - T), so rows past L are bound but must never be read: they hold NaN here.
+  // Every kernel that reads it, fp32 and fp16 caches; the tiled one with and without its key
+  // ranges; the split one for decoding's few queries.
+  using model::gpu::AttentionKernel;
+  const uint32_t C = 128, H = 2, n_ctx = 400;
+  struct Run {
+    AttentionKernel kernel;
+    uint32_t T, L;
+    bool scratch;
+  };
+  unsigned seed = 5700;
+  for (const model::DType cache : {model::DType::F32, model::DType::F16})
+    for (const Run r : {Run{AttentionKernel::Portable, 40, 300, false},
+                        Run{AttentionKernel::Tiled, 40, 300, false},
+                        Run{AttentionKernel::Tiled, 40, 300, true},
+                        Run{AttentionKernel::Tiled, 17, 17, true},
+                        Run{AttentionKernel::Split, 3, 200, true}}) {
+      const bool f16 = cache == model::DType::F16;
+      Case c{r.T, r.L, C, H, {.kernel = r.kernel}};
+      c.options.cache = cache;
+      if (r.kernel == AttentionKernel::Tiled && !tiled_runs(g.device.caps(), c)) continue;
+      if (r.kernel == AttentionKernel::Split && !split_runs(g.device.caps(), c)) continue;
+      Inputs in = make_inputs(c, seed += 10);
+      if (f16)  // the values as the fp16 cache holds them
+        for (std::vector<float>* v : {&in.k_cache, &in.v_cache})
+          for (float& x : *v) x = model::cpu::round_to_half(x);
+      const std::vector<float> ref = run_cpu(c, in);
+      std::vector<float> k = in.k_cache, v = in.v_cache;
+      k.resize(size_t{n_ctx} * C, std::numeric_limits<float>::quiet_NaN());
+      v.resize(size_t{n_ctx} * C, std::numeric_limits<float>::quiet_NaN());
+      const vk::Device& device = g.device;
+      vk::Arena arena(device, (in.qkv.size() + 2 * k.size() + size_t{r.T} * C) * 4 + (4 << 20),
+                      vk::MemoryKind::Device, "test attention step");
+      const vk::BufferSpan qkv = test::to_gpu(device, arena, in.qkv),
+                           kc = test::to_gpu(device, arena, k, cache),
+                           vc = test::to_gpu(device, arena, v, cache);
+      const vk::BufferSpan out = arena.alloc(size_t{r.T} * C * sizeof(float));
+      const vk::BufferSpan step = arena.alloc(16);
+      const uint32_t pos = r.L - r.T;
+      vk::upload(device, step, &pos, sizeof(pos));
+      vk::BufferSpan scratch;
+      model::gpu::AttentionOptions o = c.options;
+      o.step = &step;
+      if (r.scratch) {
+        scratch = arena.alloc(model::gpu::attention_split_scratch_bytes(r.T, r.L, C, H));
+        o.scratch = &scratch;
+      }
+      vk::Recorder rec(device);
+      rec.begin();
+      model::gpu::attention(g.kernels, rec, out, qkv, 3 * C, kc, vc, r.T, r.L, C, H, o);
+      rec.run();
+      CHECK(test::close(name("position at run time", c) + (f16 ? " fp16" : "") +
+                            (r.scratch ? " with scratch" : ""),
+                        test::from_gpu(device, out, size_t{r.T} * C), ref, kTol));
+    }
 }
 
 TEST_CASE("attention bidirectional and a caller's scale") {
@@ -484,23 +582,36 @@ TEST_CASE("attention picks its kernel by device and shape") {
                     run_cpu(d5, make_inputs(d5, 960)), kTol));
   CHECK(shader == "attention");
   // Given scratch, the GPU set (forced here) decodes (T <= kAttentionSplitMaxT) with the split
-  // kernel, and takes the tiled one for more queries; a head dim the tiled kernel cannot take
-  // (D = 5) goes to the portable one.
+  // kernel, and takes the tiled one for more queries: with its keys split and merged where its
+  // blocks x heads are fewer than the tuning's 256 workgroups (9 queries: 1 block x 4 heads),
+  // not where they are as many (1,024 queries: 64 x 4) or without scratch. A head dim the tiled
+  // kernel cannot take (D = 5) goes to the portable one.
   test::LoweredGpu gpu_set(g, {}, vk::KernelSet::Gpu);
-  if (split_runs(caps, d16) && tiled_runs(caps, d16)) {
-    for (const Case& c : {Case{1, 300, 64, 4}, Case{model::gpu::kAttentionSplitMaxT, 300, 64, 4},
-                          Case{model::gpu::kAttentionSplitMaxT + 1, 300, 64, 4}}) {
-      const Inputs in = make_inputs(c, 965);
-      CHECK(test::close(name("auto", c), run_gpu(gpu_set.kernels, c, in, &shader, true),
-                        run_cpu(c, in), kTol));
-      CHECK(shader == (c.T <= model::gpu::kAttentionSplitMaxT ? "attention_split+attention_merge"
-                                                              : "attention_tiled"));
-    }
-    CHECK(test::close(name("auto", d5),
-                      run_gpu(gpu_set.kernels, d5, make_inputs(d5, 960), &shader, true),
-                      run_cpu(d5, make_inputs(d5, 960)), kTol));
-    CHECK(shader == "attention");
+  if (!split_runs(caps, d16) || !tiled_runs(caps, d16)) {
+    MESSAGE("SKIPPED: the GPU set's choices (the split or tiled kernel cannot run here)");
+    return;
   }
+  const uint32_t S = model::gpu::kAttentionSplitMaxT;
+  struct Choice {
+    Case c;
+    bool scratch;
+    const char* shader;
+  };
+  for (const Choice& x : {Choice{{1, 300, 64, 4}, true, "attention_split+attention_merge"},
+                          Choice{{S, 300, 64, 4}, true, "attention_split+attention_merge"},
+                          Choice{{S + 1, 300, 64, 4}, true, "attention_tiled+attention_merge"},
+                          Choice{{S + 1, 300, 64, 4}, false, "attention_tiled"},
+                          Choice{{1024, 1024, 64, 4}, true, "attention_tiled"},
+                          Choice{{S, 300, 60, 12}, true, "attention"}}) {
+    const Inputs in = make_inputs(x.c, 965);
+    CHECK(test::close(name("auto", x.c), run_gpu(gpu_set.kernels, x.c, in, &shader, x.scratch),
+                      run_cpu(x.c, in), kTol));
+    CHECK(shader == x.shader);
+  }
+  CHECK(test::close(name("auto", d5),
+                    run_gpu(gpu_set.kernels, d5, make_inputs(d5, 960), &shader, true),
+                    run_cpu(d5, make_inputs(d5, 960)), kTol));
+  CHECK(shader == "attention");
 }
 
 TEST_CASE("attention past maxTexelBufferElements: Auto falls back, Texel refuses") {
@@ -574,8 +685,9 @@ TEST_CASE("attention rejects bad arguments") {
   CHECK_THROWS_WITH_AS(model::gpu::attention(g.kernels, rec, out, q, 180, k, v, 1, 8, 60, 6, split),
                        doctest::Contains("D=10 is not a multiple of 4"), vk::Error);
 
-  // The tiled kernel, asked for where it cannot run: D = 10, the tap, q not on 16 bytes, and
-  // a device whose workgroups hold fewer than 128 invocations.
+  // The tiled kernel, asked for where it cannot run: D = 10, the tap, q not on 16 bytes,
+  // q_stride not whole texels, a device whose workgroups hold fewer than 128 invocations, and
+  // one with less shared memory than its arrays.
   model::gpu::AttentionOptions tiled{.kernel = model::gpu::AttentionKernel::Tiled};
   model::gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 8, 64, 4, tiled);  // it can here
   CHECK_THROWS_WITH_AS(model::gpu::attention(g.kernels, rec, out, q, 180, k, v, 1, 8, 60, 6, tiled),
@@ -588,13 +700,18 @@ TEST_CASE("attention rejects bad arguments") {
   CHECK_THROWS_WITH_AS(model::gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 8, 64, 4, tiled),
                        doctest::Contains("the attention tap"), vk::Error);
   tiled.probs = nullptr;
-  {
-    test::LoweredGpu small(g, {.max_workgroup_invocations = 64});
+  CHECK_THROWS_WITH_AS(model::gpu::attention(g.kernels, rec, out, q, 190, k, v, 4, 8, 64, 4, tiled),
+                       doctest::Contains("q_stride=190 is not a multiple of 4"), vk::Error);
+  for (const vk::LimitOverrides& limits : {vk::LimitOverrides{.max_workgroup_invocations = 64},
+                                           vk::LimitOverrides{.max_shared_memory = 8192}}) {
+    test::LoweredGpu small(g, limits);
     vk::Recorder small_rec(small.device);
     small_rec.begin();
     CHECK_THROWS_WITH_AS(
         model::gpu::attention(small.kernels, small_rec, out, q, 192, k, v, 4, 8, 64, 4, tiled),
-        doctest::Contains("workgroups of 128 invocations"), vk::Error);
+        doctest::Contains(limits.max_shared_memory ? "bytes of shared memory exceed"
+                                                   : "workgroups of 128 invocations"),
+        vk::Error);
     small_rec.end();
   }
 

@@ -175,6 +175,11 @@ TEST_CASE("attention_store with an fp16 cache: the storage-buffer kernels, step 
               3200, 0, false, f16);
   check_store(g.kernels, model::gpu::AttentionKernel::Tiled, 32, 4, 70, {33, 31, 1}, false,
               3250, 0, false, f16);
+  // GPT-2's D = 64 (32-key tiles) and D = 128 (16-key tiles, 4 texels per lane).
+  check_store(g.kernels, model::gpu::AttentionKernel::Tiled, 128, 2, 80, {40, 33, 1}, true,
+              3260, 0, false, f16);
+  check_store(g.kernels, model::gpu::AttentionKernel::Tiled, 256, 2, 80, {37, 20, 1}, true,
+              3270, 0, false, f16);
   // Auto: never the texel kernel (it reads only fp32 caches).
   check_store(g.kernels, model::gpu::AttentionKernel::Auto, 64, 2, 40, {20, 1}, true, 3400, 0,
               false, f16);

@@ -192,7 +192,9 @@ class GpuModel final : public Model {
   Packer params_;  // host-written before each pass: the ids and the position
   size_t ids_, step_, top_ids_, top_values_, scratch_;
   size_t batch_rows_ = 0;        // a batch's {pos, cache texel} per row (attention_store_batch)
-  std::optional<size_t> split_;  // split-K attention's partial results, where it may run
+  // Partial results of split-K attention (decoding) and of the tiled kernel's key ranges, where
+  // they may run.
+  std::optional<size_t> split_;
   size_t partials_;  // greedy decoding: the head's argmax partials (gpu::matmul_argmax)
 
   std::unique_ptr<vk::Arena> logits_arena_;  // [rows, V], grown when more rows are asked for

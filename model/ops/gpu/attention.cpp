@@ -271,9 +271,8 @@ std::string tiled_unsupported(const vk::DeviceCaps& caps, const Call& c) {
     return "head dim D=" + str(D) + " is not a multiple of 4 up to " +
            str(push::ATTENTION_TILED_MAX_D);
   // 16-byte loads of whole fp16 units: 8 values, so each head's slice of a row starts on one.
-  if (c.cache == DType::F16 && (D % 8 != 0 || c.C % 8 != 0))
-    return "an fp16 cache's head slices (D=" + str(D) + ", C=" + str(c.C) +
-           ") are not whole 16-byte units";
+  if (c.cache == DType::F16 && D % 8 != 0)
+    return "an fp16 cache's head slices (D=" + str(D) + ") are not whole 16-byte units";
   if (c.q_stride % 4 != 0) return "q_stride=" + str(c.q_stride) + " is not a multiple of 4";
   if (c.out.offset % 16 != 0 || c.q.offset % 16 != 0 || c.k_cache.offset % 16 != 0 ||
       c.v_cache.offset % 16 != 0)
@@ -289,9 +288,24 @@ std::string tiled_unsupported(const vk::DeviceCaps& caps, const Call& c) {
   return {};
 }
 
-// The tiled kernel: one workgroup per (block of ATTENTION_TILED_QUERIES queries, head).
-void dispatch_tiled(vk::Kernels& k, vk::Recorder& rec, const Call& c,
-                    const push::AttentionPush& p) {
+// The key ranges the tiled kernel splits a call into: 0 (not split) where its blocks times heads
+// reach the tuning's workgroups, or where the scratch holds fewer than two ranges' partials;
+// else enough to reach them, at most one per 64 keys and what the scratch holds.
+uint32_t tiled_splits(const vk::DeviceCaps& caps, const Call& c, uint32_t target) {
+  const uint64_t blocks = vk::ceil_div(c.T, push::ATTENTION_TILED_QUERIES);
+  if (!c.scratch || blocks * c.H >= target) return 0;
+  // attention_merge's grid: (head, query)
+  if (c.H > caps.max_workgroup_count[0] || c.T > caps.max_workgroup_count[1]) return 0;
+  const uint64_t per_range = uint64_t{c.T} * c.H * (c.C / c.H + 2) * sizeof(float);
+  const uint64_t room = std::min(c.scratch->size, caps.max_storage_buffer_range) / per_range;
+  const uint64_t splits = std::min({vk::ceil_div(target, blocks * c.H),
+                                    vk::ceil_div(c.L, uint64_t{64}), room});
+  return splits >= 2 ? static_cast<uint32_t>(splits) : 0;
+}
+
+// The tiled kernel: one workgroup per (block of ATTENTION_TILED_QUERIES queries, head), or per
+// (block, head, key range) and then attention_merge.
+void dispatch_tiled(vk::Kernels& k, vk::Recorder& rec, const Call& c, push::AttentionPush p) {
   const vk::DeviceCaps& caps = k.device().caps();
   const uint32_t D = c.C / c.H;
   const uint64_t cache = c.cache_bytes(caps);
@@ -299,10 +313,20 @@ void dispatch_tiled(vk::Kernels& k, vk::Recorder& rec, const Call& c,
       "attention_tiled",
       {{push::ATTENTION_TILED_WG, 1, 1}, {D, static_cast<uint32_t>(c.cache)}});
   const auto blocks = static_cast<uint32_t>(vk::ceil_div(c.T, push::ATTENTION_TILED_QUERIES));
-  rec.dispatch(pipeline,
-               {c.out.sub(0, c.T * c.row_bytes()), c.q.sub(0, c.q_floats() * sizeof(float)),
-                c.k_cache.sub(0, cache), c.v_cache.sub(0, cache), c.step_span()},
-               p, groups(caps, blocks, c.H));
+  const vk::BufferSpan out = c.out.sub(0, c.T * c.row_bytes());
+  const vk::BufferSpan q = c.q.sub(0, c.q_floats() * sizeof(float));
+  const vk::BufferSpan kc = c.k_cache.sub(0, cache), vc = c.v_cache.sub(0, cache);
+  p.splits = tiled_splits(caps, c, kernel_policy(k.device()).tuning.attention_groups);
+  if (p.splits == 0) {
+    rec.dispatch(pipeline, {out, q, kc, vc, c.step_span()}, p, groups(caps, blocks, c.H));
+    return;
+  }
+  const vk::BufferSpan part =
+      c.scratch->sub(0, uint64_t{c.T} * c.H * p.splits * (D + 2) * sizeof(float));
+  rec.dispatch(pipeline, {part, q, kc, vc, c.step_span()}, p,
+               groups(caps, blocks * p.splits, c.H));
+  rec.dispatch(k.get("attention_merge", {{push::ATTENTION_SPLIT_WG, 1, 1}, {D}}), {out, part}, p,
+               {c.H, c.T, 1});
 }
 
 // The kernel a call runs: the one asked for, or for Auto the device's choice where it can run.
@@ -363,6 +387,13 @@ Call batch_call(const vk::BufferSpan& out, const vk::BufferSpan& k_caches,
 uint64_t attention_split_scratch_bytes(uint32_t T, uint32_t L, uint32_t C, uint32_t H) {
   if (H == 0) return 0;
   return uint64_t{T} * H * split_blocks(L) * (C / H + 2) * sizeof(float);
+}
+
+// Splitting happens only where blocks x H = G < groups, in at most ceil(groups / G) ranges, and
+// T <= 16 x blocks: T x H x ranges <= 16 x G x ceil(groups / G) < 32 x groups.
+uint64_t attention_tiled_scratch_bytes(uint32_t C, uint32_t H, uint32_t groups) {
+  if (H == 0) return 0;
+  return uint64_t{32} * groups * (C / H + 2) * sizeof(float);
 }
 
 void attention(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,

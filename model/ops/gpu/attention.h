@@ -29,8 +29,10 @@ enum class AttentionKernel : uint32_t {
   Split,
   // attention_tiled.comp (flash attention on the vector units): workgroups over (block of 16
   // queries, head), each tile of keys and then of values loaded once into shared memory with
-  // 16-byte loads and shared by the block's queries. Needs D % 4 == 0 (fp16 cache: D % 8 == 0
-  // and C % 8 == 0), D <= 128, q_stride % 4 == 0, out, q and the caches on 16 bytes,
+  // 16-byte loads and shared by the block's queries. Where those workgroups are fewer than the
+  // tuning's attention_groups and AttentionOptions::scratch holds at least two ranges' partial
+  // results, the keys are split into ranges too, merged by attention_merge. Needs D % 4 == 0
+  // (fp16 cache: D % 8 == 0), D <= 128, q_stride % 4 == 0, out, q and the caches on 16 bytes,
   // 128-invocation workgroups, and no tap; throws otherwise.
   Tiled,
 };
@@ -41,6 +43,11 @@ enum class AttentionKernel : uint32_t {
 constexpr uint32_t kAttentionSplitMaxT = 8;
 // Bytes of scratch Split needs for T queries over L keys: the blocks' partial results.
 uint64_t attention_split_scratch_bytes(uint32_t T, uint32_t L, uint32_t C, uint32_t H);
+
+// Bytes of scratch that let Tiled split the keys wherever it would for a device aiming at
+// `groups` workgroups (GpuTuning::attention_groups): at most 32 x groups (query, head) rows of
+// D + 2 floats. With less, it takes fewer ranges, or none.
+uint64_t attention_tiled_scratch_bytes(uint32_t C, uint32_t H, uint32_t groups);
 
 // The largest head dim the texel kernel takes: it keeps a query and its sums in registers.
 constexpr uint32_t kAttentionTexelMaxD = 256;

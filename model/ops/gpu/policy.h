@@ -38,6 +38,11 @@ struct GpuTuning {
   // small's fused GEMVs (3.4-4.5 MiB of fp16) took 3.8 us more each and saved a 6.5 us
   // LayerNorm: about even at 7 MiB (docs/benchmark.md, "Decoding's LayerNorms").
   uint64_t norm_gemv_max_bytes = uint64_t{6} << 20;
+  // Workgroups the tiled attention aims for (AttentionKernel::Tiled): where its blocks of
+  // queries times heads are fewer, it splits the keys into ranges (given scratch), so a short
+  // prompt over many cached keys still fills the device. About two per compute unit of a large
+  // GPU (an H100 has 132); a small GPU splits a little more than it needs. Not measured.
+  uint32_t attention_groups = 256;
 };
 // The table's entry for a device: by PCI vendor id, then by name where a vendor's architectures
 // differ.
