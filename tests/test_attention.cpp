@@ -356,7 +356,7 @@ TEST_CASE("attention reads its position at run time, as the model's passes do") 
     for (const Run r : {Run{AttentionKernel::Portable, 40, 300, false},
                         Run{AttentionKernel::Tiled, 40, 300, false},
                         Run{AttentionKernel::Tiled, 40, 300, true},
-                        Run{AttentionKernel::Tiled, 17, 17, true},
+                        Run{AttentionKernel::Tiled, 17, 300, true},
                         Run{AttentionKernel::Split, 3, 200, true}}) {
       const bool f16 = cache == model::DType::F16;
       Case c{r.T, r.L, C, H, {.kernel = r.kernel}};

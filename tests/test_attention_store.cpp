@@ -58,8 +58,9 @@ void check_store(vk::Kernels& kernels, model::gpu::AttentionKernel kernel, uint3
   model::gpu::AttentionOptions options{causal, 0, kernel};
   options.cache = cache;
   const bool split = kernel == model::gpu::AttentionKernel::Split;
+  const bool tiled = kernel == model::gpu::AttentionKernel::Tiled;
   vk::BufferSpan scratch;
-  if (split) {
+  if (split || tiled) {  // the tiled kernel splits the keys past 64 (then attention_merge)
     scratch = arena.alloc(model::gpu::attention_split_scratch_bytes(std::max(steps), n_ctx, C, H));
     options.scratch = &scratch;
   }
@@ -73,7 +74,10 @@ void check_store(vk::Kernels& kernels, model::gpu::AttentionKernel kernel, uint3
     options.probs = tap ? &probs_gpu.back() : nullptr;
     const uint32_t before = rec.stats().dispatches;
     model::gpu::attention_store(kernels, rec, out_gpu.back(), k, v, qkv_gpu.back(), T, pos, C, H, options);
-    CHECK(rec.stats().dispatches - before == (!split && pos + T <= fused_to ? 1u : 2u));
+    const uint32_t expected = tiled ? (pos + T > 64 ? 3u : 2u)
+                              : !split && pos + T <= fused_to ? 1u
+                                                              : 2u;
+    CHECK(rec.stats().dispatches - before == expected);
     model::cpu::kv_store(k_ref.data(), v_ref.data(), qkv.back().data(), T, C, pos, cache);
     pos += T;
   }
@@ -128,8 +132,9 @@ TEST_CASE("attention_store: kv_store and attention in one call, step after step"
               true, 900, 0);
   check_store(g.kernels, model::gpu::AttentionKernel::Split, 32, 4, 40, {17, 2}, false, 950, 0);
   // The tiled kernel after kv_store: a prompt of 37 (three blocks of 16, the last with 5), a
-  // chunk of 20 after 37 cached keys, decode steps; an encoder.
-  check_store(g.kernels, model::gpu::AttentionKernel::Tiled, 96, 3, 80, {37, 20, 1, 1}, true,
+  // chunk of 60 after 37 cached keys, a decode step, a chunk of 40 (past 64 keys, split into
+  // ranges and merged); an encoder.
+  check_store(g.kernels, model::gpu::AttentionKernel::Tiled, 96, 3, 160, {37, 60, 1, 40}, true,
               960, 0);
   check_store(g.kernels, model::gpu::AttentionKernel::Tiled, 32, 4, 40, {17, 2}, false, 970, 0);
   for (model::gpu::AttentionKernel kernel :
@@ -175,10 +180,11 @@ TEST_CASE("attention_store with an fp16 cache: the storage-buffer kernels, step 
               3200, 0, false, f16);
   check_store(g.kernels, model::gpu::AttentionKernel::Tiled, 32, 4, 70, {33, 31, 1}, false,
               3250, 0, false, f16);
-  // GPT-2's D = 64 (32-key tiles) and D = 128 (16-key tiles, 4 texels per lane).
+  // GPT-2's D = 64 (32-key tiles) and D = 128 (16-key tiles, 4 texels per lane), past 64 keys
+  // in ranges.
   check_store(g.kernels, model::gpu::AttentionKernel::Tiled, 128, 2, 80, {40, 33, 1}, true,
               3260, 0, false, f16);
-  check_store(g.kernels, model::gpu::AttentionKernel::Tiled, 256, 2, 80, {37, 20, 1}, true,
+  check_store(g.kernels, model::gpu::AttentionKernel::Tiled, 256, 2, 100, {37, 40, 1}, true,
               3270, 0, false, f16);
   // Auto: never the texel kernel (it reads only fp32 caches).
   check_store(g.kernels, model::gpu::AttentionKernel::Auto, 64, 2, 40, {20, 1}, true, 3400, 0,

@@ -159,6 +159,37 @@ TEST_CASE("decoding with the KV cache gives the logits of recomputing the whole 
   }
 }
 
+TEST_CASE("a long prompt and chunks over many cached keys: the tiled attention's key ranges") {
+  // A context of 512: a 300-token prompt (19 blocks of 16 queries x 4 heads, under the 256
+  // workgroups the tiled attention aims for, so its keys are split into ranges and merged),
+  // then chunks of 20 and 40 tokens over 300 and 320 cached keys (2 and 3 blocks: most ranges).
+  // Both kernel sets, fp32 and fp16 caches (D = 16: whole 16-byte units of halves), against the
+  // CPU reference of the whole sequence.
+  GPU_TEST(g);
+  model::Config c = test::tiny_config();
+  c.n_ctx = 512;
+  c.n_embd = 64;
+  c.n_inner = 4 * 64;
+  test::TinyModel m(c);
+  const std::vector<int32_t> ids = some_ids(360, c.n_vocab, 11);
+  for (const model::Precision kv : {model::Precision::F32, model::Precision::F16}) {
+    auto cpu = model::make_cpu_model(*m.checkpoint, model::Precision::F32, kv);
+    const std::vector<float> ref = cpu->logits(ids);
+    for (vk::KernelSet ks : test::kKernelSets) {
+      CAPTURE(test::kernels_name(ks));
+      auto gpu = test::gpu_model(g, *m.checkpoint, model::Precision::F32, ks, kv);
+      std::vector<float> got = gpu->logits(std::span(ids).first(300));
+      for (const auto& [at, n] : {std::pair<size_t, size_t>{300, 20}, {320, 40}}) {
+        const std::vector<float> more = gpu->logits(std::span(ids).subspan(at, n));
+        got.insert(got.end(), more.begin(), more.end());
+      }
+      CHECK(test::close_rows(std::string("prompt and chunks, KV cache ") +
+                                 model::precision_name(kv),
+                             got, ref, c.n_vocab, kv == model::Precision::F16 ? kKvFlipTol : kTol));
+    }
+  }
+}
+
 // An fp16 KV cache (GpuModelOptions::kv_cache): the GPU against the CPU reference rounding its
 // cache the same way (to nearest even, as the GPU does), within kKvFlipTol, for a prompt's pass
 // and for decoding token by token; and the stated cost of the option, the reference's logits
