@@ -91,9 +91,10 @@ void main() {
   // needs the keys its last query sees.
   const uint n_keys = !live ? 0 : p.causal != 0 ? L - p.T + t + 1 : L;
   const uint n_block = p.causal != 0 ? L - p.T + min(t0 + BQ, p.T) : L;
-  // This workgroup's keys: all of them, or its range of whole tiles (the same length for every
-  // block; a causal block's last ranges may be empty).
-  const uint R = p.splits == 0 ? n_block : ((L + S - 1) / S + BK - 1) / BK * BK;
+  // This workgroup's keys: all of them, or its range of whole tiles, the block's keys cut in S
+  // (so an early causal block's ranges are as short as its keys; where it has fewer tiles than
+  // ranges, the last are empty).
+  const uint R = p.splits == 0 ? n_block : ((n_block + S - 1) / S + BK - 1) / BK * BK;
   const uint k_begin = range * R, k_end = min(k_begin + R, n_block);
 
   vec4 qv[ATTENTION_TILED_MAX_D / 4];

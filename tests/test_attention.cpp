@@ -311,9 +311,10 @@ TEST_CASE("attention's tiled kernel splits the keys of few query blocks into mer
     return;
   }
   // Given scratch, fewer than 256 blocks x heads split the keys into ranges of whole tiles:
-  // GPT-2 small's 12 heads at T = 9 .. 129 (1 to 9 blocks) over L = 129 or 1,024 keys. A causal
-  // block of early queries leaves the later ranges empty (T = L = 129: three ranges of 64 keys,
-  // block 0 needs 16); D = 128 takes 16-key tiles.
+  // GPT-2 small's 12 heads at T = 9 .. 129 (1 to 9 blocks) over L = 129 or 1,024 keys. Each
+  // block cuts its own keys into the ranges, so a causal block of early queries with fewer tiles
+  // than ranges leaves the last empty (T = L = 129: 3 ranges, block 0 has 16 keys, one tile);
+  // D = 128 takes 16-key tiles.
   unsigned seed = 5500;
   for (const uint32_t L : {129u, 1024u})
     for (const uint32_t T : {9u, 16u, 17u, 40u, 129u})
