@@ -133,10 +133,8 @@ void run_shapes(Bench& b, uint32_t T, uint32_t L, model::DType dtype) {
   // What the model runs: kv_store and attention, one dispatch where the texel kernel runs; with
   // the model's scratch, so the GPU set decodes with the split kernel and the tiled kernel
   // splits a short prompt's keys.
-  vk::BufferSpan part = b.arena.alloc(std::max(
-      model::gpu::attention_split_scratch_bytes(model::gpu::kAttentionSplitMaxT, N_CTX, C, H),
-      model::gpu::attention_tiled_scratch_bytes(
-          C, H, model::gpu::kernel_policy(b.device).tuning.attention_groups)));
+  vk::BufferSpan part = b.arena.alloc(model::gpu::attention_model_scratch_bytes(
+      model::gpu::kernel_policy(b.device), N_CTX, C, H));
   model::gpu::AttentionOptions with_scratch;
   with_scratch.scratch = &part;
   b.time("attention_store", t + " pos=" + std::to_string(L - T) + " H=12", [&](vk::Recorder& r) {

@@ -146,14 +146,8 @@ void GpuModel::plan_state() {
   // caches, which only the split kernel reads at once (gpu::attention_store_batch). The tiled
   // kernel splits a short prompt's keys in the same scratch.
   if (policy_.split_attention || policy_.tiled_attention ||
-      (slots_ > 1 && kv_cache_ == DType::F16)) {
-    uint64_t bytes =
-        gpu::attention_split_scratch_bytes(gpu::kAttentionSplitMaxT, c.n_ctx, c.n_embd, c.n_head);
-    if (policy_.tiled_attention)
-      bytes = std::max(bytes, gpu::attention_tiled_scratch_bytes(
-                                  c.n_embd, c.n_head, policy_.tuning.attention_groups));
-    split_ = state_.add(bytes);
-  }
+      (slots_ > 1 && kv_cache_ == DType::F16))
+    split_ = state_.add(gpu::attention_model_scratch_bytes(policy_, c.n_ctx, c.n_embd, c.n_head));
   // The top-k's rounds re-read their scratch: device memory, not host memory over the bus.
   const uint32_t k = std::min(Model::kMaxCandidates, c.n_vocab);
   scratch_ = state_.add(std::max<uint64_t>(4, gpu::topk_scratch_bytes(device_, c.n_vocab, k)));

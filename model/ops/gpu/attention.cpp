@@ -329,28 +329,27 @@ void dispatch_tiled(vk::Kernels& k, vk::Recorder& rec, const Call& c, push::Atte
                {c.H, c.T, 1});
 }
 
+// Throws, naming the kernel asked for, where it cannot run the call (`why_not` non-empty).
+void require_runs(const vk::DeviceCaps& caps, const char* kernel, const std::string& why_not) {
+  if (!why_not.empty())
+    throw vk::Error(std::string("attention: the ") + kernel + " kernel cannot run on device '" +
+                    caps.name + "': " + why_not);
+}
+
 // The kernel a call runs: the one asked for, or for Auto the device's choice where it can run.
 AttentionKernel choose_kernel(const vk::Device& device, const Call& c, AttentionKernel asked) {
   if (asked == AttentionKernel::Portable) return asked;
   const vk::DeviceCaps& caps = device.caps();
   if (asked == AttentionKernel::Split) {
-    const std::string why_not = split_unsupported(caps, c);
-    if (!why_not.empty())
-      throw vk::Error("attention: the split kernel cannot run on device '" + caps.name +
-                      "': " + why_not);
+    require_runs(caps, "split", split_unsupported(caps, c));
     return asked;
   }
   if (asked == AttentionKernel::Tiled) {
-    const std::string why_not = tiled_unsupported(caps, c);
-    if (!why_not.empty())
-      throw vk::Error("attention: the tiled kernel cannot run on device '" + caps.name +
-                      "': " + why_not);
+    require_runs(caps, "tiled", tiled_unsupported(caps, c));
     return asked;
   }
   const std::string why_not = texel_unsupported(caps, c);
-  if (asked == AttentionKernel::Texel && !why_not.empty())
-    throw vk::Error("attention: the texel kernel cannot run on device '" + caps.name +
-                     "': " + why_not);
+  if (asked == AttentionKernel::Texel) require_runs(caps, "texel", why_not);
   const KernelPolicy policy = kernel_policy(device);
   if (why_not.empty() && (asked == AttentionKernel::Texel || policy.texel_attention))
     return AttentionKernel::Texel;
@@ -394,6 +393,13 @@ uint64_t attention_split_scratch_bytes(uint32_t T, uint32_t L, uint32_t C, uint3
 uint64_t attention_tiled_scratch_bytes(uint32_t C, uint32_t H, uint32_t groups) {
   if (H == 0) return 0;
   return uint64_t{32} * groups * (C / H + 2) * sizeof(float);
+}
+
+uint64_t attention_model_scratch_bytes(const KernelPolicy& policy, uint32_t n_ctx, uint32_t C,
+                                       uint32_t H) {
+  const uint64_t split = attention_split_scratch_bytes(kAttentionSplitMaxT, n_ctx, C, H);
+  if (!policy.tiled_attention) return split;
+  return std::max(split, attention_tiled_scratch_bytes(C, H, policy.tuning.attention_groups));
 }
 
 void attention(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,

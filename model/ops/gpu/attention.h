@@ -48,6 +48,11 @@ uint64_t attention_split_scratch_bytes(uint32_t T, uint32_t L, uint32_t C, uint3
 // `groups` workgroups (GpuTuning::attention_groups): at most 32 x groups (query, head) rows of
 // D + 2 floats. With less, it takes fewer ranges, or none.
 uint64_t attention_tiled_scratch_bytes(uint32_t C, uint32_t H, uint32_t groups);
+// The scratch a model with a context of n_ctx gives every attention call of its passes:
+// Split's for kAttentionSplitMaxT queries over n_ctx keys, and where the policy runs Tiled, the
+// most its key ranges take.
+uint64_t attention_model_scratch_bytes(const KernelPolicy& policy, uint32_t n_ctx, uint32_t C,
+                                       uint32_t H);
 
 // The largest head dim the texel kernel takes: it keeps a query and its sums in registers.
 constexpr uint32_t kAttentionTexelMaxD = 256;
