@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The side-by-side on a lent GPU: gpt2vk bench against Hugging Face transformers (PyTorch, fp16)
+# on the same GPU and shapes, gpt2vk compare there, and the Hugging Face fixtures
+# (tools/reference/hf_fixtures.py) saved by the libraries themselves. One call, about 5 minutes.
+#
+# Prepare here (Debian 12), then run there from the repository root:
+#   tools/gpu_side_by_side/pack.sh            # a Release gpt2vk and its libraries into .gpubin/
+#   device run, carry [".gpubin", ".gl"]:  bash tools/gpu_side_by_side/run.sh "$OUT"
+# Writes into OUT: log.txt, engine.jsonl, torch.jsonl, profile.txt, hf_fixtures.tar.gz.
+set -uo pipefail
+out=${1:?usage: run.sh OUT_DIR}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+bin=$root/.gpubin/gpt2vk
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+exec > >(tee -a "$out/log.txt") 2>&1
+say() { echo "== ${SECONDS}s: $*"; }
+# The carried libraries for gpt2vk alone: PyTorch keeps the machine's own.
+lib=$root/.gpubin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+gv() { LD_LIBRARY_PATH=$lib "$bin" "$@"; }
+
+# make-model copies GPT-2's tokenizer files from the source folder the build baked in.
+src=$(grep -a -o -m1 -E '/[[:alnum:]/_.-]+/data/' "$bin" | head -1)
+src=${src%/data/}
+if [[ -n "$src" && ! -e "$src" ]]; then mkdir -p "$(dirname "$src")" && ln -sfn "$root" "$src"; fi
+
+say "machine"
+date -u
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+# The GL dispatch libraries NVIDIA's driver library needs, where the image lacks them (.gl/ holds
+# Debian's libglvnd0 libglx0 libgl1 libegl1 libgles2 libopengl0 libvulkan1: pack.sh).
+if [[ -d $root/.gl ]] && ! ldconfig -p | grep -q libGLdispatch; then
+  for f in "$root"/.gl/*.deb; do dpkg -x "$f" /; done
+  ldconfig
+fi
+# NVIDIA's Vulkan ICD: its manifest where the image has one, else one written for the driver's
+# libGLX_nvidia, which holds the Vulkan driver.
+if ! gv devices 2>/dev/null | grep -q -i nvidia; then
+  icd=$(find /usr/local/nvidia /usr/share/vulkan /etc/vulkan /usr/lib /usr/lib64 -name 'nvidia_icd*.json' 2>/dev/null | head -1)
+  if [[ -z $icd ]]; then
+    glx=$( (ldconfig -p | awk '/libGLX_nvidia.so.0/ {print $NF}'; find / -xdev -name 'libGLX_nvidia.so.0' 2>/dev/null) | head -1)
+    echo "no ICD manifest; the driver library: ${glx:-none}"
+    icd=/tmp/nvidia_icd.json
+    printf '{"file_format_version":"1.0.1","ICD":{"library_path":"%s","api_version":"1.3.0"}}\n' "$glx" > $icd
+  fi
+  echo "VK_DRIVER_FILES=$icd"; export VK_DRIVER_FILES=$icd
+fi
+gv devices || { VK_LOADER_DEBUG=error,warn gv devices; echo "no Vulkan device"; exit 1; }
+
+# The fixtures use the CPU only; they run beside the timings on a 16-core machine.
+(CUDA_VISIBLE_DEVICES="" timeout 200 python3 "$root/tools/reference/hf_fixtures.py" /tmp/hf_fixtures \
+   > /tmp/fixtures.log 2>&1; echo "fixtures exit $?" >> /tmp/fixtures.log) &
+fixtures=$!
+
+models=/tmp/models
+mkdir -p "$models"
+for s in ${SBS_SHAPES:-small medium xl}; do gv make-model --shape "$s" -o "$models/$s" || exit 1; done
+
+bench() {  # shape, label, then bench's flags; GPT2VK_COOP_MATRIX from the caller
+  local s=$1 label=$2; shift 2
+  say "gpt2vk bench $s $label $*"
+  gv bench -m "$models/$s" --json "$@" | python3 -c '
+import json, sys
+for t in json.load(sys.stdin):
+    print(json.dumps(dict(t, label=sys.argv[1], shape=sys.argv[2])))' "$label" "$s" \
+    | tee -a "$out/engine.jsonl"
+}
+peer() {  # shape, mode, seconds allowed
+  say "pytorch $1 $2"
+  timeout "$3" python3 "$here/torch_peer.py" --shape "$1" --mode "$2" "${@:4}" \
+    | tee -a "$out/torch.jsonl"
+}
+
+# The engine first, then PyTorch, shape by shape; the same tests on both.
+for s in ${SBS_SHAPES:-small xl medium}; do
+  r=5; [[ $s == xl ]] && r=3
+  bench "$s" gpu -p 128,512 -n 128 -r "$r"
+  GPT2VK_COOP_MATRIX=on bench "$s" coop -p 128,512 -n 0 -r "$r"
+  peer "$s" eager 120 -r "$r"
+done
+wait "$fixtures"
+cat /tmp/fixtures.log
+tar czf "$out/hf_fixtures.tar.gz" -C /tmp hf_fixtures
+
+say "training: GPT-2 small, 8 x 256 tokens a step, fp32 AdamW"
+gv train --init "$models/small/config.json" --data "$root/models/kjv/heldout.txt" --batch 8 \
+  --ctx 256 --steps 7 --bench 2>&1 | tail -2
+peer small train 120 --batch 8 --ctx 256 -r 5
+
+say "profiles"
+bw=4800; nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H100 && bw=3350
+for s in small xl; do
+  gv bench -m "$models/$s" -p 512 -n 64 -r 1 --profile --bandwidth "$bw" >> "$out/profile.txt" 2>&1
+done
+
+say "compare (GPU set against the CPU reference)"
+for s in small medium; do
+  timeout 60 env LD_LIBRARY_PATH="$lib" "$bin" compare -m "$models/$s" -p "The engine is checked against its reference on a GPU." ||
+    echo "compare $s FAILED"
+done
+
+# torch.compile last: it may take minutes, and the call must end inside its limit.
+left() { ((SECONDS < ${SBS_DEADLINE:-300})) || { say "skipped: $*"; return 1; }; }
+left "compiled small" && peer small compiled 120 --pp 0 -r 3
+left "compiled xl" && peer xl compiled 120 --pp 0 -r 3
+left "static small" && peer small static 60 --pp 0 -r 3
+say "done"
