@@ -7,7 +7,6 @@
 #include "common/activation.glsl"
 #include "common/index.glsl"
 
-layout(local_size_x_id = 0) in;
 layout(constant_id = 3) const uint KIND = ACT_GELU_TANH;
 
 layout(binding = 0) writeonly buffer Dx { float dx[]; };     // [n]

@@ -11,7 +11,6 @@
 #include "optimizer.h"
 #include "common/index.glsl"
 
-layout(local_size_x_id = 0) in;
 layout(constant_id = 3) const bool SGD = false;
 
 layout(binding = 0) buffer P { float param[]; };          // [n]

@@ -6,8 +6,6 @@
 #include "add.h"
 #include "common/index.glsl"
 
-layout(local_size_x_id = 0) in;
-
 layout(binding = 0) writeonly buffer Out { float out_[]; };  // [n]
 layout(binding = 1) readonly buffer A { float a[]; };        // [n]
 layout(binding = 2) readonly buffer B { float b[]; };        // [n]

@@ -7,8 +7,6 @@
 #include "add.h"
 #include "common/index.glsl"
 
-layout(local_size_x_id = 0) in;
-
 layout(binding = 0) writeonly buffer Out { vec4 out_[]; };    // [n / 4]
 layout(binding = 1, rgba32f) uniform readonly imageBuffer a;  // [n / 4]
 layout(binding = 2, rgba32f) uniform readonly imageBuffer b;  // [n / 4]

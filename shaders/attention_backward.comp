@@ -13,7 +13,6 @@
 #include "attention_backward.h"
 #include "common/index.glsl"
 
-layout(local_size_x_id = 0) in;
 layout(constant_id = 3) const uint D = 64;  // head dim, <= ATTENTION_BACKWARD_MAX_D
 layout(constant_id = 4) const bool KEYS = false;
 

@@ -10,7 +10,6 @@
 #include "attention_backward.h"
 #include "common/index.glsl"
 
-layout(local_size_x_id = 0) in;
 layout(constant_id = 3) const uint D = 64;  // head dim, <= ATTENTION_BACKWARD_MAX_D
 
 layout(binding = 0) writeonly buffer Out { float out_[]; };  // [B, T, C]

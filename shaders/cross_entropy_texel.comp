@@ -11,8 +11,6 @@
 #include "cross_entropy.h"
 #include "common/index.glsl"
 
-layout(local_size_x_id = 0) in;
-
 layout(binding = 0) writeonly buffer Logits { vec4 l_out[]; };     // [N, V / 4], the gradient
 layout(binding = 1) readonly buffer Targets { int targets[]; };    // [N]
 layout(binding = 2) writeonly buffer Losses { float losses[]; };   // [N]

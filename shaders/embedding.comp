@@ -7,7 +7,6 @@
 #include "matmul.h"
 #include "common/index.glsl"
 
-layout(local_size_x_id = 0) in;
 layout(constant_id = 3) const uint WTE_DTYPE = DTYPE_F32;
 layout(constant_id = 4) const uint WPE_DTYPE = DTYPE_F32;
 layout(constant_id = 5) const uint POSITION = POS_LEARNED;

@@ -10,8 +10,6 @@
 #include "embedding.h"
 #include "common/index.glsl"
 
-layout(local_size_x_id = 0) in;
-
 layout(binding = 0) buffer Dwte { float dwte[]; };            // rows [v_begin, v_end) of [V, C]
 layout(binding = 1) buffer Dwpe { float dwpe[]; };            // [T, C], with learned
 layout(binding = 2) readonly buffer Dout { float dout[]; };   // [n, C]

@@ -5,8 +5,6 @@
 #include "fill.h"
 #include "common/index.glsl"
 
-layout(local_size_x_id = 0) in;
-
 layout(binding = 0) writeonly buffer Out { float out_[]; };  // [n]
 layout(push_constant) uniform Push { FillPush p; };
 

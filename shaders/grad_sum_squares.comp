@@ -7,8 +7,6 @@
 #include "optimizer.h"
 #include "common/index.glsl"
 
-layout(local_size_x_id = 0) in;
-
 layout(binding = 0) writeonly buffer Partial { float partial[]; };  // [groups]
 layout(binding = 1) readonly buffer X { float x[]; };               // [n]
 layout(push_constant) uniform Push { GradSumSquaresPush p; };

@@ -9,8 +9,6 @@
 #include "matmul.h"
 #include "common/index.glsl"
 
-layout(local_size_x_id = 0) in;
-
 layout(binding = 0) writeonly buffer Out { uvec4 out_[]; };  // [ceil(N / B), K / 4, B]
 layout(binding = 1) readonly buffer In { uint in_[]; };      // [K, N] or [N, K]
 layout(push_constant) uniform Push { InterleavePush p; };

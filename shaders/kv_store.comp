@@ -8,7 +8,6 @@
 #include "common/half.glsl"
 #include "common/index.glsl"
 
-layout(local_size_x_id = 0) in;
 layout(constant_id = 3) const uint CACHE_DTYPE = DTYPE_F32;  // of the caches' elements
 
 // Words of the caches: fp32 bits, or two fp16 values (pack_halves, the lower first).

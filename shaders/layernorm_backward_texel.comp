@@ -14,7 +14,6 @@
 #include "layernorm.h"
 #include "common/index.glsl"
 
-layout(local_size_x_id = 0) in;
 layout(constant_id = 3) const uint KIND = LAYERNORM_STANDARD;
 layout(constant_id = 4) const bool PARAMS = false;
 

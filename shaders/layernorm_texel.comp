@@ -9,7 +9,6 @@
 #include "layernorm.h"
 #include "common/index.glsl"
 
-layout(local_size_x_id = 0) in;
 layout(constant_id = 3) const uint KIND = LAYERNORM_STANDARD;
 
 layout(binding = 0) writeonly buffer Out { vec4 out_[]; };        // [T, C / 4]

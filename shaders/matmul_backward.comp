@@ -8,7 +8,6 @@
 #extension GL_GOOGLE_include_directive : require
 #include "matmul.h"
 #include "matmul_backward.h"
-#include "common/index.glsl"
 
 layout(local_size_x = 16, local_size_y = 8) in;
 layout(constant_id = 3) const uint LAYOUT = MATMUL_KN;

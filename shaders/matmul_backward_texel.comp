@@ -11,7 +11,6 @@
 #include "matmul_backward.h"
 #include "common/index.glsl"
 
-layout(local_size_x_id = 0) in;
 layout(constant_id = 3) const uint LAYOUT = MATMUL_KN;
 
 layout(binding = 0) buffer Dw { float dw[]; };                     // [K, N] or [N, K], accumulated

@@ -12,7 +12,6 @@
 #include "topk.h"
 #include "common/index.glsl"
 
-layout(local_size_x_id = 0) in;
 layout(constant_id = 3) const bool FIRST = true;  // input is the logits: fp32 bits, ids implicit
 layout(constant_id = 4) const bool LAST = true;   // output is the answer: fp32 values, int32 ids
 

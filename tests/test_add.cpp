@@ -77,6 +77,32 @@ TEST_CASE("gpu::add in place in chunks, and gpu::fill") {
   rec.end();
 }
 
+// Past maxComputeWorkGroupCount[0] (lowered to 2): the workgroups of a 1-D op fold into rows of
+// the grid, and each row must go on where the last ended. Both kernel sets. Exact.
+TEST_CASE("gpu::add and gpu::fill with the grid folded into rows, both kernel sets") {
+  GPU_TEST(g);
+  for (vk::KernelSet set : test::kKernelSets) {
+    test::LoweredGpu folded(g, {.max_workgroup_count_x = 2}, set);
+    const uint32_t n = 3001;  // 12 workgroups of 256 (the GPU set), in 6 rows
+    const std::string what = std::string(vk::kernel_set_name(set)) + " kernels";
+    std::vector<float> a = test::random_floats(n, 9, -1000, 1000), b = test::random_floats(n, 10);
+    vk::Arena arena(folded.device, 3 * n * sizeof(float) + 4096, vk::MemoryKind::Device,
+                    "test folded grid");
+    const vk::BufferSpan ga = test::to_gpu(folded.device, arena, a),
+                         gb = test::to_gpu(folded.device, arena, b), z = arena.alloc(n * sizeof(float));
+    vk::Recorder rec(folded.device);
+    rec.begin();
+    model::gpu::add(folded.kernels, rec, ga, ga, gb, n);
+    model::gpu::fill(folded.kernels, rec, z, n, -2.5f);
+    rec.run();
+    std::vector<float> ref(n);
+    test::cpu_add(ref.data(), a.data(), b.data(), n);
+    CHECK(test::close("gpu::add, " + what, test::from_gpu(folded.device, ga, n), ref, {0, 0}));
+    CHECK(test::close("gpu::fill, " + what, test::from_gpu(folded.device, z, n),
+                      std::vector<float>(n, -2.5f), {0, 0}));
+  }
+}
+
 // model::gpu::add under both kernel sets: the CPU set's add_texel where n is in whole texels
 // (arena spans are texel-aligned), add otherwise; in place, as training adds gradients. Exact.
 TEST_CASE("gpu::add matches the CPU reference, both kernel sets") {

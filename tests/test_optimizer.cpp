@@ -66,39 +66,50 @@ TEST_CASE("grad_sum_squares matches the CPU reference, the same bits every run")
   CHECK(dispatches == 1 + 69 + 1 + 4 + 1);
 }
 
-TEST_CASE("adamw and sgd match the CPU reference, clipped or not") {
+// Also with maxComputeWorkGroupCount[0] lowered to 3: the 12 workgroups fold into 4 rows, as a
+// model's largest tensors do on devices with the minimum limit of 65,535 (GPT-2's wte past
+// 16.7 M elements at 256 a workgroup).
+TEST_CASE("adamw and sgd match the CPU reference, clipped or not, with the grid folded") {
   GPU_TEST(g);
+  test::LoweredGpu folded(g, {.max_workgroup_count_x = 3});
   const uint64_t n = 3001;
-  const std::vector<float> p0 = test::random_floats(n, 20), m0 = test::random_floats(n, 21, -0.1f, 0.1f),
-                           v0 = test::random_floats(n, 22, 0.0f, 0.05f), grad = test::random_floats(n, 23);
+  const std::vector<float> p0 = test::random_floats(n, 20),
+                           m0 = test::random_floats(n, 21, -0.1f, 0.1f),
+                           v0 = test::random_floats(n, 22, 0.0f, 0.05f),
+                           grad = test::random_floats(n, 23);
   const double norm = std::sqrt(model::cpu::grad_sum_squares(grad.data(), n));  // ~31.6
-  for (bool sgd : {false, true})
-    for (float clip : {0.0f, 1.0f, 100.0f}) {
-      const model::gpu::OptimizerStep o{sgd, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, clip, 3};
-      std::vector<float> p = p0, m = m0, v = v0;
-      const float scale =
-          clip > 0 ? static_cast<float>(std::min(1.0, double(clip) / (norm + 1e-6))) : 1.0f;
-      if (sgd)
-        model::cpu::sgd(p.data(), grad.data(), n, o.lr, o.weight_decay, scale);
-      else
-        model::cpu::adamw(p.data(), m.data(), v.data(), grad.data(), n,
-                          {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay}, o.step, scale);
-      vk::Arena arena(g.device, 6 * n * 4 + 65536 * 8, vk::MemoryKind::Device, "test adamw");
-      const vk::BufferSpan gp = test::to_gpu(g.device, arena, p0), gm = test::to_gpu(g.device, arena, m0),
-                           gv = test::to_gpu(g.device, arena, v0), gg = test::to_gpu(g.device, arena, grad),
-                           norm_sq = arena.alloc(4),
-                           scratch = arena.alloc(model::gpu::grad_sum_squares_scratch(g.device.caps(), {{n}}) * 4);
-      vk::Recorder rec(g.device);
-      rec.begin();
-      const uint64_t counts[] = {n};
-      model::gpu::grad_sum_squares(g.kernels, rec, norm_sq, scratch, std::span(&gg, 1), counts);
-      model::gpu::adamw(g.kernels, rec, gp, gm, gv, gg, norm_sq, n, o);
-      rec.run();
-      const std::string what = std::string(sgd ? "sgd" : "adamw") + ", clip " + std::to_string(clip);
-      CHECK(test::close(what + ": param", test::from_gpu(g.device, gp, n), p, {1e-7, 1e-6}));
-      CHECK(test::close(what + ": m", test::from_gpu(g.device, gm, n), m, {1e-7, 1e-6}));
-      CHECK(test::close(what + ": v", test::from_gpu(g.device, gv, n), v, {1e-7, 1e-6}));
-    }
+  for (const bool fold : {false, true})
+    for (bool sgd : {false, true})
+      for (float clip : {0.0f, 1.0f, 100.0f}) {
+        const vk::Device& dev = fold ? folded.device : g.device;
+        vk::Kernels& kernels = fold ? folded.kernels : g.kernels;
+        const model::gpu::OptimizerStep o{sgd, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, clip, 3};
+        std::vector<float> p = p0, m = m0, v = v0;
+        const float scale =
+            clip > 0 ? static_cast<float>(std::min(1.0, double(clip) / (norm + 1e-6))) : 1.0f;
+        if (sgd)
+          model::cpu::sgd(p.data(), grad.data(), n, o.lr, o.weight_decay, scale);
+        else
+          model::cpu::adamw(p.data(), m.data(), v.data(), grad.data(), n,
+                            {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay}, o.step, scale);
+        vk::Arena arena(dev, 6 * n * 4 + 65536 * 8, vk::MemoryKind::Device, "test adamw");
+        const vk::BufferSpan gp = test::to_gpu(dev, arena, p0), gm = test::to_gpu(dev, arena, m0),
+                             gv = test::to_gpu(dev, arena, v0), gg = test::to_gpu(dev, arena, grad),
+                             norm_sq = arena.alloc(4),
+                             scratch = arena.alloc(
+                                 model::gpu::grad_sum_squares_scratch(dev.caps(), {{n}}) * 4);
+        vk::Recorder rec(dev);
+        rec.begin();
+        const uint64_t counts[] = {n};
+        model::gpu::grad_sum_squares(kernels, rec, norm_sq, scratch, std::span(&gg, 1), counts);
+        model::gpu::adamw(kernels, rec, gp, gm, gv, gg, norm_sq, n, o);
+        rec.run();
+        const std::string what = std::string(sgd ? "sgd" : "adamw") + ", clip " +
+                                 std::to_string(clip) + (fold ? ", folded grid" : "");
+        CHECK(test::close(what + ": param", test::from_gpu(dev, gp, n), p, {1e-7, 1e-6}));
+        CHECK(test::close(what + ": m", test::from_gpu(dev, gm, n), m, {1e-7, 1e-6}));
+        CHECK(test::close(what + ": v", test::from_gpu(dev, gv, n), v, {1e-7, 1e-6}));
+      }
 }
 
 TEST_CASE("the optimizer ops reject bad arguments") {
@@ -115,8 +126,9 @@ TEST_CASE("the optimizer ops reject bad arguments") {
   CHECK_THROWS_WITH_AS(model::gpu::adamw(g.kernels, rec, a, b, c, c, one, 1000, zero),
                        doctest::Contains("steps count from 1"), vk::Error);
   const uint64_t counts[] = {1000, 5};
-  CHECK_THROWS_WITH_AS(model::gpu::grad_sum_squares(g.kernels, rec, one, d, std::span(&a, 1), counts),
-                       doctest::Contains("2 sizes"), vk::Error);
+  CHECK_THROWS_WITH_AS(
+      model::gpu::grad_sum_squares(g.kernels, rec, one, d, std::span(&a, 1), counts),
+      doctest::Contains("2 sizes"), vk::Error);
   rec.end();
 }
 
@@ -124,11 +136,14 @@ TEST_CASE("adamw leaves everything as it was when the gradients' norm is not fin
   GPU_TEST(g);
   const uint64_t n = 100;
   const std::vector<float> p0 = test::random_floats(n, 30), m0 = test::random_floats(n, 31),
-                           v0 = test::random_floats(n, 32, 0.0f, 1.0f), grad = test::random_floats(n, 33);
+                           v0 = test::random_floats(n, 32, 0.0f, 1.0f),
+                           grad = test::random_floats(n, 33);
   for (float bad : {INFINITY, NAN}) {
     vk::Arena arena(g.device, 65536 * 8, vk::MemoryKind::Device, "test adamw non-finite");
-    const vk::BufferSpan gp = test::to_gpu(g.device, arena, p0), gm = test::to_gpu(g.device, arena, m0),
-                         gv = test::to_gpu(g.device, arena, v0), gg = test::to_gpu(g.device, arena, grad),
+    const vk::BufferSpan gp = test::to_gpu(g.device, arena, p0),
+                         gm = test::to_gpu(g.device, arena, m0),
+                         gv = test::to_gpu(g.device, arena, v0),
+                         gg = test::to_gpu(g.device, arena, grad),
                          norm_sq = test::to_gpu(g.device, arena, std::vector<float>{bad});
     vk::Recorder rec(g.device);
     rec.begin();

@@ -33,8 +33,12 @@ TEST_CASE("reflection reads bindings, access and push-constant size from SPIR-V"
   std::vector<uint32_t> garbage = {1, 2, 3};
   CHECK_THROWS_AS(vk::reflect(garbage), vk::Error);
   std::span<const uint32_t> m = vk::find_spirv("add");
-  std::vector<uint32_t> truncated(m.begin(), m.begin() + static_cast<long>(m.size() / 2));
-  truncated.push_back(0xffff0001u);  // an instruction claiming 65535 words
+  // Cut at the first instruction boundary past half the module (not inside an instruction, whose
+  // own word count could swallow the bad one), then an instruction claiming 65535 words.
+  size_t cut = 5;
+  while (cut < m.size() / 2) cut += m[cut] >> 16;
+  std::vector<uint32_t> truncated(m.begin(), m.begin() + static_cast<long>(cut));
+  truncated.push_back(0xffff0001u);
   CHECK_THROWS_AS(vk::reflect(truncated), vk::Error);
 }
 

@@ -270,6 +270,8 @@ Device::Device(const Instance& instance, const DeviceOptions& options) : instanc
   if (o.max_texel_buffer_elements)
     caps_.max_texel_buffer_elements =
         std::min(caps_.max_texel_buffer_elements, o.max_texel_buffer_elements);
+  if (o.max_workgroup_count_x)
+    caps_.max_workgroup_count[0] = std::min(caps_.max_workgroup_count[0], o.max_workgroup_count_x);
   if (o.no_subgroup_arithmetic) caps_.subgroup_arithmetic = false;
   if (o.no_subgroup_shuffle) caps_.subgroup_shuffle = false;
   if (o.no_coop_matrix) caps_.coop_matrix = false;

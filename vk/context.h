@@ -95,6 +95,7 @@ struct LimitOverrides {
   uint32_t max_shared_memory = 0;
   uint32_t max_workgroup_invocations = 0;
   uint32_t max_texel_buffer_elements = 0;
+  uint32_t max_workgroup_count_x = 0;  // maxComputeWorkGroupCount[0]: 1-D ops fold into y past it
   // Report no subgroup arithmetic, so kernels take their shared-memory reduction paths.
   bool no_subgroup_arithmetic = false;
   // Report no subgroup shuffles, so the interleaved matmul loads x in every invocation.
