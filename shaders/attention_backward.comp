@@ -8,8 +8,11 @@
 //   KEYS: one invocation per (sequence, head, key j), over the queries that see it, in order:
 //     dk_j = scale sum_t p_tj (dp_tj - D_t) q_t,  dv_j = sum_t p_tj dout_t.
 // Each output has one writer and sums in a fixed order: the same bits every run. Work is
-// O(T^2 D) per head and pass: for the short contexts a model trains at here.
+// O(T^2 D) per head and pass: for the short contexts a model trains at here. The loops over D
+// unroll (D is a specialization constant): llvmpipe ends every loop of an invocation after
+// 65,535 iterations in all, and a query's pass would otherwise run about 6 D T of them.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #include "attention_backward.h"
 #include "common/index.glsl"
 
@@ -27,7 +30,7 @@ const uint MAX_D = ATTENTION_BACKWARD_MAX_D;
 // q . k (or dout . v) of rows a and b of their tensors, D values from each offset.
 float dot_rows(uint a, bool a_dout, uint b) {
   float s = 0.0;
-  for (uint i = 0; i < D; i++) s += (a_dout ? dout[a + i] : qkv[a + i]) * qkv[b + i];
+  [[unroll]] for (uint i = 0; i < D; i++) s += (a_dout ? dout[a + i] : qkv[a + i]) * qkv[b + i];
   return s;
 }
 
@@ -56,30 +59,30 @@ void main() {
     for (uint j = 0; j < L; j++)
       dt += exp(p.scale * dot_rows(Q(t), false, K(j)) - lse) * dot_rows(DO(t), true, V(j));
     float dq[MAX_D];
-    for (uint i = 0; i < D; i++) dq[i] = 0.0;
+    [[unroll]] for (uint i = 0; i < D; i++) dq[i] = 0.0;
     for (uint j = 0; j < L; j++) {
       const float pj = exp(p.scale * dot_rows(Q(t), false, K(j)) - lse);
       const float ds = pj * (dot_rows(DO(t), true, V(j)) - dt) * p.scale;
-      for (uint i = 0; i < D; i++) dq[i] += ds * qkv[K(j) + i];
+      [[unroll]] for (uint i = 0; i < D; i++) dq[i] += ds * qkv[K(j) + i];
     }
-    for (uint i = 0; i < D; i++) dqkv[Q(t) + i] = dq[i];
+    [[unroll]] for (uint i = 0; i < D; i++) dqkv[Q(t) + i] = dq[i];
     stats[(b * p.H + h) * p.T + t] = vec4(lse, dt, 0.0, 0.0);
     return;
   }
   // The key pass: this invocation's key is j = t.
   const uint j = t;
   float dk[MAX_D], dv[MAX_D];
-  for (uint i = 0; i < D; i++) dk[i] = dv[i] = 0.0;
+  [[unroll]] for (uint i = 0; i < D; i++) dk[i] = dv[i] = 0.0;
   for (uint u = p.causal != 0 ? j : 0; u < p.T; u++) {
     const vec4 st = stats[(b * p.H + h) * p.T + u];
     const float pj = exp(p.scale * dot_rows(Q(u), false, K(j)) - st.x);
     const float ds = pj * (dot_rows(DO(u), true, V(j)) - st.y) * p.scale;
-    for (uint i = 0; i < D; i++) {
+    [[unroll]] for (uint i = 0; i < D; i++) {
       dk[i] += ds * qkv[Q(u) + i];
       dv[i] += pj * dout[DO(u) + i];
     }
   }
-  for (uint i = 0; i < D; i++) {
+  [[unroll]] for (uint i = 0; i < D; i++) {
     dqkv[K(j) + i] = dk[i];
     dqkv[V(j) + i] = dv[i];
   }

@@ -5,8 +5,11 @@
 //   out[b, t, h] = sum_j softmax_j(scale q_t . k_j) v_j
 // The decode and prefill kernels (attention.comp and its kin) read a KV cache instead; training
 // has none, and its B sequences go in one dispatch. O(T^2 D) per head: for the short contexts a
-// model trains at here.
+// model trains at here. The loops over D unroll (D is a specialization constant): llvmpipe ends
+// every loop of an invocation after 65,535 iterations in all, and a query at T = 1,024 would
+// otherwise run 2 D T of them.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #include "attention_backward.h"
 #include "common/index.glsl"
 
@@ -24,18 +27,18 @@ void main() {
   const uint q = (seq + t) * row3 + col;
   const uint L = p.causal != 0 ? t + 1 : p.T;
   float acc[ATTENTION_BACKWARD_MAX_D];
-  for (uint i = 0; i < D; i++) acc[i] = 0.0;
+  [[unroll]] for (uint i = 0; i < D; i++) acc[i] = 0.0;
   float m = uintBitsToFloat(0xff800000u), l = 0.0;  // running max and sum
   for (uint j = 0; j < L; j++) {
     const uint k = (seq + j) * row3 + p.C + col, v = k + p.C;
     float s = 0.0;
-    for (uint i = 0; i < D; i++) s += qkv[q + i] * qkv[k + i];
+    [[unroll]] for (uint i = 0; i < D; i++) s += qkv[q + i] * qkv[k + i];
     s *= p.scale;
     const float m_new = max(m, s), alpha = exp(m - m_new), w = exp(s - m_new);
     l = l * alpha + w;
-    for (uint i = 0; i < D; i++) acc[i] = acc[i] * alpha + w * qkv[v + i];
+    [[unroll]] for (uint i = 0; i < D; i++) acc[i] = acc[i] * alpha + w * qkv[v + i];
     m = m_new;
   }
   const uint o = (seq + t) * p.C + col;
-  for (uint i = 0; i < D; i++) out_[o + i] = acc[i] / l;
+  [[unroll]] for (uint i = 0; i < D; i++) out_[o + i] = acc[i] / l;
 }

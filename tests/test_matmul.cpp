@@ -604,3 +604,37 @@ TEST_CASE("the cooperative-matrix self-test passes, and Auto takes the matrix un
     }
   }
 }
+
+// A sum over K longer than llvmpipe runs in one invocation (vk::DeviceCaps::loop_iteration_cap:
+// 65,535 loop iterations in all, 28 a k step of the tiled kernel): the head's input gradient in
+// training, K = 50,257 logits, past the GEMV's 8 rows. W [K, N] splits K into chunks that sum
+// into out; W [N, K] cannot, and says so where the cap binds. x and W all ones, so every output
+// is exactly K, and random data at the tiled kernel's tolerance.
+TEST_CASE("matmul's tiled kernels sum a K past the device's loop cap") {
+  GPU_TEST(g);
+  for (MatmulKernel kernel : {MatmulKernel::Tiled, MatmulKernel::CoopEmulated}) {
+    if (kernel == MatmulKernel::CoopEmulated && g.device.caps().max_workgroup_invocations < 128)
+      continue;
+    Case c{9, 50257, 64};
+    c.layout = WeightLayout::KN;
+    c.dtype = kernel == MatmulKernel::Tiled ? DType::F32 : DType::F16;
+    Problem ones = test::make_problem(c, 4500);
+    std::fill(ones.x.begin(), ones.x.end(), 1.0f);
+    std::fill(ones.w.begin(), ones.w.end(), 1.0f);
+    ones = test::make_problem_from(ones);
+    const std::string what = test::describe(c, kernel);
+    const std::vector<float> got = run_gpu(g.device, g.kernels, ones, kernel);
+    CHECK_MESSAGE(std::count(got.begin(), got.end(), 50257.0f) == long(got.size()), what);
+    if (kernel == MatmulKernel::Tiled) {
+      const Problem p = test::make_problem(c, 4501);
+      CHECK(matches(p, run_gpu(g.device, g.kernels, p, kernel), what));
+    }
+  }
+  if (g.device.caps().loop_iteration_cap != 0) {
+    Case c{9, 50257, 64};
+    c.layout = WeightLayout::NK;
+    const Problem p = test::make_problem(c, 4502);
+    CHECK_THROWS_WITH_AS(run_gpu(g.device, g.kernels, p, MatmulKernel::Tiled),
+                         doctest::Contains("more loop iterations than device"), vk::Error);
+  }
+}

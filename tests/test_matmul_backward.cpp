@@ -103,6 +103,9 @@ TEST_CASE("matmul_backward matches the CPU reference, both kernel sets") {
     }
     // A GPT-2-like block's fc projection, scaled down: 64 rows of 192 -> 192.
     check(device, device.kernels(), 64, 3072 / 16, 768 / 4, model::WeightLayout::KN, true, 830);
+    // GPT-2's tied head, [N, K] = [50257, 128], past the GEMV's 8 rows: dx sums 50,257 terms,
+    // more k steps than llvmpipe runs in one invocation (its loop cap).
+    check(device, device.kernels(), 9, 128, 50257, model::WeightLayout::NK, false, 850);
   }
 }
 

@@ -66,6 +66,12 @@ struct DeviceCaps {
   float timestamp_period_ns = 0;
   uint32_t timestamp_valid_bits = 0;  // of the compute queue's 64-bit timestamps (Intel: 36)
 
+  // Loop iterations one shader invocation may run, all its loops together, before the driver
+  // silently ends every loop: llvmpipe (lavapipe) counts them against 65,535 per invocation
+  // (gallivm's LP_MAX_TGSI_LOOP_ITERATIONS) and carries on with what was summed so far. 0: no
+  // such cap. Kernels whose loops grow with a shape split their work to stay under it.
+  uint32_t loop_iteration_cap = 0;
+
   bool uma = false;  // device-local memory is also host-visible: no staging copies needed
   uint64_t device_local_bytes = 0;
   bool portability_subset = false;  // MoltenVK and other non-conformant layered drivers

@@ -50,6 +50,7 @@ PhysicalDevice describe(VkPhysicalDevice pd, uint32_t index) {
   vkGetPhysicalDeviceProperties2(pd, &props);
   const VkPhysicalDeviceLimits& l = base.limits;
   c.driver = std::string(driver.driverName) + ", " + driver.driverInfo;
+  if (driver.driverID == VK_DRIVER_ID_MESA_LLVMPIPE) c.loop_iteration_cap = 65535;
   c.subgroup_size = subgroup.subgroupSize;
   bool compute_subgroups = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
   c.subgroup_arithmetic =

@@ -41,6 +41,25 @@ const Tile& tile_for(const vk::DeviceCaps& caps) {
   fail("matmul", "device '" + caps.name + "' has too small workgroups");
 }
 
+// The k steps one dispatch of a tiled kernel may take under the device's loop cap (0: any).
+// llvmpipe counts every loop iteration of an invocation, and one more as each loop exits; a
+// step of the tiled kernel is its own iteration, the x and W loads' loops and the BK
+// multiply-adds (the register-tile loops unroll): 28 with the 64 x 64 x 16 tile, measured as
+// where a sum over K stopped (37,445 of 50,257 terms); the cooperative-matrix emulation's step
+// runs 43 (24,400 of 50,000), counted here as two scalar steps. Half the cap leaves room for a
+// compiler that unrolls less.
+uint32_t tiled_k_steps(const vk::DeviceCaps& caps, MatmulKernel kernel) {
+  if (caps.loop_iteration_cap == 0 ||
+      (kernel != MatmulKernel::Tiled && kernel != MatmulKernel::CoopEmulated))
+    return 0;
+  const Tile& t = tile_for(caps);
+  const uint32_t threads = (t.bn / t.tn) * (t.bm / t.tm);
+  uint32_t step = static_cast<uint32_t>(1 + (ceil_div(t.bm * t.bk, threads) + 1) +
+                                        (ceil_div(t.bk * t.bn, threads) + 1) + (t.bk + 1));
+  if (kernel == MatmulKernel::CoopEmulated) step *= 2;
+  return std::max(1u, caps.loop_iteration_cap / 2 / step);
+}
+
 // How one call is carried out: the pipeline(s), and the blocks x, out and W are split into.
 struct Plan {
   const vk::Pipeline* last = nullptr;   // with the activation
@@ -331,6 +350,17 @@ Plan make_plan(vk::Kernels& k, const MatmulOptions& o, const vk::BufferSpan& x, 
     fail("matmul", "a row of x, out or W does not fit in this device's maxStorageBufferRange (" +
          std::to_string(caps.max_storage_buffer_range) + " bytes)" +
          (texel ? " or maxTexelBufferElements" : ""));
+  // Under a driver's loop cap (llvmpipe's), the tiled kernels' k steps per dispatch are bounded:
+  // W [K, N] splits into chunks of K that sum into out; W [N, K] cannot split K.
+  if (const uint32_t steps = tiled_k_steps(caps, kernel); steps != 0) {
+    const uint64_t bk = kernel == MatmulKernel::Tiled ? tile_for(caps).bk : push::MATMUL_COOP_BK;
+    if (!nk)
+      plan.chunk = static_cast<uint32_t>(std::min<uint64_t>(plan.chunk, steps * bk));
+    else if (ceil_div(K, bk) > steps)
+      fail("matmul", "K = " + std::to_string(K) + " of a [N, K] weight takes more loop "
+                     "iterations than device '" + caps.name + "' runs in one invocation (" +
+                     std::to_string(caps.loop_iteration_cap) + ")");
+  }
   plan.split_k = !nk && plan.chunk < w_rows;
   if (interleaved)
     plan_interleaved(k, plan, o, dtype, T, argmax);
