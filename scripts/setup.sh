@@ -12,6 +12,7 @@ packages=(
   chromium               # the attention page's test renders it headless
   libcpp-httplib-dev     # gpt2vk serve's HTTP
   curl                   # the server's tests call it with curl ...
+  python3-torch          # the float64 PyTorch references the training tests run (tools/reference)
 )
 
 if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-query >/dev/null 2>&1; then
@@ -25,6 +26,7 @@ On other systems install:
     vcpkg: doctest pcre2 nlohmann-json cli11)
   - for the fuzz targets only: clang with libFuzzer (LLVM's compiler-rt)
   - for the attention page's test only: Chromium at /usr/bin/chromium
+  - for the training tests: Python 3 with PyTorch at /usr/bin/python3
   - for `gpt2vk serve`: cpp-httplib (Homebrew: cpp-httplib; vcpkg: cpp-httplib; else fetched);
     for its tests: curl, Node.js >= 18 with npm, then: npm ci --prefix tests/node
 Then: cmake -S . -B build && cmake --build build

@@ -356,6 +356,14 @@ void GpuTrainer::download_moments(Parameters& m, Parameters& v) const {
   copy_out(impl_->device, impl_->m_, impl_->handles, m);
   copy_out(impl_->device, impl_->v_, impl_->handles, v);
 }
+void GpuTrainer::upload(const Parameters& params) {
+  if (!(params.config() == impl_->config))
+    throw std::invalid_argument("upload: the parameters are of another model's shape");
+  for (const ExpectedTensor& e : impl_->expected)
+    vk::upload(impl_->device, impl_->weights_.span(impl_->handles.at(e.name)),
+               params.tensor(e.name).data(), e.elements() * 4);
+  impl_->fwd_current = impl_->bwd_current = false;  // the interleaved copies are stale
+}
 void GpuTrainer::upload_moments(const Parameters& m, const Parameters& v) {
   for (const ExpectedTensor& e : impl_->expected) {
     const size_t h = impl_->handles.at(e.name);

@@ -52,6 +52,9 @@ class GpuTrainer {
   void download_grads(Parameters& grads) const;
   void download_moments(Parameters& m, Parameters& v) const;
   void upload_moments(const Parameters& m, const Parameters& v);
+  // Replaces the weights (of the same config): a directional check evaluates the loss around
+  // them; the moments stay.
+  void upload(const Parameters& params);
 
   // GPU time of each dispatch of the last step (empty without timestamps).
   std::vector<vk::DispatchTime> timings() const;

@@ -13,6 +13,13 @@ tests/data/training/<model>/:
 Run it with Debian's interpreter (python3-torch 1.13); the output is the same on every run:
 
     /usr/bin/python3 tools/reference/train_ref.py
+
+With --checkpoint it runs one model instead, on token ids given as little-endian int32 (the
+suite's test_train_shapes.cpp does, at the shapes users train), and writes OUT/grads.safetensors
+and OUT/trajectory.json:
+
+    train_ref.py --checkpoint DIR --ids IDS --out OUT [--batch B] [--ctx T] [--steps N]
+                 [--lr LR --warmup W --lr-min LR] [--dtype float32 --device cuda]
 """
 import json
 import math
@@ -52,31 +59,51 @@ def learning_rate(s, step):
     return s["lr_min"] + 0.5 * (s["lr"] - s["lr_min"]) * (1 + math.cos(math.pi * (step - W) / (N - W)))
 
 
-def loss_of(config, params, rows, targets):
+def loss_of(config, params, rows, targets, dtype=torch.float64):
     total = 0
     for ids, tgt in zip(rows, targets):
-        logits = gpt2_ref.forward(config, params, ids)                    # [T, V] float64
-        total = total + torch.nn.functional.cross_entropy(logits, torch.tensor(tgt), reduction="sum")
+        logits = gpt2_ref.forward(config, params, ids, dtype)             # [T, V]
+        total = total + torch.nn.functional.cross_entropy(
+            logits, torch.tensor(tgt, device=logits.device), reduction="sum")
     return total / (len(rows) * len(rows[0]))
 
 
 def run(name):
+    """The goldens of tests/data/training/<name>, from tests/data/models/<name>."""
     s = SETTINGS
-    config, stored = gpt2_ref.load_checkpoint(ROOT / "tests" / "data" / "models" / name)
-    params = {k: v.to(torch.float64).clone().requires_grad_(True) for k, v in stored.items()}
     tokens = list(TEXT.read_bytes()[:s["data_bytes"]])
     out = ROOT / "tests" / "data" / "training" / name
+    losses = reference(ROOT / "tests" / "data" / "models" / name, tokens, s, out)
+    (out / "trajectory.json").write_text(json.dumps(
+        {"model": name, "data": "models/kjv/heldout.txt", "settings": s, "losses": losses[0],
+         "grad_norms": losses[1]}, indent=2) + "\n")
+    print(f"{name}: losses {losses[0][0]:.6f} .. {losses[0][-1]:.6f}")
+
+
+def reference(checkpoint, tokens, s, out, dtype=torch.float64, device="cpu"):
+    """Writes out/grads.safetensors (the first step's gradients) and returns the losses and
+    gradient norms of s["steps"] AdamW steps (none where s["steps"] is 0). float64 is the
+    contract's reference; float32 (on a GPU with device="cuda") is what a PyTorch user trains
+    with, for comparing loss curves."""
+    config, stored = gpt2_ref.load_checkpoint(checkpoint)
+
+    def fresh():
+        return {k: v.to(device=device, dtype=dtype).clone().requires_grad_(True)
+                for k, v in stored.items()}
+
+    params = fresh()
     out.mkdir(parents=True, exist_ok=True)
 
     # The first step's gradients.
     rows, targets, _ = batch(tokens, 0, s["batch"], s["ctx"])
-    loss_of(config, params, rows, targets).backward()
+    loss_of(config, params, rows, targets, dtype).backward()
     gpt2_ref.write_safetensors(out / "grads.safetensors",
-                               {k: p.grad.to(torch.float32) for k, p in params.items()},
+                               {k: p.grad.to(device="cpu", dtype=torch.float32)
+                                for k, p in params.items()},
                                {"source": "tools/reference/train_ref.py"})
 
-    # 10 AdamW steps from the checkpoint.
-    params = {k: v.to(torch.float64).clone().requires_grad_(True) for k, v in stored.items()}
+    # AdamW steps from the checkpoint.
+    params = fresh()
     decay = [p for p in params.values() if p.dim() >= 2]
     no_decay = [p for p in params.values() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": s["weight_decay"]},
@@ -88,19 +115,48 @@ def run(name):
             g["lr"] = learning_rate(s, step)
         rows, targets, position = batch(tokens, position, s["batch"], s["ctx"])
         opt.zero_grad()
-        loss = loss_of(config, params, rows, targets)
+        loss = loss_of(config, params, rows, targets, dtype)
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(list(params.values()), s["grad_clip"])
         opt.step()
         losses.append(float(loss))
         norms.append(float(norm))
+    return losses, norms
+
+
+def main(argv):
+    """With no arguments, the suite's goldens. With --checkpoint, one model on the token ids of
+    --ids (little-endian int32): OUT/grads.safetensors and OUT/trajectory.json (the losses)."""
+    import argparse
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--checkpoint")
+    ap.add_argument("--ids")
+    ap.add_argument("--out")
+    ap.add_argument("--batch", type=int, default=SETTINGS["batch"])
+    ap.add_argument("--ctx", type=int, default=SETTINGS["ctx"])
+    ap.add_argument("--steps", type=int, default=SETTINGS["steps"])
+    ap.add_argument("--lr", type=float, default=SETTINGS["lr"])
+    ap.add_argument("--warmup", type=int, default=SETTINGS["warmup"])
+    ap.add_argument("--lr-min", type=float, default=SETTINGS["lr_min"])
+    ap.add_argument("--dtype", choices=["float64", "float32"], default="float64")
+    ap.add_argument("--device", default="cpu")
+    a = ap.parse_args(argv)
+    torch.set_default_dtype(getattr(torch, a.dtype))
+    if not a.checkpoint:
+        for model in MODELS:
+            run(model)
+        return
+    import struct
+    raw = Path(a.ids).read_bytes()
+    tokens = list(struct.unpack(f"<{len(raw) // 4}i", raw))
+    s = dict(SETTINGS, batch=a.batch, ctx=a.ctx, steps=a.steps, lr=a.lr, warmup=a.warmup,
+             lr_min=a.lr_min)
+    out = Path(a.out)
+    losses, norms = reference(Path(a.checkpoint), tokens, s, out,
+                              getattr(torch, a.dtype), a.device)
     (out / "trajectory.json").write_text(json.dumps(
-        {"model": name, "data": "models/kjv/heldout.txt", "settings": s, "losses": losses,
-         "grad_norms": norms}, indent=2) + "\n")
-    print(f"{name}: losses {losses[0]:.6f} .. {losses[-1]:.6f}")
+        {"settings": s, "losses": losses, "grad_norms": norms}, indent=2) + "\n")
 
 
 if __name__ == "__main__":
-    torch.set_default_dtype(torch.float64)
-    for model in MODELS:
-        run(model)
+    main(sys.argv[1:])
