@@ -198,7 +198,7 @@ def attention(s, w, p, x):  # [T, C] -> [T, C]
     q, k, v = (t.reshape(T, H, D).transpose(0, 1) for t in qkv.split(C, dim=1))  # [H, T, D]
     scores = (q @ k.transpose(1, 2)) * s.attention_scale                  # [H, T, T]
     if s.causal:  # query t sees keys 0..t
-        future = torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)
+        future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(diagonal=1)
         scores = scores.masked_fill(future, float("-inf"))
     y = torch.softmax(scores, dim=-1) @ v                                 # [H, T, D]
     return conv1d(w, p + "attn.c_proj", y.transpose(0, 1).reshape(T, C))
@@ -217,11 +217,11 @@ def forward(config, tensors, ids, dtype=torch.float64):
     T = len(ids)
     if not 1 <= T <= s.n_ctx or int(ids.min()) < 0 or int(ids.max()) >= s.n_vocab:
         raise ValueError(f"ids: {T} ids, or an id out of [0, {s.n_vocab})")
-    x = w["wte.weight"][ids]                                              # [T, C]
+    x = w["wte.weight"][ids.to(w["wte.weight"].device)]                   # [T, C]
     if s.positions == "learned":
         x = x + w["wpe.weight"][:T]
     elif s.positions == "sinusoidal":
-        x = x + sinusoidal(T, s.n_embd, dtype)
+        x = x + sinusoidal(T, s.n_embd, dtype).to(x.device)
     for i in range(s.n_layer):
         p = f"h.{i}."
         if s.attention_only:

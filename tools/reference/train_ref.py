@@ -19,7 +19,7 @@ suite's test_train_shapes.cpp does, at the shapes users train), and writes OUT/g
 and OUT/trajectory.json:
 
     train_ref.py --checkpoint DIR --ids IDS --out OUT [--batch B] [--ctx T] [--steps N]
-                 [--lr LR --warmup W --lr-min LR] [--dtype float32 --device cuda]
+                 [--lr LR --warmup W --lr-min LR] [--dtype float32 --device cuda] [--no-grads]
 """
 import json
 import math
@@ -80,7 +80,7 @@ def run(name):
     print(f"{name}: losses {losses[0][0]:.6f} .. {losses[0][-1]:.6f}")
 
 
-def reference(checkpoint, tokens, s, out, dtype=torch.float64, device="cpu"):
+def reference(checkpoint, tokens, s, out, dtype=torch.float64, device="cpu", grads=True):
     """Writes out/grads.safetensors (the first step's gradients) and returns the losses and
     gradient norms of s["steps"] AdamW steps (none where s["steps"] is 0). float64 is the
     contract's reference; float32 (on a GPU with device="cuda") is what a PyTorch user trains
@@ -91,16 +91,17 @@ def reference(checkpoint, tokens, s, out, dtype=torch.float64, device="cpu"):
         return {k: v.to(device=device, dtype=dtype).clone().requires_grad_(True)
                 for k, v in stored.items()}
 
-    params = fresh()
     out.mkdir(parents=True, exist_ok=True)
 
     # The first step's gradients.
-    rows, targets, _ = batch(tokens, 0, s["batch"], s["ctx"])
-    loss_of(config, params, rows, targets, dtype).backward()
-    gpt2_ref.write_safetensors(out / "grads.safetensors",
-                               {k: p.grad.to(device="cpu", dtype=torch.float32)
-                                for k, p in params.items()},
-                               {"source": "tools/reference/train_ref.py"})
+    if grads:
+        params = fresh()
+        rows, targets, _ = batch(tokens, 0, s["batch"], s["ctx"])
+        loss_of(config, params, rows, targets, dtype).backward()
+        gpt2_ref.write_safetensors(out / "grads.safetensors",
+                                   {k: p.grad.to(device="cpu", dtype=torch.float32)
+                                    for k, p in params.items()},
+                                   {"source": "tools/reference/train_ref.py"})
 
     # AdamW steps from the checkpoint.
     params = fresh()
@@ -140,6 +141,7 @@ def main(argv):
     ap.add_argument("--lr-min", type=float, default=SETTINGS["lr_min"])
     ap.add_argument("--dtype", choices=["float64", "float32"], default="float64")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--no-grads", action="store_true", help="the trajectory only")
     a = ap.parse_args(argv)
     torch.set_default_dtype(getattr(torch, a.dtype))
     if not a.checkpoint:
@@ -153,7 +155,7 @@ def main(argv):
              lr_min=a.lr_min)
     out = Path(a.out)
     losses, norms = reference(Path(a.checkpoint), tokens, s, out,
-                              getattr(torch, a.dtype), a.device)
+                              getattr(torch, a.dtype), a.device, not a.no_grads)
     (out / "trajectory.json").write_text(json.dumps(
         {"settings": s, "losses": losses, "grad_norms": norms}, indent=2) + "\n")
 
