@@ -7,6 +7,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -15,6 +16,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "apps/commands.h"
@@ -22,6 +24,7 @@
 #include "model/formats/checkpoint.h"
 #include "model/text/tokenizer.h"
 #include "model/training/gpu_trainer.h"
+#include "model/training/run_state.h"
 #include "model/training/save.h"
 #include "model/training/schedule.h"
 
@@ -31,8 +34,39 @@ namespace {
 namespace fs = std::filesystem;
 using model::training::Parameters;
 
-std::atomic<bool> g_interrupted{false};
-extern "C" void on_interrupt(int) { g_interrupted = true; }
+// SIGINT or SIGTERM, once one came: the step in flight ends, the run saves and exits 128 + it.
+std::atomic<int> g_signal{0};
+extern "C" void on_signal(int signal) { g_signal = signal; }
+
+// GPT2VK_TRAIN_KILL_AT_FILE_OP=N, for tests: SIGKILL just before the run's Nth file operation
+// on a checkpoint (a save's or a recovery's), named on stderr first, as an unlucky kill would
+// land there.
+model::training::FileOpHook kill_hook_from_env() {
+  const char* v = std::getenv("GPT2VK_TRAIN_KILL_AT_FILE_OP");
+  if (!v || !*v) return {};
+  char* end = nullptr;
+  const uint64_t at = std::strtoull(v, &end, 10);
+  if (*end || at == 0)
+    throw std::runtime_error(std::string("GPT2VK_TRAIN_KILL_AT_FILE_OP=") + v + ": not a count from 1");
+  const auto count = std::make_shared<uint64_t>(0);
+  return [at, count](std::string_view op, const fs::path& path) {
+    if (++*count != at) return;
+    std::fprintf(stderr, "gpt2vk: killed before file operation %llu: %.*s %s\n",
+                 static_cast<unsigned long long>(at), static_cast<int>(op.size()), op.data(),
+                 path.c_str());
+    std::fflush(stderr);
+    std::raise(SIGKILL);
+  };
+}
+
+// The validation flags come together: one without the other would silently evaluate nothing.
+void check_validation(const TrainArgs& a) {
+  if (a.bench) return;
+  if (a.eval_every && a.val_data.empty())
+    throw std::runtime_error("--eval-every needs --val-data FILE, the text to evaluate on");
+  if (!a.val_data.empty() && !a.eval_every)
+    throw std::runtime_error("--val-data is read only with --eval-every N (how often to evaluate)");
+}
 
 // The flags that shape a run: a resume must be given the same (the step count may grow).
 std::string settings_of(const TrainArgs& a) {
@@ -118,7 +152,13 @@ void write_plot(const fs::path& file, const std::vector<std::pair<uint64_t, doub
   line(train, "#1f77b4", "training loss", 0);
   line(val, "#d62728", "validation loss", 1);
   svg << "</svg>\n";
-  std::ofstream(file) << svg.str();
+  // Under another name first, so that a kill never leaves half a picture.
+  const fs::path tmp = file.parent_path() / ("." + file.filename().string() + ".tmp");
+  std::ofstream(tmp, std::ios::trunc) << svg.str();
+  std::error_code ec;
+  fs::rename(tmp, file, ec);
+  if (ec)
+    std::fprintf(stderr, "gpt2vk: %s: cannot write it: %s\n", file.c_str(), ec.message().c_str());
 }
 
 // GPU time per op kind of the last step, largest first.
@@ -201,6 +241,8 @@ int train(const TrainArgs& a) {
   } else if (a.out.empty()) {
     throw std::runtime_error("-o OUT is required (the checkpoint folder to write)");
   }
+  check_validation(a);
+  const model::training::FileOpHook file_ops = kill_hook_from_env();
 
   // The model and its tokenizer.
   std::unique_ptr<Parameters> params;
@@ -213,6 +255,7 @@ int train(const TrainArgs& a) {
     params->init_gpt2(a.seed);
   } else {
     tokenizer_dir = a.model.model;
+    model::training::finish_save(a.model.model, file_ops);  // where a kill cut a save short
     params = std::make_unique<Parameters>(Parameters::from_checkpoint(*model::Checkpoint::load(a.model.model)));
   }
   const model::Config& c = params->config();
@@ -223,17 +266,28 @@ int train(const TrainArgs& a) {
 
   const std::vector<int32_t> data = tokenize_file(*tok, a.data);
   std::vector<int32_t> val;
-  if (!a.val_data.empty()) val = tokenize_file(*tok, a.val_data);
+  if (!a.val_data.empty()) {
+    // A text too short for one batch of windows would evaluate to nothing, silently.
+    val = tokenize_file(*tok, a.val_data);
+    const uint64_t need = uint64_t{a.batch} * a.ctx + 1;
+    if (val.size() < need)
+      throw std::runtime_error(a.val_data + ": the validation text holds " +
+                               std::to_string(val.size()) + " tokens; an evaluation of B=" +
+                               std::to_string(a.batch) + " windows of T=" + std::to_string(a.ctx) +
+                               " needs " + std::to_string(need));
+  }
   model::training::RunState state{0, 0, settings_of(a)};
   std::unique_ptr<Parameters> m, v;
   if (!a.resume.empty()) {
-    model::training::Resumed r = model::training::load_run(a.resume);
+    model::training::Resumed r = model::training::load_run(a.resume, file_ops);
     if (!(r.params.config() == c))
       throw std::runtime_error(a.resume + " holds another model's shape than " +
                                (a.init.empty() ? a.model.model : a.init));
     if (r.state.settings != state.settings)
       throw std::runtime_error(a.resume + " was trained with other flags or data:\n  then: " +
                                r.state.settings + "\n  now:  " + state.settings);
+    model::training::check_run_state(r.state, {data.size(), uint64_t{a.batch} * a.ctx, a.steps},
+                                     (fs::path(a.resume) / "trainer_state.json").string());
     *params = std::move(r.params);
     m = std::make_unique<Parameters>(std::move(r.m));
     v = std::make_unique<Parameters>(std::move(r.v));
@@ -287,7 +341,8 @@ int train(const TrainArgs& a) {
     trainer.download(*params);
     trainer.download_moments(*m, *v);
     state.position = batches.position();
-    model::training::save_checkpoint(a.out, *params, tokenizer_dir, &state, m.get(), v.get());
+    model::training::save_checkpoint(a.out, *params, tokenizer_dir, &state, m.get(), v.get(),
+                                     file_ops);
   };
   const model::training::Schedule schedule{a.lr, a.warmup, a.cosine, a.lr_min, a.steps};
   model::training::StepSettings settings;
@@ -295,15 +350,16 @@ int train(const TrainArgs& a) {
   settings.beta1 = a.beta1, settings.beta2 = a.beta2, settings.eps = a.eps;
   settings.weight_decay = a.weight_decay, settings.clip = a.grad_clip;
   std::vector<int32_t> ids, targets;
-  g_interrupted = false;
-  const auto previous = std::signal(SIGINT, on_interrupt);
+  g_signal = 0;
+  const auto previous_int = std::signal(SIGINT, on_signal);
+  const auto previous_term = std::signal(SIGTERM, on_signal);
   // On a terminal the progress line rewrites itself; elsewhere (a log) a line every 1% of the run.
   const bool tty = stderr_is_terminal();
   const uint64_t every = std::max<uint64_t>(1, a.steps / 100);
   double training_s = 0;  // the steps' own time, evaluations and saves left out
   std::vector<double> step_s;  // each step's, for --bench
   const uint64_t first = state.step;
-  bool interrupted = false;
+  int interrupted = 0;  // the signal that stopped the run
   while (state.step < a.steps) {
     const uint64_t s = state.step;
     const double lr = model::training::learning_rate(schedule, s);
@@ -345,17 +401,19 @@ int train(const TrainArgs& a) {
                    duration(per_step * double(a.steps - state.step)).c_str(), tty ? "   " : "\n");
     if (log) *log << line.dump() << "\n" << std::flush;
     if (!a.bench && a.save_every && state.step % a.save_every == 0 && state.step < a.steps) save();
-    if (g_interrupted) {
-      interrupted = true;
+    if (g_signal) {
+      interrupted = g_signal;
       break;
     }
   }
-  std::signal(SIGINT, previous);
+  // A second signal during the save below ends the process at once: the save is atomic.
+  std::signal(SIGINT, previous_int);
+  std::signal(SIGTERM, previous_term);
   if (tty) std::fprintf(stderr, "\n");
   if (a.bench) {
     if (a.profile) print_profile(trainer);
     print_bench(step_s, a.batch, a.ctx, params->count(), device.caps().name);
-    return interrupted ? 130 : 0;
+    return interrupted ? 128 + interrupted : 0;
   }
   save();
   write_plot(fs::path(a.out) / "loss.svg", state.train_loss, state.val_loss);
@@ -363,7 +421,7 @@ int train(const TrainArgs& a) {
   std::fprintf(stderr, "gpt2vk: %s at step %llu: %s (model.safetensors, optimizer state, loss.svg)\n",
                interrupted ? "interrupted; saved" : "saved", static_cast<unsigned long long>(state.step),
                a.out.c_str());
-  return interrupted ? 130 : 0;
+  return interrupted ? 128 + interrupted : 0;
 }
 
 }  // namespace app

@@ -11,7 +11,8 @@
 #                -DGPT2VK_FUZZ=ON when it does not exist yet, and the targets are (re)built
 #   -j JOBS      targets run at once (default 1)
 #   --nice       run the targets at the lowest CPU priority (nice -n 19)
-#   TARGET       config, gpt2_vocab, safetensors, tokenizer (fuzz/fuzz_<target>.cpp; default: all)
+#   TARGET       config, gpt2_vocab, run_state, safetensors, tokenizer
+#                (fuzz/fuzz_<target>.cpp; default: all)
 #
 # The corpus each target grows is kept in DIR/fuzz-work/<target>/corpus (the next run starts
 # from it); the seeds in fuzz/corpus/<target> are read, never written, and fuzz/<target>.dict

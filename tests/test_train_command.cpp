@@ -1,7 +1,8 @@
 // gpt2vk train, the command (issue 17): a tiny model trained from --init on a short text, under
 // the validation layer: the checkpoint generate reads as it is, two runs with one seed giving
-// the same bits, a resumed run equal to an uninterrupted one, SIGINT, a diverging run, --bench,
-// and every bad input refused with a message that names it.
+// the same bits, a resumed run equal to an uninterrupted one, SIGINT and SIGTERM, a diverging
+// run, --bench, and every bad input refused with a message that names it. Issue 35: a kill at
+// any file operation of a save, and a corrupt trainer_state.json.
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -12,6 +13,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "model/formats/config.h"
 #include "tests/cli.h"
@@ -64,6 +67,43 @@ std::vector<std::string> losses(const fs::path& log) {
     if (at != std::string::npos) out.push_back(line.substr(at, line.find(',', at) - at));
   }
   return out;
+}
+
+// A copy of the checkpoint `from` at `to` with one field of its trainer_state.json set to `value`
+// (JSON text).
+void corrupt_copy(const fs::path& from, const fs::path& to, const std::string& field,
+                  const std::string& value) {
+  fs::remove_all(to);
+  fs::copy(from, to, fs::copy_options::recursive);
+  nlohmann::json j = nlohmann::json::parse(test::read_file(to / "trainer_state.json"));
+  j[field] = nlohmann::json::parse(value);
+  test::write_file(to / "trainer_state.json", j.dump(2));
+}
+
+// SIGINT or SIGTERM while training: the step ends, the run saves, exits with 128 + the signal,
+// and --resume goes on from there.
+void interrupt_and_resume(int signal) {
+  Setup s;
+  std::vector<std::string> a = s.args(s.dir / "out", "100000");
+  a.insert(a.end(), {"--log", (s.dir / "log.jsonl").string()});
+  test::Background run(a);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  int code = 0;
+  while (losses(s.dir / "log.jsonl").size() < 3 && std::chrono::steady_clock::now() < deadline) {
+    REQUIRE_MESSAGE(!run.exited(code), run.err());
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  CHECK(run.stop(signal) == 128 + signal);
+  CHECK(run.err().find("interrupted; saved") != std::string::npos);
+  const size_t done = losses(s.dir / "log.jsonl").size();
+  REQUIRE(fs::exists(s.dir / "out" / "trainer_state.json"));
+  const std::string state = test::read_file(s.dir / "out" / "trainer_state.json");
+  CHECK(state.find("\"step\": " + std::to_string(done)) != std::string::npos);
+  std::vector<std::string> more = with(a, "--steps", std::to_string(done + 2));
+  more.insert(more.end(), {"--resume", (s.dir / "out").string()});
+  const test::CliResult r = test::gpt2vk(more);
+  CHECK_MESSAGE(r.exit_code == 0, r.err);
+  CHECK(losses(s.dir / "log.jsonl").size() == done + 2);
 }
 
 }  // namespace
@@ -145,6 +185,18 @@ TEST_CASE("gpt2vk train refuses bad input with a message that names it") {
   fails(with(ok, "--data", (s.dir / "bad.txt").string()), "bad.txt");
   fails(with(ok, "--ctx", "17"), "past the model's context of 16");
   fails(with(ok, "--batch", "0"), "--batch must be at least 1");
+  // Validation that would silently report nothing: no text, too little text, half the flags.
+  const auto validate = [&](const fs::path& val, const std::string& every) {
+    std::vector<std::string> v = ok;
+    if (!val.empty()) v.insert(v.end(), {"--val-data", val.string()});
+    if (!every.empty()) v.insert(v.end(), {"--eval-every", every});
+    return v;
+  };
+  fails(validate(s.dir / "empty.txt", "1"), "empty.txt: the validation text holds 0 tokens");
+  fails(validate(s.dir / "short.txt", "1"), "short.txt: the validation text holds 16 tokens; an "
+                                            "evaluation of B=2 windows of T=16 needs 33");
+  fails(validate({}, "1"), "--eval-every needs --val-data FILE");
+  fails(validate(s.val, ""), "--val-data is read only with --eval-every N");
   std::vector<std::string> a = ok;
   a.insert(a.end(), {"--resume", s.dir.path().string()});
   fails(a, "is not a training checkpoint");
@@ -178,26 +230,11 @@ TEST_CASE("gpt2vk train --bench times the steps and writes nothing") {
 }
 
 TEST_CASE("gpt2vk train: SIGINT ends the step, saves, and the run resumes from there") {
-  Setup s;
-  std::vector<std::string> a = s.args(s.dir / "out", "100000");
-  a.insert(a.end(), {"--log", (s.dir / "log.jsonl").string()});
-  test::Background run(a);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  int code = 0;
-  while (losses(s.dir / "log.jsonl").size() < 3 && std::chrono::steady_clock::now() < deadline) {
-    REQUIRE_MESSAGE(!run.exited(code), run.err());
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  CHECK(run.stop(SIGINT) == 130);
-  CHECK(run.err().find("interrupted; saved") != std::string::npos);
-  const size_t done = losses(s.dir / "log.jsonl").size();
-  CHECK(test::read_file(s.dir / "out" / "trainer_state.json").find("\"step\": " + std::to_string(done)) !=
-        std::string::npos);
-  std::vector<std::string> more = with(a, "--steps", std::to_string(done + 2));
-  more.insert(more.end(), {"--resume", (s.dir / "out").string()});
-  const test::CliResult r = test::gpt2vk(more);
-  CHECK_MESSAGE(r.exit_code == 0, r.err);
-  CHECK(losses(s.dir / "log.jsonl").size() == done + 2);
+  interrupt_and_resume(SIGINT);
+}
+
+TEST_CASE("gpt2vk train: SIGTERM ends the step, saves, and the run resumes from there") {
+  interrupt_and_resume(SIGTERM);
 }
 
 TEST_CASE("gpt2vk train: a diverging run stops with an error and keeps the last checkpoint") {
@@ -209,4 +246,75 @@ TEST_CASE("gpt2vk train: a diverging run stops with an error and keeps the last 
   CHECK(r.exit_code != 0);
   CHECK_MESSAGE(r.err.find("the run diverged at step 1") != std::string::npos, r.err);
   CHECK(test::read_file(s.dir / "out" / "trainer_state.json").find("\"step\": 1") != std::string::npos);
+}
+
+TEST_CASE("gpt2vk train --resume refuses a corrupt trainer_state.json, naming the field") {
+  Setup s;
+  REQUIRE(test::gpt2vk(s.args(s.dir / "out", "3")).exit_code == 0);
+  const auto refused = [&](const std::string& field, const std::string& value,
+                           const std::string& message) {
+    corrupt_copy(s.dir / "out", s.dir / "bad", field, value);
+    std::vector<std::string> a = s.args(s.dir / "bad", "6");
+    a.insert(a.end(), {"--resume", (s.dir / "bad").string()});
+    const test::CliResult r = test::gpt2vk(a);
+    CHECK_MESSAGE(r.exit_code == 1, field, " = ", value, ": ", r.err);
+    const std::string want = (s.dir / "bad" / "trainer_state.json").string() + ": " + message;
+    CHECK_MESSAGE(r.err.find(want) != std::string::npos, r.err);
+  };
+  // 2^64 - 100 once wrapped the end-of-data check and read far past the tokens; -1 trained.
+  refused("position", "18446744073709551516",
+          "position: 18446744073709551516 is past the data's last token");
+  refused("position", "-1", "position: must be a whole number from 0 to 2^64 - 1, got -1");
+  refused("position", "48", "position: 48 is not a multiple of the 32 tokens a step takes");
+  refused("position", "\"96\"", "position: must be a whole number");
+  refused("step", "0", "step: must be at least 1");
+  refused("train_loss", "[[2, 5.0], [1, 5.0]]", "train_loss[1]: step 1 does not follow step 2");
+  refused("settings", "null", "settings: must be a string, got null");
+  // A step past --steps once saved again and exited 0.
+  std::vector<std::string> a = s.args(s.dir / "out", "2");
+  a.insert(a.end(), {"--resume", (s.dir / "out").string()});
+  const test::CliResult past = test::gpt2vk(a);
+  CHECK(past.exit_code == 1);
+  const std::string want = "trainer_state.json: step: 3 is past --steps 2 (give --steps 3 or more)";
+  CHECK_MESSAGE(past.err.find(want) != std::string::npos, past.err);
+  // The untouched state resumes.
+  const test::CliResult r = test::gpt2vk(with(a, "--steps", "4"));
+  CHECK_MESSAGE(r.exit_code == 0, r.err);
+}
+
+TEST_CASE("gpt2vk train killed at any file operation of a save: --resume finds a whole checkpoint") {
+  // Each run stops with SIGKILL just before its Nth file operation (GPT2VK_TRAIN_KILL_AT_FILE_OP),
+  // in the save of step 2 over step 1's checkpoint; N goes up until the run ends by itself.
+  // Whichever checkpoint the kill left, the resumed run must end on the uninterrupted run's bits.
+  Setup s;
+  REQUIRE(test::gpt2vk(s.args(s.dir / "whole", "3")).exit_code == 0);
+  REQUIRE(test::gpt2vk(s.args(s.dir / "start", "1")).exit_code == 0);
+  int n = 1;
+  bool committed = false;
+  for (;; n++) {
+    fs::remove_all(s.dir / "out");
+    fs::copy(s.dir / "start", s.dir / "out", fs::copy_options::recursive);
+    std::vector<std::string> a = s.args(s.dir / "out", "2");
+    a.insert(a.end(), {"--resume", (s.dir / "out").string()});
+    const test::CliResult killed =
+        test::gpt2vk(a, {{"GPT2VK_TRAIN_KILL_AT_FILE_OP", std::to_string(n)}});
+    if (killed.exit_code == 0) break;
+    const std::string what = "killed before file operation " + std::to_string(n);
+    REQUIRE_MESSAGE(killed.exit_code == 128 + SIGKILL, killed.err);
+    REQUIRE_MESSAGE(killed.err.find(what) != std::string::npos, killed.err);
+    const test::CliResult r = test::gpt2vk(with(a, "--steps", "3"));
+    REQUIRE_MESSAGE(r.exit_code == 0, what, ": ", r.err);
+    // Once the new checkpoint is committed (one rename), no later kill brings back the previous.
+    const bool from_new = r.err.find("step 2 of 3") != std::string::npos;
+    CHECK_MESSAGE((from_new || r.err.find("step 1 of 3") != std::string::npos), what, ": ", r.err);
+    CHECK_MESSAGE((from_new || !committed), what, ": the previous checkpoint after the new one");
+    committed = committed || from_new;
+    for (const char* f :
+         {"model.safetensors", "optimizer.safetensors", "trainer_state.json", "config.json"})
+      CHECK_MESSAGE(test::read_file(s.dir / "out" / f) == test::read_file(s.dir / "whole" / f),
+                    what, ": ", f);
+    CHECK_MESSAGE(!fs::exists(s.dir / "out" / ".complete-checkpoint"), what);
+  }
+  CHECK(committed);
+  CHECK(n > 10);  // the save made that many operations, each killed once
 }

@@ -1,8 +1,13 @@
 #include "model/training/save.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <fstream>
-#include <nlohmann/json.hpp>
+#include <sstream>
 #include <stdexcept>
 #include <vector>
 
@@ -16,9 +21,49 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// dir/.name.tmp, for a rename over dir/name once it is whole.
-fs::path temporary(const fs::path& dir, const std::string& name) {
-  return dir / ("." + name + ".tmp");
+// The save's two folders inside dir (hidden, so readers of a model folder pass them by).
+constexpr const char* kPartial = ".partial-checkpoint";    // being written; discarded
+constexpr const char* kComplete = ".complete-checkpoint";  // whole and on disk; moved in
+
+// Every file operation, announced to the hook first: a test's kill lands between two of them.
+struct Ops {
+  const FileOpHook& hook;
+  void operator()(std::string_view op, const fs::path& path) const {
+    if (hook) hook(op, path);
+  }
+};
+
+[[noreturn]] void fail(const fs::path& path, const std::string& what, const std::error_code& ec) {
+  throw std::runtime_error(path.string() + ": " + what + ": " + ec.message());
+}
+
+// fsync, so that a rename that follows never makes visible a file whose bytes are not yet on
+// disk (a power cut would otherwise leave it empty or torn). A folder is synced for its names.
+// EINVAL is a file system that has no such flush (some FUSE and network ones): nothing to wait
+// for there, and no reason to refuse the save.
+void sync(const Ops& ops, const fs::path& path, bool folder = false) {
+  ops("sync", path);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (folder ? O_DIRECTORY : 0));
+  if (fd < 0 || (::fsync(fd) != 0 && errno != EINVAL)) {
+    const std::error_code ec(errno, std::generic_category());
+    if (fd >= 0) ::close(fd);
+    fail(path, "cannot flush to disk", ec);
+  }
+  ::close(fd);
+}
+
+void rename(const Ops& ops, const fs::path& from, const fs::path& to) {
+  ops("rename", to);
+  std::error_code ec;
+  fs::rename(from, to, ec);
+  if (ec) fail(to, "cannot rename " + from.string() + " into place", ec);
+}
+
+void remove_all(const Ops& ops, const fs::path& path) {
+  ops("remove", path);
+  std::error_code ec;
+  fs::remove_all(path, ec);
+  if (ec) fail(path, "cannot remove", ec);
 }
 
 void write_text(const fs::path& file, const std::string& text) {
@@ -46,62 +91,104 @@ void read_tensors(const SafeTensors& file, const std::string& prefix, Parameters
   }
 }
 
-}  // namespace
-
-void save_checkpoint(const fs::path& dir, const Parameters& params, const fs::path& tokenizer_dir,
-                     const RunState* state, const Parameters* m, const Parameters* v) {
+// The checkpoint's files, written into `into` and each flushed.
+void write_files(const Ops& ops, const fs::path& into, const Parameters& params,
+                 const fs::path& tokenizer_dir, const RunState* state, const Parameters* m,
+                 const Parameters* v) {
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw std::runtime_error(dir.string() + ": cannot create the folder: " + ec.message());
-  std::vector<std::pair<fs::path, std::string>> renames;  // temporary -> final name, in order
-  const auto stage = [&](const std::string& name) {
-    renames.emplace_back(temporary(dir, name), name);
-    return temporary(dir, name);
-  };
   const Config& c = params.config();
-  if (c.tokenizer.kind == TokenizerKind::Gpt2 && fs::absolute(tokenizer_dir) != fs::absolute(dir))
+  if (c.tokenizer.kind == TokenizerKind::Gpt2)
     for (const char* f : {"vocab.json", "merges.txt"}) {
-      fs::copy_file(tokenizer_dir / f, stage(f), fs::copy_options::overwrite_existing, ec);
-      if (ec) throw std::runtime_error((tokenizer_dir / f).string() + ": cannot copy: " + ec.message());
+      ops("write", into / f);
+      fs::copy_file(tokenizer_dir / f, into / f, fs::copy_options::overwrite_existing, ec);
+      if (ec) fail(tokenizer_dir / f, "cannot copy", ec);
+      sync(ops, into / f);
     }
   const std::string step = state ? std::to_string(state->step) : "0";
   if (state) {
     if (!m || !v) throw std::invalid_argument("save_checkpoint: a run state needs the moments");
     std::vector<TensorData> moments = tensors_of(*m, "m.");
     for (TensorData& t : tensors_of(*v, "v.")) moments.push_back(std::move(t));
-    write_safetensors(stage("optimizer.safetensors"), moments, {{"gpt2vk_step", step}});
-    const nlohmann::json j = {{"step", state->step}, {"position", state->position},
-                              {"settings", state->settings}, {"train_loss", state->train_loss},
-                              {"val_loss", state->val_loss}};
-    write_text(stage("trainer_state.json"), j.dump(2) + "\n");
+    ops("write", into / "optimizer.safetensors");
+    write_safetensors(into / "optimizer.safetensors", moments, {{"gpt2vk_step", step}});
+    sync(ops, into / "optimizer.safetensors");
+    ops("write", into / "trainer_state.json");
+    write_text(into / "trainer_state.json", run_state_json(*state));
+    sync(ops, into / "trainer_state.json");
   }
-  write_text(stage("config.json"), config_json(c));
-  write_safetensors(stage("model.safetensors"), tensors_of(params, ""), {{"gpt2vk_step", step}});
-  for (const auto& [from, name] : renames) {
-    fs::rename(from, dir / name, ec);
-    if (ec) throw std::runtime_error((dir / name).string() + ": cannot rename into place: " + ec.message());
-  }
+  ops("write", into / "config.json");
+  write_text(into / "config.json", config_json(c));
+  sync(ops, into / "config.json");
+  ops("write", into / "model.safetensors");
+  write_safetensors(into / "model.safetensors", tensors_of(params, ""), {{"gpt2vk_step", step}});
+  sync(ops, into / "model.safetensors");
 }
 
-Resumed load_run(const fs::path& dir) {
+}  // namespace
+
+void save_checkpoint(const fs::path& dir, const Parameters& params, const fs::path& tokenizer_dir,
+                     const RunState* state, const Parameters* m, const Parameters* v,
+                     const FileOpHook& hook) {
+  const Ops ops{hook};
+  std::error_code ec;
+  // A save a kill stopped after its commit holds newer files than dir: in with them first, so
+  // that dir and the new files below never have to be told apart.
+  finish_save(dir, hook);
+  if (!fs::is_directory(dir)) {
+    ops("mkdir", dir);
+    fs::create_directories(dir, ec);
+    if (ec) fail(dir, "cannot create the folder", ec);
+    fs::path made = fs::absolute(dir).lexically_normal();
+    if (!made.has_filename()) made = made.parent_path();  // "out/"
+    sync(ops, made.parent_path(), true);
+  }
+  const fs::path partial = dir / kPartial, complete = dir / kComplete;
+  if (fs::exists(partial, ec)) remove_all(ops, partial);  // a save killed before its commit
+  ops("mkdir", partial);
+  fs::create_directory(partial, ec);
+  if (ec) fail(partial, "cannot create the folder", ec);
+  write_files(ops, partial, params, tokenizer_dir, state, m, v);
+  sync(ops, partial, true);
+  rename(ops, partial, complete);  // the commit: from here on, the new checkpoint is the one
+  sync(ops, dir, true);
+  finish_save(dir, hook);
+}
+
+bool finish_save(const fs::path& dir, const FileOpHook& hook) {
+  const Ops ops{hook};
+  const fs::path complete = dir / kComplete;
+  std::error_code ec;
+  if (!fs::is_directory(complete, ec)) return false;
+  std::vector<std::string> names;
+  for (const fs::directory_entry& e : fs::directory_iterator(complete, ec))
+    if (e.is_regular_file()) names.push_back(e.path().filename().string());
+  if (ec) fail(complete, "cannot list", ec);
+  // The weights last, as before there was a commit: a reader of dir that sees them new sees the
+  // rest new too.
+  std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
+    return std::pair(a == "model.safetensors", a) < std::pair(b == "model.safetensors", b);
+  });
+  for (const std::string& name : names) rename(ops, complete / name, dir / name);
+  sync(ops, dir, true);
+  // Once the renames are on disk the folder is empty; should its removal be lost too, the next
+  // call finds nothing to move and removes it then.
+  remove_all(ops, complete);
+  return true;
+}
+
+Resumed load_run(const fs::path& dir, const FileOpHook& hook) {
+  finish_save(dir, hook);
   const fs::path state_file = dir / "trainer_state.json", moments = dir / "optimizer.safetensors";
   if (!fs::exists(state_file) || !fs::exists(moments))
     throw std::runtime_error(dir.string() + " is not a training checkpoint: it has no " +
                              (fs::exists(state_file) ? "optimizer.safetensors" : "trainer_state.json"));
   const std::unique_ptr<Checkpoint> ckpt = Checkpoint::load(dir);
   Resumed r{{}, Parameters::from_checkpoint(*ckpt), Parameters(ckpt->config()), Parameters(ckpt->config())};
-  std::ifstream in(state_file);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-    r.state = {j.at("step").get<uint64_t>(), j.at("position").get<uint64_t>(),
-               j.at("settings").get<std::string>(), {}, {}};
-    using Curve = std::vector<std::pair<uint64_t, double>>;
-    if (j.contains("train_loss")) r.state.train_loss = j.at("train_loss").get<Curve>();
-    if (j.contains("val_loss")) r.state.val_loss = j.at("val_loss").get<Curve>();
-  } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(state_file.string() + ": " + e.what());
-  }
+  std::ifstream in(state_file, std::ios::binary);
+  if (!in) throw std::runtime_error(state_file.string() + ": cannot read");
+  std::ostringstream text;
+  text << in.rdbuf();
+  r.state = parse_run_state(text.str(), state_file.string());
   const std::unique_ptr<SafeTensors> file = SafeTensors::open(moments);
   read_tensors(*file, "m.", r.m, moments);
   read_tensors(*file, "v.", r.v, moments);

@@ -14,11 +14,16 @@ Batches::Batches(std::span<const int32_t> tokens, uint32_t B, uint32_t T, uint64
     throw std::invalid_argument("the data holds " + std::to_string(tokens.size()) +
                                 " tokens; a step of B=" + std::to_string(B) + " sequences of T=" +
                                 std::to_string(T) + " needs " + std::to_string(need));
+  if (position >= tokens.size())
+    throw std::invalid_argument("the data position " + std::to_string(position) +
+                                " is past the data's " + std::to_string(tokens.size()) + " tokens");
 }
 
 void Batches::next(std::vector<int32_t>& ids, std::vector<int32_t>& targets) {
   const uint64_t n = uint64_t{B_} * T_;
-  if (position_ + n + 1 > tokens_.size()) position_ = 0;
+  // Written so that no sum can wrap (the constructor holds tokens >= n + 1): position_ + n + 1
+  // once overflowed for a position near 2^64 and read past the data.
+  if (position_ > tokens_.size() - n - 1) position_ = 0;
   ids.assign(tokens_.begin() + static_cast<std::ptrdiff_t>(position_),
              tokens_.begin() + static_cast<std::ptrdiff_t>(position_ + n));
   targets.assign(tokens_.begin() + static_cast<std::ptrdiff_t>(position_ + 1),

@@ -12,7 +12,8 @@ namespace model::training {
 // Row b's inputs are tokens [p + b T, p + b T + T), its targets the same shifted by one.
 class Batches {
  public:
-  // Throws std::invalid_argument when the tokens hold fewer than B * T + 1.
+  // Throws std::invalid_argument when the tokens hold fewer than B * T + 1, or when `position`
+  // (a resumed run's) is not before the last token.
   Batches(std::span<const int32_t> tokens, uint32_t B, uint32_t T, uint64_t position = 0);
   // The next step's ids and targets ([B, T] each), then advances.
   void next(std::vector<int32_t>& ids, std::vector<int32_t>& targets);

@@ -1,0 +1,141 @@
+// trainer_state.json (model/training/run_state.h) and the data order it points into (issue 35):
+// a state round trips; every bad field is refused with "<file>: <field>: <problem>"; a state
+// that does not fit the resuming run is refused; the data order stays inside the data for any
+// position it accepts (2^64 - 100 once overflowed its check and read past the tokens).
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "model/training/run_state.h"
+#include "model/training/schedule.h"
+
+namespace {
+
+using model::training::check_run_state;
+using model::training::parse_run_state;
+using model::training::RunState;
+
+constexpr const char* kFile = "out/trainer_state.json";
+
+// A state's text with one field's JSON replaced (or, with value "", left out).
+std::string with(const std::string& field, const std::string& value) {
+  const std::vector<std::pair<std::string, std::string>> fields = {
+      {"step", "4"},
+      {"position", "128"},
+      {"settings", "\"data=d.txt batch=2 ctx=16\""},
+      {"train_loss", "[[1, 5.5], [2, 5.25], [4, 5.0]]"},
+      {"val_loss", "[[4, 5.125]]"}};
+  std::string text = "{";
+  for (const auto& [k, v] : fields) {
+    const std::string& json = k == field ? value : v;
+    if (json.empty()) continue;
+    text += (text.size() > 1 ? ", \"" : "\"") + k + "\": " + json;
+  }
+  return text + "}";
+}
+
+}  // namespace
+
+TEST_CASE("trainer_state.json: a state reads back as written") {
+  const RunState s = parse_run_state(with("", ""), kFile);
+  CHECK(s.step == 4);
+  CHECK(s.position == 128);
+  CHECK(s.settings == "data=d.txt batch=2 ctx=16");
+  CHECK(s.train_loss == std::vector<std::pair<uint64_t, double>>{{1, 5.5}, {2, 5.25}, {4, 5.0}});
+  CHECK(s.val_loss == std::vector<std::pair<uint64_t, double>>{{4, 5.125}});
+  CHECK(parse_run_state(model::training::run_state_json(s), kFile) == s);
+  // Checkpoints from before the losses were kept have no curves.
+  const RunState old = parse_run_state(R"({"step": 2, "position": 64, "settings": "s"})", kFile);
+  CHECK(old.train_loss.empty());
+  CHECK(old.val_loss.empty());
+  // The largest position the format holds reads as it is; whether it fits the run is checked apart.
+  CHECK(parse_run_state(with("position", "18446744073709551615"), kFile).position == UINT64_MAX);
+}
+
+TEST_CASE("trainer_state.json: every bad field is refused, naming the file and the field") {
+  const auto refused = [](const std::string& text, const std::string& message) {
+    // "<file>: " first, then the message; one line.
+    const std::string want = std::string(kFile) + ": ";
+    CHECK_THROWS_WITH_AS(parse_run_state(text, kFile), doctest::Contains(message.c_str()),
+                         std::runtime_error);
+    try {
+      parse_run_state(text, kFile);
+    } catch (const std::runtime_error& e) {
+      CHECK_MESSAGE(std::string(e.what()).rfind(want, 0) == 0, e.what());
+      CHECK_MESSAGE(std::string(e.what()).find('\n') == std::string::npos, e.what());
+    }
+  };
+  refused("", "invalid JSON");
+  refused("{\"step\": 4", "invalid JSON");
+  refused("[]", "a JSON array, not an object");
+  refused(with("step", ""), "step: missing");
+  refused(with("position", ""), "position: missing");
+  refused(with("settings", ""), "settings: missing");
+  refused(with("step", "0"), "step: must be at least 1");
+  refused(with("step", "-4"), "step: must be a whole number from 0 to 2^64 - 1, got -4");
+  refused(with("step", "4.5"), "step: must be a whole number from 0 to 2^64 - 1, got 4.5");
+  refused(with("step", "\"4\""), "step: must be a whole number from 0 to 2^64 - 1, got string 4");
+  // -1 is not 2^64 - 1, and 2^64 (a float to the parser) is not 0.
+  refused(with("position", "-1"), "position: must be a whole number from 0 to 2^64 - 1, got -1");
+  refused(with("position", "18446744073709551616"), "position: must be a whole number");
+  refused(with("position", "null"),
+          "position: must be a whole number from 0 to 2^64 - 1, got null");
+  refused(with("settings", "5"), "settings: must be a string, got 5");
+  refused(with("train_loss", "{}"),
+          "train_loss: must be an array of [step, loss] pairs, got an object");
+  refused(with("train_loss", "[[1, 5.5, 3]]"), "train_loss[0]: must be a [step, loss] pair");
+  refused(with("train_loss", "[[0, 5.5]]"), "train_loss[0]: step 0 is outside 1..4");
+  refused(with("train_loss", "[[5, 5.5]]"), "train_loss[0]: step 5 is outside 1..4");
+  refused(with("train_loss", "[[2, 5.5], [2, 5.5]]"),
+          "train_loss[1]: step 2 does not follow step 2");
+  refused(with("train_loss", "[[-1, 5.5]]"), "train_loss[0]: must be a whole number");
+  refused(with("val_loss", "[[1, null]]"),
+          "val_loss[0]: the loss must be a finite number, got null");
+  refused(with("val_loss", "[[1, \"x\"]]"),
+          "val_loss[0]: the loss must be a finite number, got string x");
+  refused(with("", "") + "x", "invalid JSON");
+  refused("{\"step\": 4, \"position\": 0, \"settings\": \"s\", \"stepp\": 1}",
+          "stepp: is not a field of a run state");
+}
+
+TEST_CASE("trainer_state.json: a state that does not fit the resuming run is refused") {
+  RunState s = parse_run_state(with("", ""), kFile);
+  const model::training::RunBounds run{3300, 32, 8};  // 3,300 tokens, B x T = 32, --steps 8
+  CHECK_NOTHROW(check_run_state(s, run, kFile));
+  const auto refused = [&](uint64_t step, uint64_t position, const std::string& message) {
+    RunState bad = s;
+    bad.step = step, bad.position = position;
+    CHECK_THROWS_WITH_AS(check_run_state(bad, run, kFile),
+                         doctest::Contains((std::string(kFile) + ": " + message).c_str()),
+                         std::runtime_error);
+  };
+  refused(4, UINT64_MAX - 99,
+          "position: 18446744073709551516 is past the data's last token (it holds 3300");
+  refused(4, 3300, "position: 3300 is past the data's last token");
+  refused(4, 33, "position: 33 is not a multiple of the 32 tokens a step takes");
+  refused(9, 128, "step: 9 is past --steps 8 (give --steps 9 or more)");
+  s.step = 8;  // a finished run resumed with the same --steps does nothing more
+  CHECK_NOTHROW(check_run_state(s, run, kFile));
+}
+
+TEST_CASE("the data order refuses a position past the data and never reads past it") {
+  std::vector<int32_t> tokens(23);
+  for (int32_t i = 0; i < 23; i++) tokens[size_t(i)] = i;
+  // 2^64 - 100 + B T + 1 once wrapped to a small number, passed the end-of-data check and read
+  // ~2^64 tokens ahead.
+  for (const uint64_t position : {UINT64_MAX - 99, UINT64_MAX, uint64_t{23}})
+    CHECK_THROWS_WITH_AS(model::training::Batches(tokens, 2, 5, position),
+                         doctest::Contains("is past the data's 23 tokens"), std::invalid_argument);
+  // Every position inside the data: the step stays inside it (B T = 10, so 12 and up wrap to 0).
+  for (uint64_t position = 0; position < 23; position++) {
+    model::training::Batches batches(tokens, 2, 5, position);
+    std::vector<int32_t> ids, targets;
+    batches.next(ids, targets);
+    CHECK(ids.front() == (position + 11 > 23 ? 0 : int32_t(position)));
+    CHECK(targets.back() <= 22);
+  }
+}
