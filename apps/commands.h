@@ -96,6 +96,9 @@ struct ServeArgs {
   std::string api_key;              // "": no key needed
   uint32_t max_queue = 16;          // requests waiting beyond this get 503 + Retry-After
   size_t max_body = 1 << 20;        // bytes of a request body
+  uint32_t request_timeout = 10;    // seconds for a request's headers, and again for its body
+  uint32_t drain_timeout = 30;      // seconds SIGTERM waits for requests in flight
+  uint32_t max_connections = 512;   // connections served at once (a thread each)
 };
 int serve(const ServeArgs& args);
 

@@ -138,6 +138,17 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, 4096u));
   serve->add_option("--max-body", serve_args.max_body, "largest request body in bytes (default 1 MiB)")
       ->check(CLI::Range(size_t{64}, size_t{1} << 30));
+  serve->add_option("--request-timeout", serve_args.request_timeout,
+                    "seconds a client may take to send a request's headers, and again its body "
+                    "(default 10); slower ones are cut off")
+      ->check(CLI::Range(1u, 3600u));
+  serve->add_option("--drain-timeout", serve_args.drain_timeout,
+                    "seconds SIGTERM waits for the requests in flight before exiting anyway "
+                    "(default 30)")
+      ->check(CLI::Range(0u, 86400u));
+  serve->add_option("--max-connections", serve_args.max_connections,
+                    "connections served at once, a thread each; more wait (default 512)")
+      ->check(CLI::Range(8u, 65536u));
 
   app::MakeModelArgs make_args;
   CLI::App* make = cli.add_subcommand(

@@ -2,13 +2,16 @@
 // thread (apps/serve_engine.h). Every refusal is a 4xx/5xx with OpenAI's error object.
 #include <httplib.h>
 #include <pthread.h>
+#include <sys/socket.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
+#include "apps/serve_connections.h"
 #include "apps/serve_engine.h"
 #include "model/text/utf8.h"
 
@@ -60,6 +63,15 @@ json logprobs_json(const std::vector<TokenLogprob>& tokens, const model::Tokeniz
   return out;
 }
 
+// The connection of the request this thread handles (httplib runs a request's handlers and
+// then its logger on the connection's thread): its socket, found by the guard, and whether it
+// must close after the response.
+struct Current {
+  int fd = -1;
+  bool close = false;
+};
+thread_local Current current;
+
 struct Server {
   Server(const ServeArgs& a, Session& s, std::string name, uint32_t ctx)
       : args(a), session(s), model_name(std::move(name)), context(ctx) {}
@@ -69,6 +81,8 @@ struct Server {
   const uint32_t context;
   Metrics metrics;
   std::unique_ptr<Engine> engine;
+  std::unique_ptr<ConnectionGuard> guard;  // once the port is known
+  std::atomic<bool> draining{false};
   httplib::Server http;
   std::atomic<uint64_t> next_id{1};
   // Completion responses not yet written out: a shutdown stops the server only after them.
@@ -117,26 +131,36 @@ struct Server {
   // The body, read here rather than by httplib: the same --max-body limit whatever the
   // framing (a length, chunks) or content type (curl -d sends a form's), and the key checked
   // only after the body is off the connection.
+  // A body that does not arrive within --request-timeout is cut off too (408), so that a
+  // client trickling bytes holds its thread no longer; an unread rest closes the connection.
   std::string read_body(const httplib::ContentReader& reader, httplib::Response& res) const {
     std::string body;
-    bool over = false;
+    bool over = false, late = false;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(args.request_timeout);
     const bool read = reader([&](const char* data, size_t n) {
       if (body.size() + n > args.max_body) {
         over = true;
         return false;
       }
+      if (std::chrono::steady_clock::now() > until) {
+        late = true;
+        return false;
+      }
       body.append(data, n);
       return true;
     });
-    if (!read && !over) {
+    if (!read || over || late) {
+      current.close = true;
       res.set_header("Connection", "close");
-      throw ApiError(400, "the request body could not be read (cut short, or malformed chunks)");
     }
-    if (over) {
-      res.set_header("Connection", "close");  // the rest of it is still on the wire
+    if (over)
       throw ApiError(413, "the request body is larger than this server's limit of " +
                               std::to_string(args.max_body) + " bytes (--max-body)");
-    }
+    if (late)
+      throw ApiError(408, "the request body did not arrive within " +
+                              std::to_string(args.request_timeout) + " s (--request-timeout)");
+    if (!read)
+      throw ApiError(400, "the request body could not be read (cut short, or malformed chunks)");
     return body;
   }
 
@@ -163,7 +187,14 @@ struct Server {
       std::string text;
       std::vector<TokenLogprob> tokens;
       while (true) {
-        std::optional<Event> e = job->next(std::chrono::milliseconds(1000));
+        std::optional<Event> e = job->next(std::chrono::milliseconds(200));
+        // A client gone frees its slot at the next token, as a stream's does (499: nginx's
+        // "client closed request", for the log and the metrics).
+        if (current.fd >= 0 && ConnectionGuard::peer_closed(current.fd)) {
+          job->cancel();
+          res.status = 499;
+          return;
+        }
         if (!e) continue;
         if (e->error) throw *e->error;
         tokens.insert(tokens.end(), e->logprobs.begin(), e->logprobs.end());
@@ -214,6 +245,10 @@ struct Server {
   }
 
   void routes() {
+    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response&) {
+      current = {guard ? guard->started(req.remote_addr, req.remote_port) : -1, false};
+      return httplib::Server::HandlerResponse::Unhandled;
+    });
     http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res,
                                         const httplib::ContentReader& reader) {
       try {
@@ -233,7 +268,11 @@ struct Server {
       res.set_content(dump({{"object", "list"}, {"data", json::array({m})}}), "application/json");
     });
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-      if (std::optional<std::string> failure = engine->failure()) {
+      if (draining) {  // a load balancer stops sending here at once
+        res.status = 503;
+        res.set_content(dump({{"status", "draining"}, {"reason", "the server is shutting down"}}),
+                        "application/json");
+      } else if (std::optional<std::string> failure = engine->failure()) {
         res.status = 503;
         res.set_content(dump({{"status", "error"}, {"reason", *failure}}), "application/json");
       } else if (session.device && session.device->lost()) {
@@ -274,6 +313,8 @@ struct Server {
       metrics.request(known ? req.path : "other", res.status);
       std::fprintf(stderr, "gpt2vk: %s %s %d\n", req.method.c_str(),
                    model::sanitize_utf8(req.path).c_str(), res.status);
+      if (guard) guard->finished(req.remote_addr, req.remote_port, current.close);
+      current = {};
     });
   }
 };
@@ -312,15 +353,34 @@ int serve(const ServeArgs& args) {
   server.engine = std::make_unique<Engine>(*s.model, *s.tokenizer, server.metrics, args.max_queue,
                                            [&s] { return s.device && s.device->lost(); });
   server.routes();
-  // Threads for the requests waiting and running, and a few for /health and /metrics meanwhile.
-  const size_t threads = args.max_queue + args.parallel + 8;
-  server.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  // A thread for each connection, up to --max-connections: slow or idle clients cannot leave
+  // /health or a running request waiting for a worker. httplib's read timeout bounds each read;
+  // the guard bounds a request's headers as a whole, and read_body its body.
+  const uint32_t max_connections = args.max_connections;
+  server.http.new_task_queue = [max_connections] { return new ConnectionPool(max_connections); };
+  server.http.set_read_timeout(args.request_timeout, 0);
   server.http.set_keep_alive_timeout(1);  // an idle connection holds a thread no longer
+  // SO_REUSEADDR only: a restart binds a port still in TIME_WAIT, but a second server on a port
+  // in use fails (httplib's default adds SO_REUSEPORT, and two servers then share the port).
+  int listen_fd = -1;
+  server.http.set_socket_options([&listen_fd](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listen_fd = sock;
+  });
+  errno = 0;
   const int port = args.port ? (server.http.bind_to_port(args.host, args.port) ? args.port : -1)
                              : server.http.bind_to_any_port(args.host);
   if (port <= 0)
-    throw std::runtime_error("cannot listen on " + args.host + ":" + std::to_string(args.port) +
-                             " (in use, or not an address of this machine)");
+    throw std::runtime_error(
+        "cannot listen on " + args.host + ":" + std::to_string(args.port) +
+        (errno == EADDRINUSE ? ": the port is in use (another server there?); pick another "
+                               "with --port, or --port 0 for any free one"
+                             : ": not an address of this machine, or not allowed"));
+  // httplib listens with a backlog of 5; listening again sets the queue the kernel keeps for
+  // connections not yet accepted (Linux and the BSDs take a second listen()).
+  if (listen_fd >= 0) ::listen(listen_fd, SOMAXCONN);
+  server.guard = std::make_unique<ConnectionGuard>(port, std::chrono::seconds(args.request_timeout));
   std::fprintf(stderr, "gpt2vk: serving %s (%s) on http://%s:%d, context %u per request\n",
                server.model_name.c_str(), s.model->device_name().c_str(), args.host.c_str(), port,
                context);
@@ -330,8 +390,20 @@ int serve(const ServeArgs& args) {
     int sig = 0;
     sigwait(&signals, &sig);
     if (!listening) return;  // the server stopped by itself; main woke this thread
-    std::fprintf(stderr, "gpt2vk: %s: finishing the requests in flight, then stopping (again to "
-                         "stop at once)\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    std::fprintf(stderr, "gpt2vk: %s: finishing the requests in flight (at most %u s), then "
+                         "stopping (again to stop at once)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+                 server.args.drain_timeout);
+    // /health says 503 from now on, and idle or slow connections are closed; new requests are
+    // refused (engine drain); past --drain-timeout the process exits anyway.
+    server.draining = true;
+    server.guard->drain();
+    const uint32_t limit = server.args.drain_timeout;
+    std::thread([limit] {
+      std::this_thread::sleep_for(std::chrono::seconds(limit));
+      std::fprintf(stderr, "gpt2vk: --drain-timeout of %u s passed: requests in flight cut off\n",
+                   limit);
+      std::_Exit(1);
+    }).detach();
     // A second signal ends the process without waiting.
     std::thread([signals] {
       int again = 0;
@@ -344,6 +416,7 @@ int serve(const ServeArgs& args) {
   const bool ok = server.http.listen_after_bind();
   if (listening.exchange(false)) pthread_kill(stopper.native_handle(), SIGTERM);
   stopper.join();
+  server.guard.reset();
   server.engine.reset();
   std::fprintf(stderr, "gpt2vk: server stopped\n");
   return ok ? 0 : 1;

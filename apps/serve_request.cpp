@@ -47,6 +47,14 @@ std::string type_of(const json& v) {
                      : v.is_array() ? "an array" : v.is_object() ? "an object" : "null");
 }
 
+// A client's value in a message: scalars as JSON cut to 40 bytes, arrays and objects by their type
+// alone, so that no error echoes more than a short prefix of what was sent.
+std::string shown(const json& v) {
+  if (v.is_structured()) return type_of(v);
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  return s.size() > 40 ? s.substr(0, 40) + "..." : s;
+}
+
 // An optional field: absent or null is nullptr; otherwise it must pass `ok` ("must be ...").
 const json* field(const json& body, const char* name) {
   auto it = body.find(name);
@@ -68,7 +76,7 @@ double get_number(const json& body, const char* name, double fallback, double lo
   const double x = v->get<double>();
   if (!(x >= lo && x <= hi))
     throw bad(name, std::string(name) + " must be in [" + json(lo).dump() + ", " + json(hi).dump() +
-                        "], got " + v->dump());
+                        "], got " + shown(*v));
   return x;
 }
 
@@ -77,7 +85,7 @@ int64_t get_integer(const json& body, const char* name, int64_t fallback, int64_
   const json* v = field(body, name);
   if (!v) return fallback;
   if (!v->is_number() || (v->is_number_float() && std::floor(v->get<double>()) != v->get<double>()))
-    throw bad(name, std::string(name) + " must be an integer, got " + type_of(*v) + " " + v->dump());
+    throw bad(name, std::string(name) + " must be an integer, got " + type_of(*v) + " " + shown(*v));
   // A float must be below 2^63 to convert (double(INT64_MAX) rounds up to 2^63).
   const bool out =
       v->is_number_float()
@@ -88,7 +96,7 @@ int64_t get_integer(const json& body, const char* name, int64_t fallback, int64_
           : v->get<int64_t>() < lo || v->get<int64_t>() > hi;
   if (out)
     throw bad(name, std::string(name) + " must be between " + std::to_string(lo) + " and " +
-                        std::to_string(hi) + ", got " + v->dump());
+                        std::to_string(hi) + ", got " + shown(*v));
   return v->is_number_float() ? static_cast<int64_t>(v->get<double>()) : v->get<int64_t>();
 }
 
@@ -117,7 +125,7 @@ void read_prompt(const json& body, const model::Tokenizer& tokenizer, const mode
       const bool in_range = id.is_number_unsigned() ? id.get<uint64_t>() < c.n_vocab
                                                     : id.get<int64_t>() >= 0 && id.get<int64_t>() < c.n_vocab;
       if (!in_range)
-        throw bad("prompt", "prompt[" + std::to_string(i) + "] = " + id.dump() +
+        throw bad("prompt", "prompt[" + std::to_string(i) + "] = " + shown(id) +
                                 " is not a token id of this model (0 to " +
                                 std::to_string(c.n_vocab - 1) + ")");
       r.prompt.push_back(id.get<int32_t>());
@@ -135,10 +143,20 @@ CompletionRequest parse_completion(const std::string& body, const model::Tokeniz
                                    const model::Config& config, uint32_t context) {
   json j;
   try {
-    j = json::parse(body);
-  } catch (const json::parse_error& e) {
-    // nlohmann's message names the byte and what was expected; invalid UTF-8 lands here too.
-    throw ApiError(400, std::string("the request body is not valid JSON: ") + e.what());
+    // A nesting bound while parsing: nlohmann parses without recursion, but copying and
+    // printing a value recurse, and 60,000 nested arrays in a 120 KB body ran out of stack.
+    j = json::parse(body, [](int depth, json::parse_event_t, json&) {
+      if (depth > kMaxJsonDepth)
+        throw ApiError(400, "the request body nests arrays or objects more than " +
+                                std::to_string(kMaxJsonDepth) + " deep");
+      return true;
+    });
+  } catch (const json::exception& e) {
+    // nlohmann's message names the byte and what was expected (invalid UTF-8 lands here too),
+    // or a number out of range (1e400): the client's fault either way, cut short.
+    std::string what = e.what();
+    if (what.size() > 200) what = what.substr(0, 200) + "...";
+    throw ApiError(400, "the request body is not valid JSON: " + what);
   }
   if (!j.is_object())
     throw ApiError(400, "the request body must be a JSON object, got " + type_of(j));

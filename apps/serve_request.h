@@ -40,6 +40,7 @@ struct CompletionRequest {
 inline constexpr uint32_t kMaxLogprobs = 20;
 inline constexpr size_t kMaxStops = 4;
 inline constexpr size_t kMaxStopBytes = 256;
+inline constexpr int kMaxJsonDepth = 32;  // arrays and objects nested in a body (OpenAI's need 3)
 
 // Parses and checks a /v1/completions body for a slot of `context` tokens: the prompt (a string,
 // or an array of token ids, or an array of one string), and that it plus max_tokens fits.

@@ -11,7 +11,7 @@
 #                -DGPT2VK_FUZZ=ON when it does not exist yet, and the targets are (re)built
 #   -j JOBS      targets run at once (default 1)
 #   --nice       run the targets at the lowest CPU priority (nice -n 19)
-#   TARGET       config, gpt2_vocab, run_state, safetensors, tokenizer
+#   TARGET       config, gpt2_vocab, request, run_state, safetensors, tokenizer
 #                (fuzz/fuzz_<target>.cpp; default: all)
 #
 # The corpus each target grows is kept in DIR/fuzz-work/<target>/corpus (the next run starts
