@@ -316,14 +316,14 @@ std::pair<double, double> directional(model::training::GpuTrainer& trainer, cons
   for (const model::ExpectedTensor& e : start.tensors()) {
     const std::vector<float>& g = grads.tensor(e.name);
     double norm = 0;
-    for (float v : g) norm += double(v) * v;
+    for (float v : g) norm += double(v) * double(v);
     norm = std::sqrt(norm);
     const std::vector<float> r = test::random_floats(g.size(), ++seed, 0.5f, 1.5f);
     u.emplace_back(g.size(), 0.0f);
     if (norm == 0) continue;
     for (size_t i = 0; i < g.size(); i++) {
-      u.back()[i] = static_cast<float>(g[i] * r[i] / norm);
-      along += double(g[i]) * u.back()[i];
+      u.back()[i] = static_cast<float>(double(g[i]) * double(r[i]) / norm);
+      along += double(g[i]) * double(u.back()[i]);
     }
   }
   const double h = 1e-3 * loss / along;
@@ -334,8 +334,8 @@ std::pair<double, double> directional(model::training::GpuTrainer& trainer, cons
     std::vector<float>& b = down.tensor(e.name);
     const std::vector<float>& g = grads.tensor(e.name);
     for (size_t i = 0; i < a.size(); i++) {
-      a[i] = static_cast<float>(a[i] + h * u[t][i]);
-      b[i] = static_cast<float>(b[i] - h * u[t][i]);
+      a[i] = static_cast<float>(double(a[i]) + h * double(u[t][i]));
+      b[i] = static_cast<float>(double(b[i]) - h * double(u[t][i]));
       applied += double(g[i]) * (double(a[i]) - double(b[i])) / (2 * h);
     }
     t++;
