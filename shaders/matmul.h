@@ -28,7 +28,7 @@ CONST MATMUL_TEXEL_MAX_PARTIAL = 4096;
 // LayerNorm's statistics (2 sums per row) use it too, so MATMUL_WIDE_MAX_OUTS is at least 2.
 CONST MATMUL_WIDE_MAX_WORKGROUP = 128;
 CONST MATMUL_WIDE_MAX_ROWS = 8;
-CONST MATMUL_WIDE_MAX_OUTS = 2;
+CONST MATMUL_WIDE_MAX_OUTS = 4;
 
 // matmul_coop.glsl (matmul_coop.comp on matrix units, matmul_coop_emulated.comp without): a
 // workgroup of MATMUL_COOP_SUBGROUPS subgroups of MATMUL_COOP_LANES computes a BM x BN tile of

@@ -259,6 +259,35 @@ TEST_CASE("--split-layers: the same logits from one submission per N blocks") {
   CHECK(test::no_validation_messages(p));
 }
 
+// The rates a GPU runs at, from what its passes showed: XL's 512-token prompt, estimated at
+// about 58 s at the nominal rates, took 0.367 s on an H200 cut into 144 submissions; at the
+// speed that shows (158x, a quarter of it used) the same prompt is one chunk in 3 submissions,
+// and at the speed its GPU time alone shows (0.109 s: 530x), one submission.
+TEST_CASE("submissions: the rates follow the speed the device has shown") {
+  model::Config xl = test::tiny_config();
+  xl.n_embd = 1600, xl.n_head = 25, xl.n_inner = 6400, xl.n_layer = 48;
+  const model::SubmissionRates nominal;
+  const double pass = xl.n_layer * model::block_seconds(xl, 512, 512, model::DType::F16, nominal);
+  CHECK(pass > 30);
+  CHECK(model::prompt_chunks(xl, 512, 0, model::DType::F16, nominal).size() > 1);
+  const double shown = model::observed_speed(pass, 0.367);
+  CHECK(shown == doctest::Approx(pass / 0.367));
+  const model::SubmissionRates after = model::calibrated(nominal, shown);
+  CHECK(after.flops_per_s == doctest::Approx(nominal.flops_per_s * shown / model::kSpeedMargin));
+  CHECK(after.budget_s == nominal.budget_s);
+  CHECK(model::prompt_chunks(xl, 512, 0, model::DType::F16, after) == std::vector<uint32_t>{512});
+  CHECK(model::blocks_per_submission(xl, 512, 512, model::DType::F16, after) >= 16);
+  const model::SubmissionRates gpu_time = model::calibrated(nominal, model::observed_speed(pass, 0.109));
+  CHECK(model::blocks_per_submission(xl, 512, 512, model::DType::F16, gpu_time) == 48);
+  // Nothing measured, a slower device than the nominal, or a broken clock change nothing, or
+  // not without bound.
+  CHECK(model::observed_speed(pass, 0) == 1);
+  CHECK(model::observed_speed(0, 1) == 1);
+  CHECK(model::observed_speed(1, 100) == 1);
+  CHECK(model::observed_speed(pass, 1e-12) == model::kMaxSpeed);
+  CHECK(model::calibrated(nominal, 2).flops_per_s == nominal.flops_per_s);
+}
+
 TEST_CASE("submissions: a pass is cut by its estimated cost, with the same logits") {
   // The estimate: GPT-2 small decodes in one submission and prefills 128 tokens in a few;
   // GPT-2 XL's 1024-token prefill takes one block per submission (each alone is over budget).

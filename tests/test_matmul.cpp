@@ -259,6 +259,50 @@ TEST_CASE("matmul's wide kernel under lowered limits and without subgroup arithm
   }
 }
 
+// The wide kernel's shapes the tuning table may choose (GPT2VK_GEMV=WGxOUTS sets it): 1, 2 and 4
+// rows of W per workgroup of 32 to 128 invocations, N not a multiple of the rows (the last
+// workgroup's extra rows read the last row and store nothing), one to eight rows of x, with the
+// subgroup reduction and the tree, and the fused LayerNorm. Tolerance: kTol of the magnitude.
+TEST_CASE("matmul's wide kernel at every workgroup shape the tuning may pick") {
+  GPU_TEST(g);
+  unsigned seed = 2300;
+  for (const char* shape : {"32x1", "64x2", "128x4", "128x1"})
+    for (bool tree : {false, true}) {
+      setenv("GPT2VK_GEMV", shape, 1);
+      test::LoweredGpu low(g, {.no_subgroup_arithmetic = tree}, vk::KernelSet::Gpu);
+      CHECK(model::gpu::kernel_policy(low.device).tuning.gemv_workgroup == std::stoul(shape));
+      for (const Case& c : {Case{1, 1600, 6403, true, Activation::GeluTanh, Residual::None},
+                            Case{8, 768, 130, false, Activation::None, Residual::InPlace},
+                            Case{3, 64, 7, true, Activation::None, Residual::Separate}}) {
+        Case cc = c;
+        cc.layout = WeightLayout::NK;
+        cc.dtype = DType::F16;
+        Problem p = test::make_problem(cc, seed += 10);
+        const std::string what = test::describe(cc, MatmulKernel::VectorWide) + " GEMV " + shape +
+                                 (tree ? " tree" : " subgroupAdd");
+        CAPTURE(what);
+        CHECK(matches(p, run_gpu(low.device, low.kernels, p, MatmulKernel::VectorWide), what));
+        if (cc.K % 4 == 0) {  // the fused LayerNorm: the reference normalises in double
+          const std::vector<float> gamma = test::random_floats(cc.K, seed + 1, 0.5f, 1.5f),
+                                   beta = test::random_floats(cc.K, seed + 2);
+          std::vector<float> h(p.x.size());
+          model::cpu::layernorm(h.data(), p.x.data(), gamma.data(), beta.data(), cc.T, cc.K,
+                                1e-5f, model::LayerNormKind::Standard);
+          Problem ref = p;
+          ref.x = h;
+          ref = test::make_problem_from(ref);
+          vk::Arena arena(low.device, 2 * cc.K * 4 + 1024, vk::MemoryKind::Device, "test norm");
+          const model::gpu::MatmulNorm norm{upload(low.device, arena, gamma.data(), cc.K * 4),
+                                            upload(low.device, arena, beta.data(), cc.K * 4),
+                                            model::LayerNormKind::Standard, 1e-5f};
+          CHECK(matches(ref, run_gpu(low.device, low.kernels, p, MatmulKernel::VectorWide, nullptr, &norm),
+                        what + " with its LayerNorm"));
+        }
+      }
+    }
+  unsetenv("GPT2VK_GEMV");
+}
+
 TEST_CASE("matmul's wide kernel with a fused LayerNorm matches layernorm then matmul on the CPU") {
   GPU_TEST(g);
   // Rows like GPT-2's residual stream: a mean in the thousands, a small spread. The tolerance

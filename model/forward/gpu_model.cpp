@@ -4,6 +4,7 @@
 #include "model/forward/gpu_model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 
@@ -390,8 +391,21 @@ Head GpuModel::run_pass(std::span<const int32_t> ids, uint32_t pos, bool all_row
 
   // A decode step: a dry recording says whether the last recording would be recorded again;
   // then it is submitted as it is (no descriptor writes, no commands), else recorded anew.
+  const auto t0 = std::chrono::steady_clock::now();
   const Head head = submit_pass(T == 1 && !all_rows, T, pos, all_rows, k, last);
   rec_.wait();
+  // How fast the device ran this pass against the nominal rates: later passes are cut into
+  // submissions by what it can do (rates()).
+  if (automatic() && !rates_) {
+    const SubmissionRates nominal;
+    const DType wdtype = weight_dtype();
+    const double nominal_s =
+        config_.n_layer * block_seconds(config_, T, pos + T, wdtype, nominal) +
+        (head == Head::None ? 0 : head_seconds(config_, all_rows ? T : 1, wdtype, nominal));
+    const double wall_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    speed_ = std::max(speed_, observed_speed(nominal_s, wall_s));
+  }
   return head;
 }
 

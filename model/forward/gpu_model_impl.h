@@ -127,7 +127,9 @@ class GpuModel final : public Model {
   bool automatic() const {
     return !split_layers_ && (rates_ || device_.caps().type != VK_PHYSICAL_DEVICE_TYPE_CPU);
   }
-  SubmissionRates rates() const { return rates_.value_or(SubmissionRates{}); }
+  // The options' rates as given (tests fix them); else the nominal ones scaled by the speed
+  // this model's passes have shown (calibrated(), model/forward/submissions.h).
+  SubmissionRates rates() const { return rates_ ? *rates_ : calibrated(SubmissionRates{}, speed_); }
   DType weight_dtype() const { return precision_ == Precision::F16 ? DType::F16 : DType::F32; }
   // The passes run() makes of T tokens at pos: one, or a long prompt's chunks (prompt_chunks).
   std::vector<uint32_t> chunks(uint32_t T, uint32_t pos, bool all_rows) const {
@@ -149,6 +151,7 @@ class GpuModel final : public Model {
   uint32_t split_layers_;  // blocks per submission; 0 = by the estimated cost
   bool replay_;            // GpuModelOptions::replay
   std::optional<SubmissionRates> rates_;
+  double speed_ = 1;  // the best observed_speed() of a pass so far
   uint32_t slots_, slot_ctx_;      // GpuModelOptions::slots, slot_context
   uint32_t active_slot_ = 0;        // whose cache this pass uses
   std::vector<uint32_t> slot_len_;  // tokens cached per slot (slot 0's is Model::length())

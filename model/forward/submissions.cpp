@@ -23,6 +23,19 @@ double head_seconds(const Config& c, uint32_t rows, DType weights, const Submiss
          CV * static_cast<double>(dtype_bytes(weights)) * std::ceil(rows / 64.0) / rates.bytes_per_s;
 }
 
+double observed_speed(double nominal_s, double wall_s) {
+  if (!(nominal_s > 0) || !(wall_s > 0)) return 1;
+  return std::clamp(nominal_s / wall_s, 1.0, kMaxSpeed);
+}
+
+SubmissionRates calibrated(const SubmissionRates& nominal, double speed) {
+  const double f = std::max(1.0, std::min(speed, kMaxSpeed) / kSpeedMargin);
+  SubmissionRates r = nominal;
+  r.flops_per_s *= f;
+  r.bytes_per_s *= f;
+  return r;
+}
+
 double submission_timeout(double expected_s, double base_s) {
   return std::max(base_s, kTimeoutMargin * expected_s);
 }

@@ -31,6 +31,17 @@ double block_seconds(const Config& c, uint32_t T, uint32_t L, DType weights,
 // 2 C V FLOPs per row.
 double head_seconds(const Config& c, uint32_t rows, DType weights, const SubmissionRates& rates);
 
+// The device's speed as measured, as a multiple of `nominal`: a pass estimated at `nominal_s`
+// there took `wall_s` (host recording and waits included, which only makes it slower). The
+// rates a device runs at are nominal's times the best such speed seen, divided by
+// kSpeedMargin: a submission sized to the budget then takes a quarter of it where the device
+// ran as measured. A GPU that ran XL's 512-token prompt 350 times faster than the nominal
+// rates cut it into 144 submissions with a wait each (H200: 367 ms for 109 ms of GPU time).
+inline constexpr double kSpeedMargin = 4;
+inline constexpr double kMaxSpeed = 1e5;  // no device is this fast: a broken clock is ignored
+double observed_speed(double nominal_s, double wall_s);
+SubmissionRates calibrated(const SubmissionRates& nominal, double speed);
+
 // How long a submission expected to take `expected_s` (at `rates`, already slower than most
 // devices) may run before it counts as hung: kTimeoutMargin times that, and never less than the
 // device's own timeout `base_s`. So a long submission the user asked for (--split-layers, or one

@@ -7,14 +7,17 @@
 #   tools/gpu_side_by_side/pack.sh            # a Release gpt2vk and its libraries into .gpubin/
 #   device run, carry [".gpubin", ".gl"]:  bash tools/gpu_side_by_side/run.sh "$OUT"
 # Writes into OUT: log.txt, engine.jsonl, torch.jsonl, profile.txt, hf_fixtures.tar.gz.
+# SBS_QUICK=1: the engine and PyTorch eager on each shape, the profiles and compare only (no
+# matrix units, fixtures, training or torch.compile): about 2 minutes.
 set -uo pipefail
 out=${1:?usage: run.sh OUT_DIR}
 here=$(cd "$(dirname "$0")" && pwd)
 exec > >(tee -a "$out/log.txt") 2>&1
 source "$here/device_env.sh"  # root, bin, lib, gv, say; the Vulkan driver found
 
+quick=${SBS_QUICK:-0}
 # The fixtures use the CPU only; they run beside the timings on a 16-core machine.
-(CUDA_VISIBLE_DEVICES="" timeout 200 python3 "$root/tools/reference/hf_fixtures.py" /tmp/hf_fixtures \
+((quick)) || (CUDA_VISIBLE_DEVICES="" timeout 200 python3 "$root/tools/reference/hf_fixtures.py" /tmp/hf_fixtures \
    > /tmp/fixtures.log 2>&1; echo "fixtures exit $?" >> /tmp/fixtures.log) &
 fixtures=$!
 
@@ -41,17 +44,19 @@ peer() {  # shape, mode, seconds allowed
 for s in ${SBS_SHAPES:-small xl medium}; do
   r=5; [[ $s == xl ]] && r=3
   bench "$s" gpu -p 128,512 -n 128 -r "$r"
-  GPT2VK_COOP_MATRIX=on bench "$s" coop -p 128,512 -n 0 -r "$r"
+  ((quick)) || GPT2VK_COOP_MATRIX=on bench "$s" coop -p 128,512 -n 0 -r "$r"
   peer "$s" eager 120 -r "$r"
 done
-wait "$fixtures"
-cat /tmp/fixtures.log
-tar czf "$out/hf_fixtures.tar.gz" -C /tmp hf_fixtures
+if ((!quick)); then
+  wait "$fixtures"
+  cat /tmp/fixtures.log
+  tar czf "$out/hf_fixtures.tar.gz" -C /tmp hf_fixtures
 
-say "training: GPT-2 small, 8 x 256 tokens a step, fp32 AdamW"
-gv train --init "$models/small/config.json" --data "$root/models/kjv/heldout.txt" --batch 8 \
-  --ctx 256 --steps 7 --bench 2>&1 | tail -2
-peer small train 120 --batch 8 --ctx 256 -r 5
+  say "training: GPT-2 small, 8 x 256 tokens a step, fp32 AdamW"
+  gv train --init "$models/small/config.json" --data "$root/models/kjv/heldout.txt" --batch 8 \
+    --ctx 256 --steps 7 --bench 2>&1 | tail -2
+  peer small train 120 --batch 8 --ctx 256 -r 5
+fi
 
 say "profiles"
 bw=4800; nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H100 && bw=3350
@@ -65,6 +70,7 @@ for s in small medium; do
     echo "compare $s FAILED"
 done
 
+((quick)) && { say "done"; exit 0; }
 # torch.compile last: it may take minutes, and the call must end inside its limit.
 left() { ((SECONDS < ${SBS_DEADLINE:-300})) || { say "skipped: $*"; return 1; }; }
 left "compiled small" && peer small compiled 120 --pp 0 -r 3

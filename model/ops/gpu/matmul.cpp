@@ -148,19 +148,20 @@ void plan_texel(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype,
   set_pipelines(k, plan, o, "matmul_vec_texel", spec);
 }
 
-// The wide matrix-vector kernel (W [N, K]): MATMUL_WIDE_MAX_OUTS rows of W per workgroup of the
-// tuning table's gemv_workgroup invocations along K (one or two SIMD groups: the reduction runs
-// once per row, so a wider group only adds shared-memory traffic), which makes N / 2 workgroups:
-// 384 for GPT-2 small's output projections, enough to fill a 100-unit GPU several times.
+// The wide matrix-vector kernel (W [N, K]): the tuning table's gemv_outs rows of W per workgroup
+// of its gemv_workgroup invocations along K (one or two SIMD groups: the reduction runs once per
+// row, so a wider group only adds shared-memory traffic), which makes N / gemv_outs workgroups:
+// 384 for GPT-2 small's output projections at 2, enough to fill a 100-unit GPU several times.
 void plan_wide(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype, uint32_t T) {
   const vk::DeviceCaps& caps = k.device().caps();
   uint32_t rows = 1;
   while (rows < std::min(T, kMatmulVecRows)) rows *= 2;
-  const uint32_t wg = floor_pow2(std::min({kernel_policy(k.device()).tuning.gemv_workgroup,
+  const GpuTuning& tuning = kernel_policy(k.device()).tuning;
+  const uint32_t wg = floor_pow2(std::min({tuning.gemv_workgroup,
                                            push::MATMUL_WIDE_MAX_WORKGROUP,
                                            caps.max_workgroup_invocations,
                                            caps.max_workgroup_size[0]}));
-  constexpr uint32_t outs = push::MATMUL_WIDE_MAX_OUTS;
+  const uint32_t outs = std::clamp(tuning.gemv_outs, 1u, push::MATMUL_WIDE_MAX_OUTS);
   static_assert(kMatmulVecRows <= push::MATMUL_WIDE_MAX_ROWS);
   // The fused LayerNorm's statistics reduce 2 sums per row through the same shared array.
   static_assert(push::MATMUL_WIDE_MAX_OUTS >= 2);

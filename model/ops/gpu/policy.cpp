@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
+#include <stdexcept>
 #include <regex>
 
 #include "model/ops/gpu/matmul.h"
@@ -43,6 +45,16 @@ GpuTuning gpu_tuning(const vk::DeviceCaps& caps) {
       (has(caps.name, "navi") || has(caps.name, "gfx1") ||
        std::regex_search(caps.name, std::regex("RX [5-9][0-9]{3}", std::regex::icase))))
     t.arch = "AMD RDNA";
+  // A measurement's override of the GEMV's shape (docs/benchmark.md): WGxOUTS.
+  if (const char* g = std::getenv("GPT2VK_GEMV"); g && *g) {
+    std::cmatch m;
+    if (!std::regex_match(g, m, std::regex(R"((\d+)x([124]))")) ||
+        (std::stoul(m[1]) & (std::stoul(m[1]) - 1)) != 0 || std::stoul(m[1]) > 128)
+      throw std::runtime_error(std::string("GPT2VK_GEMV='") + g + "': not WGxOUTS with WG a power "
+                               "of two up to 128 and OUTS 1, 2 or 4 (e.g. 128x4)");
+    t.gemv_workgroup = static_cast<uint32_t>(std::stoul(m[1]));
+    t.gemv_outs = static_cast<uint32_t>(std::stoul(m[2]));
+  }
   return t;
 }
 

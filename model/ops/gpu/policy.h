@@ -25,9 +25,12 @@ namespace model::gpu {
 // device's limits where it is used.
 struct GpuTuning {
   std::string arch = "unknown";  // "AMD RDNA", "NVIDIA", "Arm Mali", ...
-  // matmul_vec_wide's invocations per MATMUL_WIDE_MAX_OUTS rows of W, a power of two: one or two
-  // of the architecture's SIMD groups, so the one reduction per row stays short.
+  // matmul_vec_wide's invocations per gemv_outs rows of W, a power of two: one or two of the
+  // architecture's SIMD groups, so the one reduction per row stays short. gemv_outs (1, 2 or
+  // 4, at most MATMUL_WIDE_MAX_OUTS) rows of W per workgroup: each lane keeps two 16-byte
+  // loads of each in flight. GPT2VK_GEMV=WGxOUTS (e.g. 128x4) sets both, for measuring.
   uint32_t gemv_workgroup = 64;
+  uint32_t gemv_outs = 2;
   // Prompts' matmuls on the matrix units (MatmulKernel::Coop) where the device has them, unless
   // GPT2VK_COOP_MATRIX says otherwise. Off where they were not measured faster than the scalar
   // tiles (docs/benchmark.md, "On an NVIDIA H100").
