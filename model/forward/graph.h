@@ -4,6 +4,7 @@
 // perform is a named step here (norm_linear, attention_store, argmax_head); the CPU reference
 // runs each unfused, and no backend reorders what this file says.
 #pragma once
+#include <concepts>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -39,14 +40,39 @@ struct Norm {     // LayerNorm: gamma * normalise(x) + beta, [T, C] -> [T, C]
   W gamma, beta;  // [C]
 };
 
+// A block, as data: its sublayers in order, each a body between a norm and a residual.
+enum class Body {
+  SelfAttention,  // in: the Q, K, V projection [C, 3C]; attention; out: [C, C]
+  Mlp,            // in: [C, F] and the config's activation; out: [F, C]
+};
+// Where a sublayer's norm sits: before its body (pre-norm, GPT-2: x + body(norm(x))), after the
+// residual sum (post-norm, the 2017 Transformer and BERT: norm(x + body(x))), or nowhere
+// (x + body(x)).
+enum class NormAt { None, Before, After };
+struct SublayerKind {
+  Body body;
+  NormAt norm;
+};
+
+// The one place a block variant is described: the forward pass, the training forward and its
+// backward below (train_graph.h) all walk this list.
+inline std::vector<SublayerKind> block_layout(const Config& c) {
+  if (c.attention_only) return {{Body::SelfAttention, NormAt::None}};
+  const NormAt at = c.pre_norm ? NormAt::Before : NormAt::After;
+  return {{Body::SelfAttention, at}, {Body::Mlp, at}};
+}
+
+template <class W>
+struct Sublayer {
+  SublayerKind kind;
+  Norm<W> norm;   // empty where kind.norm is None
+  Linear<W> in;   // [C, 3C] (attention) or [C, F] (MLP)
+  Linear<W> out;  // [C, C] or [F, C]
+};
+
 template <class W>
 struct Block {
-  Norm<W> ln_1;
-  Linear<W> c_attn;     // [C, 3C]
-  Linear<W> attn_proj;  // [C, C]
-  Norm<W> ln_2;
-  Linear<W> fc;        // [C, n_inner]
-  Linear<W> mlp_proj;  // [n_inner, C]
+  std::vector<Sublayer<W>> sublayers;  // block_layout(config)'s, in its order
 };
 
 template <class W>
@@ -91,24 +117,28 @@ ModelWeights<W> map_weights(const Config& c, Get get) {
   m.ln_f = norm("ln_f");
   m.head = {c.tie_word_embeddings ? m.wte : get("lm_head.weight"), W{}, C, c.n_vocab,
             WeightLayout::NK};
+  // GPT-2's names: attention's sublayer holds ln_1 and attn.*, the MLP's ln_2 and mlp.*.
+  const std::vector<SublayerKind> layout = block_layout(c);
   for (uint32_t i = 0; i < c.n_layer; i++) {
     const std::string h = "h." + std::to_string(i) + ".";
-    m.layers.push_back({norm(h + "ln_1"), linear(h + "attn.c_attn", C, 3 * C),
-                        linear(h + "attn.c_proj", C, C), norm(h + "ln_2"),
-                        linear(h + "mlp.c_fc", C, F), linear(h + "mlp.c_proj", F, C)});
+    Block<W>& b = m.layers.emplace_back();
+    for (const SublayerKind& k : layout) {
+      const bool attn = k.body == Body::SelfAttention;
+      const Norm<W> n = k.norm == NormAt::None ? Norm<W>{} : norm(h + (attn ? "ln_1" : "ln_2"));
+      b.sublayers.push_back(attn ? Sublayer<W>{k, n, linear(h + "attn.c_attn", C, 3 * C),
+                                               linear(h + "attn.c_proj", C, C)}
+                                 : Sublayer<W>{k, n, linear(h + "mlp.c_fc", C, F),
+                                               linear(h + "mlp.c_proj", F, C)});
+    }
   }
   return m;
 }
 
-// One forward pass over T new tokens at positions [pos, pos + T), their ids already in the
-// backend. Keys and values go into the cache; attention reads the cache's first pos + T rows.
-//
-// The backend provides, with W its weight handle:
+// The backend of forward(), with W its weight handle:
 //   embed(T, pos)                               X = wte[ids] + positions
 //   layernorm(out, in, norm, T)                 per row
-//   linear(out, in, lin, T, epilogue = {}, in_row = 0)
-//                                               out = epilogue(in[in_row..] W + b), T rows
-//   norm_linear(out, in, norm, lin, T, epilogue = {}, in_row = 0)
+//   linear(out, in, lin, T, epilogue, in_row)   out = epilogue(in[in_row..] W + b), T rows
+//   norm_linear(out, in, norm, lin, T, epilogue, in_row)
 //                                               H = norm(in) (rows up to in_row + T), then
 //                                               linear(out, H, ...): H is scratch that a fused
 //                                               kernel may skip
@@ -116,34 +146,51 @@ ModelWeights<W> map_weights(const Config& c, Get get) {
 //                                               then attention of its queries -> ATT
 //   argmax_head(in, lin, row)                   the best id of in[row] W (logits not kept)
 //   tap(layer, T)                               X after block `layer` (for comparisons)
-template <class Backend, class W>
+// The compiler holds each backend (CPU, GPU) to it.
+template <class B, class W>
+concept ForwardBackend = requires(B& b, Buf buf, const Norm<W>& n, const Linear<W>& l,
+                                  const Epilogue& e, uint32_t u) {
+  b.embed(u, u);
+  b.layernorm(buf, buf, n, u);
+  b.linear(buf, buf, l, u, e, u);
+  b.norm_linear(buf, buf, n, l, u, e, u);
+  b.attention_store(u, u, u);
+  b.argmax_head(buf, l, u);
+  b.tap(u, u);
+};
+
+// One sublayer over the stream X, in place: X = X + body(norm(X)), norm(X + body(X)) or
+// X + body(X) (Sublayer::kind).
+template <class W, ForwardBackend<W> Backend>
+void sublayer(Backend& b, const Config& c, const Sublayer<W>& s, uint32_t layer, uint32_t T,
+              uint32_t pos) {
+  const Buf X = Buf::X, H = Buf::H;
+  const bool attn = s.kind.body == Body::SelfAttention;
+  const Buf mid = attn ? Buf::QKV : Buf::FC;      // what `in` writes
+  const Buf inner = attn ? Buf::ATT : Buf::FC;    // what `out` reads
+  const Epilogue e = attn ? Epilogue{} : activation(c.activation);  // the MLP's GELU or ReLU
+  if (s.kind.norm == NormAt::Before) {
+    b.norm_linear(mid, X, s.norm, s.in, T, e);
+  } else {
+    b.linear(mid, X, s.in, T, e);
+  }
+  if (attn) b.attention_store(layer, T, pos);
+  if (s.kind.norm == NormAt::After) {
+    b.linear(H, inner, s.out, T, residual(X));
+    b.layernorm(X, H, s.norm, T);
+  } else {
+    b.linear(X, inner, s.out, T, residual(X));
+  }
+}
+
+// One forward pass over T new tokens at positions [pos, pos + T), their ids already in the
+// backend. Keys and values go into the cache; attention reads the cache's first pos + T rows.
+template <class W, ForwardBackend<W> Backend>
 void forward(Backend& b, const Config& c, const ModelWeights<W>& w, uint32_t T, uint32_t pos,
              Head head) {
-  const Buf X = Buf::X, H = Buf::H, QKV = Buf::QKV, ATT = Buf::ATT, FC = Buf::FC;
-  const Epilogue act = activation(c.activation);  // the MLP's: GELU (tanh or erf) or ReLU
-
   b.embed(T, pos);
   for (uint32_t i = 0; i < c.n_layer; i++) {
-    const Block<W>& l = w.layers[i];
-    if (c.attention_only) {  // x = x + attn(x)
-      b.linear(QKV, X, l.c_attn, T);
-      b.attention_store(i, T, pos);
-      b.linear(X, ATT, l.attn_proj, T, residual(X));
-    } else if (c.pre_norm) {  // GPT-2: x = x + attn(ln_1(x)); x = x + mlp(ln_2(x))
-      b.norm_linear(QKV, X, l.ln_1, l.c_attn, T);
-      b.attention_store(i, T, pos);
-      b.linear(X, ATT, l.attn_proj, T, residual(X));
-      b.norm_linear(FC, X, l.ln_2, l.fc, T, act);
-      b.linear(X, FC, l.mlp_proj, T, residual(X));
-    } else {  // Add & Norm (2017): x = ln_1(x + attn(x)); x = ln_2(x + mlp(x))
-      b.linear(QKV, X, l.c_attn, T);
-      b.attention_store(i, T, pos);
-      b.linear(H, ATT, l.attn_proj, T, residual(X));
-      b.layernorm(X, H, l.ln_1, T);
-      b.linear(FC, X, l.fc, T, act);
-      b.linear(H, FC, l.mlp_proj, T, residual(X));
-      b.layernorm(X, H, l.ln_2, T);
-    }
+    for (const Sublayer<W>& s : w.layers[i].sublayers) sublayer(b, c, s, i, T, pos);
     b.tap(i, T);
   }
 
@@ -152,16 +199,16 @@ void forward(Backend& b, const Config& c, const ModelWeights<W>& w, uint32_t T, 
   if (head == Head::None) return;
   const uint32_t rows = head == Head::AllRows ? T : 1;
   if (head == Head::LastArgmax) {
-    Buf top = X;
+    Buf top = Buf::X;
     if (c.final_norm) {
-      b.layernorm(H, X, w.ln_f, T);
-      top = H;
+      b.layernorm(Buf::H, Buf::X, w.ln_f, T);
+      top = Buf::H;
     }
     b.argmax_head(top, w.head, T - 1);
   } else if (c.final_norm) {
-    b.norm_linear(Buf::LOGITS, X, w.ln_f, w.head, rows, {}, T - rows);
+    b.norm_linear(Buf::LOGITS, Buf::X, w.ln_f, w.head, rows, {}, T - rows);
   } else {
-    b.linear(Buf::LOGITS, X, w.head, rows, {}, T - rows);
+    b.linear(Buf::LOGITS, Buf::X, w.head, rows, {}, T - rows);
   }
 }
 

@@ -27,13 +27,13 @@ struct CpuTrainBackend {
   const ModelWeights<W>& dw;
   std::span<const int32_t> ids, targets;
   uint32_t B, T, N;
-  std::map<std::pair<Kept, uint32_t>, std::vector<float>> saved;
+  std::map<Saved, std::vector<float>> saved;
   std::map<Grad, std::vector<float>> grads;
   double loss = 0;
 
   float* buf(Saved s) {
-    std::vector<float>& v = saved[{s.kind, s.layer}];
-    v.resize(size_t{N} * width(c, s.kind));
+    std::vector<float>& v = saved[s];
+    v.resize(size_t{N} * width(c, s));
     return v.data();
   }
   float* buf(Grad g) {

@@ -29,10 +29,10 @@ using W = const vk::BufferSpan*;
 
 // Which activations and scratch buffers a step uses: a dry walk of train_graph.h.
 struct PlanBackend {
-  std::set<std::pair<Kept, uint32_t>> saved;
+  std::set<Saved> saved;
   std::set<Grad> grads;
   std::map<W, Linear<W>> linears;  // each weight matrix a linear reads, once
-  void use(Saved s) { saved.insert({s.kind, s.layer}); }
+  void use(Saved s) { saved.insert(s); }
   void use(Grad g) { grads.insert(g); }
   void embed(Saved out) { use(out); }
   void layernorm(Saved out, Saved in, const Norm<W>&) { use(out), use(in); }
@@ -92,7 +92,7 @@ struct GpuTrainer::Impl {
     // The activations and scratch the graph touches, and the ops' own scratch.
     PlanBackend plan;
     train_step(plan, c, w, dw);
-    for (const auto& [kind, layer] : plan.saved) saved[{kind, layer}] = acts_.add(uint64_t{N} * width(c, kind) * 4);
+    for (const Saved& s : plan.saved) saved[s] = acts_.add(uint64_t{N} * width(c, s) * 4);
     for (Grad g : plan.grads) grad[g] = acts_.add(uint64_t{N} * width(c, g) * 4);
     ln_stats = acts_.add(uint64_t{N} * 16);
     att_stats = acts_.add(gpu::attention_backward_stats_bytes(B, T, c.n_head));
@@ -182,7 +182,7 @@ struct GpuTrainer::Impl {
   std::vector<uint64_t> counts;
   ModelWeights<W> w, dw;
   Packer acts_;
-  std::map<std::pair<Kept, uint32_t>, size_t> saved;
+  std::map<Saved, size_t> saved;
   std::map<Grad, size_t> grad;
   size_t ln_stats = 0, att_stats = 0, norm_scratch = 0;
   struct Packed {
@@ -208,7 +208,7 @@ struct GpuTrainBackend {
   GpuTrainer::Impl& m;
   const Config& c;
 
-  const vk::BufferSpan& span(Saved s) const { return m.acts_.span(m.saved.at({s.kind, s.layer})); }
+  const vk::BufferSpan& span(Saved s) const { return m.acts_.span(m.saved.at(s)); }
   const vk::BufferSpan& span(Grad g) const { return m.acts_.span(m.grad.at(g)); }
   static gpu::Weight weight(W w, WeightLayout layout) { return {*w, DType::F32, layout}; }
   AttentionSpec spec() const { return {c.causal, c.attention_scale}; }

@@ -5,47 +5,48 @@
 // sequence attends within it) and with each step's output kept (Saved); the backward is its
 // mirror, op by op.
 #pragma once
+#include <compare>
 #include <cstdint>
 
 #include "model/forward/graph.h"
 
 namespace model::training {
 
-// The activations a step keeps, per layer (Saved{kind, layer}), over N = B * T tokens. Layer
-// n_layer's In is the stream after the last block.
+// The activations a step keeps, Saved{kind, layer, sub} for sublayer `sub` of block `layer`
+// (block_layout), over N = B * T tokens.
 enum class Kept {
-  In,     // [N, C] the block's input: the residual stream
-  Norm1,  // [N, C] pre-norm: ln_1(In); post-norm: ln_1(Sum1), the MLP's input and residual
-  Qkv,    // [N, 3C]
-  Att,    // [N, C] attention's output, heads side by side
-  Sum1,   // [N, C] the stream after attention: In + proj(Att)
-  Norm2,  // [N, C] pre-norm: ln_2(Sum1)
-  FcPre,  // [N, F] the MLP's hidden layer before its activation
-  FcAct,  // [N, F] after it
-  Sum2,   // [N, C] post-norm: Norm1 + proj(FcAct), before ln_2
-  NormF,  // [N, C] ln_f's output (layer 0 only: the head's input)
-  Logits  // [N, V] (layer 0 only), turned into their gradient in place
+  Stream,  // [N, C] the residual stream into the sublayer; {Stream, n_layer, 0}: after the last
+  Normed,  // [N, C] NormAt::Before: norm(Stream), the body's input
+  Mid,     // what the body's `in` writes: attention's Q, K, V [N, 3C]; the MLP's hidden layer
+           // before its activation [N, F]
+  Inner,   // what its `out` reads: attention's output [N, C]; the MLP's activated layer [N, F]
+  Sum,     // [N, C] NormAt::After: Stream + out(Inner), before the norm
+  NormF,   // [N, C] ln_f's output: the head's input
+  Logits   // [N, V], turned into their gradient in place
 };
 struct Saved {
   Kept kind;
-  uint32_t layer = 0;
+  uint32_t layer = 0, sub = 0;
+  auto operator<=>(const Saved&) const = default;
 };
 
 // The backward's scratch, all [N, C] unless noted.
 enum class Grad {
   X,    // the gradient of the residual stream, carried down the layers
-  H,    // a LayerNorm's input gradient, added to X (or a sum's gradient, post-norm)
+  H,    // a norm's input gradient, added to X (or a sum's gradient, post-norm)
   A,    // attention's output gradient
   QKV,  // [N, 3C]
   F,    // [N, F] the MLP's hidden gradient
 };
 
 // Floats per token of each buffer.
-inline uint32_t width(const Config& c, Kept k) {
-  switch (k) {
-    case Kept::Qkv: return 3 * c.n_embd;
-    case Kept::FcPre:
-    case Kept::FcAct: return c.n_inner;
+inline uint32_t width(const Config& c, Saved s) {
+  switch (s.kind) {
+    case Kept::Mid:
+    case Kept::Inner: {
+      const bool attn = block_layout(c).at(s.sub).body == Body::SelfAttention;
+      return !attn ? c.n_inner : s.kind == Kept::Mid ? 3 * c.n_embd : c.n_embd;
+    }
     case Kept::Logits: return c.n_vocab;
     default: return c.n_embd;
   }
@@ -54,12 +55,7 @@ inline uint32_t width(const Config& c, Grad g) {
   return g == Grad::QKV ? 3 * c.n_embd : g == Grad::F ? c.n_inner : c.n_embd;
 }
 
-// Forward then backward of one step: B sequences of T tokens whose ids (and targets) the
-// backend already holds. Returns nothing: the backend's cross_entropy keeps the losses, and
-// its gradients (dw) hold d(mean loss)/d(weight) afterwards (zeroed by the backend first).
-// backward = false stops after the losses (evaluation).
-//
-// The backend provides, with W its tensor handle (an empty W is an absent tensor):
+// The backend of train_step(), with W its tensor handle (an empty W is an absent tensor):
 //   embed(out)                             wte[ids] + positions 0..T-1 of each sequence
 //   layernorm(out, in, norm)
 //   linear(out, in, lin, residual = null)  out = in W + b (+ *residual)
@@ -73,94 +69,119 @@ inline uint32_t width(const Config& c, Grad g) {
 //   attention_backward(dqkv, dout, qkv)
 //   add(dst, src)                          dst += src, [N, C]
 //   embed_backward(dout)                   dwte[ids] += dout, dwpe[t] += dout
-// Buffers are Saved or Grad values.
-template <class Backend, class W>
+// Buffers are Saved or Grad values. The compiler holds each backend (CPU, GPU, the GPU's
+// planner) to it.
+template <class B, class W>
+concept TrainBackend = requires(B& b, Saved s, Grad g, const Grad* dx, const Norm<W>& n,
+                                const Linear<W>& l) {
+  b.embed(s);
+  b.layernorm(s, s, n);
+  b.linear(s, s, l, &s);
+  b.activation(s, s);
+  b.attention(s, s);
+  b.cross_entropy(s);
+  b.linear_backward(dx, g, s, l, l);
+  b.linear_backward(dx, s, s, l, l);
+  b.layernorm_backward(g, g, s, n, n);
+  b.activation_backward(g, g, s);
+  b.attention_backward(g, g, s);
+  b.add(g, g);
+  b.embed_backward(g);
+};
+
+// One sublayer forward, keeping what its backward reads: `out` = Stream + out(body(Normed)),
+// norm(Sum) or Stream + out(body(Stream)), as graph.h's sublayer().
+template <class W, TrainBackend<W> Backend>
+void sublayer_forward(Backend& b, const Sublayer<W>& s, uint32_t layer, uint32_t sub, Saved out) {
+  const auto S = [&](Kept k) { return Saved{k, layer, sub}; };
+  const Saved in = S(Kept::Stream), x = s.kind.norm == NormAt::Before ? S(Kept::Normed) : in;
+  if (s.kind.norm == NormAt::Before) b.layernorm(x, in, s.norm);
+  b.linear(S(Kept::Mid), x, s.in);
+  if (s.kind.body == Body::SelfAttention) {
+    b.attention(S(Kept::Inner), S(Kept::Mid));
+  } else {
+    b.activation(S(Kept::Inner), S(Kept::Mid));
+  }
+  if (s.kind.norm == NormAt::After) {
+    b.linear(S(Kept::Sum), S(Kept::Inner), s.out, &in);
+    b.layernorm(out, S(Kept::Sum), s.norm);
+  } else {
+    b.linear(out, S(Kept::Inner), s.out, &in);
+  }
+}
+
+// Its mirror: Grad::X holds d loss / d out on entry and d loss / d Stream on return; ds
+// accumulates the sublayer's weight gradients.
+template <class W, TrainBackend<W> Backend>
+void sublayer_backward(Backend& b, const Sublayer<W>& s, const Sublayer<W>& ds, uint32_t layer,
+                       uint32_t sub) {
+  const auto S = [&](Kept k) { return Saved{k, layer, sub}; };
+  const Grad X = Grad::X, H = Grad::H, A = Grad::A;
+  const Saved in = S(Kept::Stream), x = s.kind.norm == NormAt::Before ? S(Kept::Normed) : in;
+  // d / d x into dx from dout = d / d (the body's output).
+  const auto body = [&](Grad dout, Grad dx) {
+    if (s.kind.body == Body::SelfAttention) {
+      b.linear_backward(&A, dout, S(Kept::Inner), s.out, ds.out);
+      b.attention_backward(Grad::QKV, A, S(Kept::Mid));
+      b.linear_backward(&dx, Grad::QKV, x, s.in, ds.in);
+    } else {
+      const Grad F = Grad::F;
+      b.linear_backward(&F, dout, S(Kept::Inner), s.out, ds.out);
+      b.activation_backward(F, F, S(Kept::Mid));
+      b.linear_backward(&dx, F, x, s.in, ds.in);
+    }
+  };
+  switch (s.kind.norm) {
+    case NormAt::None:  // out = in + body(in)
+      body(X, H);
+      b.add(X, H);
+      break;
+    case NormAt::Before:  // out = in + body(norm(in))
+      body(X, H);
+      b.layernorm_backward(A, H, in, s.norm, ds.norm);
+      b.add(X, A);
+      break;
+    case NormAt::After:  // out = norm(sum), sum = in + body(in)
+      b.layernorm_backward(H, X, S(Kept::Sum), s.norm, ds.norm);  // H = d / d sum
+      body(H, X);
+      b.add(X, H);
+      break;
+  }
+}
+
+// Forward then backward of one step: B sequences of T tokens whose ids (and targets) the
+// backend already holds. Returns nothing: the backend's cross_entropy keeps the losses, and
+// its gradients (dw) hold d(mean loss)/d(weight) afterwards (zeroed by the backend first).
+// backward = false stops after the losses (evaluation).
+template <class W, TrainBackend<W> Backend>
 void train_step(Backend& b, const Config& c, const ModelWeights<W>& w, const ModelWeights<W>& dw,
                 bool backward = true) {
   const uint32_t L = c.n_layer;
-  const auto S = [](Kept k, uint32_t layer = 0) { return Saved{k, layer}; };
-  using K = Kept;
+  const Saved stream_out{Kept::Stream, L, 0}, top = c.final_norm ? Saved{Kept::NormF} : stream_out;
+  // The stream after sublayer j of block i: the next sublayer's, or the next block's.
+  const auto next = [&](uint32_t i, uint32_t j) {
+    return j + 1 < w.layers[i].sublayers.size() ? Saved{Kept::Stream, i, j + 1}
+                                                : Saved{Kept::Stream, i + 1, 0};
+  };
 
-  // Forward, keeping every block's activations.
-  b.embed(S(K::In, 0));
-  for (uint32_t i = 0; i < L; i++) {
-    const Block<W>& l = w.layers[i];
-    const Saved in = S(K::In, i), out = S(K::In, i + 1);
-    if (c.attention_only) {  // x = x + attn(x)
-      b.linear(S(K::Qkv, i), in, l.c_attn);
-      b.attention(S(K::Att, i), S(K::Qkv, i));
-      b.linear(out, S(K::Att, i), l.attn_proj, &in);
-    } else if (c.pre_norm) {  // x = x + attn(ln_1(x)); x = x + mlp(ln_2(x))
-      b.layernorm(S(K::Norm1, i), in, l.ln_1);
-      b.linear(S(K::Qkv, i), S(K::Norm1, i), l.c_attn);
-      b.attention(S(K::Att, i), S(K::Qkv, i));
-      b.linear(S(K::Sum1, i), S(K::Att, i), l.attn_proj, &in);
-      b.layernorm(S(K::Norm2, i), S(K::Sum1, i), l.ln_2);
-      b.linear(S(K::FcPre, i), S(K::Norm2, i), l.fc);
-      b.activation(S(K::FcAct, i), S(K::FcPre, i));
-      const Saved sum1 = S(K::Sum1, i);
-      b.linear(out, S(K::FcAct, i), l.mlp_proj, &sum1);
-    } else {  // x = ln_1(x + attn(x)); x = ln_2(x + mlp(x))
-      b.linear(S(K::Qkv, i), in, l.c_attn);
-      b.attention(S(K::Att, i), S(K::Qkv, i));
-      b.linear(S(K::Sum1, i), S(K::Att, i), l.attn_proj, &in);
-      b.layernorm(S(K::Norm1, i), S(K::Sum1, i), l.ln_1);
-      b.linear(S(K::FcPre, i), S(K::Norm1, i), l.fc);
-      b.activation(S(K::FcAct, i), S(K::FcPre, i));
-      const Saved norm1 = S(K::Norm1, i);
-      b.linear(S(K::Sum2, i), S(K::FcAct, i), l.mlp_proj, &norm1);
-      b.layernorm(out, S(K::Sum2, i), l.ln_2);
-    }
-  }
-  const Saved top = c.final_norm ? S(K::NormF) : S(K::In, L);
-  if (c.final_norm) b.layernorm(top, S(K::In, L), w.ln_f);
-  b.linear(S(K::Logits), top, w.head);
-  b.cross_entropy(S(K::Logits));
+  // Forward, keeping every sublayer's activations.
+  b.embed(Saved{Kept::Stream, 0, 0});
+  for (uint32_t i = 0; i < L; i++)
+    for (uint32_t j = 0; j < w.layers[i].sublayers.size(); j++)
+      sublayer_forward(b, w.layers[i].sublayers[j], i, j, next(i, j));
+  if (c.final_norm) b.layernorm(top, stream_out, w.ln_f);
+  b.linear(Saved{Kept::Logits}, top, w.head);
+  b.cross_entropy(Saved{Kept::Logits});
   if (!backward) return;
 
-  // Backward: the head, ln_f, then the blocks from the last, then the embedding. Grad::X holds
-  // d loss / d (the stream at the current point) throughout.
-  const Grad X = Grad::X, H = Grad::H, A = Grad::A, F = Grad::F, QKV = Grad::QKV;
-  b.linear_backward(c.final_norm ? &H : &X, S(K::Logits), top, w.head, dw.head);
-  if (c.final_norm) b.layernorm_backward(X, H, S(K::In, L), w.ln_f, dw.ln_f);
-  for (uint32_t i = L; i-- > 0;) {
-    const Block<W>& l = w.layers[i];
-    const Block<W>& d = dw.layers[i];
-    const Saved in = S(K::In, i);
-    if (c.attention_only) {
-      // out = in + proj(att): X flows to in unchanged, and through the attention.
-      b.linear_backward(&A, X, S(K::Att, i), l.attn_proj, d.attn_proj);
-      b.attention_backward(QKV, A, S(K::Qkv, i));
-      b.linear_backward(&H, QKV, in, l.c_attn, d.c_attn);
-      b.add(X, H);
-    } else if (c.pre_norm) {
-      // out = sum1 + proj(act(fc(ln_2(sum1))))
-      b.linear_backward(&F, X, S(K::FcAct, i), l.mlp_proj, d.mlp_proj);
-      b.activation_backward(F, F, S(K::FcPre, i));
-      b.linear_backward(&H, F, S(K::Norm2, i), l.fc, d.fc);
-      b.layernorm_backward(A, H, S(K::Sum1, i), l.ln_2, d.ln_2);
-      b.add(X, A);  // X is now d / d sum1
-      // sum1 = in + proj(attn(c_attn(ln_1(in))))
-      b.linear_backward(&A, X, S(K::Att, i), l.attn_proj, d.attn_proj);
-      b.attention_backward(QKV, A, S(K::Qkv, i));
-      b.linear_backward(&H, QKV, S(K::Norm1, i), l.c_attn, d.c_attn);
-      b.layernorm_backward(A, H, in, l.ln_1, d.ln_1);
-      b.add(X, A);
-    } else {
-      // out = ln_2(sum2), sum2 = norm1 + proj(act(fc(norm1)))
-      b.layernorm_backward(H, X, S(K::Sum2, i), l.ln_2, d.ln_2);  // H = d / d sum2
-      b.linear_backward(&F, H, S(K::FcAct, i), l.mlp_proj, d.mlp_proj);
-      b.activation_backward(F, F, S(K::FcPre, i));
-      b.linear_backward(&X, F, S(K::Norm1, i), l.fc, d.fc);
-      b.add(X, H);  // d / d norm1: through the MLP and the residual
-      // norm1 = ln_1(sum1), sum1 = in + proj(attn(c_attn(in)))
-      b.layernorm_backward(H, X, S(K::Sum1, i), l.ln_1, d.ln_1);  // H = d / d sum1
-      b.linear_backward(&A, H, S(K::Att, i), l.attn_proj, d.attn_proj);
-      b.attention_backward(QKV, A, S(K::Qkv, i));
-      b.linear_backward(&X, QKV, in, l.c_attn, d.c_attn);
-      b.add(X, H);
-    }
-  }
+  // Backward: the head, ln_f, then the sublayers from the last, then the embedding. Grad::X
+  // holds d loss / d (the stream at the current point) throughout.
+  const Grad X = Grad::X, H = Grad::H;
+  b.linear_backward(c.final_norm ? &H : &X, Saved{Kept::Logits}, top, w.head, dw.head);
+  if (c.final_norm) b.layernorm_backward(X, H, stream_out, w.ln_f, dw.ln_f);
+  for (uint32_t i = L; i-- > 0;)
+    for (uint32_t j = static_cast<uint32_t>(w.layers[i].sublayers.size()); j-- > 0;)
+      sublayer_backward(b, w.layers[i].sublayers[j], dw.layers[i].sublayers[j], i, j);
   b.embed_backward(X);
 }
 
