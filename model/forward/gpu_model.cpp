@@ -217,47 +217,69 @@ void GpuModel::ensure_attention_taps(uint32_t T, uint32_t L) {
   }
 }
 
-Head GpuModel::record_pass(uint32_t T, uint32_t pos, bool all_rows, uint32_t k, bool dry,
-                          bool last) {
+GpuState GpuModel::pass_state() const {
+  GpuState s;
+  s.x = state_.span(x_), s.h = state_.span(h_), s.att = state_.span(att_);
+  s.qkv = state_.span(qkv_), s.fc = state_.span(fc_);
+  s.logits = logits_;
+  for (uint32_t i = 0; i < config_.n_layer; i++) {
+    s.k_cache.push_back(state_.span(k_cache_[i]));
+    s.v_cache.push_back(state_.span(v_cache_[i]));
+  }
+  s.slot_bytes = slot_bytes_, s.slot_stride = slot_stride_;
+  s.kv_cache = kv_cache_;
+  s.ids = params_.span(ids_), s.step = params_.span(step_), s.batch_rows = params_.span(batch_rows_);
+  s.partials = io_.span(partials_);
+  if (split_) s.split = state_.span(*split_);
+  s.batch_attention = batch_attention_;
+  s.taps = tap_spans_;
+  s.probs = probs_spans_;
+  return s;
+}
+
+Pass GpuModel::plan_pass(uint32_t T, uint32_t pos, bool all_rows, uint32_t k, bool last) const {
   const Config& c = config_;
-  const uint32_t V = c.n_vocab;
+  Pass p;
+  p.T = T, p.pos = pos;
   // Greedy decoding on an interleaved head finds the best logit in the head's own pass.
   const bool argmax = !all_rows && k == 1 &&
-                      w_.head.w->layout == WeightLayout::Interleaved && V <= (1u << 24);
-  const Head head = all_rows ? Head::AllRows
-                    : !last   ? Head::None
-                    : argmax  ? Head::LastArgmax
-                              : Head::LastRow;
+                      w_.head.w->layout == WeightLayout::Interleaved && c.n_vocab <= (1u << 24);
+  p.head = all_rows ? Head::AllRows
+           : !last   ? Head::None
+           : argmax  ? Head::LastArgmax
+                     : Head::LastRow;
   // Blocks per submission: as asked, or by the pass's estimated cost.
   const DType wdtype = weight_dtype();
   const SubmissionRates rates = this->rates();
-  pass_split_ = split_layers_ ? split_layers_
-                : automatic() ? blocks_per_submission(c, T, pos + T, wdtype, rates)
-                              : 0;
+  p.split = split_layers_ ? split_layers_
+            : automatic() ? blocks_per_submission(c, T, pos + T, wdtype, rates)
+                          : 0;
   // The head goes with the last submission's blocks, or where together they would be over
   // budget, in a submission of its own.
-  const uint32_t blocks = pass_split_ ? pass_split_ : c.n_layer;
+  const uint32_t blocks = p.split ? p.split : c.n_layer;
   const uint32_t tail = c.n_layer % blocks ? c.n_layer % blocks : blocks;
   const double each = block_seconds(c, T, pos + T, wdtype, rates);
-  const double head_s = head == Head::None ? 0 : head_seconds(c, all_rows ? T : 1, wdtype, rates);
-  head_apart_ = automatic() && head_s > 0 && tail * each + head_s > rates.budget_s;
+  const double head_s = p.head == Head::None ? 0 : head_seconds(c, all_rows ? T : 1, wdtype, rates);
+  p.head_apart = automatic() && head_s > 0 && tail * each + head_s > rates.budget_s;
+  p.longest_s = p.head_apart ? std::max(blocks * each, head_s) : blocks * each + head_s;
+  return p;
+}
+
+void GpuModel::record_pass(const Pass& p, uint32_t k, bool dry) {
   // The longest submission's expected time sets how long a wait for it may take.
-  if (!device_.fence_timeout_set()) {
-    const double expected =
-        head_apart_ ? std::max(blocks * each, head_s) : blocks * each + head_s;
-    rec_.set_timeout(model::submission_timeout(expected, device_.fence_timeout_s()));
-  }
+  if (!device_.fence_timeout_set())
+    rec_.set_timeout(model::submission_timeout(p.longest_s, device_.fence_timeout_s()));
   if (dry)
     rec_.begin_dry();
   else
     rec_.begin();
-  GpuBackend b{*this};
-  forward(b, c, w_, T, pos, head);
-  if (head == Head::LastRow && k > 0)
+  const GpuState s = pass_state();
+  GpuBackend b{kernels_, rec_, policy_, config_, w_, s, p};
+  forward(b, config_, w_, p.T, p.pos, p.head);
+  if (p.head == Head::LastRow && k > 0)
     gpu::topk(kernels_, rec_, io_.span(top_ids_), io_.span(top_values_), logits_,
-              state_.span(scratch_), V, k);
+              state_.span(scratch_), config_.n_vocab, k);
   rec_.end();
-  return head;
 }
 
 size_t GpuModel::prepare(uint32_t prompt_tokens, uint32_t max_new, uint32_t k,
@@ -285,14 +307,13 @@ size_t GpuModel::prepare(uint32_t prompt_tokens, uint32_t max_new, uint32_t k,
     const auto end = static_cast<uint32_t>(std::min<uint64_t>(last, n) - 1);
     if (end > P) passes.emplace_back(1, end);
   }
-  probs_spans_.clear();  // next() records no attention tap for these passes
   kernels_.defer(true);
   try {
     for (auto [T, pos] : passes) {
       const std::vector<uint32_t> parts = chunks(T, pos, false);
       uint32_t done = 0;
       for (size_t i = 0; i < parts.size(); done += parts[i++])
-        record_pass(parts[i], pos + done, false, k, true, i + 1 == parts.size());
+        record_pass(plan_pass(parts[i], pos + done, false, k, i + 1 == parts.size()), k, true);
     }
     // With slots, the batches of slot_decode too: every row count (the matmul tiles change
     // with it), the rows at the first and at the last position a slot reaches.
@@ -302,8 +323,9 @@ size_t GpuModel::prepare(uint32_t prompt_tokens, uint32_t max_new, uint32_t k,
       rows.push_back({b, 0});
       for (uint32_t at : {0u, slot_ctx_ - 1}) {
         const Batch batch{rows, std::vector<uint32_t>(rows.size(), at)};
-        const SlotPass pass(*this, 0, &batch);
-        record_pass(b + 1, at, true, 0, true);
+        Pass p = plan_pass(b + 1, at, true, 0);
+        p.batch = &batch;
+        record_pass(p, 0, true);
       }
     }
   } catch (...) {
@@ -316,12 +338,14 @@ size_t GpuModel::prepare(uint32_t prompt_tokens, uint32_t max_new, uint32_t k,
 
 // One pass, or a long prompt's chunks one after another (each fills the cache the next
 // attends to); the outputs are gathered as one pass would give them.
-void GpuModel::run_at(uint32_t pos, std::span<const int32_t> ids, bool all_rows, uint32_t k,
-                      std::vector<float>& logits, std::vector<int32_t>& top_ids) {
+void GpuModel::run_at(std::optional<uint32_t> slot, uint32_t pos, std::span<const int32_t> ids,
+                      bool all_rows, uint32_t k, std::vector<float>& logits,
+                      std::vector<int32_t>& top_ids) {
   const Config& c = config_;
   const auto T = static_cast<uint32_t>(ids.size());
   const uint32_t L = pos + T, V = c.n_vocab, C = c.n_embd, H = c.n_head;
-  const bool taps = taps_on_ && all_rows, attention = attention_on_ && all_rows;
+  // The taps are logits()'s: a slot's pass keeps none.
+  const bool taps = !slot && taps_on_ && all_rows, attention = !slot && attention_on_ && all_rows;
   if (all_rows) logits.resize(size_t(T) * V);
   if (taps) taps_.assign(c.n_layer, std::vector<float>(size_t(T) * C));
   if (attention) {
@@ -336,7 +360,7 @@ void GpuModel::run_at(uint32_t pos, std::span<const int32_t> ids, bool all_rows,
   for (size_t part = 0; part < parts.size(); done += parts[part++]) {
     const uint32_t t = parts[part], at = pos + done, Lt = at + t;
     const bool last = part + 1 == parts.size();
-    const Head head = run_pass(ids.subspan(done, t), at, all_rows, k, last);
+    const Head head = run_pass(slot, ids.subspan(done, t), at, all_rows, k, last);
     sum += rec_.stats();
     if (head == Head::LastArgmax) {
       const auto [id, value] =
@@ -376,15 +400,16 @@ void GpuModel::run_at(uint32_t pos, std::span<const int32_t> ids, bool all_rows,
   stats_ = sum;
 }
 
-Head GpuModel::run_pass(std::span<const int32_t> ids, uint32_t pos, bool all_rows, uint32_t k,
-                        bool last) {
+Head GpuModel::run_pass(std::optional<uint32_t> slot, std::span<const int32_t> ids, uint32_t pos,
+                        bool all_rows, uint32_t k, bool last) {
   const auto T = static_cast<uint32_t>(ids.size());
+  Pass p = plan_pass(T, pos, all_rows, k, last);
+  p.slot = slot.value_or(0);
+  p.taps = !slot && taps_on_ && all_rows;
+  p.attention_taps = !slot && attention_on_ && all_rows;
   ensure_logits(all_rows ? T : 1);
-  if (taps_on_ && all_rows) ensure_taps();
-  if (attention_on_ && all_rows)
-    ensure_attention_taps(T, pos + T);
-  else
-    probs_spans_.clear();
+  if (p.taps) ensure_taps();
+  if (p.attention_taps) ensure_attention_taps(T, pos + T);
   rec_.wait();  // a submission still running (after a timed-out wait) may read what follows
   std::memcpy(params_.span(ids_).mapped, ids.data(), ids.size_bytes());
   std::memcpy(params_.span(step_).mapped, &pos, sizeof pos);
@@ -392,7 +417,7 @@ Head GpuModel::run_pass(std::span<const int32_t> ids, uint32_t pos, bool all_row
   // A decode step: a dry recording says whether the last recording would be recorded again;
   // then it is submitted as it is (no descriptor writes, no commands), else recorded anew.
   const auto t0 = std::chrono::steady_clock::now();
-  const Head head = submit_pass(T == 1 && !all_rows, T, pos, all_rows, k, last);
+  submit_pass(p, k, T == 1 && !all_rows);
   rec_.wait();
   // How fast the device ran this pass against the nominal rates: later passes are cut into
   // submissions by what it can do (rates()).
@@ -401,26 +426,24 @@ Head GpuModel::run_pass(std::span<const int32_t> ids, uint32_t pos, bool all_row
     const DType wdtype = weight_dtype();
     const double nominal_s =
         config_.n_layer * block_seconds(config_, T, pos + T, wdtype, nominal) +
-        (head == Head::None ? 0 : head_seconds(config_, all_rows ? T : 1, wdtype, nominal));
+        (p.head == Head::None ? 0 : head_seconds(config_, all_rows ? T : 1, wdtype, nominal));
     const double wall_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     speed_ = std::max(speed_, observed_speed(nominal_s, wall_s));
   }
-  return head;
+  return p.head;
 }
 
-Head GpuModel::submit_pass(bool replayable, uint32_t T, uint32_t pos, bool all_rows, uint32_t k,
-                           bool last) {
+void GpuModel::submit_pass(const Pass& p, uint32_t k, bool replayable) {
   if (replay_ && replayable) {
-    const Head head = record_pass(T, pos, all_rows, k, true, last);
+    record_pass(p, k, true);
     if (rec_.dry_matches()) {
       rec_.replay();
-      return head;
+      return;
     }
   }
-  const Head head = record_pass(T, pos, all_rows, k, false, last);
+  record_pass(p, k, false);
   rec_.submit();
-  return head;
 }
 
 void GpuModel::check_slots() const {
@@ -461,11 +484,7 @@ std::vector<float> GpuModel::slot_prefill(uint32_t slot, std::span<const int32_t
   check(ids, slot_len_[slot], slot_ctx_, "the slot's");
   std::vector<float> logits;
   std::vector<int32_t> unused;
-  probs_spans_.clear();
-  {
-    const SlotPass pass(*this, slot, nullptr);
-    run_at(slot_len_[slot], ids, all_rows, 0, logits, unused);
-  }
+  run_at(slot, slot_len_[slot], ids, all_rows, 0, logits, unused);
   slot_len_[slot] += static_cast<uint32_t>(ids.size());
   return logits;
 }
@@ -491,7 +510,6 @@ std::vector<float> GpuModel::slot_decode(std::span<const SlotToken> rows) {
   }
   rec_.wait();  // a submission still running (after a timed-out wait) may read what follows
   ensure_logits(B);
-  probs_spans_.clear();
   for (uint32_t b = 0; b < B; b++) {
     std::memcpy(params_.span(ids_).mapped + b * 4, &rows[b].id, 4);
     const uint32_t at[2] = {batch.pos[b], static_cast<uint32_t>(rows[b].slot * slot_stride_ / 16)};
@@ -503,8 +521,9 @@ std::vector<float> GpuModel::slot_decode(std::span<const SlotToken> rows) {
     // crosses a 64-key block of the split attention, a prompt chunk ran in between, or the pass
     // is cut into submissions): a dry recording says so, and the last real one is submitted
     // again, as for a single sequence's decode steps (run_pass).
-    const SlotPass pass(*this, 0, &batch);
-    submit_pass(true, B, last, true, 0);
+    Pass p = plan_pass(B, last, true, 0);
+    p.batch = &batch;
+    submit_pass(p, 0, true);
     rec_.wait();
   }
   stats_ = rec_.stats();

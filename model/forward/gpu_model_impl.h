@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -22,14 +23,65 @@ namespace model {
 // would use them: on a mismatch the note becomes a warning and prompts take the scalar tiles.
 gpu::KernelPolicy checked_policy(const vk::Device& device, std::vector<std::string>& warnings);
 
-class GpuModel;
-
 using GpuLinear = Linear<const gpu::Weight*>;
 using GpuNorm = Norm<const gpu::Weight*>;
 
-// The backend graph.h drives: each step records its ops into the model's one command buffer.
+// A batch of slot_decode: row b is one token of rows[b].slot at that slot's length.
+struct Batch {
+  std::span<const Model::SlotToken> rows;
+  std::vector<uint32_t> pos;
+};
+
+// One pass, decided whole before it is recorded (GpuModel::plan_pass) and handed to the backend
+// as a value: nothing about a pass is left in the model for the backend to read back.
+struct Pass {
+  uint32_t T = 0, pos = 0;  // T tokens at [pos, pos + T); a batch: one row per slot, each at
+                            // its own position (Batch::pos), pos the furthest
+  Head head = Head::LastRow;
+  uint32_t slot = 0;             // whose cache: slot_prefill's slot, else 0
+  const Batch* batch = nullptr;  // slot_decode's rows, each in its slot's cache
+  bool taps = false;             // X after every block into GpuState::taps (logits() only)
+  bool attention_taps = false;   // the tapped layers' softmax into GpuState::probs
+  uint32_t split = 0;            // blocks per submission; 0: the whole pass in one
+  bool head_apart = false;       // the head in a submission of its own
+  double longest_s = 0;          // the longest submission's expected time (its wait's bound)
+};
+
+// What a pass's ops read and write: views of the model's arenas as they are for this pass.
+struct GpuState {
+  vk::BufferSpan x, h, att;  // [n_ctx, C]
+  vk::BufferSpan qkv;        // [n_ctx, 3C]
+  vk::BufferSpan fc;         // [n_ctx, F]
+  vk::BufferSpan logits;     // [rows, V]
+  // [layer]: a layer's caches, [slots, slot rows, C], one slot every slot_stride bytes.
+  std::vector<vk::BufferSpan> k_cache, v_cache;
+  uint64_t slot_bytes = 0, slot_stride = 0;
+  DType kv_cache = DType::F32;            // GpuModelOptions::kv_cache
+  vk::BufferSpan ids, step, batch_rows;  // written by the host before each pass
+  vk::BufferSpan partials;               // the argmax head's (gpu::matmul_argmax)
+  std::optional<vk::BufferSpan> split;   // the split and tiled attention's scratch
+  bool batch_attention = false;          // batches run attention_store_batch
+  std::vector<vk::BufferSpan> taps;      // [layer][n_ctx, C] once taps were asked for
+  std::vector<vk::BufferSpan> probs;     // [layer][H, T, L]; empty for a layer not tapped
+  // A slot's cache of a layer, [slot rows, C].
+  vk::BufferSpan k(uint32_t layer, uint32_t slot) const {
+    return k_cache[layer].sub(slot * slot_stride, slot_bytes);
+  }
+  vk::BufferSpan v(uint32_t layer, uint32_t slot) const {
+    return v_cache[layer].sub(slot * slot_stride, slot_bytes);
+  }
+};
+
+// The backend graph.h drives: each step records its ops into the recorder, on the state and
+// for the pass it is given.
 struct GpuBackend {
-  GpuModel& m;
+  vk::Kernels& k;
+  vk::Recorder& rec;
+  const gpu::KernelPolicy& policy;
+  const Config& c;
+  const ModelWeights<const gpu::Weight*>& w;
+  const GpuState& s;
+  const Pass& pass;
   const vk::BufferSpan& buf(Buf b) const;
   void embed(uint32_t T, uint32_t pos);
   void layernorm(Buf out, Buf in, const GpuNorm& n, uint32_t T);
@@ -81,8 +133,7 @@ class GpuModel final : public Model {
  protected:
   void run(std::span<const int32_t> ids, bool all_rows, uint32_t k, std::vector<float>& logits,
            std::vector<int32_t>& top_ids) override {
-    active_slot_ = 0;
-    run_at(length(), ids, all_rows, k, logits, top_ids);
+    run_at(std::nullopt, length(), ids, all_rows, k, logits, top_ids);
   }
 
  public:
@@ -99,29 +150,24 @@ class GpuModel final : public Model {
                  const vk::CompileProgress& progress) override;
 
  private:
-  // Records (dry: only names the pipelines, Recorder::begin_dry) a forward pass over T tokens at
-  // `pos`, and the top-k after it where the head asks for one; returns that head. A prompt
-  // chunk before the `last` computes no head unless all rows are asked for.
-  Head record_pass(uint32_t T, uint32_t pos, bool all_rows, uint32_t k, bool dry,
-                   bool last = true);
-  // Submits that pass: where `replayable` (and replay is on), a dry recording first, and where it
+  // The pass of T tokens at `pos`: its head (none for a prompt chunk before the `last` unless
+  // all rows are asked for; the top-k after it where k asks for one) and its submissions. Its
+  // slot, batch and taps are the caller's to set.
+  Pass plan_pass(uint32_t T, uint32_t pos, bool all_rows, uint32_t k, bool last = true) const;
+  // Records p (dry: only names the pipelines, Recorder::begin_dry), and the top-k after it.
+  void record_pass(const Pass& p, uint32_t k, bool dry);
+  // Submits p: where `replayable` (and replay is on), a dry recording first, and where it
   // matches the last real one, that one again (Recorder::replay); else recorded anew.
-  Head submit_pass(bool replayable, uint32_t T, uint32_t pos, bool all_rows, uint32_t k,
-                   bool last = true);
-  // run() at `pos` in the active slot's cache.
-  void run_at(uint32_t pos, std::span<const int32_t> ids, bool all_rows, uint32_t k,
-              std::vector<float>& logits, std::vector<int32_t>& top_ids);
+  void submit_pass(const Pass& p, uint32_t k, bool replayable);
+  // run() at `pos` in a slot's cache, or (no slot) the model's own pass, which may tap.
+  void run_at(std::optional<uint32_t> slot, uint32_t pos, std::span<const int32_t> ids,
+              bool all_rows, uint32_t k, std::vector<float>& logits, std::vector<int32_t>& top_ids);
   void check_slots() const;
-  // A slot's cache of a layer, [slot rows, C]: slot `slot` of the layer's caches, slot_stride_
-  // bytes apart.
-  vk::BufferSpan k_cache(uint32_t layer, uint32_t slot) const {
-    return state_.span(k_cache_[layer]).sub(slot * slot_stride_, slot_bytes_);
-  }
-  vk::BufferSpan v_cache(uint32_t layer, uint32_t slot) const {
-    return state_.span(v_cache_[layer]).sub(slot * slot_stride_, slot_bytes_);
-  }
-  // Runs the pass of ids at `pos` (one chunk of run()'s) and waits for it.
-  Head run_pass(std::span<const int32_t> ids, uint32_t pos, bool all_rows, uint32_t k, bool last);
+  // Runs the pass of ids at `pos` (one chunk of run_at's) and waits for it.
+  Head run_pass(std::optional<uint32_t> slot, std::span<const int32_t> ids, uint32_t pos,
+                bool all_rows, uint32_t k, bool last);
+  // The state a pass's ops see now.
+  GpuState pass_state() const;
   // Whether passes are cut by their estimated cost (on a GPU, or wherever the options give
   // rates), and at which rates.
   bool automatic() const {
@@ -136,7 +182,6 @@ class GpuModel final : public Model {
     return automatic() ? prompt_chunks(config_, T, pos, weight_dtype(), rates(), all_rows)
                        : std::vector<uint32_t>{T};
   }
-  friend struct GpuBackend;
   WeightLayout matrix_layout(const ExpectedTensor& e, DType dtype, WeightLayout& from) const;
   void upload_weights(const Checkpoint& ckpt, const UploadProgress& on_upload);
   void plan_state();
@@ -153,29 +198,7 @@ class GpuModel final : public Model {
   std::optional<SubmissionRates> rates_;
   double speed_ = 1;  // the best observed_speed() of a pass so far
   uint32_t slots_, slot_ctx_;      // GpuModelOptions::slots, slot_context
-  uint32_t active_slot_ = 0;        // whose cache this pass uses
   std::vector<uint32_t> slot_len_;  // tokens cached per slot (slot 0's is Model::length())
-  // A batch of slot_decode: row b is one token of rows[b].slot at that slot's length.
-  struct Batch {
-    std::span<const SlotToken> rows;
-    std::vector<uint32_t> pos;
-  };
-  const Batch* batch_ = nullptr;
-  // What a slot's pass changes for its duration (a slot's cache, or a batch, and no taps: those
-  // are logits()'s), put back however the pass ends.
-  struct SlotPass {
-    SlotPass(GpuModel& model, uint32_t slot, const Batch* batch)
-        : m(model), taps(model.taps_on_), attention(model.attention_on_) {
-      m.active_slot_ = slot, m.batch_ = batch, m.taps_on_ = m.attention_on_ = false;
-    }
-    ~SlotPass() { m.active_slot_ = 0, m.batch_ = nullptr, m.taps_on_ = taps, m.attention_on_ = attention; }
-    SlotPass(const SlotPass&) = delete;
-    SlotPass& operator=(const SlotPass&) = delete;
-    GpuModel& m;
-    const bool taps, attention;
-  };
-  uint32_t pass_split_ = 0;  // this pass's blocks per submission; 0 = the whole pass in one
-  bool head_apart_ = false;  // this pass's head is a submission of its own
   vk::Kernels& kernels_;  // the device's, shared with its other models
   gpu::KernelPolicy policy_;  // the device's
   vk::RecorderStats stats_;
