@@ -20,11 +20,31 @@
 namespace model {
 namespace {
 
-class CpuModel;
+// A pass's buffers: host vectors the model keeps between passes (the caches) or refills.
+struct CpuState {
+  std::vector<int32_t> ids;                           // [T]
+  std::vector<float> x, h, att;                       // [T, C]
+  std::vector<float> qkv;                             // [T, 3C]
+  std::vector<float> fc;                              // [T, F]
+  std::vector<float> logits;                          // [rows, V]
+  std::vector<std::vector<float>> k_cache, v_cache;  // [layer][n_ctx, C]
+  int32_t argmax = -1;                                // argmax_head's id
+};
 
-// The backend model/graph.h drives: buffers are host vectors.
+// What a pass taps: X after each block, the softmax of the layers marked in `attention_of`.
+struct CpuPass {
+  std::vector<std::vector<float>>* taps = nullptr;       // [layer][T, C], or none
+  std::vector<std::vector<float>>* attention = nullptr;  // [layer][H, T, L], or none
+  std::vector<bool> attention_of;                        // [layer]
+};
+
+// The backend model/graph.h drives: ops of model::cpu on the state's vectors.
 struct CpuBackend {
-  CpuModel& m;
+  const Config& c;
+  const ModelWeights<const float*>& w;
+  DType kv_cache;  // the cache's rounding (cpu::kv_store)
+  CpuState& s;
+  const CpuPass& pass;
   float* buf(Buf b);
   void embed(uint32_t T, uint32_t pos);
   void layernorm(Buf out, Buf in, const Norm<const float*>& n, uint32_t T);
@@ -62,8 +82,8 @@ class CpuModel final : public Model {
       return it == tensors_.end() ? nullptr : it->second.data();
     });
     const size_t C = c.n_embd, T = c.n_ctx;
-    k_cache_.assign(c.n_layer, std::vector<float>(T * C));
-    v_cache_.assign(c.n_layer, std::vector<float>(T * C));
+    s_.k_cache.assign(c.n_layer, std::vector<float>(T * C));
+    s_.v_cache.assign(c.n_layer, std::vector<float>(T * C));
   }
 
   const Config& config() const override { return config_; }
@@ -75,66 +95,68 @@ class CpuModel final : public Model {
            std::vector<int32_t>& top_ids) override {
     const Config& c = config_;
     const size_t T = ids.size(), C = c.n_embd, V = c.n_vocab;
-    ids_.assign(ids.begin(), ids.end());
-    x_.assign(T * C, 0);
-    h_.assign(T * C, 0);
-    att_.assign(T * C, 0);
-    qkv_.assign(T * 3 * C, 0);
-    fc_.assign(T * c.n_inner, 0);
-    logits_.assign((all_rows ? T : 1) * V, 0);
-    if (taps_on_) taps_.assign(c.n_layer, {});
-    if (attention_on_ && all_rows) attention_.assign(c.n_layer, {});  // a tapped pass
-    CpuBackend b{*this};
+    s_.ids.assign(ids.begin(), ids.end());
+    s_.x.assign(T * C, 0);
+    s_.h.assign(T * C, 0);
+    s_.att.assign(T * C, 0);
+    s_.qkv.assign(T * 3 * C, 0);
+    s_.fc.assign(T * c.n_inner, 0);
+    s_.logits.assign((all_rows ? T : 1) * V, 0);
+    CpuPass pass;
+    if (taps_on_) {
+      taps_.assign(c.n_layer, {});
+      pass.taps = &taps_;
+    }
+    if (attention_on_ && all_rows) {  // a tapped pass
+      attention_.assign(c.n_layer, {});
+      pass.attention = &attention_;
+      for (uint32_t i = 0; i < c.n_layer; i++) pass.attention_of.push_back(attention_tapped(i));
+    }
+    CpuBackend b{c, weights_, kv_cache_, s_, pass};
     // Greedy decoding takes the argmax head, as the GPU's CPU kernel set does.
     const Head head = all_rows ? Head::AllRows : k == 1 ? Head::LastArgmax : Head::LastRow;
     forward(b, c, weights_, static_cast<uint32_t>(T), length(), head);
     if (head == Head::LastArgmax) {
-      top_ids.assign(1, argmax_);
-      logits = logits_;
+      top_ids.assign(1, s_.argmax);
+      logits = s_.logits;
       return;
     }
     if (all_rows || k == 0) {
-      logits = logits_;
+      logits = s_.logits;
       return;
     }
     top_ids.resize(k);
     logits.resize(k);
-    cpu::topk(top_ids.data(), logits.data(), logits_.data(), V, k);
+    cpu::topk(top_ids.data(), logits.data(), s_.logits.data(), V, k);
   }
 
  private:
-  friend struct CpuBackend;
   Config config_;
   Precision precision_;
   DType kv_cache_;  // the cache's rounding (cpu::kv_store)
   std::map<std::string, std::vector<float>> tensors_;
   ModelWeights<const float*> weights_;
-  std::vector<std::vector<float>> k_cache_, v_cache_;  // [layer][n_ctx, C]
-  std::vector<int32_t> ids_;
-  std::vector<float> x_, h_, qkv_, att_, fc_, logits_;
-  int32_t argmax_ = -1;  // argmax_head's id
+  CpuState s_;
 };
 
 float* CpuBackend::buf(Buf b) {
   switch (b) {
-    case Buf::X: return m.x_.data();
-    case Buf::H: return m.h_.data();
-    case Buf::QKV: return m.qkv_.data();
-    case Buf::ATT: return m.att_.data();
-    case Buf::FC: return m.fc_.data();
-    case Buf::LOGITS: return m.logits_.data();
+    case Buf::X: return s.x.data();
+    case Buf::H: return s.h.data();
+    case Buf::QKV: return s.qkv.data();
+    case Buf::ATT: return s.att.data();
+    case Buf::FC: return s.fc.data();
+    case Buf::LOGITS: return s.logits.data();
   }
   return nullptr;
 }
 
 void CpuBackend::embed(uint32_t T, uint32_t pos) {
-  const Config& c = m.config_;
-  cpu::embedding(m.x_.data(), m.ids_.data(), m.weights_.wte, m.weights_.wpe, T, c.n_embd,
-                 c.n_vocab, c.n_ctx, pos, c.positions);
+  cpu::embedding(s.x.data(), s.ids.data(), w.wte, w.wpe, T, c.n_embd, c.n_vocab, c.n_ctx, pos,
+                 c.positions);
 }
 
 void CpuBackend::layernorm(Buf out, Buf in, const Norm<const float*>& n, uint32_t T) {
-  const Config& c = m.config_;
   cpu::layernorm(buf(out), buf(in), n.gamma, n.beta, T, c.n_embd, c.layer_norm_epsilon,
                  c.layer_norm);
 }
@@ -158,28 +180,27 @@ void CpuBackend::argmax_head(Buf in, const Linear<const float*>& l, uint32_t row
   linear(Buf::LOGITS, in, l, 1, {}, row);
   int32_t id = 0;
   float value = 0;
-  cpu::topk(&id, &value, m.logits_.data(), l.N, 1);
-  m.logits_.assign(1, value);
-  m.argmax_ = id;
+  cpu::topk(&id, &value, s.logits.data(), l.N, 1);
+  s.logits.assign(1, value);
+  s.argmax = id;
 }
 
 void CpuBackend::attention_store(uint32_t layer, uint32_t T, uint32_t pos) {
-  const Config& c = m.config_;
   const size_t C = c.n_embd;
-  float* kc = m.k_cache_[layer].data();
-  float* vc = m.v_cache_[layer].data();
-  cpu::kv_store(kc, vc, m.qkv_.data(), T, C, pos, m.kv_cache_);
+  float* kc = s.k_cache[layer].data();
+  float* vc = s.v_cache[layer].data();
+  cpu::kv_store(kc, vc, s.qkv.data(), T, C, pos, kv_cache);
   float* probs = nullptr;
-  if (!m.attention_.empty() && m.attention_tapped(layer)) {
-    m.attention_[layer].assign(size_t{c.n_head} * T * (pos + T), 0.0f);
-    probs = m.attention_[layer].data();
+  if (pass.attention && pass.attention_of[layer]) {
+    (*pass.attention)[layer].assign(size_t{c.n_head} * T * (pos + T), 0.0f);
+    probs = (*pass.attention)[layer].data();
   }
-  cpu::attention(m.att_.data(), m.qkv_.data(), 3 * C, kc, vc, T, pos + T, C, c.n_head,
+  cpu::attention(s.att.data(), s.qkv.data(), 3 * C, kc, vc, T, pos + T, C, c.n_head,
                  {c.causal, c.attention_scale}, probs);
 }
 
 void CpuBackend::tap(uint32_t layer, uint32_t T) {
-  if (m.taps_on_) m.taps_[layer].assign(m.x_.begin(), m.x_.begin() + size_t(T) * m.config_.n_embd);
+  if (pass.taps) (*pass.taps)[layer].assign(s.x.begin(), s.x.begin() + size_t(T) * c.n_embd);
 }
 
 }  // namespace
