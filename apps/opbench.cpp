@@ -25,7 +25,7 @@ constexpr uint32_t C = 768, H = 12, V = 50257, N_CTX = 1024;
 
 struct Bench {
   vk::Device& device;
-  vk::Kernels& kernels;
+  const model::gpu::Ops& kernels;
   vk::Arena& arena;
   int repeats;
   std::string only;
@@ -99,8 +99,8 @@ void run_shapes(Bench& b, uint32_t T, uint32_t L, model::DType dtype) {
   vk::BufferSpan logits = b.floats(size_t(T) * V);
   vk::BufferSpan top_ids = b.arena.alloc(64 * 4), top_vals = b.arena.alloc(64 * 4);
   vk::BufferSpan scratch =
-      b.arena.alloc(std::max<size_t>(16, model::gpu::topk_scratch_bytes(b.device, V, 40)));
-  vk::Kernels& k = b.kernels;
+      b.arena.alloc(std::max<size_t>(16, model::gpu::topk_scratch_bytes(b.kernels, V, 40)));
+  const model::gpu::Ops& k = b.kernels;
   model::gpu::MatmulOptions kn, nk, gelu;
   nk.layout = model::WeightLayout::NK;
   gelu.act = model::Activation::GeluTanh;
@@ -134,7 +134,7 @@ void run_shapes(Bench& b, uint32_t T, uint32_t L, model::DType dtype) {
   // the model's scratch, so the GPU set decodes with the split kernel and the tiled kernel
   // splits a short prompt's keys.
   vk::BufferSpan part = b.arena.alloc(model::gpu::attention_model_scratch_bytes(
-      model::gpu::kernel_policy(b.device), N_CTX, C, H));
+      b.kernels.policy(), N_CTX, C, H));
   model::gpu::AttentionOptions with_scratch;
   with_scratch.scratch = &part;
   b.time("attention_store", t + " pos=" + std::to_string(L - T) + " H=12", [&](vk::Recorder& r) {
@@ -189,9 +189,10 @@ int opbench(const OpbenchArgs& args) {
   vk::Device device(instance, options);
   if (!device.caps().timestamps) throw vk::Error("device '" + device.caps().name + "' has no compute timestamps");
   const model::DType dtype = args.precision == "f32" ? model::DType::F32 : model::DType::F16;
-  vk::Kernels kernels(device);
+  vk::Kernels pipelines(device);
+  const model::gpu::Ops kernels(pipelines);
   std::printf("device: %s, %s kernels, weights %s, mean of %d calls after a warm-up\n",
-              device.caps().name.c_str(), model::gpu::kernel_policy(device).describe().c_str(),
+              device.caps().name.c_str(), kernels.policy().describe().c_str(),
               args.precision.c_str(), args.repeats);
   std::printf("%-22s %-34s %4s %10s\n", "op", "shape", "disp", "ms/call");
   for (uint32_t T : {1u, args.prefill}) {

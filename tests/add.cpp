@@ -5,7 +5,7 @@
 
 namespace test {
 
-void gpu_add(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out, const vk::BufferSpan& a,
+void gpu_add(const model::gpu::Ops& k, vk::Recorder& rec, const vk::BufferSpan& out, const vk::BufferSpan& a,
              const vk::BufferSpan& b, uint32_t n) {
   model::gpu::require_elements("add", "out", out, n);
   model::gpu::require_elements("add", "a", a, n);

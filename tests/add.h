@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "model/ops/gpu/ops.h"
 #include "vk/memory.h"
 #include "vk/pipeline.h"
 #include "vk/recorder.h"
@@ -12,7 +13,7 @@
 namespace test {
 
 // out[n] = a[n] + b[n]                                       [n] + [n] -> [n]
-void gpu_add(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out, const vk::BufferSpan& a,
+void gpu_add(const model::gpu::Ops& k, vk::Recorder& rec, const vk::BufferSpan& out, const vk::BufferSpan& a,
              const vk::BufferSpan& b, uint32_t n);
 // The same on the CPU, in double, rounded once.
 void cpu_add(float* out, const float* a, const float* b, size_t n);

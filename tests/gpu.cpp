@@ -24,7 +24,7 @@ vk::DeviceOptions device_options() {
 }  // namespace
 
 Gpu::Gpu(const vk::InstanceOptions& options)
-    : instance(options), device(instance, device_options()), kernels(device) {}
+    : instance(options), device(instance, device_options()), pipelines(device), kernels(pipelines) {}
 
 namespace {
 std::unique_ptr<Gpu> shared;
@@ -88,7 +88,7 @@ vk::DeviceOptions lowered_options(Gpu& g, const vk::LimitOverrides& limits, vk::
 }  // namespace
 
 LoweredGpu::LoweredGpu(Gpu& g, const vk::LimitOverrides& limits, vk::KernelSet set)
-    : device(g.instance, lowered_options(g, limits, set)), kernels(device) {}
+    : device(g.instance, lowered_options(g, limits, set)), pipelines(device), kernels(pipelines) {}
 
 uint32_t group_count_limit_x(Gpu& g, uint32_t cheap) {
   const uint32_t limit = g.device.caps().max_workgroup_count[0];

@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "model/ops/gpu/ops.h"
 #include "model/ops/types.h"
 #include "vk/context.h"
 #include "vk/memory.h"
@@ -25,7 +26,8 @@ inline constexpr vk::KernelSet kKernelSets[] = {vk::KernelSet::Gpu, vk::KernelSe
 struct Gpu {
   vk::Instance instance;
   vk::Device device;  // the kernel set its type calls for (or GPT2VK_KERNELS)
-  vk::Kernels kernels;
+  vk::Kernels pipelines;  // its own, so a test can count what it compiles
+  model::gpu::Ops kernels;  // the pipelines with the device's kernel policy decided
   explicit Gpu(const vk::InstanceOptions& options);
   // A device on the same physical device that runs `set`, created on first use and kept.
   const vk::Device& with_kernels(vk::KernelSet set);
@@ -60,7 +62,8 @@ class ValidationScope {
 // the instance, so GPU_TEST's validation scope covers it too.
 struct LoweredGpu {
   vk::Device device;
-  vk::Kernels kernels;
+  vk::Kernels pipelines;
+  model::gpu::Ops kernels;
   // kernels: the kernel set the device runs (Auto: by its type).
   LoweredGpu(Gpu& g, const vk::LimitOverrides& limits,
              vk::KernelSet kernels = vk::KernelSet::Auto);

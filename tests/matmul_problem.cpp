@@ -96,7 +96,7 @@ model::gpu::Weight upload_weight(const vk::Device& dev, vk::Arena& arena, const 
 
 }  // namespace
 
-std::vector<float> run_gpu(const vk::Device& dev, vk::Kernels& kernels, const MatmulProblem& p,
+std::vector<float> run_gpu(const vk::Device& dev, const model::gpu::Ops& kernels, const MatmulProblem& p,
                            MatmulKernel kernel, vk::RecorderStats* stats,
                            const model::gpu::MatmulNorm* norm,
                            std::set<std::string>* shaders, uint32_t x_row) {

@@ -43,7 +43,7 @@ MatmulProblem make_problem_from(const MatmulProblem& p);
 // norm: a LayerNorm fused in front (interleaved weights or the wide kernel). shaders: the
 // shaders dispatched, named by timestamps (left empty on a device without them). x_row: the
 // first row of p.x read (p.x holds x_row + T rows).
-std::vector<float> run_gpu(const vk::Device& dev, vk::Kernels& kernels, const MatmulProblem& p,
+std::vector<float> run_gpu(const vk::Device& dev, const model::gpu::Ops& kernels, const MatmulProblem& p,
                            model::gpu::MatmulKernel kernel, vk::RecorderStats* stats = nullptr,
                            const model::gpu::MatmulNorm* norm = nullptr,
                            std::set<std::string>* shaders = nullptr, uint32_t x_row = 0);

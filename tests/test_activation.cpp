@@ -35,7 +35,7 @@ std::vector<float> inputs() {
   return x;
 }
 
-std::vector<float> run_gpu(vk::Kernels& kernels, const std::vector<float>& x, Act kind,
+std::vector<float> run_gpu(const model::gpu::Ops& kernels, const std::vector<float>& x, Act kind,
                            bool in_place = false, std::vector<std::string>* shaders = nullptr) {
   const vk::Device& dev = kernels.device();
   const size_t bytes = x.size() * sizeof(float);
@@ -60,7 +60,7 @@ std::vector<float> run_cpu(const std::vector<float>& x, Act kind) {
 // The kernel a call runs: the CPU set's texel one where n is in whole texels (arena spans are
 // texel-aligned), the portable one otherwise.
 std::string expected_shader(const vk::Device& dev, size_t n, const char* texel_op, const char* op) {
-  const bool texel = model::gpu::kernel_policy(dev).texel_elementwise && dev.caps().storage_texel_buffers &&
+  const bool texel = model::gpu::Ops(dev).policy().texel_elementwise && dev.caps().storage_texel_buffers &&
                      n % 4 == 0;
   return texel ? texel_op : op;
 }
@@ -73,7 +73,7 @@ void check_kind(test::Gpu& g, Act kind, test::Tolerance tol) {
       std::vector<float> x = inputs();
       x.resize(x.size() - drop);
       std::vector<std::string> shaders;
-      std::vector<float> got = run_gpu(dev.kernels(), x, kind, false, &shaders);
+      std::vector<float> got = run_gpu(model::gpu::Ops(dev), x, kind, false, &shaders);
       const std::string what = "activation, n = " + std::to_string(x.size()) + ", " +
                                vk::kernel_set_name(set) + " kernels";
       CHECK(test::close(what, got, run_cpu(x, kind), tol));
@@ -154,7 +154,7 @@ TEST_CASE("activation_backward matches the CPU reference, both kernel sets") {
         const vk::BufferSpan dx = arena.alloc(bytes);
         vk::Recorder rec(dev, true);
         rec.begin();
-        model::gpu::activation_backward(dev.kernels(), rec, dx, gd, gx, static_cast<uint32_t>(x.size()), kind);
+        model::gpu::activation_backward(model::gpu::Ops(dev), rec, dx, gd, gx, static_cast<uint32_t>(x.size()), kind);
         rec.run();
         const bool exact = kind == Act::Relu || kind == Act::None;
         const std::string what = "activation_backward " + std::to_string(int(kind)) + ", n = " +

@@ -116,12 +116,12 @@ TEST_CASE("gpu::add matches the CPU reference, both kernel sets") {
       const vk::BufferSpan ga = test::to_gpu(dev, arena, a), gb = test::to_gpu(dev, arena, b);
       vk::Recorder rec(dev, true);
       rec.begin();
-      model::gpu::add(dev.kernels(), rec, ga, ga, gb, n);
+      model::gpu::add(model::gpu::Ops(dev), rec, ga, ga, gb, n);
       rec.run();
       std::vector<float> ref(n);
       test::cpu_add(ref.data(), a.data(), b.data(), n);
       CHECK(test::close(what, test::from_gpu(dev, ga, n), ref, {0, 0}));
-      const bool texel = model::gpu::kernel_policy(dev).texel_elementwise &&
+      const bool texel = model::gpu::Ops(dev).policy().texel_elementwise &&
                          dev.caps().storage_texel_buffers && n % 4 == 0;
       if (dev.caps().timestamps)
         for (const vk::DispatchTime& t : rec.timings())

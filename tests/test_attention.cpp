@@ -51,7 +51,7 @@ Inputs make_inputs(const Case& c, unsigned seed, float lo = -1, float hi = 1) {
 // Runs model::gpu::attention on the kernels' device (the shared one or a LoweredGpu) and reads out back;
 // with `shader`, also the name of the shader it dispatched (the device must have timestamps).
 // Split's scratch is allocated when the case asks for that kernel, or for Auto with `scratch`.
-std::vector<float> run_gpu(vk::Kernels& kernels, const Case& c, const Inputs& in,
+std::vector<float> run_gpu(const model::gpu::Ops& kernels, const Case& c, const Inputs& in,
                            std::string* shader = nullptr, bool scratch = false) {
   const vk::Device& device = kernels.device();
   const bool split = scratch || c.options.kernel == model::gpu::AttentionKernel::Split;
@@ -130,7 +130,7 @@ bool texel_runs(const vk::DeviceCaps& caps, const Case& c) {
 // The case on the portable kernel, on the split one where it runs (up to 64 queries: it is
 // decode's, and each query re-reads the keys), on the tiled one and on the texel kernel where
 // they run.
-void check_case(vk::Kernels& kernels, Case c, unsigned seed, const char* what, float lo = -1,
+void check_case(const model::gpu::Ops& kernels, Case c, unsigned seed, const char* what, float lo = -1,
                 float hi = 1) {
   Inputs in = make_inputs(c, seed, lo, hi);
   const std::vector<float> ref = run_cpu(c, in);
@@ -151,7 +151,7 @@ void check_case(vk::Kernels& kernels, Case c, unsigned seed, const char* what, f
 
 // The attention tap: the probabilities [H, T, L] the GPU kernel writes beside out, and the CPU
 // reference's; each also checks its out against the reference.
-void check_probs(vk::Kernels& kernels, Case c, unsigned seed, const char* what) {
+void check_probs(const model::gpu::Ops& kernels, Case c, unsigned seed, const char* what) {
   const Inputs in = make_inputs(c, seed);
   const size_t n_probs = size_t{c.H} * c.T * c.L;
   std::vector<float> ref_out(size_t{c.T} * c.C), ref(n_probs);
@@ -573,7 +573,7 @@ TEST_CASE("attention picks its kernel by device and shape") {
   }
   // The CPU kernel set takes the texel kernel where the head dim is whole texels; the GPU set
   // the portable one.
-  const bool texel = model::gpu::kernel_policy(g.device).texel_attention && caps.storage_texel_buffers;
+  const bool texel = model::gpu::Ops(g.device).policy().texel_attention && caps.storage_texel_buffers;
   std::string shader;
   const Case d16{20, 20, 64, 4}, d5{20, 20, 60, 12};
   CHECK(test::close(name("auto", d16), run_gpu(g.kernels, d16, make_inputs(d16, 950), &shader),
@@ -624,7 +624,7 @@ TEST_CASE("attention past maxTexelBufferElements: Auto falls back, Texel refuses
   // A cache of L rows of C = 64 is 16 L texels, q (T rows of 3C) 48 (T - 1) + 16: 4096 texels
   // hold L = 256 cache rows, or T = 86 query rows.
   test::LoweredGpu small(g, {.max_texel_buffer_elements = 4096});
-  const bool texel = model::gpu::kernel_policy(small.device).texel_attention;
+  const bool texel = model::gpu::Ops(small.device).policy().texel_attention;
   struct Limit {
     Case c;
     bool fits;

@@ -33,7 +33,7 @@ std::vector<float> run_gpu(const vk::Device& device, const std::vector<float>& d
                        stats = arena.alloc(model::gpu::attention_backward_stats_bytes(B, T, H));
   vk::Recorder rec(device, true);
   rec.begin();
-  model::gpu::attention_backward(device.kernels(), rec, dq, stats, gd, gq, B, T, C, H, spec);
+  model::gpu::attention_backward(model::gpu::Ops(device), rec, dq, stats, gd, gq, B, T, C, H, spec);
   rec.run();
   CHECK(rec.stats().dispatches == 2);
   for (const vk::DispatchTime& t : rec.timings()) shaders.push_back(t.shader);
@@ -55,7 +55,7 @@ void check(const vk::Device& g, uint32_t B, uint32_t T, uint32_t C, uint32_t H, 
   CHECK(test::close(what + ": dqkv", got, ref, {1e-5 * double(peak), 1e-5}));
   // The kernel the policy picks: attention_backward_texel for the CPU set where D is in whole
   // texels (arena spans are texel-aligned), attention_backward otherwise; both passes.
-  const bool texel = model::gpu::kernel_policy(g).texel_attention && g.caps().storage_texel_buffers &&
+  const bool texel = model::gpu::Ops(g).policy().texel_attention && g.caps().storage_texel_buffers &&
                      (C / H) % 4 == 0;
   if (g.caps().timestamps)
     CHECK_MESSAGE(std::count(shaders.begin(), shaders.end(),

@@ -36,14 +36,14 @@ void check(const vk::Device& g, uint32_t B, uint32_t T, uint32_t C, uint32_t H,
   const vk::BufferSpan gq = test::to_gpu(g, arena, qkv), out = arena.alloc(ref.size() * 4);
   vk::Recorder rec(g, true);
   rec.begin();
-  model::gpu::attention_sequences(g.kernels(), rec, out, gq, B, T, C, H, spec);
+  model::gpu::attention_sequences(model::gpu::Ops(g), rec, out, gq, B, T, C, H, spec);
   rec.run();
   CHECK(rec.stats().dispatches == 1);
   const std::string what = std::string(spec.causal ? "causal" : "bidirectional") + " B=" + std::to_string(B) +
                            " T=" + std::to_string(T) + " C=" + std::to_string(C) + " H=" + std::to_string(H);
   CHECK(test::close(what, test::from_gpu(g, out, ref.size()), ref, {1e-6, 1e-5}));
   // The kernel the policy picks (arena spans are texel-aligned).
-  const bool texel = model::gpu::kernel_policy(g).texel_attention && g.caps().storage_texel_buffers &&
+  const bool texel = model::gpu::Ops(g).policy().texel_attention && g.caps().storage_texel_buffers &&
                      (C / H) % 4 == 0;
   if (g.caps().timestamps) {
     const std::vector<vk::DispatchTime> ran = rec.timings();

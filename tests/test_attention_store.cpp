@@ -35,7 +35,7 @@ constexpr test::Tolerance kTol{1e-6, 1e-5};
 // call also writes its softmax weights (AttentionOptions::probs), checked against the reference's.
 // With an fp16 cache the reference's kv_store rounds as the GPU's does (to nearest even), so
 // the caches still match exactly.
-void check_store(vk::Kernels& kernels, model::gpu::AttentionKernel kernel, uint32_t C, uint32_t H,
+void check_store(const model::gpu::Ops& kernels, model::gpu::AttentionKernel kernel, uint32_t C, uint32_t H,
                  uint32_t n_ctx, std::initializer_list<uint32_t> steps, bool causal, unsigned seed,
                  uint32_t fused_to, bool tap = false, model::DType cache = model::DType::F32) {
   const vk::Device& device = kernels.device();
@@ -198,7 +198,7 @@ TEST_CASE("attention_store past maxTexelBufferElements: kv_store and attention a
   // reading what the fused calls wrote.
   test::LoweredGpu small(g, {.max_texel_buffer_elements = 4096});
   const vk::DeviceCaps& caps = small.device.caps();
-  const bool texel = model::gpu::kernel_policy(small.device).texel_attention && caps.storage_texel_buffers;
+  const bool texel = model::gpu::Ops(small.device).policy().texel_attention && caps.storage_texel_buffers;
   check_store(small.kernels, model::gpu::AttentionKernel::Auto, 64, 2, 300, {80, 80, 80, 20, 1}, true,
               1300, texel ? 256 : 0);
 }
@@ -254,7 +254,7 @@ TEST_CASE("attention_store_batch: each row as its decode step alone, both kernel
       const vk::DeviceCaps& caps = g.caps();
       const bool f16 = cache == model::DType::F16;
       // The texel kernel where the policy asks for it, for an fp32 cache; else the split one.
-      const bool texel = model::gpu::kernel_policy(g).texel_attention && !f16;
+      const bool texel = model::gpu::Ops(g).policy().texel_attention && !f16;
       CAPTURE(texel);
       CAPTURE(f16);
       // 5 sequences of up to 150 cached rows of C = 96 (H = 3), their caches 150 rows plus
@@ -288,7 +288,7 @@ TEST_CASE("attention_store_batch: each row as its decode step alone, both kernel
       o.scratch = &scratch;
       o.cache = cache;
       const std::string why =
-          model::gpu::attention_store_batch_unsupported(g, k, v, q, B, longest, C, H, o);
+          model::gpu::attention_store_batch_unsupported(model::gpu::Ops(g), k, v, q, B, longest, C, H, o);
       if (texel && !caps.storage_texel_buffers) {  // the CPU set forced on a device without them
         CHECK_MESSAGE(!why.empty(), "no storage texel buffers, yet no reason");
         continue;
@@ -304,7 +304,7 @@ TEST_CASE("attention_store_batch: each row as its decode step alone, both kernel
       vk::Recorder rec(g, true);
       rec.begin();
       const uint32_t before = rec.stats().dispatches;
-      model::gpu::attention_store_batch(g.kernels(), rec, out, k, v, q, rows_gpu, B, longest, C,
+      model::gpu::attention_store_batch(model::gpu::Ops(g), rec, out, k, v, q, rows_gpu, B, longest, C,
                                         H, o);
       // The texel kernel's one dispatch, or attention_split (the store fused) and
       // attention_merge.
@@ -318,7 +318,7 @@ TEST_CASE("attention_store_batch: each row as its decode step alone, both kernel
       const uint64_t slot_bytes = uint64_t{rows} * C * eb;
       for (uint32_t b = 0; b < B; b++) {
         alone.push_back(arena.alloc(size_t{C} * 4));
-        model::gpu::attention_store(g.kernels(), rec, alone.back(),
+        model::gpu::attention_store(model::gpu::Ops(g), rec, alone.back(),
                                     k1.sub(slot[b] * stride * eb, slot_bytes),
                                     v1.sub(slot[b] * stride * eb, slot_bytes),
                                     q.sub(b * 3 * C * 4, 3 * C * 4), 1, pos[b], C, H, one);
@@ -359,7 +359,7 @@ TEST_CASE("attention_store_batch says why it cannot run, both kernel sets") {
   GPU_TEST(gpu);
   for (vk::KernelSet set : test::kKernelSets) {
     const vk::Device& g = gpu.with_kernels(set);
-    const bool texel = model::gpu::kernel_policy(g).texel_attention;
+    const bool texel = model::gpu::Ops(g).policy().texel_attention;
     CAPTURE(texel);
     vk::Arena arena(g, 1 << 20, vk::MemoryKind::Device, "test attention_store_batch errors");
     const vk::BufferSpan k = arena.alloc(64 * 64 * 4), v = arena.alloc(64 * 64 * 4),
@@ -369,7 +369,7 @@ TEST_CASE("attention_store_batch says why it cannot run, both kernel sets") {
     model::gpu::AttentionOptions o;
     o.scratch = &scratch;
     auto why = [&](uint32_t T, uint32_t max_len, uint32_t H, const model::gpu::AttentionOptions& opt) {
-      return model::gpu::attention_store_batch_unsupported(g, k, v, qkv, T, max_len, 64, H, opt);
+      return model::gpu::attention_store_batch_unsupported(model::gpu::Ops(g), k, v, qkv, T, max_len, 64, H, opt);
     };
     CHECK(why(4, 64, 4, o).empty());
     CHECK(why(0, 64, 4, o).find("a batch of 0 rows") == 0);
@@ -387,10 +387,10 @@ TEST_CASE("attention_store_batch says why it cannot run, both kernel sets") {
     }
     vk::Recorder rec(g);
     rec.begin();
-    CHECK_THROWS_WITH_AS(model::gpu::attention_store_batch(g.kernels(), rec, out, k, v, qkv, rows, 16, 64, 64, 4, o),
+    CHECK_THROWS_WITH_AS(model::gpu::attention_store_batch(model::gpu::Ops(g), rec, out, k, v, qkv, rows, 16, 64, 64, 4, o),
                          doctest::Contains("attention_store_batch cannot run"), vk::Error);
     CHECK_THROWS_WITH_AS(
-        model::gpu::attention_store_batch(g.kernels(), rec, out, k, v, qkv, rows.sub(0, 8), 4, 64, 64, 4, o),
+        model::gpu::attention_store_batch(model::gpu::Ops(g), rec, out, k, v, qkv, rows.sub(0, 8), 4, 64, 64, 4, o),
         doctest::Contains("rows holds"), vk::Error);
     rec.end();
   }

@@ -32,7 +32,7 @@ struct Result {
   std::vector<std::string> shaders;  // what ran, where the device has timestamps
 };
 
-Result run_gpu(test::Gpu& g, const vk::Device& device, vk::Kernels& kernels,
+Result run_gpu(test::Gpu& g, const vk::Device& device, const model::gpu::Ops& kernels,
                const std::vector<float>& logits, const std::vector<int32_t>& targets, uint32_t V,
                uint32_t mean_over) {
   (void)g;
@@ -76,7 +76,7 @@ std::vector<int32_t> random_targets(size_t n, uint32_t V, unsigned seed) {
   return t;
 }
 
-void check(test::Gpu& g, const vk::Device& device, vk::Kernels& kernels, uint32_t N, uint32_t V,
+void check(test::Gpu& g, const vk::Device& device, const model::gpu::Ops& kernels, uint32_t N, uint32_t V,
            float offset, unsigned seed, uint32_t dispatches = 1) {
   std::vector<float> logits = test::random_floats(size_t{N} * V, seed, -8.0f, 8.0f);
   for (float& x : logits) x += offset;
@@ -93,7 +93,7 @@ void check(test::Gpu& g, const vk::Device& device, vk::Kernels& kernels, uint32_
   CHECK(test::close(what + ": dlogits", r.dlogits, dlogits, {(2e-6 + ulps) / (2.0 * N), 1e-5 + ulps}));
   CHECK(r.dispatches == dispatches);
   // The CPU set's texel kernel where V is in whole texels and one dispatch holds the rows.
-  const bool texel = model::gpu::kernel_policy(device).texel_elementwise &&
+  const bool texel = model::gpu::Ops(device).policy().texel_elementwise &&
                      device.caps().storage_texel_buffers && V % 4 == 0 && dispatches == 1;
   for (const std::string& shader : r.shaders)
     CHECK_MESSAGE(shader == (texel ? "cross_entropy_texel" : "cross_entropy"), what);
@@ -109,11 +109,11 @@ TEST_CASE("cross_entropy matches the CPU reference, both kernel sets") {
   GPU_TEST(g);
   for (vk::KernelSet set : test::kKernelSets) {
     const vk::Device& d = g.with_kernels(set);
-    check(g, d, d.kernels(), 37, 1000, 0.0f, 100);
-    check(g, d, d.kernels(), 5, 50257, 0.0f, 110);    // GPT-2's vocabulary
-    check(g, d, d.kernels(), 9, 65, 1000.0f, 120);    // large logits: max-shifted
-    check(g, d, d.kernels(), 9, 256, 1000.0f, 125);   // the same in whole texels
-    check(g, d, d.kernels(), 3, 1, 0.0f, 130);        // one class: loss 0, gradient 0
+    check(g, d, model::gpu::Ops(d), 37, 1000, 0.0f, 100);
+    check(g, d, model::gpu::Ops(d), 5, 50257, 0.0f, 110);    // GPT-2's vocabulary
+    check(g, d, model::gpu::Ops(d), 9, 65, 1000.0f, 120);    // large logits: max-shifted
+    check(g, d, model::gpu::Ops(d), 9, 256, 1000.0f, 125);   // the same in whole texels
+    check(g, d, model::gpu::Ops(d), 3, 1, 0.0f, 130);        // one class: loss 0, gradient 0
   }
 }
 
@@ -132,7 +132,7 @@ TEST_CASE("cross_entropy: a target outside the vocabulary gives a NaN loss, othe
       const vk::Device& d = g.with_kernels(set);
       std::vector<float> logits = test::random_floats(3 * V, 300);
       const std::vector<int32_t> targets = {4, int32_t(V), -1};
-      const Result r = run_gpu(g, d, d.kernels(), logits, targets, V, 3);
+      const Result r = run_gpu(g, d, model::gpu::Ops(d), logits, targets, V, 3);
       CHECK(std::isfinite(r.losses[0]));
       CHECK(std::isnan(r.losses[1]));
       CHECK(std::isnan(r.losses[2]));

@@ -71,7 +71,7 @@ struct Work {
     x = arena.alloc(uint64_t{kFloats} * 4);
     y = arena.alloc(uint64_t{kFloats} * 4);
   }
-  void record(vk::Kernels& k, vk::Recorder& rec) {
+  void record(const model::gpu::Ops& k, vk::Recorder& rec) {
     rec.begin();
     for (int i = 0; i < 4; i++)
       model::gpu::activation(k, rec, i % 2 ? x : y, i % 2 ? y : x, kFloats,
@@ -160,7 +160,8 @@ TEST_CASE(
     "device faults: a submission past the fence bound is an error, and the device stays refused") {
   GPU_TEST(g);
   vk::Device device(g.instance, same_device(g));
-  vk::Kernels kernels(device);
+  vk::Kernels pipelines(device);
+  const model::gpu::Ops kernels(pipelines);
   Work work(device);
   vk::Recorder rec(device);  // after the memory it uses: destroyed first, settling the work
   work.record(kernels, rec);
@@ -189,7 +190,8 @@ TEST_CASE("device faults: a lost device is an error, and every later use of it t
   vk::DeviceOptions o = same_device(g);
   o.lose_device_at_wait = 2;
   vk::Device device(g.instance, o);
-  vk::Kernels kernels(device);
+  vk::Kernels pipelines(device);
+  const model::gpu::Ops kernels(pipelines);
   Work work(device);
   vk::Recorder rec(device);
   work.record(kernels, rec);

@@ -78,7 +78,7 @@ model::gpu::Weight interleaved_wte(const vk::Device& device, vk::Arena& arena, c
 }
 
 // Runs one case on the kernels' device and returns the GPU output and the CPU reference.
-std::pair<std::vector<float>, std::vector<float>> run_case(vk::Kernels& kernels, const Case& c,
+std::pair<std::vector<float>, std::vector<float>> run_case(const model::gpu::Ops& kernels, const Case& c,
                                                            uint32_t* dispatches = nullptr) {
   const vk::Device& device = kernels.device();
   const size_t TC = size_t{c.T} * c.C;
@@ -263,7 +263,7 @@ TEST_CASE("embedding rejects bad arguments") {
 // repeats rounds k times in fp32 (k <= 5 here), ~k ulp of values below 4.
 namespace {
 
-void check_backward(const vk::Device& device, vk::Kernels& kernels, uint32_t B, uint32_t T,
+void check_backward(const vk::Device& device, const model::gpu::Ops& kernels, uint32_t B, uint32_t T,
                     uint32_t C, uint32_t V, bool learned, unsigned seed, uint32_t dispatches) {
   const uint32_t n = B * T;
   std::vector<int32_t> ids;

@@ -32,7 +32,7 @@ Inputs make_inputs(uint32_t T, uint32_t C, unsigned seed, float lo = -4.0f, floa
           test::random_floats(C, seed + 2, -0.5f, 0.5f)};
 }
 
-std::vector<float> run_gpu(vk::Kernels& kernels, const Inputs& in, float eps, Kind kind,
+std::vector<float> run_gpu(const model::gpu::Ops& kernels, const Inputs& in, float eps, Kind kind,
                            Kernel kernel) {
   const vk::Device& dev = kernels.device();
   const size_t n = in.x.size();
@@ -60,7 +60,7 @@ test::Tolerance tolerance(const std::vector<float>& ref) {
   return {1e-5 * static_cast<double>(peak), 1e-5};
 }
 
-bool check(vk::Kernels& kernels, const Inputs& in, float eps, Kind kind,
+bool check(const model::gpu::Ops& kernels, const Inputs& in, float eps, Kind kind,
            Kernel kernel = Kernel::Portable) {
   std::vector<float> ref = run_cpu(in, eps, kind);
   return test::close("layernorm", run_gpu(kernels, in, eps, kind, kernel), ref, tolerance(ref));
@@ -192,7 +192,7 @@ TEST_CASE("layernorm rejects bad arguments") {
 // for dgamma and dbeta (sums over T rows of fp32 products, ~T ulp of the largest term).
 namespace {
 
-void check_backward(vk::Kernels& kernels, const Inputs& in, float eps, Kind kind, unsigned seed) {
+void check_backward(const model::gpu::Ops& kernels, const Inputs& in, float eps, Kind kind, unsigned seed) {
   const vk::Device& dev = kernels.device();
   const size_t n = in.x.size();
   const std::vector<float> dout = test::random_floats(n, seed);
@@ -210,7 +210,7 @@ void check_backward(vk::Kernels& kernels, const Inputs& in, float eps, Kind kind
   CHECK(rec.stats().dispatches == 2);
   // The kernel the policy picks: the texel one for the CPU set where C is in whole texels (arena
   // spans are texel-aligned).
-  const bool texel = model::gpu::kernel_policy(dev).texel_layernorm && dev.caps().storage_texel_buffers &&
+  const bool texel = model::gpu::Ops(dev).policy().texel_layernorm && dev.caps().storage_texel_buffers &&
                      in.C % 4 == 0;
   if (dev.caps().timestamps)
     for (const vk::DispatchTime& t : rec.timings())
@@ -232,7 +232,7 @@ void check_backward(vk::Kernels& kernels, const Inputs& in, float eps, Kind kind
 TEST_CASE("layernorm_backward matches the CPU reference, both kernel sets") {
   GPU_TEST(g);
   for (vk::KernelSet set : test::kKernelSets) {
-    vk::Kernels& kernels = g.with_kernels(set).kernels();
+    const model::gpu::Ops kernels(g.with_kernels(set));
     for (Kind kind : {Kind::Standard, Kind::StdPlusEps}) {
       check_backward(kernels, make_inputs(37, 100, 700), 1e-5f, kind, 710);
       check_backward(kernels, make_inputs(5, 768, 720), 1e-5f, kind, 730);

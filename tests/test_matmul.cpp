@@ -17,6 +17,7 @@
 #include "model/ops/cpu/layernorm.h"
 #include "model/ops/cpu/matmul.h"
 #include "model/ops/gpu/matmul.h"
+#include "model/ops/gpu/coop_check.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"
 #include "tests/matmul_problem.h"
@@ -50,7 +51,7 @@ std::vector<MatmulKernel> kernels_for(const vk::Device& dev, const Case& c) {
 }
 
 // Every kernel on the same problem.
-void check_kernels(const vk::Device& dev, vk::Kernels& kernels, const Case& c,
+void check_kernels(const vk::Device& dev, const model::gpu::Ops& kernels, const Case& c,
                         unsigned seed) {
   Problem p = test::make_problem(c, seed);
   for (MatmulKernel kernel : kernels_for(dev, c)) {
@@ -109,7 +110,8 @@ TEST_CASE("matmul splits tensors larger than maxStorageBufferRange") {
   options.select = std::to_string(g.device.index());
   options.overrides.max_storage_buffer_range = 3072;
   vk::Device small(g.instance, options);
-  vk::Kernels kernels(small);
+  vk::Kernels pipelines(small);
+  const model::gpu::Ops kernels(pipelines);
   unsigned seed = 900;
   for (uint32_t T : {5u, 37u})
     for (WeightLayout layout : {WeightLayout::KN, WeightLayout::NK})
@@ -206,7 +208,8 @@ TEST_CASE("matmul falls back to small tiles and workgroups on small device limit
     options.select = std::to_string(g.device.index());
     options.overrides.max_workgroup_invocations = invocations;
     vk::Device small(g.instance, options);
-    vk::Kernels kernels(small);
+    vk::Kernels pipelines(small);
+    const model::gpu::Ops kernels(pipelines);
     for (WeightLayout layout : {WeightLayout::KN, WeightLayout::NK})
       for (DType dtype : {DType::F32, DType::F16})
         check_kernels(small, kernels,
@@ -222,7 +225,8 @@ TEST_CASE("matmul on a device with less shared memory than its shaders declare: 
   options.select = std::to_string(g.device.index());
   options.overrides.max_shared_memory = 1024;
   vk::Device small(g.instance, options);
-  vk::Kernels kernels(small);
+  vk::Kernels pipelines(small);
+  const model::gpu::Ops kernels(pipelines);
   const Case c{4, 64, 32};
   Problem p = test::make_problem(c, 1400);
   for (MatmulKernel kernel : kernels_for(small, c)) {
@@ -270,7 +274,7 @@ TEST_CASE("matmul's wide kernel at every workgroup shape the tuning may pick") {
     for (bool tree : {false, true}) {
       setenv("GPT2VK_GEMV", shape, 1);
       test::LoweredGpu low(g, {.no_subgroup_arithmetic = tree}, vk::KernelSet::Gpu);
-      CHECK(model::gpu::kernel_policy(low.device).tuning.gemv_workgroup == std::stoul(shape));
+      CHECK(model::gpu::Ops(low.device).policy().tuning.gemv_workgroup == std::stoul(shape));
       for (const Case& c : {Case{1, 1600, 6403, true, Activation::GeluTanh, Residual::None},
                             Case{8, 768, 130, false, Activation::None, Residual::InPlace},
                             Case{3, 64, 7, true, Activation::None, Residual::Separate}}) {
@@ -386,7 +390,7 @@ TEST_CASE("matmul picks its kernel by T and by device") {
   // (in passes of kMatmulVecRows rows); GPUs the matrix-vector kernel up to kMatmulVecRows rows,
   // then the tiles.
   const vk::DeviceCaps& caps = g.device.caps();
-  if (model::gpu::kernel_policy(g.device).texel_matmul && caps.storage_texel_buffers) {
+  if (model::gpu::Ops(g.device).policy().texel_matmul && caps.storage_texel_buffers) {
     REQUIRE(t.size() == 4);  // T = 9: two passes
     for (const vk::DispatchTime& d : t) CHECK(d.shader == "matmul_vec_texel");
   } else {
@@ -622,11 +626,9 @@ TEST_CASE("the cooperative-matrix self-test passes, and Auto takes the matrix un
     o.coop_matrix = on;
     vk::Device dev(g.instance, o);
     const bool units = on && has_units;
-    CHECK(model::gpu::kernel_policy(dev).coop_matrix == units);
-    vk::Kernels& kernels = dev.kernels();
-    CHECK(model::gpu::check_coop_matrix(kernels) == "");
-    CHECK(dev.coop_matrix_checked() == units);
-    CHECK(dev.coop_matrix_usable() == units);
+    const model::gpu::Ops kernels = model::gpu::checked_ops(dev);  // the units tested first
+    CHECK(kernels.policy().coop_matrix == units);
+    CHECK(kernels.note() == "");
     for (DType dtype : {DType::F16, DType::F32}) {
       CAPTURE(static_cast<int>(dtype));
       Problem p = test::make_problem({40, 96, 72, true, Activation::GeluTanh, Residual::Separate,

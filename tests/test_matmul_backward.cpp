@@ -32,7 +32,7 @@ struct Out {
   std::vector<std::string> shaders;  // what ran, where the device has timestamps
 };
 
-Out run_gpu(const vk::Device& device, vk::Kernels& kernels, const std::vector<float>& dout,
+Out run_gpu(const vk::Device& device, const model::gpu::Ops& kernels, const std::vector<float>& dout,
             const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& dw0,
             const std::vector<float>& db0, uint32_t T, uint32_t K, uint32_t N,
             model::WeightLayout layout, bool with_bias, uint32_t* dispatches = nullptr) {
@@ -53,7 +53,7 @@ Out run_gpu(const vk::Device& device, vk::Kernels& kernels, const std::vector<fl
           test::from_gpu(device, gdb, N), shaders};
 }
 
-void check(const vk::Device& device, vk::Kernels& kernels, uint32_t T, uint32_t K, uint32_t N,
+void check(const vk::Device& device, const model::gpu::Ops& kernels, uint32_t T, uint32_t K, uint32_t N,
            model::WeightLayout layout, bool with_bias, unsigned seed) {
   const std::vector<float> dout = test::random_floats(size_t{T} * N, seed),
                            x = test::random_floats(size_t{T} * K, seed + 1),
@@ -77,7 +77,7 @@ void check(const vk::Device& device, vk::Kernels& kernels, uint32_t T, uint32_t 
   // texels and N in blocks of 8 (the spans here are texel-aligned arena allocations), the
   // shared-memory tiles of matmul_backward otherwise.
   const vk::DeviceCaps& caps = device.caps();
-  const bool texel = model::gpu::kernel_policy(device).texel_matmul && caps.storage_texel_buffers &&
+  const bool texel = model::gpu::Ops(device).policy().texel_matmul && caps.storage_texel_buffers &&
                      K % 4 == 0 && N % 8 == 0;
   if (caps.timestamps)
     CHECK_MESSAGE(std::count(got.shaders.begin(), got.shaders.end(),
@@ -96,16 +96,16 @@ TEST_CASE("matmul_backward matches the CPU reference, both kernel sets") {
     const vk::Device& device = g.with_kernels(set);
     for (model::WeightLayout layout : {model::WeightLayout::KN, model::WeightLayout::NK}) {
       // Shapes off every tile: 37 rows (not a multiple of 16), K and N not of 64.
-      check(device, device.kernels(), 37, 48, 100, layout, true, 800);
-      check(device, device.kernels(), 5, 130, 70, layout, false, 810);
-      check(device, device.kernels(), 1, 64, 64, layout, true, 820);
-      check(device, device.kernels(), 29, 36, 40, layout, true, 840);
+      check(device, model::gpu::Ops(device), 37, 48, 100, layout, true, 800);
+      check(device, model::gpu::Ops(device), 5, 130, 70, layout, false, 810);
+      check(device, model::gpu::Ops(device), 1, 64, 64, layout, true, 820);
+      check(device, model::gpu::Ops(device), 29, 36, 40, layout, true, 840);
     }
     // A GPT-2-like block's fc projection, scaled down: 64 rows of 192 -> 192.
-    check(device, device.kernels(), 64, 3072 / 16, 768 / 4, model::WeightLayout::KN, true, 830);
+    check(device, model::gpu::Ops(device), 64, 3072 / 16, 768 / 4, model::WeightLayout::KN, true, 830);
     // GPT-2's tied head, [N, K] = [50257, 128], past the GEMV's 8 rows: dx sums 50,257 terms,
     // more k steps than llvmpipe runs in one invocation (its loop cap).
-    check(device, device.kernels(), 9, 128, 50257, model::WeightLayout::NK, false, 850);
+    check(device, model::gpu::Ops(device), 9, 128, 50257, model::WeightLayout::NK, false, 850);
   }
 }
 

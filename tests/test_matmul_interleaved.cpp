@@ -32,7 +32,7 @@ bool supported(const vk::Device& dev, const MatmulCase& c) {
   return model::gpu::matmul_interleaved_supported(dev.caps(), c.dtype, c.K);
 }
 
-void check(const vk::Device& dev, vk::Kernels& kernels, MatmulCase c, unsigned seed,
+void check(const vk::Device& dev, const model::gpu::Ops& kernels, MatmulCase c, unsigned seed,
            uint32_t min_dispatches = 1) {
   c.interleave = true;
   const test::MatmulProblem p = test::make_problem(c, seed);
@@ -207,7 +207,7 @@ TEST_CASE("matmul with interleaved weights splits them into blocks past maxTexel
 namespace {
 
 // The argmax of W [N, K] x over n on the GPU, as (n, value).
-std::pair<int32_t, float> gpu_argmax(const vk::Device& dev, vk::Kernels& kernels,
+std::pair<int32_t, float> gpu_argmax(const vk::Device& dev, const model::gpu::Ops& kernels,
                                      const std::vector<float>& x, const std::vector<float>& w_nk,
                                      DType dtype, uint32_t K, uint32_t N,
                                      vk::RecorderStats* stats = nullptr) {

@@ -508,7 +508,7 @@ TEST_CASE("slots: a batch's later steps replay its recording, the same bits as r
     }
     // The first step is recorded, and with the split attention (the GPU set) also the one whose
     // longest row first has 65 keys; the texel attention's plan does not change with length.
-    const bool split = model::gpu::kernel_policy(g.with_kernels(ks)).split_attention;
+    const bool split = model::gpu::Ops(g.with_kernels(ks)).policy().split_attention;
     CHECK(replays == (split ? steps - 2 : steps - 1));
   }
 }

@@ -24,7 +24,7 @@
 namespace {
 
 // grad_sum_squares of tensors of these sizes (random values, seeded): {gpu, the reference}.
-std::pair<float, double> sum_squares(const vk::Device& device, vk::Kernels& kernels,
+std::pair<float, double> sum_squares(const vk::Device& device, const model::gpu::Ops& kernels,
                                      const std::vector<uint64_t>& counts, unsigned seed,
                                      uint32_t* dispatches = nullptr) {
   std::vector<std::vector<float>> host;
@@ -82,7 +82,7 @@ TEST_CASE("adamw and sgd match the CPU reference, clipped or not, with the grid 
     for (bool sgd : {false, true})
       for (float clip : {0.0f, 1.0f, 100.0f}) {
         const vk::Device& dev = fold ? folded.device : g.device;
-        vk::Kernels& kernels = fold ? folded.kernels : g.kernels;
+        const model::gpu::Ops& kernels = fold ? folded.kernels : g.kernels;
         const model::gpu::OptimizerStep o{sgd, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, clip, 3};
         std::vector<float> p = p0, m = m0, v = v0;
         const float scale =

@@ -157,7 +157,7 @@ TEST_CASE("policy: a device built with a forced set reports it; the tests' secon
   for (vk::KernelSet ks : test::kKernelSets) {
     const vk::Device& d = g.with_kernels(ks);
     CHECK(d.kernels_asked() == ks);
-    CHECK(model::gpu::kernel_policy(d).set == ks);
+    CHECK(model::gpu::Ops(d).policy().set == ks);
   }
 }
 

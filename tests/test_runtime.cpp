@@ -152,10 +152,11 @@ TEST_CASE("a dry recording names the pipelines a pass uses; they compile before 
   std::vector<float> one(n, 1.0f);
   vk::Arena arena(g.device, 4096, vk::MemoryKind::Device, "test dry");
   vk::BufferSpan out = test::to_gpu(g, arena, one), inc = test::to_gpu(g, arena, one);
-  vk::Kernels kernels(g.device);  // its own: the shared one has compiled `add` already
+  vk::Kernels pipelines(g.device);
+  const model::gpu::Ops kernels(pipelines);  // its own: the shared one has compiled `add` already
   vk::Recorder rec(g.device);
 
-  kernels.defer(true);
+  pipelines.defer(true);
   rec.begin_dry();
   test::gpu_add(kernels, rec, out, out, inc, n);
   test::gpu_add(kernels, rec, out, out, inc, n);
@@ -164,27 +165,27 @@ TEST_CASE("a dry recording names the pipelines a pass uses; they compile before 
   CHECK_NOTHROW(rec.flush());  // nothing to submit
   rec.end();
   CHECK_THROWS_WITH_AS(rec.submit(), doctest::Contains("nothing recorded"), vk::Error);
-  CHECK(kernels.count() == 1);
+  CHECK(pipelines.count() == 1);
   // A real recording of a pipeline still deferred is refused, not recorded with a null handle.
   rec.begin();
   CHECK_THROWS_WITH_AS(test::gpu_add(kernels, rec, out, out, inc, n),
                        doctest::Contains("before it was compiled"), vk::Error);
   rec.end();
-  kernels.defer(false);
+  pipelines.defer(false);
 
   size_t reported = 0;
-  CHECK(kernels.compile_deferred([&](size_t done, size_t total) {
+  CHECK(pipelines.compile_deferred([&](size_t done, size_t total) {
     CHECK(total == 1);
     reported = done;
   }) == 1);
   CHECK(reported == 1);
-  CHECK(kernels.compile_deferred() == 0);  // nothing left
+  CHECK(pipelines.compile_deferred() == 0);  // nothing left
   rec.begin();
   test::gpu_add(kernels, rec, out, out, inc, n);
   rec.end();
   rec.submit();
   rec.wait();
-  CHECK(kernels.count() == 1);
+  CHECK(pipelines.count() == 1);
   CHECK(test::from_gpu(g, out, n)[n - 1] == 2.0f);  // the dry dispatches wrote nothing
   // A dry recording after a real one leaves that one to be submitted again.
   rec.begin_dry();

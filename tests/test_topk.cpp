@@ -25,10 +25,10 @@ struct Result {
   uint32_t dispatches = 0;
 };
 
-Result gpu_topk(vk::Kernels& kernels, const std::vector<float>& logits, uint32_t k) {
+Result gpu_topk(const model::gpu::Ops& kernels, const std::vector<float>& logits, uint32_t k) {
   const vk::Device& device = kernels.device();
   const auto V = static_cast<uint32_t>(logits.size());
-  const size_t scratch_bytes = model::gpu::topk_scratch_bytes(device, V, k);
+  const size_t scratch_bytes = model::gpu::topk_scratch_bytes(model::gpu::Ops(device), V, k);
   vk::Arena arena(device, V * 4 + scratch_bytes + 2 * k * 4 + 4096, vk::MemoryKind::Device,
                    "test topk");
   vk::BufferSpan in = test::to_gpu(device, arena, logits), ids = arena.alloc(k * 4),
@@ -45,7 +45,7 @@ Result gpu_topk(vk::Kernels& kernels, const std::vector<float>& logits, uint32_t
 }
 
 // Exact agreement with the CPU reference: ids equal, values bit for bit.
-void check_topk(vk::Kernels& kernels, const std::vector<float>& logits, uint32_t k,
+void check_topk(const model::gpu::Ops& kernels, const std::vector<float>& logits, uint32_t k,
                 const char* what) {
   CAPTURE(what);
   CAPTURE(logits.size());
@@ -121,7 +121,7 @@ TEST_CASE("topk with small workgroups runs a deeper tree") {
   // see model/ops/gpu/policy.cpp): two levels, the second of 25 groups' candidates.
   test::LoweredGpu small(g, {.max_workgroup_invocations = 32});
   Result deep = gpu_topk(small.kernels, tricky_logits(50257, 5), 64);
-  CHECK(deep.dispatches >= (model::gpu::kernel_policy(small.device).topk_per_invocation == 64 ? 2 : 4));
+  CHECK(deep.dispatches >= (model::gpu::Ops(small.device).policy().topk_per_invocation == 64 ? 2 : 4));
   check_topk(small.kernels, tricky_logits(50257, 5), 64, "workgroup 32");
   check_topk(small.kernels, test::random_floats(50257, 6), 1, "workgroup 32, argmax");
 }
@@ -131,7 +131,7 @@ TEST_CASE("argmax is topk with k = 1") {
   std::vector<float> x = test::random_floats(50257, 17, -5, 5);
   x[31337] = 7.0f;
   x[40000] = 7.0f;  // a tie: the lower id wins
-  const size_t scratch_bytes = model::gpu::topk_scratch_bytes(g.device, 50257, 1);
+  const size_t scratch_bytes = model::gpu::topk_scratch_bytes(model::gpu::Ops(g.device), 50257, 1);
   vk::Arena arena(g.device, x.size() * 4 + scratch_bytes + 4096, vk::MemoryKind::Device,
                    "argmax");
   vk::BufferSpan in = test::to_gpu(g, arena, x), id = arena.alloc(4), value = arena.alloc(4);
@@ -149,14 +149,14 @@ TEST_CASE("argmax is topk with k = 1") {
 TEST_CASE("topk rejects bad arguments") {
   GPU_TEST(g);
   const uint32_t V = 50257;
-  CHECK_THROWS_WITH_AS(model::gpu::topk_scratch_bytes(g.device, V, 0), doctest::Contains("k must be"),
+  CHECK_THROWS_WITH_AS(model::gpu::topk_scratch_bytes(model::gpu::Ops(g.device), V, 0), doctest::Contains("k must be"),
                        vk::Error);
-  CHECK_THROWS_WITH_AS(model::gpu::topk_scratch_bytes(g.device, 7, 8), doctest::Contains("exceeds V"),
+  CHECK_THROWS_WITH_AS(model::gpu::topk_scratch_bytes(model::gpu::Ops(g.device), 7, 8), doctest::Contains("exceeds V"),
                        vk::Error);
-  CHECK_THROWS_WITH_AS(model::gpu::topk_scratch_bytes(g.device, V, model::gpu::kTopkMax + 1),
+  CHECK_THROWS_WITH_AS(model::gpu::topk_scratch_bytes(model::gpu::Ops(g.device), V, model::gpu::kTopkMax + 1),
                        doctest::Contains("supported maximum"), vk::Error);
-  CHECK(model::gpu::topk_scratch_bytes(g.device, 7, 7) == 0);  // one workgroup: no scratch
-  const size_t need = model::gpu::topk_scratch_bytes(g.device, V, 40);
+  CHECK(model::gpu::topk_scratch_bytes(model::gpu::Ops(g.device), 7, 7) == 0);  // one workgroup: no scratch
+  const size_t need = model::gpu::topk_scratch_bytes(model::gpu::Ops(g.device), V, 40);
   CHECK(need > 0);
   vk::Arena arena(g.device, V * 4 + need + 4096, vk::MemoryKind::Device, "test topk errors");
   vk::BufferSpan in = arena.alloc(V * 4), ids = arena.alloc(160), values = arena.alloc(160);

@@ -191,17 +191,11 @@ class Device {
   uint32_t queue_family() const { return physical_.queue_family; }
   const DeviceCaps& caps() const { return caps_; }
   const Instance& instance() const { return instance_; }
-  // The kernel set asked for (options.kernels); model/ops/gpu/policy.h resolves Auto.
+  // The kernel set asked for (options.kernels): the user's request, which model::gpu::Ops
+  // resolves (Auto by the device's type) once for everything it runs.
   KernelSet kernels_asked() const { return kernels_asked_; }
-  // Whether the cooperative-matrix matmul may run: caps().coop_matrix, unless its one-time
-  // self-test against the scalar path failed here (model::gpu::check_coop_matrix).
-  bool coop_matrix_usable() const { return caps_.coop_matrix && !coop_failed_; }
+  // Whether prompts' matmuls are asked to run on the matrix units (options.coop_matrix).
   std::optional<bool> coop_matrix_asked() const { return coop_asked_; }
-  bool coop_matrix_checked() const { return coop_checked_; }
-  void set_coop_matrix_checked(bool passed) const {
-    coop_failed_ = !passed;
-    coop_checked_ = true;
-  }
 
   // The physical device's memory types and heaps (vk/memory_type.h chooses among them).
   VkPhysicalDeviceMemoryProperties memory_properties() const;
@@ -254,7 +248,6 @@ class Device {
   mutable std::atomic<uint32_t> waits_{0};
   mutable std::atomic<uint64_t> reserved_{0};
   mutable std::atomic<bool> lost_{false};
-  mutable std::atomic<bool> coop_checked_{false}, coop_failed_{false};
   mutable std::mutex lost_mutex_;
   mutable std::string lost_reason_;  // guarded by lost_mutex_
   std::filesystem::path pipeline_cache_dir_;

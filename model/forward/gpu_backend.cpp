@@ -56,11 +56,11 @@ void GpuBackend::norm_linear(Buf out, Buf in, const GpuNorm& n, const GpuLinear&
                              const Epilogue& e, uint32_t in_row) {
   const uint64_t w_bytes = uint64_t{l.K} * l.N * dtype_bytes(l.w->dtype);
   const bool interleaved = l.w->layout == WeightLayout::Interleaved && in_row == 0;
-  const bool wide = policy.nk_weights && l.w->layout == WeightLayout::NK &&
+  const bool wide = k.policy().nk_weights && l.w->layout == WeightLayout::NK &&
                     T <= gpu::kMatmulVecRows &&
                     gpu::matmul_wide_supported(l.w->dtype, l.w->layout, l.K, buf(in).offset,
                                                l.w->span.offset);
-  if ((interleaved || wide) && w_bytes <= policy.norm_linear_max_bytes) {
+  if ((interleaved || wide) && w_bytes <= k.policy().norm_linear_max_bytes) {
     const gpu::MatmulNorm norm{n.gamma->span, n.beta->span, c.layer_norm, c.layer_norm_epsilon};
     linear(out, in, l, T, e, in_row,
            wide ? gpu::MatmulKernel::VectorWide : gpu::MatmulKernel::Auto, &norm);

@@ -30,12 +30,6 @@ uint32_t matrix_n(const ExpectedTensor& e, WeightLayout from) {
 
 }  // namespace
 
-gpu::KernelPolicy checked_policy(const vk::Device& device, std::vector<std::string>& warnings) {
-  const std::string note = gpu::check_coop_matrix(device.kernels());
-  if (!note.empty()) warnings.push_back(note);
-  return gpu::kernel_policy(device);
-}
-
 // The layout a matrix is stored in: where the kernel policy interleaves, every matrix the matmul
 // reads, the tied wte included (embedding reads it there); where it asks for [N, K], every
 // matrix the matmul reads as [N, K]; otherwise as the checkpoint has it. Returns KN, NK or
@@ -48,12 +42,12 @@ WeightLayout GpuModel::matrix_layout(const ExpectedTensor& e, DType dtype,
                             (e.name != "wte.weight" || config_.tie_word_embeddings);
   const vk::DeviceCaps& caps = device_.caps();
   const uint32_t K = matrix_k(e, from);
-  const bool fast = policy_.interleaved_weights &&
+  const bool fast = ops_.policy().interleaved_weights &&
                     gpu::matmul_interleaved_supported(caps, dtype, K) &&
                     caps.texel_buffer_alignment <= weights_.alignment() &&
                     caps.texel_buffer_alignment <= state_.alignment();
   if (matmul_reads && fast) return WeightLayout::Interleaved;
-  return matmul_reads && policy_.nk_weights ? WeightLayout::NK : from;
+  return matmul_reads && ops_.policy().nk_weights ? WeightLayout::NK : from;
 }
 
 void GpuModel::upload_weights(const Checkpoint& ckpt, const UploadProgress& on_upload) {
@@ -146,12 +140,12 @@ void GpuModel::plan_state() {
   // The split kernel's scratch: where the policy decodes with it, and for a batch over fp16
   // caches, which only the split kernel reads at once (gpu::attention_store_batch). The tiled
   // kernel splits a short prompt's keys in the same scratch.
-  if (policy_.split_attention || policy_.tiled_attention ||
+  if (ops_.policy().split_attention || ops_.policy().tiled_attention ||
       (slots_ > 1 && kv_cache_ == DType::F16))
-    split_ = state_.add(gpu::attention_model_scratch_bytes(policy_, c.n_ctx, c.n_embd, c.n_head));
+    split_ = state_.add(gpu::attention_model_scratch_bytes(ops_.policy(), c.n_ctx, c.n_embd, c.n_head));
   // The top-k's rounds re-read their scratch: device memory, not host memory over the bus.
   const uint32_t k = std::min(Model::kMaxCandidates, c.n_vocab);
-  scratch_ = state_.add(std::max<uint64_t>(4, gpu::topk_scratch_bytes(device_, c.n_vocab, k)));
+  scratch_ = state_.add(std::max<uint64_t>(4, gpu::topk_scratch_bytes(ops_, c.n_vocab, k)));
   state_.allocate(vk::MemoryKind::Device);
 
   // What the host writes (ids) and reads back (the candidates, the argmax partials) each pass:
@@ -172,7 +166,7 @@ void GpuModel::plan_state() {
     o.cache = kv_cache_;
     if (split_) o.scratch = &state_.span(*split_);
     batch_attention_ =
-        gpu::attention_store_batch_unsupported(device_, state_.span(k_cache_[0]),
+        gpu::attention_store_batch_unsupported(ops_, state_.span(k_cache_[0]),
                                                state_.span(v_cache_[0]), state_.span(qkv_),
                                                slots_, slot_ctx_, c.n_embd, c.n_head, o)
             .empty();
@@ -274,10 +268,10 @@ void GpuModel::record_pass(const Pass& p, uint32_t k, bool dry) {
   else
     rec_.begin();
   const GpuState s = pass_state();
-  GpuBackend b{kernels_, rec_, policy_, config_, w_, s, p};
+  GpuBackend b{ops_, rec_, config_, w_, s, p};
   forward(b, config_, w_, p.T, p.pos, p.head);
   if (p.head == Head::LastRow && k > 0)
-    gpu::topk(kernels_, rec_, io_.span(top_ids_), io_.span(top_values_), logits_,
+    gpu::topk(ops_, rec_, io_.span(top_ids_), io_.span(top_values_), logits_,
               state_.span(scratch_), config_.n_vocab, k);
   rec_.end();
 }
@@ -307,7 +301,7 @@ size_t GpuModel::prepare(uint32_t prompt_tokens, uint32_t max_new, uint32_t k,
     const auto end = static_cast<uint32_t>(std::min<uint64_t>(last, n) - 1);
     if (end > P) passes.emplace_back(1, end);
   }
-  kernels_.defer(true);
+  ops_.kernels().defer(true);
   try {
     for (auto [T, pos] : passes) {
       const std::vector<uint32_t> parts = chunks(T, pos, false);
@@ -329,11 +323,11 @@ size_t GpuModel::prepare(uint32_t prompt_tokens, uint32_t max_new, uint32_t k,
       }
     }
   } catch (...) {
-    kernels_.defer(false);
+    ops_.kernels().defer(false);
     throw;
   }
-  kernels_.defer(false);
-  return kernels_.compile_deferred(progress);
+  ops_.kernels().defer(false);
+  return ops_.kernels().compile_deferred(progress);
 }
 
 // One pass, or a long prompt's chunks one after another (each fills the cache the next

@@ -15,13 +15,9 @@
 #include "model/forward/packer.h"
 #include "model/ops/gpu/common.h"
 #include "model/ops/gpu/matmul.h"
-#include "model/ops/gpu/policy.h"
+#include "model/ops/gpu/coop_check.h"
 
 namespace model {
-
-// The device's kernel policy, after the one-time self-test of its matrix units where the policy
-// would use them: on a mismatch the note becomes a warning and prompts take the scalar tiles.
-gpu::KernelPolicy checked_policy(const vk::Device& device, std::vector<std::string>& warnings);
 
 using GpuLinear = Linear<const gpu::Weight*>;
 using GpuNorm = Norm<const gpu::Weight*>;
@@ -75,9 +71,8 @@ struct GpuState {
 // The backend graph.h drives: each step records its ops into the recorder, on the state and
 // for the pass it is given.
 struct GpuBackend {
-  vk::Kernels& k;
+  const gpu::Ops& k;
   vk::Recorder& rec;
-  const gpu::KernelPolicy& policy;
   const Config& c;
   const ModelWeights<const gpu::Weight*>& w;
   const GpuState& s;
@@ -107,13 +102,14 @@ class GpuModel final : public Model {
         rates_(o.rates),
         slots_(o.slots),
         slot_ctx_(o.slot_context ? o.slot_context : ckpt.config().n_ctx),
-        kernels_(device.kernels()),
-        policy_(checked_policy(device, warnings_)),
+        ops_(gpu::checked_ops(device)),
         weights_(device, "weights"),
         state_(device, "activations"),
         io_(device, "io"),
         params_(device, "pass parameters"),
         rec_(device, o.timestamps) {
+    // The matrix units' self-test, where it failed: prompts take the scalar tiles.
+    if (!ops_.note().empty()) warnings_.push_back(ops_.note());
     check_slots();
     upload_weights(ckpt, o.on_upload);
     plan_state();
@@ -122,13 +118,13 @@ class GpuModel final : public Model {
   const Config& config() const override { return config_; }
   // "llvmpipe (...), cpu kernels": the device and the kernel set it runs.
   std::string device_name() const override {
-    return device_.caps().name + ", " + vk::kernel_set_name(policy_.set) + " kernels";
+    return device_.caps().name + ", " + vk::kernel_set_name(ops_.policy().set) + " kernels";
   }
   Precision precision() const override { return precision_; }
   const vk::RecorderStats& stats() const { return stats_; }
   double wait_timeout() const { return rec_.timeout(); }
   std::vector<vk::DispatchTime> timings() const { return rec_.timings(); }
-  const gpu::KernelPolicy& policy() const { return policy_; }
+  const gpu::KernelPolicy& policy() const { return ops_.policy(); }
 
  protected:
   void run(std::span<const int32_t> ids, bool all_rows, uint32_t k, std::vector<float>& logits,
@@ -199,8 +195,7 @@ class GpuModel final : public Model {
   double speed_ = 1;  // the best observed_speed() of a pass so far
   uint32_t slots_, slot_ctx_;      // GpuModelOptions::slots, slot_context
   std::vector<uint32_t> slot_len_;  // tokens cached per slot (slot 0's is Model::length())
-  vk::Kernels& kernels_;  // the device's, shared with its other models
-  gpu::KernelPolicy policy_;  // the device's
+  gpu::Ops ops_;  // the device's pipelines and everything decided about them
   vk::RecorderStats stats_;
 
   Packer weights_;

@@ -19,6 +19,7 @@
 #include "model/ops/gpu/matmul.h"
 #include "model/ops/gpu/matmul_backward.h"
 #include "model/ops/gpu/optimizer.h"
+#include "model/ops/gpu/coop_check.h"
 #include "model/training/train_graph.h"
 #include "vk/check.h"
 
@@ -65,7 +66,7 @@ struct PlanBackend {
 
 struct GpuTrainer::Impl {
   Impl(const vk::Device& d, const Parameters& params, uint32_t b, uint32_t t, bool timestamps)
-      : device(d), kernels(d.kernels()), config(params.config()), expected(params.tensors()),
+      : device(d), ops(gpu::checked_ops(d)), config(params.config()), expected(params.tensors()),
         B(b), T(t), N(b * t), weights_(d, "training weights"), grads_(d, "training gradients"),
         m_(d, "AdamW m"), v_(d, "AdamW v"), acts_(d, "training activations"),
         packed_(d, "training interleaved weights"), io_(d, "training ids"),
@@ -108,8 +109,8 @@ struct GpuTrainer::Impl {
     // Moments start at zero.
     rec.begin();
     for (const ExpectedTensor& e : expected) {
-      gpu::fill(kernels, rec, m_.span(handles[e.name]), e.elements(), 0.0f);
-      gpu::fill(kernels, rec, v_.span(handles[e.name]), e.elements(), 0.0f);
+      gpu::fill(ops, rec, m_.span(handles[e.name]), e.elements(), 0.0f);
+      gpu::fill(ops, rec, v_.span(handles[e.name]), e.elements(), 0.0f);
     }
     rec.run();
   }
@@ -123,7 +124,7 @@ struct GpuTrainer::Impl {
   void plan_packing(const std::map<W, Linear<W>>& linears) {
     const vk::DeviceCaps& caps = device.caps();
     const uint64_t texel_align = gpu::texel_binding_alignment(caps);
-    if (!gpu::kernel_policy(device).interleaved_weights || !caps.storage_texel_buffers ||
+    if (!ops.policy().interleaved_weights || !caps.storage_texel_buffers ||
         acts_.alignment() % texel_align != 0)
       return;
     constexpr size_t kNone = ~size_t{0};
@@ -153,9 +154,9 @@ struct GpuTrainer::Impl {
     for (const auto& entry : packed) {
       const Packed& p = entry.second;
       const Linear<W>& l = p.linear;
-      if (!fwd_current) gpu::interleave(kernels, rec, p.fwd, *l.w, l.layout, l.K, l.N);
+      if (!fwd_current) gpu::interleave(ops, rec, p.fwd, *l.w, l.layout, l.K, l.N);
       if (backward && !bwd_current && p.has_bwd)
-        gpu::interleave(kernels, rec, p.bwd, *l.w,
+        gpu::interleave(ops, rec, p.bwd, *l.w,
                         l.layout == WeightLayout::KN ? WeightLayout::NK : WeightLayout::KN, l.N, l.K);
     }
   }
@@ -171,7 +172,7 @@ struct GpuTrainer::Impl {
                  bool backward, const StepSettings* update);
 
   const vk::Device& device;
-  vk::Kernels& kernels;
+  const gpu::Ops ops;  // the device's pipelines and policy, decided once
   Config config;
   std::vector<ExpectedTensor> expected;
   uint32_t B, T, N;
@@ -216,30 +217,30 @@ struct GpuTrainBackend {
   void embed(Saved out) {
     const gpu::Weight wte = weight(m.w.wte, WeightLayout::KN);
     const gpu::Weight wpe = m.w.wpe ? weight(m.w.wpe, WeightLayout::KN) : wte;
-    gpu::embedding(m.kernels, m.rec, span(out), m.io_.span(m.ids), wte,
+    gpu::embedding(m.ops, m.rec, span(out), m.io_.span(m.ids), wte,
                    c.positions == PositionKind::Learned ? &wpe : nullptr, m.N, c.n_embd,
                    c.n_vocab, c.n_ctx, 0, c.positions, false, nullptr, m.T);
   }
   void layernorm(Saved out, Saved in, const Norm<W>& n) {
-    gpu::layernorm(m.kernels, m.rec, span(out), span(in), *n.gamma, *n.beta, m.N, c.n_embd,
+    gpu::layernorm(m.ops, m.rec, span(out), span(in), *n.gamma, *n.beta, m.N, c.n_embd,
                    c.layer_norm_epsilon, c.layer_norm);
   }
   void linear(Saved out, Saved in, const Linear<W>& l, const Saved* residual = nullptr) {
     const auto p = m.packed.find(l.w);
     const gpu::Weight w = p == m.packed.end() ? weight(l.w, l.layout)
                                               : gpu::Weight{p->second.fwd, DType::F32, WeightLayout::Interleaved};
-    gpu::matmul(m.kernels, m.rec, span(out), span(in), w, l.b, residual ? &span(*residual) : nullptr,
+    gpu::matmul(m.ops, m.rec, span(out), span(in), w, l.b, residual ? &span(*residual) : nullptr,
                 m.N, l.K, l.N, {w.layout});
   }
   void activation(Saved out, Saved in) {
-    gpu::activation(m.kernels, m.rec, span(out), span(in), m.N * c.n_inner, c.activation);
+    gpu::activation(m.ops, m.rec, span(out), span(in), m.N * c.n_inner, c.activation);
   }
   void attention(Saved out, Saved qkv) {
-    gpu::attention_sequences(m.kernels, m.rec, span(out), span(qkv), m.B, m.T, c.n_embd,
+    gpu::attention_sequences(m.ops, m.rec, span(out), span(qkv), m.B, m.T, c.n_embd,
                              c.n_head, spec());
   }
   void cross_entropy(Saved logits) {
-    gpu::cross_entropy(m.kernels, m.rec, m.out_.span(m.losses), span(logits),
+    gpu::cross_entropy(m.ops, m.rec, m.out_.span(m.losses), span(logits),
                        m.io_.span(m.targets), m.N, c.n_vocab, m.N);
   }
   template <class Out>
@@ -247,28 +248,28 @@ struct GpuTrainBackend {
     const auto p = m.packed.find(l.w);
     const bool packed = p != m.packed.end() && p->second.has_bwd;
     const gpu::Weight w_t{packed ? p->second.bwd : vk::BufferSpan{}, DType::F32, WeightLayout::Interleaved};
-    gpu::matmul_backward(m.kernels, m.rec, dx ? &span(*dx) : nullptr, *dl.w, dl.b, span(dout),
+    gpu::matmul_backward(m.ops, m.rec, dx ? &span(*dx) : nullptr, *dl.w, dl.b, span(dout),
                          span(x), weight(l.w, l.layout), m.N, l.K, l.N, packed ? &w_t : nullptr);
   }
   template <class Out>
   void layernorm_backward(Grad dx, Out dout, Saved x, const Norm<W>& n, const Norm<W>& dn) {
-    gpu::layernorm_backward(m.kernels, m.rec, span(dx), *dn.gamma, *dn.beta,
+    gpu::layernorm_backward(m.ops, m.rec, span(dx), *dn.gamma, *dn.beta,
                             m.acts_.span(m.ln_stats), span(dout), span(x), *n.gamma, m.N,
                             c.n_embd, c.layer_norm_epsilon, c.layer_norm);
   }
   void activation_backward(Grad dx, Grad dout, Saved x) {
-    gpu::activation_backward(m.kernels, m.rec, span(dx), span(dout), span(x), m.N * c.n_inner,
+    gpu::activation_backward(m.ops, m.rec, span(dx), span(dout), span(x), m.N * c.n_inner,
                              c.activation);
   }
   void attention_backward(Grad dqkv, Grad dout, Saved qkv) {
-    gpu::attention_backward(m.kernels, m.rec, span(dqkv), m.acts_.span(m.att_stats), span(dout),
+    gpu::attention_backward(m.ops, m.rec, span(dqkv), m.acts_.span(m.att_stats), span(dout),
                             span(qkv), m.B, m.T, c.n_embd, c.n_head, spec());
   }
   void add(Grad dst, Grad src) {
-    gpu::add(m.kernels, m.rec, span(dst), span(dst), span(src), uint64_t{m.N} * c.n_embd);
+    gpu::add(m.ops, m.rec, span(dst), span(dst), span(src), uint64_t{m.N} * c.n_embd);
   }
   void embed_backward(Grad dout) {
-    gpu::embedding_backward(m.kernels, m.rec, *m.dw.wte,
+    gpu::embedding_backward(m.ops, m.rec, *m.dw.wte,
                             c.positions == PositionKind::Learned ? m.dw.wpe : nullptr, span(dout),
                             m.io_.span(m.ids), m.N, m.T, c.n_embd, c.n_vocab);
   }
@@ -286,19 +287,19 @@ StepResult GpuTrainer::Impl::run(std::span<const int32_t> id_values,
   gpu::upload_ids(device, io_.span(targets), target_values, config.n_vocab);
   rec.begin();
   if (backward)
-    for (size_t i = 0; i < grad_spans.size(); i++) gpu::fill(kernels, rec, grad_spans[i], counts[i], 0.0f);
+    for (size_t i = 0; i < grad_spans.size(); i++) gpu::fill(ops, rec, grad_spans[i], counts[i], 0.0f);
   repack(backward);
   GpuTrainBackend backend{*this, config};
   train_step(backend, config, w, dw, backward);
   if (backward)
-    gpu::grad_sum_squares(kernels, rec, out_.span(norm_sq), acts_.span(norm_scratch), grad_spans, counts);
+    gpu::grad_sum_squares(ops, rec, out_.span(norm_sq), acts_.span(norm_scratch), grad_spans, counts);
   if (update) {
     for (size_t i = 0; i < expected.size(); i++) {
       const size_t h = handles[expected[i].name];
       gpu::OptimizerStep o{update->sgd, update->lr, update->beta1, update->beta2, update->eps,
                            expected[i].shape.size() >= 2 ? update->weight_decay : 0.0f,
                            update->clip, update->step};
-      gpu::adamw(kernels, rec, weights_.span(h), m_.span(h), v_.span(h), grads_.span(h),
+      gpu::adamw(ops, rec, weights_.span(h), m_.span(h), v_.span(h), grads_.span(h),
                  out_.span(norm_sq), counts[i], o);
     }
   }

@@ -16,7 +16,7 @@ namespace {
 // activation() and activation_backward(): one dispatch per chunk of whole aligned blocks, so
 // every chunk's bindings start aligned too. The first span is written, the others read.
 using Named = std::pair<const char*, const vk::BufferSpan*>;
-void elementwise(vk::Kernels& k, vk::Recorder& rec, const char* op,
+void elementwise(const Ops& k, vk::Recorder& rec, const char* op,
                  std::initializer_list<Named> spans, uint32_t n, Activation kind) {
   const auto kind_id = static_cast<uint32_t>(kind);
   if (kind_id > push::ACT_RELU)
@@ -24,9 +24,9 @@ void elementwise(vk::Kernels& k, vk::Recorder& rec, const char* op,
   for (const auto& [name, span] : spans) require_elements(op, name, *span, n);
   if (n == 0) return;
   const vk::DeviceCaps& caps = k.device().caps();
-  bool texel = texel_elementwise(k.device(), n, {}, {spans.begin()->second});
+  bool texel = texel_elementwise(k, n, {}, {spans.begin()->second});
   for (auto it = spans.begin() + 1; it != spans.end(); ++it)
-    texel = texel && texel_elementwise(k.device(), n, {it->second}, {});
+    texel = texel && texel_elementwise(k, n, {it->second}, {});
   if (texel) {
     // The texel kernel: four elements per invocation, in one dispatch.
     const vk::Pipeline& p = k.get(std::string(op) + "_texel", {{default_workgroup(caps), 1, 1}, {kind_id}});
@@ -50,12 +50,12 @@ void elementwise(vk::Kernels& k, vk::Recorder& rec, const char* op,
 
 }  // namespace
 
-void activation(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+void activation(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
                 const vk::BufferSpan& x, uint32_t n, Activation kind) {
   elementwise(k, rec, "activation", {{"out", &out}, {"x", &x}}, n, kind);
 }
 
-void activation_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& dx,
+void activation_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& dx,
                          const vk::BufferSpan& dout, const vk::BufferSpan& x, uint32_t n,
                          Activation kind) {
   elementwise(k, rec, "activation_backward", {{"dx", &dx}, {"dout", &dout}, {"x", &x}}, n, kind);

@@ -11,12 +11,12 @@ namespace model::gpu {
 // out may be the same span as x (in place); otherwise they must not overlap. Tensors larger than
 // maxStorageBufferRange are split into aligned chunks. Throws vk::Error for an unknown kind or
 // spans too small. n == 0 records nothing.
-void activation(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+void activation(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
                 const vk::BufferSpan& x, uint32_t n, Activation kind);
 
 // The backward (training): dx[n] = dout[n] * f'(x[n]), x the activation's input. dx may be the
 // same span as dout. The same chunking and errors as activation().    [n], [n] -> [n]
-void activation_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& dx,
+void activation_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& dx,
                          const vk::BufferSpan& dout, const vk::BufferSpan& x, uint32_t n,
                          Activation kind);
 

@@ -19,13 +19,13 @@ uint64_t chunk_floats(const vk::DeviceCaps& caps) {
 
 }  // namespace
 
-void add(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out, const vk::BufferSpan& a,
+void add(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out, const vk::BufferSpan& a,
          const vk::BufferSpan& b, uint64_t n) {
   require_elements("add", "out", out, n);
   require_elements("add", "a", a, n);
   require_elements("add", "b", b, n);
   const vk::DeviceCaps& caps = k.device().caps();
-  if (n > 0 && texel_elementwise(k.device(), n, {&a, &b}, {&out})) {
+  if (n > 0 && texel_elementwise(k, n, {&a, &b}, {&out})) {
     // The texel kernel: four elements per invocation, in one dispatch.
     const vk::Pipeline& p = k.get("add_texel", {{default_workgroup(caps), 1, 1}, {}});
     const uint64_t bytes = n * 4;
@@ -42,7 +42,7 @@ void add(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out, const vk:
   }
 }
 
-void fill(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out, uint64_t n, float value) {
+void fill(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out, uint64_t n, float value) {
   require_elements("fill", "out", out, n);
   const vk::DeviceCaps& caps = k.device().caps();
   const vk::Pipeline& p = k.get("fill", {{default_workgroup(caps), 1, 1}, {}});

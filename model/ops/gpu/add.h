@@ -8,10 +8,10 @@ namespace model::gpu {
 
 // out[n] = a[n] + b[n]; out may be a or b (in place). Tensors past one binding go in chunks.
 //                                                             [n] + [n] -> [n]
-void add(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out, const vk::BufferSpan& a,
+void add(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out, const vk::BufferSpan& a,
          const vk::BufferSpan& b, uint64_t n);
 
 // out[n] = value.                                             -> [n]
-void fill(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out, uint64_t n, float value);
+void fill(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out, uint64_t n, float value);
 
 }  // namespace model::gpu

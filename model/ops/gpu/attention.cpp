@@ -108,7 +108,7 @@ struct Call {
 };
 
 // The portable kernel: one workgroup per (query, head), keys in chunks of shared-memory scores.
-void dispatch_portable(vk::Kernels& k, vk::Recorder& rec, const Call& c,
+void dispatch_portable(const Ops& k, vk::Recorder& rec, const Call& c,
                        const push::AttentionPush& push) {
   const vk::DeviceCaps& caps = k.device().caps();
   const uint32_t D = c.C / c.H;
@@ -170,7 +170,7 @@ std::string texel_unsupported(const vk::DeviceCaps& caps, const Call& c) {
 // The texel kernel. Prefill: each invocation owns kTexelQueries queries, all their keys. Fewer
 // than kTexelSplitBelow queries (decode): a workgroup per query, whose invocations take every
 // lanes-th key and merge in shared memory, so that a single query still fills the SIMD lanes.
-void dispatch_texel(vk::Kernels& k, vk::Recorder& rec, const Call& c,
+void dispatch_texel(const Ops& k, vk::Recorder& rec, const Call& c,
                     const push::AttentionPush& push) {
   const vk::DeviceCaps& caps = k.device().caps();
   const uint32_t D = c.C / c.H;
@@ -239,7 +239,7 @@ std::string split_unsupported(const vk::DeviceCaps& caps, const Call& c) {
 }
 
 // The split kernel: partial results per (key block, head, query), then their merge.
-void dispatch_split(vk::Kernels& k, vk::Recorder& rec, const Call& c,
+void dispatch_split(const Ops& k, vk::Recorder& rec, const Call& c,
                     push::AttentionPush p) {
   const uint32_t D = c.C / c.H, wg = push::ATTENTION_SPLIT_WG, blocks = split_blocks(c.L);
   p.splits = blocks;
@@ -305,7 +305,7 @@ uint32_t tiled_splits(const vk::DeviceCaps& caps, const Call& c, uint32_t target
 
 // The tiled kernel: one workgroup per (block of ATTENTION_TILED_QUERIES queries, head), or per
 // (block, head, key range) and then attention_merge.
-void dispatch_tiled(vk::Kernels& k, vk::Recorder& rec, const Call& c, push::AttentionPush p) {
+void dispatch_tiled(const Ops& k, vk::Recorder& rec, const Call& c, push::AttentionPush p) {
   const vk::DeviceCaps& caps = k.device().caps();
   const uint32_t D = c.C / c.H;
   const uint64_t cache = c.cache_bytes(caps);
@@ -316,7 +316,7 @@ void dispatch_tiled(vk::Kernels& k, vk::Recorder& rec, const Call& c, push::Atte
   const vk::BufferSpan out = c.out.sub(0, c.T * c.row_bytes());
   const vk::BufferSpan q = c.q.sub(0, c.q_floats() * sizeof(float));
   const vk::BufferSpan kc = c.k_cache.sub(0, cache), vc = c.v_cache.sub(0, cache);
-  p.splits = tiled_splits(caps, c, kernel_policy(k.device()).tuning.attention_groups);
+  p.splits = tiled_splits(caps, c, k.policy().tuning.attention_groups);
   if (p.splits == 0) {
     rec.dispatch(pipeline, {out, q, kc, vc, c.step_span()}, p, groups(caps, blocks, c.H));
     return;
@@ -337,9 +337,9 @@ void require_runs(const vk::DeviceCaps& caps, const char* kernel, const std::str
 }
 
 // The kernel a call runs: the one asked for, or for Auto the device's choice where it can run.
-AttentionKernel choose_kernel(const vk::Device& device, const Call& c, AttentionKernel asked) {
+AttentionKernel choose_kernel(const Ops& ops, const Call& c, AttentionKernel asked) {
   if (asked == AttentionKernel::Portable) return asked;
-  const vk::DeviceCaps& caps = device.caps();
+  const vk::DeviceCaps& caps = ops.caps();
   if (asked == AttentionKernel::Split) {
     require_runs(caps, "split", split_unsupported(caps, c));
     return asked;
@@ -350,7 +350,7 @@ AttentionKernel choose_kernel(const vk::Device& device, const Call& c, Attention
   }
   const std::string why_not = texel_unsupported(caps, c);
   if (asked == AttentionKernel::Texel) require_runs(caps, "texel", why_not);
-  const KernelPolicy policy = kernel_policy(device);
+  const KernelPolicy& policy = ops.policy();
   if (why_not.empty() && (asked == AttentionKernel::Texel || policy.texel_attention))
     return AttentionKernel::Texel;
   if (policy.split_attention && c.T <= kAttentionSplitMaxT && split_unsupported(caps, c).empty())
@@ -402,7 +402,7 @@ uint64_t attention_model_scratch_bytes(const KernelPolicy& policy, uint32_t n_ct
   return std::max(split, attention_tiled_scratch_bytes(C, H, policy.tuning.attention_groups));
 }
 
-void attention(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+void attention(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
                const vk::BufferSpan& q, uint32_t q_stride, const vk::BufferSpan& k_cache,
                const vk::BufferSpan& v_cache, uint32_t T, uint32_t L, uint32_t C, uint32_t H,
                const AttentionOptions& options) {
@@ -410,7 +410,7 @@ void attention(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
   Call c{out, q, k_cache, v_cache, q_stride, T, L, C, H, false, options.probs,
          options.scratch, options.step};
   c.cache = options.cache;
-  const AttentionKernel kernel = choose_kernel(k.device(), c, options.kernel);
+  const AttentionKernel kernel = choose_kernel(k, c, options.kernel);
   if (kernel == AttentionKernel::Texel)
     dispatch_texel(k, rec, c, make_push(c, options));
   else if (kernel == AttentionKernel::Split)
@@ -438,10 +438,10 @@ std::string split_batch_unsupported(const vk::DeviceCaps& caps, const Call& c, u
 // The kernel that runs a batch: texel where the policy asks for it and the cache is fp32, else
 // split (where the policy asks for it or the cache is fp16: the storage-buffer kernels are the
 // ones that read fp16); `why` says why neither can where that is so.
-AttentionKernel batch_kernel(const vk::Device& device, const Call& c, uint32_t max_len,
+AttentionKernel batch_kernel(const Ops& ops, const Call& c, uint32_t max_len,
                              std::string& why) {
-  const vk::DeviceCaps& caps = device.caps();
-  const KernelPolicy policy = kernel_policy(device);
+  const vk::DeviceCaps& caps = ops.caps();
+  const KernelPolicy& policy = ops.policy();
   why.clear();
   const uint64_t bytes = std::min(c.k_cache.size, c.v_cache.size);
   if (c.T == 0 || c.L == 0) {
@@ -471,7 +471,7 @@ AttentionKernel batch_kernel(const vk::Device& device, const Call& c, uint32_t m
 
 }  // namespace
 
-std::string attention_store_batch_unsupported(const vk::Device& device,
+std::string attention_store_batch_unsupported(const Ops& ops,
                                               const vk::BufferSpan& k_caches,
                                               const vk::BufferSpan& v_caches,
                                               const vk::BufferSpan& qkv, uint32_t T,
@@ -480,11 +480,11 @@ std::string attention_store_batch_unsupported(const vk::Device& device,
   if (C == 0 || H == 0 || C % H != 0) return "C=" + str(C) + " is not a multiple of H=" + str(H);
   const Call c = batch_call(qkv, k_caches, v_caches, qkv, qkv, T, C, H, options);
   std::string why;
-  batch_kernel(device, c, max_len, why);
+  batch_kernel(ops, c, max_len, why);
   return why;
 }
 
-void attention_store_batch(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+void attention_store_batch(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
                            const vk::BufferSpan& k_caches, const vk::BufferSpan& v_caches,
                            const vk::BufferSpan& qkv, const vk::BufferSpan& rows, uint32_t T,
                            uint32_t max_len, uint32_t C, uint32_t H,
@@ -494,7 +494,7 @@ void attention_store_batch(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSp
     throw vk::Error("attention_store_batch: C=" + str(C) + " is not a multiple of H=" + str(H));
   const Call c = batch_call(out, k_caches, v_caches, qkv, rows, T, C, H, options);
   std::string why_not;
-  const AttentionKernel kernel = batch_kernel(k.device(), c, max_len, why_not);
+  const AttentionKernel kernel = batch_kernel(k, c, max_len, why_not);
   if (!why_not.empty())
     throw vk::Error("attention_store_batch cannot run on device '" + caps.name + "': " + why_not);
   require_elements("attention_store_batch", "qkv", qkv, uint64_t{T} * 3 * C);
@@ -512,7 +512,7 @@ void attention_store_batch(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSp
   dispatch_split(k, rec, longest, push);
 }
 
-void attention_store(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+void attention_store(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
                      const vk::BufferSpan& k_cache, const vk::BufferSpan& v_cache,
                      const vk::BufferSpan& qkv, uint32_t T, uint32_t pos, uint32_t C, uint32_t H,
                      const AttentionOptions& options) {
@@ -529,7 +529,7 @@ void attention_store(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& ou
   Call c{out, qkv, k_cache, v_cache, 3 * C, T, L, C, H, true, options.probs,
          options.scratch, options.step};
   c.cache = options.cache;
-  const AttentionKernel kernel = choose_kernel(k.device(), c, options.kernel);
+  const AttentionKernel kernel = choose_kernel(k, c, options.kernel);
   if (kernel == AttentionKernel::Texel) {
     dispatch_texel(k, rec, c, make_push(c, options));
     return;
@@ -570,18 +570,18 @@ push::AttentionBackwardPush sequences_push(const char* op, const vk::DeviceCaps&
 // device has storage texel buffers, the head dim is in whole texels, every span read as texels
 // starts on the texel alignment, every span written as vec4s on 16 bytes, and qkv's texels fit
 // in one texel buffer.
-bool sequences_texel(const vk::Device& device, uint32_t B, uint32_t T, uint32_t C, uint32_t H,
+bool sequences_texel(const Ops& ops, uint32_t B, uint32_t T, uint32_t C, uint32_t H,
                      std::initializer_list<const vk::BufferSpan*> texel_spans,
                      std::initializer_list<const vk::BufferSpan*> vec4_spans) {
-  const vk::DeviceCaps& caps = device.caps();
-  return kernel_policy(device).texel_attention && caps.storage_texel_buffers && (C / H) % 4 == 0 &&
+  const vk::DeviceCaps& caps = ops.caps();
+  return ops.policy().texel_attention && caps.storage_texel_buffers && (C / H) % 4 == 0 &&
          texel_aligned(caps, texel_spans, vec4_spans) &&
          uint64_t{B} * T * 3 * C / 4 <= caps.max_texel_buffer_elements;
 }
 
 }  // namespace
 
-void attention_sequences(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+void attention_sequences(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
                          const vk::BufferSpan& qkv, uint32_t B, uint32_t T, uint32_t C,
                          uint32_t H, const AttentionSpec& spec) {
   const char* op = "attention_sequences";
@@ -590,14 +590,14 @@ void attention_sequences(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan
   require_elements(op, "out", out, rows * C);
   require_elements(op, "qkv", qkv, rows * 3 * C);
   if (rows == 0) return;
-  const bool texel = sequences_texel(k.device(), B, T, C, H, {&qkv}, {&out});
+  const bool texel = sequences_texel(k, B, T, C, H, {&qkv}, {&out});
   const vk::Pipeline& p = k.get(texel ? "attention_sequences_texel" : op,
                                 {{default_workgroup(k.device().caps()), 1, 1}, {C / H}});
   rec.dispatch(p, {out.sub(0, rows * C * 4), qkv.sub(0, rows * 3 * C * 4)}, push,
                vk::groups_for(k.device(), p, rows * H));
 }
 
-void attention_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& dqkv,
+void attention_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& dqkv,
                         const vk::BufferSpan& stats, const vk::BufferSpan& dout,
                         const vk::BufferSpan& qkv, uint32_t B, uint32_t T, uint32_t C, uint32_t H,
                         const AttentionSpec& spec) {
@@ -616,7 +616,7 @@ void attention_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan&
                                              qkv.sub(0, qkv_bytes)};
   const uint32_t wg = default_workgroup(caps);
   // The texel kernel where the policy asks for texel attention and the shape and device allow.
-  const bool texel = sequences_texel(k.device(), B, T, C, H, {&qkv, &dout, &stats}, {&dqkv, &stats});
+  const bool texel = sequences_texel(k, B, T, C, H, {&qkv, &dout, &stats}, {&dqkv, &stats});
   for (bool keys : {false, true}) {
     if (texel) {
       const vk::Pipeline& p = k.get("attention_backward_texel", {{wg, 1, 1}, {C / H, keys ? 1u : 0u}});

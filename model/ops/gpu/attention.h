@@ -81,7 +81,7 @@ struct AttentionOptions : AttentionSpec {
 // stride q_stride, so the fused QKV projection (q_stride = 3C) is passed as is. Head h is columns
 // h*D .. h*D+D-1 of q, the caches and out, D = C / H. Only Split needs scratch memory.
 //                      q [T, q_stride], k_cache [>= L, C], v_cache [>= L, C] -> out [T, C]
-void attention(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+void attention(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
                const vk::BufferSpan& q, uint32_t q_stride, const vk::BufferSpan& k_cache,
                const vk::BufferSpan& v_cache, uint32_t T, uint32_t L, uint32_t C, uint32_t H,
                const AttentionOptions& options = {});
@@ -92,7 +92,7 @@ void attention(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
 // dispatch, which reads the new keys and values from qkv while it copies them to the caches;
 // otherwise the two ops' dispatches. pos + T > n_ctx, the rows the caches hold, throws.
 //   qkv [T, 3C] -> out [T, C]; k_cache, v_cache [n_ctx, C], rows pos .. pos+T-1 written
-void attention_store(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+void attention_store(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
                      const vk::BufferSpan& k_cache, const vk::BufferSpan& v_cache,
                      const vk::BufferSpan& qkv, uint32_t T, uint32_t pos, uint32_t C, uint32_t H,
                      const AttentionOptions& options = {});
@@ -104,7 +104,7 @@ void attention_store(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& ou
 // Where the policy asks for texel attention (and D % 4 == 0, qkv texel-aligned), the texel
 // kernel runs, as for attention_backward.
 //   qkv [B, T, 3C] -> out [B, T, C]
-void attention_sequences(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+void attention_sequences(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
                          const vk::BufferSpan& qkv, uint32_t B, uint32_t T, uint32_t C,
                          uint32_t H, const AttentionSpec& spec = {});
 
@@ -116,7 +116,7 @@ void attention_sequences(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan
 // push::ATTENTION_BACKWARD_MAX_D (128); qkv, dout and dqkv must each fit one binding.
 //   dout [B, T, C], qkv [B, T, 3C] -> dqkv [B, T, 3C]
 uint64_t attention_backward_stats_bytes(uint32_t B, uint32_t T, uint32_t H);
-void attention_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& dqkv,
+void attention_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& dqkv,
                         const vk::BufferSpan& stats, const vk::BufferSpan& dout,
                         const vk::BufferSpan& qkv, uint32_t B, uint32_t T, uint32_t C, uint32_t H,
                         const AttentionSpec& spec = {});
@@ -134,12 +134,12 @@ void attention_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan&
 // (attention_store_batch_unsupported: why, empty when it can). The host keeps every pos and
 // cache within the bindings.
 //   qkv [T, 3C], rows [T, 2] uint32 -> out [T, C]
-void attention_store_batch(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+void attention_store_batch(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
                            const vk::BufferSpan& k_caches, const vk::BufferSpan& v_caches,
                            const vk::BufferSpan& qkv, const vk::BufferSpan& rows, uint32_t T,
                            uint32_t max_len, uint32_t C, uint32_t H,
                            const AttentionOptions& options = {});
-std::string attention_store_batch_unsupported(const vk::Device& device,
+std::string attention_store_batch_unsupported(const Ops& ops,
                                               const vk::BufferSpan& k_caches,
                                               const vk::BufferSpan& v_caches,
                                               const vk::BufferSpan& qkv, uint32_t T,

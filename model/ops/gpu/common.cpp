@@ -53,11 +53,11 @@ uint64_t texel_binding_alignment(const vk::DeviceCaps& caps) {
   return std::max(binding_alignment(caps), caps.texel_buffer_alignment);
 }
 
-bool texel_elementwise(const vk::Device& device, uint64_t floats,
+bool texel_elementwise(const Ops& ops, uint64_t floats,
                        std::initializer_list<const vk::BufferSpan*> read,
                        std::initializer_list<const vk::BufferSpan*> written) {
-  const vk::DeviceCaps& caps = device.caps();
-  return kernel_policy(device).texel_elementwise && caps.storage_texel_buffers && floats % 4 == 0 &&
+  const vk::DeviceCaps& caps = ops.caps();
+  return ops.policy().texel_elementwise && caps.storage_texel_buffers && floats % 4 == 0 &&
          floats * 4 <= caps.max_storage_buffer_range &&
          floats / 4 <= caps.max_texel_buffer_elements && texel_aligned(caps, read, written);
 }

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "model/ops/gpu/policy.h"
+#include "model/ops/gpu/ops.h"
 #include "model/ops/types.h"
 #include "vk/context.h"
 #include "vk/memory.h"
@@ -58,7 +58,7 @@ bool texel_aligned(const vk::DeviceCaps& caps, std::initializer_list<const vk::B
 // has rgba32f storage texel buffers, floats % 4 == 0 and they fit one binding and one texel
 // buffer, the spans read as texels start on the texel alignment and those written as vec4s on
 // 16 bytes.
-bool texel_elementwise(const vk::Device& device, uint64_t floats,
+bool texel_elementwise(const Ops& ops, uint64_t floats,
                        std::initializer_list<const vk::BufferSpan*> read,
                        std::initializer_list<const vk::BufferSpan*> written);
 

@@ -8,7 +8,7 @@
 
 namespace model::gpu {
 
-void cross_entropy(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& losses,
+void cross_entropy(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& losses,
                    const vk::BufferSpan& logits, const vk::BufferSpan& targets, uint32_t N,
                    uint32_t V, uint32_t mean_over) {
   if (V == 0 || mean_over == 0)
@@ -20,7 +20,7 @@ void cross_entropy(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& loss
   if (N == 0) return;
   const vk::DeviceCaps& caps = k.device().caps();
   const float scale = 1.0f / static_cast<float>(mean_over);
-  if (V % 4 == 0 && texel_elementwise(k.device(), uint64_t{N} * V, {&logits}, {&logits})) {
+  if (V % 4 == 0 && texel_elementwise(k, uint64_t{N} * V, {&logits}, {&logits})) {
     // The texel kernel: an invocation per row, all rows in one dispatch (no windows).
     const vk::Pipeline& p = k.get("cross_entropy_texel", {{default_workgroup(caps), 1, 1}, {}});
     const vk::BufferSpan l = logits.sub(0, uint64_t{N} * V * sizeof(float));

@@ -10,7 +10,7 @@ namespace model::gpu {
 // (softmax(l[r]) - onehot(targets[r])) / mean_over. A target outside [0, V) gives that row a NaN
 // loss. Rows past what one binding may hold go in several dispatches.
 //   logits [N, V] (in place -> dlogits), targets [N] int32 -> losses [N]
-void cross_entropy(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& losses,
+void cross_entropy(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& losses,
                    const vk::BufferSpan& logits, const vk::BufferSpan& targets, uint32_t N,
                    uint32_t V, uint32_t mean_over);
 

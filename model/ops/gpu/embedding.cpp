@@ -21,7 +21,7 @@ void check_weight(const char* what, const Weight& w, uint64_t bytes, uint64_t al
 }
 
 // embedding() and embedding_batch(): `dynamic` is EmbeddingPush::dynamic_pos (0 without step).
-void embed(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out, const vk::BufferSpan& ids,
+void embed(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out, const vk::BufferSpan& ids,
            const Weight& wte, const Weight* wpe, uint32_t T, uint32_t C, uint32_t V, uint32_t n_pos,
            uint32_t pos_offset, PositionKind position, bool wte_interleaved,
            const vk::BufferSpan* step, uint32_t dynamic, uint32_t period) {
@@ -91,7 +91,7 @@ void embed(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out, const v
 
 }  // namespace
 
-void embedding(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+void embedding(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
                const vk::BufferSpan& ids, const Weight& wte, const Weight* wpe, uint32_t T,
                uint32_t C, uint32_t V, uint32_t n_pos, uint32_t pos_offset, PositionKind position,
                bool wte_interleaved, const vk::BufferSpan* step, uint32_t period) {
@@ -99,7 +99,7 @@ void embedding(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
         step ? 1 : 0, period);
 }
 
-void embedding_batch(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+void embedding_batch(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
                      const vk::BufferSpan& ids, const Weight& wte, const Weight* wpe, uint32_t T,
                      uint32_t C, uint32_t V, uint32_t n_pos, PositionKind position,
                      bool wte_interleaved, const vk::BufferSpan& rows) {
@@ -109,7 +109,7 @@ void embedding_batch(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& ou
   embed(k, rec, out, ids, wte, wpe, T, C, V, n_pos, 0, position, wte_interleaved, &rows, 2, 1);
 }
 
-void embedding_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& dwte,
+void embedding_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& dwte,
                         const vk::BufferSpan* dwpe, const vk::BufferSpan& dout,
                         const vk::BufferSpan& ids, uint32_t n, uint32_t T, uint32_t C, uint32_t V) {
   if (C == 0 || T == 0 || V == 0 || n % T != 0)

@@ -18,7 +18,7 @@ namespace model::gpu {
 // step: the position read at run time (gpu::step_binding); it must then hold pos_offset.
 // period: positions restart every `period` tokens (training: B sequences of T = period tokens in
 // one call; T a multiple of it); 0: they do not.
-void embedding(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+void embedding(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
                const vk::BufferSpan& ids, const Weight& wte, const Weight* wpe, uint32_t T,
                uint32_t C, uint32_t V, uint32_t n_pos, uint32_t pos_offset, PositionKind position,
                bool wte_interleaved = false, const vk::BufferSpan* step = nullptr,
@@ -30,7 +30,7 @@ void embedding(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
 // step. Every position must be below n_pos (for learned positions, wpe's rows; the host checks
 // them before it writes the table).
 //   [T] ids, rows [T, 2] uint32 -> out [T, C]
-void embedding_batch(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+void embedding_batch(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
                      const vk::BufferSpan& ids, const Weight& wte, const Weight* wpe, uint32_t T,
                      uint32_t C, uint32_t V, uint32_t n_pos, PositionKind position,
                      bool wte_interleaved, const vk::BufferSpan& rows);
@@ -41,7 +41,7 @@ void embedding_batch(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& ou
 // dwte (fp32) may exceed maxStorageBufferRange: it is then bound as blocks of rows, one
 // dispatch each. n = B * T.
 //   dout [n, C], ids [n] -> dwte [V, C], dwpe [>= T, C] accumulated
-void embedding_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& dwte,
+void embedding_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& dwte,
                         const vk::BufferSpan* dwpe, const vk::BufferSpan& dout,
                         const vk::BufferSpan& ids, uint32_t n, uint32_t T, uint32_t C, uint32_t V);
 

@@ -7,7 +7,7 @@
 
 namespace model::gpu {
 
-void kv_store(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& k_cache,
+void kv_store(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& k_cache,
               const vk::BufferSpan& v_cache, const vk::BufferSpan& qkv, uint32_t T, uint32_t C,
               uint32_t pos, const vk::BufferSpan* step, DType cache) {
   if (T == 0 || C == 0)

@@ -11,7 +11,7 @@ namespace model::gpu {
 // cache: the caches' element type. F16 rounds each value to the nearest half, ties to even, in
 // integer arithmetic (shaders/common/half.glsl: the same halves on every driver and in
 // cpu::kv_store), and needs an even C.
-void kv_store(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& k_cache,
+void kv_store(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& k_cache,
               const vk::BufferSpan& v_cache, const vk::BufferSpan& qkv, uint32_t T, uint32_t C,
               uint32_t pos, const vk::BufferSpan* step = nullptr, DType cache = DType::F32);
 

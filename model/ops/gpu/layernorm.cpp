@@ -28,14 +28,14 @@ std::string texel_unsupported(const vk::DeviceCaps& caps, const vk::BufferSpan& 
   return {};
 }
 
-bool use_texel(const vk::Device& device, const vk::BufferSpan& x, const vk::BufferSpan& gamma,
+bool use_texel(const Ops& ops, const vk::BufferSpan& x, const vk::BufferSpan& gamma,
                const vk::BufferSpan& beta, uint32_t T, uint32_t C, LayerNormKernel asked) {
   if (asked == LayerNormKernel::Portable) return false;
-  const vk::DeviceCaps& caps = device.caps();
+  const vk::DeviceCaps& caps = ops.caps();
   const std::string why_not = texel_unsupported(caps, x, gamma, beta, T, C);
   if (asked == LayerNormKernel::Texel && !why_not.empty())
     fail("layernorm", "the texel kernel cannot run on device '" + caps.name + "': " + why_not);
-  return why_not.empty() && (asked == LayerNormKernel::Texel || kernel_policy(device).texel_layernorm);
+  return why_not.empty() && (asked == LayerNormKernel::Texel || ops.policy().texel_layernorm);
 }
 
 // The checks layernorm() and layernorm_backward() share.
@@ -57,7 +57,7 @@ void check_range(const char* op, const vk::DeviceCaps& caps, uint32_t T, uint32_
 
 }  // namespace
 
-void layernorm(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+void layernorm(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
                const vk::BufferSpan& x, const vk::BufferSpan& gamma, const vk::BufferSpan& beta,
                uint32_t T, uint32_t C, float eps, LayerNormKind kind, LayerNormKernel kernel) {
   check_args("layernorm", C, eps, kind);
@@ -72,7 +72,7 @@ void layernorm(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
 
   // Exact ranges, so the recorder's barriers see only what this dispatch touches.
   const uint64_t row_bytes = uint64_t{C} * sizeof(float);
-  if (use_texel(k.device(), x, gamma, beta, T, C, kernel)) {
+  if (use_texel(k, x, gamma, beta, T, C, kernel)) {
     // Eight rows per workgroup, llvmpipe's SIMD width: a prompt's rows spread over its threads.
     const uint32_t wg = std::min({8u, caps.max_workgroup_invocations, caps.max_workgroup_size[0]});
     const vk::Pipeline& p = k.get("layernorm_texel", {{wg, 1, 1}, {static_cast<uint32_t>(kind)}});
@@ -91,7 +91,7 @@ void layernorm(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
       push::LayerNormPush{T, C, eps}, vk::fold_groups(k.device(), T, "layernorm"));
 }
 
-void layernorm_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& dx,
+void layernorm_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& dx,
                         const vk::BufferSpan& dgamma, const vk::BufferSpan& dbeta,
                         const vk::BufferSpan& stats, const vk::BufferSpan& dout,
                         const vk::BufferSpan& x, const vk::BufferSpan& gamma, uint32_t T,
@@ -120,7 +120,7 @@ void layernorm_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan&
   // gamma and stats read as texels.
   if (texel_unsupported(caps, x, gamma, dout, T, C).empty() &&
       texel_aligned(caps, {&stats}, {&dx, &dgamma, &dbeta, &stats}) &&
-      kernel_policy(k.device()).texel_layernorm) {
+      k.policy().texel_layernorm) {
     const char* texel = "layernorm_backward_texel";
     std::vector<vk::BufferSpan> with_stats = bindings;
     with_stats.push_back(bindings[3]);  // stats again, read as texels by the second pass

@@ -20,7 +20,7 @@ enum class LayerNormKernel : uint32_t {
 // Throws vk::Error for C == 0, StdPlusEps with C < 2, a negative or non-finite eps, spans too
 // small, or [T, C] beyond one binding (maxStorageBufferRange; layernorm does not split rows).
 // T == 0 records nothing.
-void layernorm(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+void layernorm(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
                const vk::BufferSpan& x, const vk::BufferSpan& gamma, const vk::BufferSpan& beta,
                uint32_t T, uint32_t C, float eps, LayerNormKind kind = LayerNormKind::Standard,
                LayerNormKernel kernel = LayerNormKernel::Auto);
@@ -33,7 +33,7 @@ void layernorm(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
 // invocation per row, then one per 4 channels. stats is scratch of 4 floats per row. The same
 // limits and errors as layernorm().
 //   dout [T, C], x [T, C], gamma [C] -> dx [T, C]; dgamma, dbeta [C] accumulated
-void layernorm_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& dx,
+void layernorm_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& dx,
                         const vk::BufferSpan& dgamma, const vk::BufferSpan& dbeta,
                         const vk::BufferSpan& stats, const vk::BufferSpan& dout,
                         const vk::BufferSpan& x, const vk::BufferSpan& gamma, uint32_t T,

@@ -77,7 +77,7 @@ struct Plan {
 // plan.last with the call's activation and, where chunks of W [K, N] sum into out before it
 // applies, plan.plain without: spec(activation) gives each one's specialization.
 template <class Spec>
-void set_pipelines(vk::Kernels& k, Plan& plan, const MatmulOptions& o, const char* name,
+void set_pipelines(const Ops& k, Plan& plan, const MatmulOptions& o, const char* name,
                    const Spec& spec) {
   plan.last = &k.get(name, spec(o.act));
   plan.plain = plan.split_k && o.act != Activation::None ? &k.get(name, spec(Activation::None))
@@ -101,7 +101,7 @@ void fit_tiles(const vk::DeviceCaps& caps, Plan& plan, const MatmulOptions& o, u
 
 // The matrix-vector kernel: a power-of-two workgroup whose reduction buffer (ROWS floats per
 // invocation) fits the shader's MATMUL_VEC_MAX_PARTIAL, lanes along the weight's contiguous axis.
-void plan_vector(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype, uint32_t T) {
+void plan_vector(const Ops& k, Plan& plan, const MatmulOptions& o, DType dtype, uint32_t T) {
   const vk::DeviceCaps& caps = k.device().caps();
   require_shared_memory(caps, "matmul", push::MATMUL_VEC_MAX_PARTIAL * uint32_t{sizeof(float)});
   uint32_t rows = 1;
@@ -125,7 +125,7 @@ void plan_vector(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype
 // group reads one contiguous block of W) by y slices of K (W [K, N]) or groups of 8 rows
 // (W [N, K]), whose partial sums (8 floats per row of x per invocation) fit the shader's
 // MATMUL_TEXEL_MAX_PARTIAL.
-void plan_texel(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype, uint32_t T) {
+void plan_texel(const Ops& k, Plan& plan, const MatmulOptions& o, DType dtype, uint32_t T) {
   const vk::DeviceCaps& caps = k.device().caps();
   require_shared_memory(caps, "matmul", push::MATMUL_TEXEL_MAX_PARTIAL * uint32_t{sizeof(float)});
   uint32_t rows = 1;
@@ -152,11 +152,11 @@ void plan_texel(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype,
 // of its gemv_workgroup invocations along K (one or two SIMD groups: the reduction runs once per
 // row, so a wider group only adds shared-memory traffic), which makes N / gemv_outs workgroups:
 // 384 for GPT-2 small's output projections at 2, enough to fill a 100-unit GPU several times.
-void plan_wide(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype, uint32_t T) {
+void plan_wide(const Ops& k, Plan& plan, const MatmulOptions& o, DType dtype, uint32_t T) {
   const vk::DeviceCaps& caps = k.device().caps();
   uint32_t rows = 1;
   while (rows < std::min(T, kMatmulVecRows)) rows *= 2;
-  const GpuTuning& tuning = kernel_policy(k.device()).tuning;
+  const GpuTuning& tuning = k.policy().tuning;
   const uint32_t wg = floor_pow2(std::min({tuning.gemv_workgroup,
                                            push::MATMUL_WIDE_MAX_WORKGROUP,
                                            caps.max_workgroup_invocations,
@@ -187,7 +187,7 @@ uint32_t interleaved_workgroup(const vk::DeviceCaps& caps) {
 
 // The interleaved kernel: 8 or kInterleavedLanes invocations per block of rows of W (see
 // matmul_interleaved.glsl), no shared memory, so only the workgroup size limits apply.
-void plan_interleaved(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype,
+void plan_interleaved(const Ops& k, Plan& plan, const MatmulOptions& o, DType dtype,
                       uint32_t T, bool argmax) {
   const vk::DeviceCaps& caps = k.device().caps();
   // Tiles of 1, 2, 4, 8 or kInterleavedRows rows: a 16-row tile compiles four times as long as
@@ -221,7 +221,7 @@ void plan_interleaved(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType 
       &k.get(shuffle ? "matmul_interleaved_shuffle" : "matmul_interleaved", spec);
 }
 
-void plan_tiled(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype, uint32_t N) {
+void plan_tiled(const Ops& k, Plan& plan, const MatmulOptions& o, DType dtype, uint32_t N) {
   const vk::DeviceCaps& caps = k.device().caps();
   const Tile& t = tile_for(caps);
   fit_tiles(caps, plan, o, N, t.bm, t.bn);
@@ -237,7 +237,7 @@ void plan_tiled(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype,
 // staged tiles then fp32 rather than fp16 in shared memory.
 constexpr uint32_t kCoopWorkgroup = push::MATMUL_COOP_LANES * push::MATMUL_COOP_SUBGROUPS;
 
-void plan_coop(vk::Kernels& k, Plan& plan, const MatmulOptions& o, DType dtype, uint32_t N,
+void plan_coop(const Ops& k, Plan& plan, const MatmulOptions& o, DType dtype, uint32_t N,
                bool hardware) {
   const vk::DeviceCaps& caps = k.device().caps();
   if (const std::string why = matmul_coop_unsupported(caps, hardware); !why.empty())
@@ -308,7 +308,7 @@ MatmulKernel choose_kernel(const KernelPolicy& policy, const MatmulOptions& o, D
 // Picks the kernel and splits a call to fit the device's maxStorageBufferRange (and
 // maxTexelBufferElements for texel bindings). A window may hold `room` bytes besides its
 // alignment slack and word rounding.
-Plan make_plan(vk::Kernels& k, const MatmulOptions& o, const vk::BufferSpan& x, const Weight& w,
+Plan make_plan(const Ops& k, const MatmulOptions& o, const vk::BufferSpan& x, const Weight& w,
                uint32_t T, uint32_t K, uint32_t N, bool argmax = false) {
   const vk::DeviceCaps& caps = k.device().caps();
   const DType dtype = w.dtype;
@@ -320,7 +320,7 @@ Plan make_plan(vk::Kernels& k, const MatmulOptions& o, const vk::BufferSpan& x, 
   const bool wide_ok = matmul_wide_supported(dtype, o.layout, K, x.offset, w.span.offset);
   const MatmulKernel kernel =
       interleaved ? MatmulKernel::VectorTexel
-                  : choose_kernel(kernel_policy(k.device()), o, dtype, texel_ok, wide_ok, T);
+                  : choose_kernel(k.policy(), o, dtype, texel_ok, wide_ok, T);
   if (kernel == MatmulKernel::VectorWide && !wide_ok)
     fail("matmul", "the wide kernel cannot run K = " + std::to_string(K) +
          " (W must be [N, K] with K in whole 16-byte vectors, x and W spans on 16 bytes)");
@@ -387,25 +387,6 @@ bool matmul_texel_supported(const vk::DeviceCaps& caps, DType dtype, WeightLayou
          (layout == WeightLayout::NK ? K : N) % per_texel == 0;
 }
 
-std::string matmul_coop_unsupported(const vk::DeviceCaps& caps, bool hardware) {
-  const uint32_t wg = kCoopWorkgroup;
-  if (hardware && !(caps.coop_matrix && caps.subgroup_size == push::MATMUL_COOP_LANES))
-    return "device '" + caps.name +
-           "' has no cooperative matrices of 16 x 16 x 16 fp16 with 32-lane subgroups";
-  if (caps.max_workgroup_invocations < wg || caps.max_workgroup_size[0] < wg)
-    return "the cooperative-matrix tiling needs workgroups of " + std::to_string(wg) +
-           " invocations; device '" + caps.name + "' allows fewer";
-  // Staged rows of BK + 8 elements, fp16 on the matrix units and fp32 in the emulation; then each
-  // subgroup's fp32 block of out.
-  const uint32_t row = (push::MATMUL_COOP_BK + 8) * (hardware ? 2 : 4);
-  const uint32_t shared = (push::MATMUL_COOP_BM + push::MATMUL_COOP_BN) * row +
-                          push::MATMUL_COOP_BM * 2 * push::MATMUL_COOP_C_STRIDE * 4;
-  if (caps.max_shared_memory < shared)
-    return "needs " + std::to_string(shared) + " bytes of shared memory; device '" + caps.name +
-           "' allows " + std::to_string(caps.max_shared_memory);
-  return {};
-}
-
 bool matmul_wide_supported(DType dtype, WeightLayout layout, uint32_t K, uint64_t x_offset,
                            uint64_t w_offset) {
   return layout == WeightLayout::NK && K % (16 / dtype_bytes(dtype)) == 0 && x_offset % 16 == 0 &&
@@ -462,7 +443,7 @@ void interleave(void* dst, const void* src, WeightLayout from, DType dtype, uint
     interleave_as(static_cast<uint32_t*>(dst), static_cast<const uint32_t*>(src), from, K, N);
 }
 
-void interleave(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& dst,
+void interleave(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& dst,
                 const vk::BufferSpan& src, WeightLayout from, uint32_t K, uint32_t N) {
   const char* op = "interleave";
   if (from == WeightLayout::Interleaved) fail(op, "the source must be [K, N] or [N, K]");
@@ -501,7 +482,7 @@ void transpose_kn(void* dst, const void* src, DType dtype, uint32_t K, uint32_t 
     transpose_as(static_cast<uint32_t*>(dst), static_cast<const uint32_t*>(src), K, N);
 }
 
-void matmul(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+void matmul(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
             const vk::BufferSpan& x, const Weight& w, const vk::BufferSpan* bias,
             const vk::BufferSpan* residual, uint32_t T, uint32_t K, uint32_t N,
             const MatmulOptions& o) {
@@ -578,7 +559,7 @@ uint32_t matmul_argmax_partials(uint32_t N) {
   return static_cast<uint32_t>(ceil_div(N, push::MATMUL_BLOCK_ROWS) * 8);
 }
 
-void matmul_argmax(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& partials,
+void matmul_argmax(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& partials,
                    const vk::BufferSpan& x, const Weight& w, uint32_t K, uint32_t N,
                    uint32_t x_row) {
   const MatmulOptions o{WeightLayout::Interleaved, Activation::None, MatmulKernel::Auto, x_row};
@@ -614,71 +595,6 @@ std::pair<int32_t, float> argmax_of_partials(const float* partials, uint32_t cou
     }
   }
   return {best_id, best};
-}
-
-std::string check_coop_matrix(vk::Kernels& k, MatmulKernel kernel) {
-  const vk::Device& dev = k.device();
-  if (kernel == MatmulKernel::Coop && (dev.coop_matrix_checked() || !kernel_policy(dev).coop_matrix))
-    return "";
-  // Ragged against every tile (70 rows past a 64-row tile, K past a 16-step, N past a 64-wide
-  // tile), fp16 W [N, K], bias, GELU and a residual: every staging path and epilogue step.
-  constexpr uint32_t T = 70, K = 100, N = 90;
-  uint32_t state = 2024;
-  const auto next = [&] {
-    state = state * 1664525u + 1013904223u;
-    return static_cast<float>(state >> 8) / 8388608.0f - 1.0f;  // [-1, 1)
-  };
-  std::vector<float> x(T * K), w(N * K), b(N), r(T * N);
-  for (auto* v : {&x, &w, &b, &r})
-    for (float& e : *v) e = next();
-  const std::vector<uint16_t> half = to_half(w.data(), w.size());
-  const uint64_t out_bytes = uint64_t{T} * N * 4;
-  std::vector<float> got(T * N), want(T * N);
-  try {  // a pipeline the driver cannot build fails the test too, not the model's load
-    vk::Arena arena(dev, (x.size() + b.size() + r.size()) * 4 + half.size() * 2 + 2 * out_bytes +
-                             8 * dev.caps().storage_buffer_alignment + 1024,
-                    vk::MemoryKind::Device, "cooperative-matrix self-test");
-    const auto put = [&](const void* data, uint64_t bytes) {
-      vk::BufferSpan s = arena.alloc(bytes);
-      vk::upload(dev, s, data, bytes);
-      return s;
-    };
-    const vk::BufferSpan xs = put(x.data(), x.size() * 4), bs = put(b.data(), b.size() * 4),
-                         rs = put(r.data(), r.size() * 4);
-    const Weight ws{put(half.data(), half.size() * 2), DType::F16, WeightLayout::NK};
-    const vk::BufferSpan coop = arena.alloc(out_bytes), tiled = arena.alloc(out_bytes);
-    vk::Recorder rec(dev);
-    rec.begin();
-    matmul(k, rec, coop, xs, ws, &bs, &rs, T, K, N,
-           {WeightLayout::NK, Activation::GeluTanh, kernel});
-    matmul(k, rec, tiled, xs, ws, &bs, &rs, T, K, N,
-           {WeightLayout::NK, Activation::GeluTanh, MatmulKernel::Tiled});
-    rec.run();
-    vk::download(dev, got.data(), coop, out_bytes);
-    vk::download(dev, want.data(), tiled, out_bytes);
-  } catch (const vk::Error& e) {
-    if (dev.lost()) throw;  // nothing else would run either
-    if (kernel == MatmulKernel::Coop) dev.set_coop_matrix_checked(false);
-    return "the cooperative-matrix self-test could not run on device '" + dev.caps().name +
-           "' (" + e.what() + "): prompts take the scalar tiles";
-  }
-  // x rounded to fp16 moves each product by at most 2^-11 of its size; the sums' order by less.
-  // 3e-3 of the row's magnitude (sum |x| |w| + |b| + |r|) is the emulation test's tolerance.
-  std::string note;
-  for (uint32_t t = 0; t < T && note.empty(); t++)
-    for (uint32_t n = 0; n < N && note.empty(); n++) {
-      double mag = std::fabs(b[n]) + std::fabs(r[size_t{t} * N + n]);
-      for (uint32_t i = 0; i < K; i++)
-        mag += std::fabs(double{x[size_t{t} * K + i]}) * std::fabs(double{w[size_t{n} * K + i]});
-      const double diff = std::fabs(double{got[size_t{t} * N + n]} - double{want[size_t{t} * N + n]});
-      if (!(diff <= 3e-3 * mag))
-        note = "the cooperative-matrix matmul on device '" + dev.caps().name + "' gave " +
-               std::to_string(got[size_t{t} * N + n]) + " where the scalar tiles gave " +
-               std::to_string(want[size_t{t} * N + n]) + " (row " + std::to_string(t) +
-               ", output " + std::to_string(n) + "): prompts take the scalar tiles";
-    }
-  if (kernel == MatmulKernel::Coop) dev.set_coop_matrix_checked(note.empty());
-  return note;
 }
 
 }  // namespace model::gpu

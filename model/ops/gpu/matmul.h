@@ -72,10 +72,6 @@ struct MatmulOptions {
 // and the weight's contiguous axis (N of [K, N], K of [N, K]) in whole texels (8 fp16, 4 fp32).
 bool matmul_texel_supported(const vk::DeviceCaps& caps, DType dtype, WeightLayout layout,
                             uint32_t K, uint32_t N);
-// Why the cooperative-matrix tiling cannot run on this device (empty: it can): on its matrix
-// units (hardware: Coop) or emulated (CoopEmulated). The kernel policy asks it before choosing
-// Coop; the matmul fails with it.
-std::string matmul_coop_unsupported(const vk::DeviceCaps& caps, bool hardware);
 // Whether VectorWide can run this call: W [N, K], K in whole 16-byte vectors (8 fp16 or 4 fp32),
 // and x's and W's spans starting on 16 bytes.
 bool matmul_wide_supported(DType dtype, WeightLayout layout, uint32_t K, uint64_t x_offset,
@@ -88,12 +84,6 @@ bool matmul_interleaved_supported(const vk::DeviceCaps& caps, DType dtype, uint3
 // shuffles, and a workgroup of exactly one subgroup. Both give the same bits.
 bool matmul_interleaved_shuffles(const vk::DeviceCaps& caps, uint32_t rows);
 
-// The one-time self-test of the cooperative-matrix matmul on a device whose kernel policy would
-// use it: a product with ragged edges, every epilogue step, through `kernel` (Coop; the tests
-// pass CoopEmulated) against the scalar tiles. Records the verdict on the device
-// (vk::Device::set_coop_matrix_checked), so that on a mismatch the prompts take the scalar tiles;
-// returns "" when it passed or did not run, else a note saying what differed.
-std::string check_coop_matrix(vk::Kernels& k, MatmulKernel kernel = MatmulKernel::Coop);
 // Bytes of W [N, K] in the Interleaved layout: N rounded up to whole blocks of
 // push::MATMUL_BLOCK_ROWS rows.
 uint64_t interleaved_bytes(DType dtype, uint32_t K, uint32_t N);
@@ -103,7 +93,7 @@ void interleave(void* dst, const void* src, WeightLayout from, DType dtype, uint
 // The same repacking on the device (shaders/interleave.comp), for fp32 W [N, K] given as `src` in
 // `from` layout (KN or NK) into dst (interleaved_bytes(F32, K, N)): training's weights change every
 // step. Needs K % 4 == 0; src and dst within maxStorageBufferRange.
-void interleave(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& dst,
+void interleave(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& dst,
                 const vk::BufferSpan& src, WeightLayout from, uint32_t K, uint32_t N);
 // Transposes W [K, N] into [N, K] (elements of dtype's size) at dst, in cache-sized blocks.
 void transpose_kn(void* dst, const void* src, DType dtype, uint32_t K, uint32_t N);
@@ -118,7 +108,7 @@ void transpose_kn(void* dst, const void* src, DType dtype, uint32_t K, uint32_t 
 // W into blocks of whole rows (of N for [N, K], of K for [K, N], whose partial sums accumulate in
 // out), x and out into blocks of rows. One row of x, out and W must each fit in the range. A
 // split over K cannot keep an in-place residual alive under an activation; that case throws.
-void matmul(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+void matmul(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
             const vk::BufferSpan& x, const Weight& w, const vk::BufferSpan* bias,
             const vk::BufferSpan* residual, uint32_t T, uint32_t K, uint32_t N,
             const MatmulOptions& options = {});
@@ -129,7 +119,7 @@ void matmul(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
 // (matmul_argmax_partials(N) pairs), and argmax_of_partials() finishes on the host. NaN outputs
 // count as -inf; ties go to the lower n. N <= 2^24 (ids travel as floats).
 uint32_t matmul_argmax_partials(uint32_t N);
-void matmul_argmax(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& partials,
+void matmul_argmax(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& partials,
                    const vk::BufferSpan& x, const Weight& w, uint32_t K, uint32_t N,
                    uint32_t x_row = 0);
 // The best (n, value) of `count` partial pairs; n = -1 when every output was NaN.

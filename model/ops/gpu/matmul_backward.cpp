@@ -10,7 +10,7 @@
 
 namespace model::gpu {
 
-void matmul_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan* dx,
+void matmul_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan* dx,
                      const vk::BufferSpan& dw, const vk::BufferSpan* dbias,
                      const vk::BufferSpan& dout, const vk::BufferSpan& x, const Weight& w,
                      uint32_t T, uint32_t K, uint32_t N, const Weight* w_t) {
@@ -54,7 +54,7 @@ void matmul_backward(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan* dx
   // The texel kernel where the policy asks for texel matmuls and the shape allows it: 4 x 8
   // blocks of outputs, rows of x and dout in whole texels, within one texel view.
   const uint64_t texel_align = texel_binding_alignment(caps);
-  const bool texel = kernel_policy(k.device()).texel_matmul && caps.storage_texel_buffers &&
+  const bool texel = k.policy().texel_matmul && caps.storage_texel_buffers &&
                      K % 4 == 0 && N % 8 == 0 && x.offset % texel_align == 0 &&
                      dout.offset % texel_align == 0 &&
                      uint64_t{rows} * std::max(K, N) / 4 + texel_align <= caps.max_texel_buffer_elements;

@@ -35,7 +35,7 @@ uint64_t grad_sum_squares_scratch(const vk::DeviceCaps& caps, std::span<const ui
   return std::max<uint64_t>(total, 1);
 }
 
-void grad_sum_squares(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+void grad_sum_squares(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
                       const vk::BufferSpan& scratch, std::span<const vk::BufferSpan> tensors,
                       std::span<const uint64_t> counts) {
   if (tensors.size() != counts.size())
@@ -71,7 +71,7 @@ void grad_sum_squares(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& o
                vk::Groups{1, 1, 1});
 }
 
-void adamw(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& param, const vk::BufferSpan& m,
+void adamw(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& param, const vk::BufferSpan& m,
            const vk::BufferSpan& v, const vk::BufferSpan& grad, const vk::BufferSpan& norm_sq,
            uint64_t n, const OptimizerStep& o) {
   const char* op = o.sgd ? "sgd" : "adamw";

@@ -14,7 +14,7 @@ uint64_t grad_sum_squares_scratch(const vk::DeviceCaps& caps, std::span<const ui
 // floats), the square of the global norm that clipping compares: partial sums of fixed chunks
 // into scratch, then one workgroup sums them, in an order fixed by the sizes alone.
 //   tensors -> out [1]
-void grad_sum_squares(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& out,
+void grad_sum_squares(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
                       const vk::BufferSpan& scratch, std::span<const vk::BufferSpan> tensors,
                       std::span<const uint64_t> counts);
 
@@ -29,7 +29,7 @@ struct OptimizerStep {
   uint64_t step = 1;
 };
 //   param, m, v [n] updated in place; grad [n], norm_sq [1]
-void adamw(vk::Kernels& k, vk::Recorder& rec, const vk::BufferSpan& param, const vk::BufferSpan& m,
+void adamw(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& param, const vk::BufferSpan& m,
            const vk::BufferSpan& v, const vk::BufferSpan& grad, const vk::BufferSpan& norm_sq,
            uint64_t n, const OptimizerStep& o);
 

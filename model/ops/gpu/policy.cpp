@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <regex>
 
-#include "model/ops/gpu/matmul.h"
+#include "shaders/matmul.h"
 
 namespace model::gpu {
 namespace {
@@ -89,11 +89,23 @@ KernelPolicy choose_policy(const vk::DeviceCaps& caps, vk::KernelSet asked,
   return p;
 }
 
-KernelPolicy kernel_policy(const vk::Device& device) {
-  KernelPolicy p =
-      choose_policy(device.caps(), device.kernels_asked(), device.coop_matrix_asked());
-  p.coop_matrix = p.coop_matrix && device.coop_matrix_usable();
-  return p;
+std::string matmul_coop_unsupported(const vk::DeviceCaps& caps, bool hardware) {
+  const uint32_t wg = push::MATMUL_COOP_LANES * push::MATMUL_COOP_SUBGROUPS;
+  if (hardware && !(caps.coop_matrix && caps.subgroup_size == push::MATMUL_COOP_LANES))
+    return "device '" + caps.name +
+           "' has no cooperative matrices of 16 x 16 x 16 fp16 with 32-lane subgroups";
+  if (caps.max_workgroup_invocations < wg || caps.max_workgroup_size[0] < wg)
+    return "the cooperative-matrix tiling needs workgroups of " + std::to_string(wg) +
+           " invocations; device '" + caps.name + "' allows fewer";
+  // Staged rows of BK + 8 elements, fp16 on the matrix units and fp32 in the emulation; then each
+  // subgroup's fp32 block of out.
+  const uint32_t row = (push::MATMUL_COOP_BK + 8) * (hardware ? 2 : 4);
+  const uint32_t shared = (push::MATMUL_COOP_BM + push::MATMUL_COOP_BN) * row +
+                          push::MATMUL_COOP_BM * 2 * push::MATMUL_COOP_C_STRIDE * 4;
+  if (caps.max_shared_memory < shared)
+    return "needs " + std::to_string(shared) + " bytes of shared memory; device '" + caps.name +
+           "' allows " + std::to_string(caps.max_shared_memory);
+  return {};
 }
 
 std::string KernelPolicy::describe() const {

@@ -77,8 +77,7 @@ struct KernelPolicy {
   // Prompts' matmuls (fp16 weights, more than kMatmulVecRows rows) on the device's matrix units:
   // MatmulKernel::Coop where the device lists the 16 x 16 x 16 fp16 shape
   // (vk::DeviceCaps::coop_matrix), its subgroups have 32 lanes, the tuning (or
-  // GPT2VK_COOP_MATRIX=on) asks for it, and the one-time self-test did not fail
-  // (vk::Device::coop_matrix_usable).
+  // GPT2VK_COOP_MATRIX=on) asks for it, and the self-test did not fail (gpu::Ops).
   bool coop_matrix = false;
   // norm_linear fuses its LayerNorm into the matmul after it where that matmul runs
   // matmul_interleaved (CPU set) or matmul_vec_wide (GPU set, decoding) and its weight has at
@@ -92,12 +91,13 @@ struct KernelPolicy {
   std::string describe() const;  // "cpu (auto: ...)": for `gpt2vk devices` and summaries
 };
 
+// Why the cooperative-matrix matmul cannot run on this device (empty: it can): on its matrix
+// units (hardware: MatmulKernel::Coop) or emulated (CoopEmulated). The policy asks it before
+// choosing the matrix units; the matmul fails with it.
+std::string matmul_coop_unsupported(const vk::DeviceCaps& caps, bool hardware);
+
 // The policy for a device of these caps when `asked` (Auto: by its type); `coop` as
 // vk::DeviceOptions::coop_matrix (unset: the tuning table's coop_matrix_prompts).
 KernelPolicy choose_policy(const vk::DeviceCaps& caps, vk::KernelSet asked,
                            std::optional<bool> coop = std::nullopt);
-// The policy of a device: choose_policy(device.caps(), device.kernels_asked()), without the
-// matrix units where their self-test failed.
-KernelPolicy kernel_policy(const vk::Device& device);
-
 }  // namespace model::gpu

@@ -25,13 +25,11 @@ struct Plan {
   uint64_t scratch_bytes = 0;
 };
 
-Plan plan(const vk::Device& device, uint32_t V, uint32_t k) {
-  const vk::DeviceCaps& caps = device.caps();
+Plan plan(const vk::DeviceCaps& caps, uint32_t per, uint32_t V, uint32_t k) {
   // A slice of at least 4k elements shrinks each level at least fourfold; at least
   // topk_per_invocation per invocation keeps the rounds' barriers from dominating (the kernel
   // policy: few large workgroups on CPU devices, many small ones on GPUs).
   const uint32_t W = workgroup(caps);
-  const uint32_t per = kernel_policy(device).topk_per_invocation;
   const uint64_t align = binding_alignment(caps);
   Plan pl;
   pl.slice = W * std::max<uint32_t>(per, static_cast<uint32_t>(vk::ceil_div(4 * k, W)));
@@ -66,20 +64,20 @@ void check_args(const vk::DeviceCaps& caps, uint32_t V, uint32_t k) {
 
 }  // namespace
 
-size_t topk_scratch_bytes(const vk::Device& device, uint32_t V, uint32_t k) {
-  check_args(device.caps(), V, k);
-  return static_cast<size_t>(plan(device, V, k).scratch_bytes);
+size_t topk_scratch_bytes(const Ops& ops, uint32_t V, uint32_t k) {
+  check_args(ops.caps(), V, k);
+  return static_cast<size_t>(plan(ops.caps(), ops.policy().topk_per_invocation, V, k).scratch_bytes);
 }
 
-void topk(vk::Kernels& kernels, vk::Recorder& rec, const vk::BufferSpan& out_ids,
+void topk(const Ops& ops, vk::Recorder& rec, const vk::BufferSpan& out_ids,
           const vk::BufferSpan& out_values, const vk::BufferSpan& logits,
           const vk::BufferSpan& scratch, uint32_t V, uint32_t k) {
-  const vk::DeviceCaps& caps = kernels.device().caps();
+  const vk::DeviceCaps& caps = ops.device().caps();
   check_args(caps, V, k);
   require_elements("topk", "out_ids", out_ids, k, sizeof(int32_t));
   require_elements("topk", "out_values", out_values, k);
   require_elements("topk", "logits", logits, V);
-  const Plan pl = plan(kernels.device(), V, k);
+  const Plan pl = plan(ops.device().caps(), ops.policy().topk_per_invocation, V, k);
   if (pl.scratch_bytes > 0) {
     require_elements("topk", "scratch", scratch, pl.scratch_bytes, 1);
     if (scratch.offset % binding_alignment(caps) != 0)
@@ -95,19 +93,19 @@ void topk(vk::Kernels& kernels, vk::Recorder& rec, const vk::BufferSpan& out_ids
     const uint64_t bytes = uint64_t{l.groups} * k * 4;
     vk::BufferSpan ids_out = last ? out_ids : scratch.sub(l.ids_at, bytes);
     vk::BufferSpan values_out = last ? out_values : scratch.sub(l.values_at, bytes);
-    const vk::Pipeline& p = kernels.get("topk", {{W, 1, 1}, {first ? 1u : 0u, last ? 1u : 0u}});
+    const vk::Pipeline& p = ops.get("topk", {{W, 1, 1}, {first ? 1u : 0u, last ? 1u : 0u}});
     rec.dispatch(p, {ids_out, values_out, in_values, in_ids},
                  push::TopkPush{l.n, k, pl.slice, l.groups},
-                 vk::fold_groups(kernels.device(), l.groups, "topk"));
+                 vk::fold_groups(ops.device(), l.groups, "topk"));
     in_values = values_out;
     in_ids = ids_out;
   }
 }
 
-void argmax(vk::Kernels& kernels, vk::Recorder& rec, const vk::BufferSpan& out_id,
+void argmax(const Ops& ops, vk::Recorder& rec, const vk::BufferSpan& out_id,
             const vk::BufferSpan& out_value, const vk::BufferSpan& logits,
             const vk::BufferSpan& scratch, uint32_t V) {
-  topk(kernels, rec, out_id, out_value, logits, scratch, V, 1);
+  topk(ops, rec, out_id, out_value, logits, scratch, V, 1);
 }
 
 }  // namespace model::gpu

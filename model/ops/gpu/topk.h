@@ -12,18 +12,18 @@ constexpr uint32_t kTopkMax = 256;
 // Bytes of scratch topk needs for V logits on this device; 0 when one workgroup does it all (any
 // span, even an empty one, will then do). The scratch must start on a multiple of
 // minStorageBufferOffsetAlignment, as arena allocations do.
-size_t topk_scratch_bytes(const vk::Device& device, uint32_t V, uint32_t k);
+size_t topk_scratch_bytes(const Ops& ops, uint32_t V, uint32_t k);
 
 // The k largest logits, best first: ids [k] int32 and values [k] fp32.    [V] -> [k], [k]
 // Ties go to the lower index. Values are ordered by IEEE 754 totalOrder (+0 above -0); a NaN
 // logit counts as -inf and is reported as -inf. 1 <= k <= min(V, kTopkMax). Deterministic: the
 // order is total, so the answer does not depend on how the work was split.
-void topk(vk::Kernels& kernels, vk::Recorder& rec, const vk::BufferSpan& out_ids,
+void topk(const Ops& ops, vk::Recorder& rec, const vk::BufferSpan& out_ids,
           const vk::BufferSpan& out_values, const vk::BufferSpan& logits,
           const vk::BufferSpan& scratch, uint32_t V, uint32_t k);
 
 // topk with k = 1: the id [1] and value [1] of the largest logit (the lowest id among equals).
-void argmax(vk::Kernels& kernels, vk::Recorder& rec, const vk::BufferSpan& out_id,
+void argmax(const Ops& ops, vk::Recorder& rec, const vk::BufferSpan& out_id,
             const vk::BufferSpan& out_value, const vk::BufferSpan& logits,
             const vk::BufferSpan& scratch, uint32_t V);
 
