@@ -1,4 +1,4 @@
-// libFuzzer target: a /v1/completions body (apps/serve_request.h parse_completion) on arbitrary
+// libFuzzer target: a /v1/completions body (apps/serve/request.h parse_completion) on arbitrary
 // bytes, for GPT-2's tokenizer and a 1,024-token context. A refusal must be an ApiError with a
 // 4xx status, a one-line message of bounded length (never an echo of the body) and an error
 // object that is valid JSON; an accepted request must hold a prompt of ids in range that fits
@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "apps/serve_request.h"
+#include "apps/serve/request.h"
 #include "fuzz/check.h"
 #include "model/formats/config.h"
 #include "model/text/tokenizer.h"

@@ -1,4 +1,4 @@
-#include "apps/serve_connections.h"
+#include "apps/serve/connections.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>

@@ -1,4 +1,4 @@
-#include "apps/serve_metrics.h"
+#include "apps/serve/metrics.h"
 
 #include <cstdio>
 

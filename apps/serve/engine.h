@@ -16,8 +16,8 @@
 #include <thread>
 #include <vector>
 
-#include "apps/serve_metrics.h"
-#include "apps/serve_request.h"
+#include "apps/serve/metrics.h"
+#include "apps/serve/request.h"
 #include "model/forward/model.h"
 #include "model/text/tokenizer.h"
 

@@ -1,5 +1,5 @@
 // gpt2vk serve: OpenAI's completions API over HTTP (cpp-httplib), answered by the engine's
-// thread (apps/serve_engine.h). Every refusal is a 4xx/5xx with OpenAI's error object.
+// thread (apps/serve/engine.h). Every refusal is a 4xx/5xx with OpenAI's error object.
 #include <httplib.h>
 #include <pthread.h>
 #include <sys/socket.h>
@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
-#include "apps/serve_connections.h"
-#include "apps/serve_engine.h"
+#include "apps/serve/connections.h"
+#include "apps/serve/engine.h"
 #include "model/text/utf8.h"
 
 namespace app {

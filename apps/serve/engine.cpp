@@ -1,4 +1,4 @@
-#include "apps/serve_engine.h"
+#include "apps/serve/engine.h"
 
 #include <algorithm>
 #include <cmath>

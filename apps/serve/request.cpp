@@ -1,4 +1,4 @@
-#include "apps/serve_request.h"
+#include "apps/serve/request.h"
 
 #include <cmath>
 #include <limits>
