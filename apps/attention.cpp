@@ -2,14 +2,26 @@
 // attends to: a page (-o), a JSON file (--json), or one head in the terminal.
 #include <cstdio>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <stdexcept>
 
 #include "apps/attention_view.h"
 #include "apps/commands.h"
+#include "apps/session.h"
 #include "model/generation/generate.h"
 
 namespace app {
 namespace {
+
+struct AttentionArgs {
+  ModelArgs model;
+  std::string prompt, file;
+  std::string out;                // the HTML page
+  std::string json;               // the weights and tokens as JSON
+  std::optional<uint32_t> layer;  // only this layer (the terminal view: default 0)
+  std::optional<uint32_t> head;   // only this head (the terminal view: default 0)
+};
 
 // The most weights a page or JSON file takes: GPT-2 small's 12 x 12 heads over 256 tokens are
 // 9.4 M (a 25 MB page); past 32 M a browser struggles, and a shorter prompt or --layer/--head
@@ -30,8 +42,6 @@ void write_file(const std::string& path, const std::string& text) {
     throw std::runtime_error(path + ": cannot write");
   }
 }
-
-}  // namespace
 
 int attention(const AttentionArgs& args) {
   const std::string text = read_text(args.prompt, args.file);
@@ -96,6 +106,25 @@ int attention(const AttentionArgs& args) {
                map.precision.c_str(), args.out.empty() ? "" : "; page: ", args.out.c_str(),
                args.json.empty() ? "" : "; JSON: ", args.json.c_str());
   return 0;
+}
+
+}  // namespace
+
+Command add_attention(CLI::App& cli) {
+  auto args = std::make_shared<AttentionArgs>();
+  CLI::App* cmd = cli.add_subcommand(
+      "attention",
+      "run a prompt once and show every head's attention: a page, JSON, or one head here");
+  add_model_options(*cmd, args->model);
+  cmd->add_option("-p,--prompt", args->prompt, "the text to run");
+  cmd->add_option("-f,--file", args->file, "read the text from a file");
+  cmd->add_option("-o,--out", args->out,
+                  "write a self-contained HTML page of every layer x head here (without it: "
+                  "one head as text on stdout)");
+  cmd->add_option("--json", args->json, "write the weights and tokens as JSON here");
+  cmd->add_option("--layer", args->layer, "only this layer (0-based)");
+  cmd->add_option("--head", args->head, "only this head (0-based)");
+  return {cmd, [args] { return attention(*args); }};
 }
 
 }  // namespace app

@@ -9,16 +9,29 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "apps/commands.h"
+#include "apps/session.h"
 #include "model/formats/checkpoint.h"
 #include "model/forward/gpu_model.h"
 
 namespace app {
 namespace {
+
+struct BenchArgs {
+  ModelArgs model;
+  std::vector<uint32_t> n_prompt = {128};  // a pp test for each; 0 skips
+  std::vector<uint32_t> n_gen = {32};      // a tg test for each; 0 skips
+  int repeats = 5;                         // timed runs per test, after one warm-up
+  bool json = false;                       // stdout: a JSON array, one object per test
+  bool profile = false;                    // then GPU time per op kind and per-token counters
+  double bandwidth = 0;  // GB/s of the device's memory: the profile shows each op's fraction
+  std::vector<uint32_t> parallel;  // tg tests again with N sequences decoding together
+};
 
 using Clock = std::chrono::steady_clock;
 
@@ -421,8 +434,6 @@ void profile(const model::Checkpoint& ckpt, const vk::Device& device, model::Pre
   }
 }
 
-}  // namespace
-
 int bench(const BenchArgs& args) {
   ModelArgs margs = args.model;
   if (!args.parallel.empty()) {
@@ -479,6 +490,41 @@ int bench(const BenchArgs& args) {
           model::parse_precision(args.model.kv_cache), args.model.split_layers, prompt, gen,
           parallel, args.bandwidth, args.json ? stderr : stdout);
   return 0;
+}
+
+}  // namespace
+
+Command add_bench(CLI::App& cli) {
+  auto args = std::make_shared<BenchArgs>();
+  CLI::App* cmd = cli.add_subcommand(
+      "bench", "prompt processing (pp) and generation (tg) speed in tokens/s, like llama-bench");
+  add_model_options(*cmd, args->model);
+  cmd->add_option("-p,--n-prompt", args->n_prompt,
+                  "prompt tokens of a pp test; a comma list runs several; 0 skips (default 128)")
+      ->delimiter(',')
+      ->check(CLI::Range(0u, 1u << 20));
+  cmd->add_option("-n,--n-gen", args->n_gen,
+                  "tokens of a tg test; a comma list runs several; 0 skips (default 32)")
+      ->delimiter(',')
+      ->check(CLI::Range(0u, 1u << 20));
+  cmd->add_option("-r,--repetitions", args->repeats,
+                  "timed runs per test after a warm-up (default 5)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_flag("--json", args->json,
+                "print a JSON array, one object per test, instead of the table");
+  cmd->add_flag("--profile", args->profile,
+                "then GPU time per op kind (timestamps) and per-token submits, waits, descriptor "
+                "writes, binds, dispatches, barriers, on a second model instance");
+  cmd->add_option("--bandwidth", args->bandwidth,
+                  "the device's memory bandwidth in GB/s (its data sheet's figure): --profile "
+                  "then shows the fraction of it each op and the whole token reach")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--parallel", args->parallel,
+                  "each tg test again with N sequences decoding together (gpt2vk serve "
+                  "--parallel N), aggregate tokens/s; a comma list runs several")
+      ->delimiter(',')
+      ->check(CLI::Range(1u, 8u));
+  return {cmd, [args] { return bench(*args); }};
 }
 
 }  // namespace app

@@ -10,15 +10,25 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 
 #include "model/forward/cpu_model.h"
 #include "apps/commands.h"
+#include "apps/session.h"
 #include "model/generation/generate.h"
 #include "model/forward/gpu_model.h"
 #include "model/text/utf8.h"
 
 namespace app {
 namespace {
+
+struct CompareArgs {
+  ModelArgs model;
+  std::string prompt, file;
+  // Relative to the row's largest |logit| (see compare() below); 0: 1e-4, or 2e-3 with
+  // --kv-cache f16.
+  double tolerance = 0;
+};
 
 // The top id of a row, and by how much it leads the second.
 std::pair<size_t, double> top(const float* row, size_t V) {
@@ -30,8 +40,6 @@ std::pair<size_t, double> top(const float* row, size_t V) {
     if (v != best) second = std::max(second, double{row[v]});
   return {best, double{row[best]} - second};
 }
-
-}  // namespace
 
 int compare(const CompareArgs& args) {
   const std::string text = read_text(args.prompt, args.file);
@@ -89,6 +97,22 @@ int compare(const CompareArgs& args) {
   }
   std::printf("%s\n", ok ? "OK: the GPU matches the CPU reference" : "FAIL: the GPU differs from the CPU reference");
   return ok ? 0 : 2;
+}
+
+}  // namespace
+
+Command add_compare(CLI::App& cli) {
+  auto args = std::make_shared<CompareArgs>();
+  CLI::App* cmd = cli.add_subcommand(
+      "compare", "run the GPU and the CPU reference on a prompt and compare logits");
+  add_model_options(*cmd, args->model);
+  cmd->add_option("-p,--prompt", args->prompt, "the text to run");
+  cmd->add_option("-f,--file", args->file, "read the text from a file");
+  cmd->add_option("--tolerance", args->tolerance,
+                  "allowed |diff| relative to max(1, max|logit|) of a row (default 1e-4; "
+                  "2e-3 with --kv-cache f16)")
+      ->check(CLI::PositiveNumber);
+  return {cmd, [args] { return compare(*args); }};
 }
 
 }  // namespace app

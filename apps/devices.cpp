@@ -1,5 +1,6 @@
 // `gpt2vk devices`: every Vulkan device, usable or not (and why), with what the engine reads.
 #include <cstdio>
+#include <memory>
 
 #include "apps/commands.h"
 #include "model/ops/gpu/policy.h"
@@ -7,6 +8,10 @@
 
 namespace app {
 namespace {
+
+struct DevicesArgs {
+  bool validation = false;
+};
 
 const char* yes(bool b) { return b ? "yes" : "no"; }
 
@@ -54,8 +59,6 @@ void print(const vk::PhysicalDevice& d, const vk::DeviceOptions& asked) {
   std::printf("  kernels                 %s\n", model::gpu::choose_policy(c, asked.kernels, asked.coop_matrix).describe().c_str());
 }
 
-}  // namespace
-
 int devices(const DevicesArgs& args) {
   vk::InstanceOptions options = vk::InstanceOptions::from_env();
   options.validation = options.validation || args.validation;
@@ -68,6 +71,17 @@ int devices(const DevicesArgs& args) {
   const vk::DeviceOptions asked = vk::DeviceOptions::from_env();
   for (const auto& d : list) print(d, asked);
   return 0;
+}
+
+}  // namespace
+
+Command add_devices(CLI::App& cli) {
+  auto args = std::make_shared<DevicesArgs>();
+  CLI::App* cmd =
+      cli.add_subcommand("devices", "list every Vulkan device with its limits and features");
+  cmd->add_flag("--validation", args->validation,
+                "enable the Khronos validation layer (also: GPT2VK_VALIDATION=1)");
+  return {cmd, [args] { return devices(*args); }};
 }
 
 }  // namespace app

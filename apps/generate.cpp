@@ -2,14 +2,28 @@
 // logs and the summary on stderr.
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <random>
 
 #include "apps/commands.h"
 #include "apps/progress.h"
+#include "apps/session.h"
 #include "model/generation/generate.h"
 #include "model/text/utf8.h"
 
 namespace app {
+namespace {
+
+struct GenerateArgs {
+  ModelArgs model;
+  std::string prompt, file;
+  uint32_t n = 64;
+  float temp = 0.8f;
+  uint32_t top_k = 40;
+  float top_p = 0.95f;
+  uint64_t seed = 0;
+  bool seed_given = false;
+};
 
 int generate(const GenerateArgs& args) {
   using Clock = std::chrono::steady_clock;
@@ -101,6 +115,27 @@ int generate(const GenerateArgs& args) {
                args.model.kv_cache == "f16" ? ", KV cache f16" : "",
                r.stop.c_str(), c.eos_token_id ? "" : " (the model has no end-of-text token)");
   return 0;
+}
+
+}  // namespace
+
+Command add_generate(CLI::App& cli) {
+  auto args = std::make_shared<GenerateArgs>();
+  CLI::App* cmd = cli.add_subcommand("generate", "continue a prompt, streaming the text to stdout");
+  add_model_options(*cmd, args->model);
+  cmd->add_option("-p,--prompt", args->prompt, "the text to continue");
+  cmd->add_option("-f,--file", args->file, "read the prompt from a file");
+  cmd->add_option("-n,--n-predict", args->n, "tokens to generate (default 64)")
+      ->check(CLI::Range(0u, 1000000u));
+  cmd->add_option("--temp", args->temp, "temperature; 0 = greedy (default 0.8)")
+      ->check(CLI::Range(0.0f, 100.0f));
+  cmd->add_option("--top-k", args->top_k, "keep the k likeliest tokens; 0 = all (default 40)");
+  cmd->add_option("--top-p", args->top_p,
+                  "keep the likeliest tokens up to this mass (default 0.95)")
+      ->check(CLI::Range(0.0f, 1.0f));
+  cmd->add_option("-s,--seed", args->seed, "seed for reproducible sampling (default: random)")
+      ->each([args](const std::string&) { args->seed_given = true; });
+  return {cmd, [args] { return generate(*args); }};
 }
 
 }  // namespace app

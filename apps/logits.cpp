@@ -2,10 +2,18 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 
 #include "apps/commands.h"
+#include "apps/session.h"
 
 namespace app {
+namespace {
+
+struct LogitsArgs {
+  ModelArgs model;
+  std::string ids, out;
+};
 
 int logits(const LogitsArgs& args) {
   const std::string data = read_file(args.ids);
@@ -24,6 +32,17 @@ int logits(const LogitsArgs& args) {
                s.model->config().n_vocab, args.out.c_str(), s.model->device_name().c_str(),
                model::precision_name(s.model->precision()));
   return 0;
+}
+
+}  // namespace
+
+Command add_logits(CLI::App& cli) {
+  auto args = std::make_shared<LogitsArgs>();
+  CLI::App* cmd = cli.add_subcommand("logits", "int32 ids in, float32 logits [T, V] out");
+  add_model_options(*cmd, args->model);
+  cmd->add_option("--ids", args->ids, "int32 little-endian token ids")->required();
+  cmd->add_option("-o,--out", args->out, "float32 little-endian logits [T, V]")->required();
+  return {cmd, [args] { return logits(*args); }};
 }
 
 }  // namespace app

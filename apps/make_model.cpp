@@ -3,11 +3,20 @@
 // download.
 #include <cstdio>
 #include <map>
+#include <memory>
 
 #include "apps/commands.h"
 #include "model/formats/random_checkpoint.h"
 
 namespace app {
+namespace {
+
+struct MakeModelArgs {
+  std::string shape = "small";  // tiny | small | medium | large | xl
+  std::string dtype = "f16";    // f32 | f16 | bf16
+  std::string out;
+  uint64_t seed = 1;
+};
 
 int make_model(const MakeModelArgs& args) {
   struct Shape {
@@ -36,6 +45,22 @@ int make_model(const MakeModelArgs& args) {
                dir.c_str(), args.shape.c_str(), c.n_layer, c.n_embd, c.n_head, args.dtype.c_str(),
                static_cast<unsigned long long>(args.seed));
   return 0;
+}
+
+}  // namespace
+
+Command add_make_model(CLI::App& cli) {
+  auto args = std::make_shared<MakeModelArgs>();
+  CLI::App* cmd = cli.add_subcommand(
+      "make-model", "write a random-weight checkpoint of a GPT-2 shape, with GPT-2's tokenizer");
+  cmd->add_option("--shape", args->shape,
+                  "tiny (2 layers, width 128), small (124M), medium, large, xl (1.5B)")
+      ->check(CLI::IsMember({"tiny", "small", "medium", "large", "xl"}));
+  cmd->add_option("--dtype", args->dtype, "stored dtype (default f16)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  cmd->add_option("-o,--out", args->out, "the folder to write")->required();
+  cmd->add_option("-s,--seed", args->seed, "seed of the weights");
+  return {cmd, [args] { return make_model(*args); }};
 }
 
 }  // namespace app

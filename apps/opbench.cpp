@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -19,6 +20,15 @@
 
 namespace app {
 namespace {
+
+struct OpbenchArgs {
+  std::string device;         // index or name; "" = the first GPU
+  std::string precision = "f16";
+  int repeats = 10;
+  uint32_t prefill = 128;     // tokens of the prefill shapes (decode attends to this many)
+  std::string only;           // time only the ops whose name contains this
+  std::string kernels;         // auto | gpu | cpu; "" = GPT2VK_KERNELS, else auto
+};
 
 // GPT-2 small.
 constexpr uint32_t C = 768, H = 12, V = 50257, N_CTX = 1024;
@@ -179,8 +189,6 @@ void run_shapes(Bench& b, uint32_t T, uint32_t L, model::DType dtype) {
   });
 }
 
-}  // namespace
-
 int opbench(const OpbenchArgs& args) {
   vk::Instance instance;
   vk::DeviceOptions options = vk::DeviceOptions::from_env();  // GPT2VK_COOP_MATRIX, ...
@@ -202,6 +210,25 @@ int opbench(const OpbenchArgs& args) {
     run_shapes(b, T, T == 1 ? args.prefill : T, dtype);
   }
   return 0;
+}
+
+}  // namespace
+
+Command add_opbench(CLI::App& cli) {
+  auto args = std::make_shared<OpbenchArgs>();
+  CLI::App* cmd =
+      cli.add_subcommand("opbench", "GPU time of every op at GPT-2 small shapes (timestamps)");
+  cmd->add_option("--device", args->device, "device index or name (default: first GPU)");
+  cmd->add_option("--precision", args->precision, "weight storage")
+      ->check(CLI::IsMember({"f16", "f32"}));
+  cmd->add_option("-r,--repeats", args->repeats, "timed calls per op")->check(CLI::Range(1, 1000));
+  cmd->add_option("-p,--prefill", args->prefill, "prefill tokens")->check(CLI::Range(2, 1024));
+  cmd->add_option("--kernels", args->kernels,
+                  "the kernel set whose Auto kernels run: auto, gpu or cpu (default: "
+                  "GPT2VK_KERNELS, else auto)")
+      ->check(CLI::IsMember({"auto", "gpu", "cpu"}));
+  cmd->add_option("--only", args->only, "time only the ops whose name contains this");
+  return {cmd, [args] { return opbench(*args); }};
 }
 
 }  // namespace app

@@ -5,10 +5,19 @@
 // tokens of context. A last, shorter window scores what remains.
 #include <cmath>
 #include <cstdio>
+#include <memory>
 
 #include "apps/commands.h"
+#include "apps/session.h"
 
 namespace app {
+namespace {
+
+struct PerplexityArgs {
+  ModelArgs model;
+  std::string file;
+  uint32_t ctx = 0;  // 0: the model's n_ctx
+};
 
 int perplexity(const PerplexityArgs& args) {
   const std::string text = read_text("", args.file);
@@ -45,6 +54,19 @@ int perplexity(const PerplexityArgs& args) {
   std::printf("mean nll = %.6f\n", mean);
   std::printf("ppl = %.4f over %zu tokens\n", std::exp(mean), count);
   return 0;
+}
+
+}  // namespace
+
+Command add_perplexity(CLI::App& cli) {
+  auto args = std::make_shared<PerplexityArgs>();
+  CLI::App* cmd =
+      cli.add_subcommand("perplexity", "mean negative log-likelihood and perplexity of a text");
+  add_model_options(*cmd, args->model);
+  cmd->add_option("-f,--file", args->file, "the text to score")->required();
+  cmd->add_option("-c,--ctx", args->ctx, "window length N (default: the model's context)")
+      ->check(CLI::Range(1u, 1u << 20));
+  return {cmd, [args] { return perplexity(*args); }};
 }
 
 }  // namespace app

@@ -21,6 +21,7 @@
 
 #include "apps/commands.h"
 #include "apps/progress.h"
+#include "apps/session.h"
 #include "model/formats/checkpoint.h"
 #include "model/text/tokenizer.h"
 #include "model/training/gpu_trainer.h"
@@ -30,6 +31,26 @@
 
 namespace app {
 namespace {
+
+struct TrainArgs {
+  ModelArgs model;   // -m (a checkpoint to continue), --device, --kernels, --validation
+  std::string init;  // --init CONFIG.json: a new model with GPT-2's initialisation
+  std::string data, val_data, out, resume, log;
+  uint64_t steps = 1000;  // the run's total, counting the steps before a resume
+  uint32_t batch = 4, ctx = 64;
+  std::string optimizer = "adamw";  // adamw | sgd
+  float lr = 3e-4f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
+  float grad_clip = 1.0f;  // 0: no clipping
+  uint64_t warmup = 0;
+  bool cosine = false;
+  float lr_min = 0.0f;
+  uint64_t eval_every = 0, save_every = 0;
+  uint64_t seed = 1;
+  bool profile = false;  // then GPU time per op of the last step
+  // Time the steps only: no output folder, no checkpoint, no evaluation; print tokens/s (the
+  // median step after the first, whose time includes building the pipelines).
+  bool bench = false;
+};
 
 namespace fs = std::filesystem;
 using model::training::Parameters;
@@ -219,8 +240,6 @@ void print_bench(std::vector<double> step_s, uint32_t B, uint32_t T, uint64_t pa
               static_cast<unsigned long long>(parameters), B, T, device.c_str(), double(B) * T / median,
               median * 1000, n, n == 1 ? "" : "s", skip ? " after the first" : "");
 }
-
-}  // namespace
 
 int train(const TrainArgs& a) {
   if (a.model.model.empty() == a.init.empty())
@@ -422,6 +441,64 @@ int train(const TrainArgs& a) {
                interrupted ? "interrupted; saved" : "saved", static_cast<unsigned long long>(state.step),
                a.out.c_str());
   return interrupted ? 128 + interrupted : 0;
+}
+
+}  // namespace
+
+Command add_train(CLI::App& cli) {
+  auto args = std::make_shared<TrainArgs>();
+  CLI::App* cmd = cli.add_subcommand(
+      "train", "train a model on a text file on the Vulkan device (one command buffer per step)");
+  cmd->add_option("-m,--model", args->model.model, "continue from this checkpoint folder");
+  cmd->add_option("--init", args->init,
+                  "start a new model from this config.json with GPT-2's initialisation (the "
+                  "tokenizer files, if GPT-2's, beside it)");
+  cmd->add_option("--data", args->data, "the training text (UTF-8)")->required();
+  cmd->add_option("--val-data", args->val_data, "a held-out text for --eval-every");
+  cmd->add_option("-o,--out", args->out, "the checkpoint folder to write (not with --bench)");
+  cmd->add_option("--resume", args->resume,
+                  "go on from this checkpoint's weights, moments, step and data position "
+                  "(the same data and flags again)");
+  cmd->add_option("--steps", args->steps, "the run's total steps (default 1000)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+  cmd->add_option("--batch", args->batch, "sequences per step (default 4)");
+  cmd->add_option("--ctx", args->ctx, "tokens per sequence (default 64)");
+  cmd->add_option("--optimizer", args->optimizer, "adamw (default) or sgd")
+      ->check(CLI::IsMember({"adamw", "sgd"}));
+  cmd->add_option("--lr", args->lr, "the learning rate (default 3e-4)")->check(CLI::PositiveNumber);
+  cmd->add_option("--beta1", args->beta1, "AdamW's beta1 (default 0.9)")
+      ->check(CLI::Range(0.0f, 1.0f));
+  cmd->add_option("--beta2", args->beta2, "AdamW's beta2 (default 0.95)")
+      ->check(CLI::Range(0.0f, 1.0f));
+  cmd->add_option("--eps", args->eps, "AdamW's epsilon (default 1e-8)")->check(CLI::PositiveNumber);
+  cmd->add_option("--weight-decay", args->weight_decay,
+                  "decoupled weight decay of matrices and embeddings (default 0.1)")
+      ->check(CLI::Range(0.0f, 1e6f));
+  cmd->add_option("--grad-clip", args->grad_clip,
+                  "the gradients' global norm bound; 0 disables (default 1.0)")
+      ->check(CLI::Range(0.0f, 1e30f));
+  cmd->add_option("--warmup", args->warmup, "steps of linear warm-up (default 0)");
+  cmd->add_flag("--cosine", args->cosine, "cosine decay to --lr-min after the warm-up");
+  cmd->add_option("--lr-min", args->lr_min, "the cosine schedule's floor (default 0)")
+      ->check(CLI::Range(0.0f, 1e30f));
+  cmd->add_option("--eval-every", args->eval_every,
+                  "evaluate on --val-data every N steps and at the end (default 0: never)");
+  cmd->add_option("--save-every", args->save_every, "save every N steps (always at the end)");
+  cmd->add_option("--log", args->log,
+                  "JSON lines: step, loss, grad_norm, lr, tokens_per_s, val_loss");
+  cmd->add_option("--seed", args->seed, "the initialisation's seed (default 1)");
+  cmd->add_flag("--profile", args->profile,
+                "then the GPU time of each op kind in the last step (timestamps)");
+  cmd->add_flag("--bench", args->bench,
+                "time --steps (>= 2) steps and print tokens/s, the median step after the "
+                "first; writes and evaluates nothing");
+  cmd->add_option("--device", args->model.device, "GPU index or name");
+  cmd->add_option("--kernels", args->model.kernels,
+                  "the kernel set: gpu, cpu or auto (by the device; default, or GPT2VK_KERNELS)")
+      ->check(CLI::IsMember({"auto", "gpu", "cpu"}));
+  cmd->add_flag("--validation", args->model.validation,
+                "enable the Khronos validation layer (also: GPT2VK_VALIDATION=1)");
+  return {cmd, [args] { return train(*args); }};
 }
 
 }  // namespace app

@@ -8,11 +8,13 @@
 #include <csignal>
 #include <cstdio>
 #include <ctime>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
 #include "apps/serve/connections.h"
 #include "apps/serve/engine.h"
+#include "apps/session.h"
 #include "model/text/utf8.h"
 
 namespace app {
@@ -20,6 +22,20 @@ namespace app {
 using json = nlohmann::json;
 
 namespace {
+
+struct ServeArgs {
+  ModelArgs model;
+  std::string host = "127.0.0.1";  // loopback unless told otherwise
+  uint16_t port = 8080;             // 0: any free port (the line on stderr names it)
+  uint32_t parallel = 1;            // requests decoding at once
+  uint32_t ctx_per_slot = 0;        // tokens of prompt + completion per request; 0: n_ctx
+  std::string api_key;              // "": no key needed
+  uint32_t max_queue = 16;          // requests waiting beyond this get 503 + Retry-After
+  size_t max_body = 1 << 20;        // bytes of a request body
+  uint32_t request_timeout = 10;    // seconds for a request's headers, and again for its body
+  uint32_t drain_timeout = 30;      // seconds SIGTERM waits for requests in flight
+  uint32_t max_connections = 512;   // connections served at once (a thread each)
+};
 
 // JSON out: text the tokenizer made is valid UTF-8, but a token's own bytes may not be.
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
@@ -319,8 +335,6 @@ struct Server {
   }
 };
 
-}  // namespace
-
 int serve(const ServeArgs& args) {
   // SIGINT and SIGTERM go to one thread that drains the engine and stops the server; every
   // thread made from here on inherits the mask. A client gone mid-write is an error, not SIGPIPE.
@@ -420,6 +434,45 @@ int serve(const ServeArgs& args) {
   server.engine.reset();
   std::fprintf(stderr, "gpt2vk: server stopped\n");
   return ok ? 0 : 1;
+}
+
+}  // namespace
+
+Command add_serve(CLI::App& cli) {
+  auto args = std::make_shared<ServeArgs>();
+  CLI::App* cmd = cli.add_subcommand(
+      "serve", "an OpenAI-compatible HTTP server: /v1/completions, /v1/models, /health, /metrics");
+  add_model_options(*cmd, args->model);
+  cmd->add_option("--host", args->host,
+                  "address to listen on (default 127.0.0.1: this machine only)");
+  cmd->add_option("--port", args->port, "port (default 8080; 0: any free port)");
+  cmd->add_option("--parallel", args->parallel,
+                  "requests decoding together, each with a KV cache of --ctx-per-slot tokens "
+                  "(default 1, at most 8; more than 1 needs a GPU model)")
+      ->check(CLI::Range(1u, 8u));
+  cmd->add_option("--ctx-per-slot", args->ctx_per_slot,
+                  "tokens of prompt plus completion a request may use (default: the model's "
+                  "context)")
+      ->check(CLI::Range(1u, 1u << 20));
+  cmd->add_option("--api-key", args->api_key,
+                  "require 'Authorization: Bearer KEY' on every endpoint but /health");
+  cmd->add_option("--max-queue", args->max_queue,
+                  "requests that may wait for a slot; more get 503 with Retry-After (default 16)")
+      ->check(CLI::Range(1u, 4096u));
+  cmd->add_option("--max-body", args->max_body, "largest request body in bytes (default 1 MiB)")
+      ->check(CLI::Range(size_t{64}, size_t{1} << 30));
+  cmd->add_option("--request-timeout", args->request_timeout,
+                  "seconds a client may take to send a request's headers, and again its body "
+                  "(default 10); slower ones are cut off")
+      ->check(CLI::Range(1u, 3600u));
+  cmd->add_option("--drain-timeout", args->drain_timeout,
+                  "seconds SIGTERM waits for the requests in flight before exiting anyway "
+                  "(default 30)")
+      ->check(CLI::Range(0u, 86400u));
+  cmd->add_option("--max-connections", args->max_connections,
+                  "connections served at once, a thread each; more wait (default 512)")
+      ->check(CLI::Range(8u, 65536u));
+  return {cmd, [args] { return serve(*args); }};
 }
 
 }  // namespace app
