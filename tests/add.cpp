@@ -11,7 +11,7 @@ void gpu_add(const model::gpu::Ops& k, vk::Recorder& rec, const vk::BufferSpan& 
   model::gpu::require_elements("add", "a", a, n);
   model::gpu::require_elements("add", "b", b, n);
   const vk::Pipeline& p =
-      k.get("add", {{model::gpu::default_workgroup(k.device().caps()), 1, 1}, {}});
+      k.get(vk::Shader::add, {{model::gpu::default_workgroup(k.device().caps()), 1, 1}, {}});
   rec.dispatch(p, {out, a, b}, push::AddPush{n}, vk::groups_for(k.device(), p, n));
 }
 

@@ -51,7 +51,7 @@ TEST_CASE("dispatch rejects wrong push constants, bindings and group counts") {
   GPU_TEST(g);
   vk::Arena arena(g.device, 4096, vk::MemoryKind::Device, "test checks");
   vk::BufferSpan s = arena.alloc(256);
-  const vk::Pipeline& add = g.kernels.get("add");
+  const vk::Pipeline& add = g.pipelines.get("add");
   vk::Recorder rec(g.device);
   rec.begin();
   struct TooBig {
@@ -62,10 +62,10 @@ TEST_CASE("dispatch rejects wrong push constants, bindings and group counts") {
   CHECK_THROWS_WITH_AS(rec.dispatch(add, {s, s}, push::AddPush{1}, one_group()),
                        doctest::Contains("3 bindings"), vk::Error);
   CHECK_THROWS_AS(rec.dispatch(add, {s, s, s}, push::AddPush{1}, vk::Groups{0, 1, 1}), vk::Error);
-  CHECK_THROWS_AS(g.kernels.get("no_such_shader"), vk::Error);
+  CHECK_THROWS_AS(g.pipelines.get("no_such_shader"), vk::Error);
   vk::Specialization huge;
   huge.local_size = {g.device.caps().max_workgroup_invocations + 1, 1, 1};
-  CHECK_THROWS_AS(g.kernels.get("add", huge), vk::Error);
+  CHECK_THROWS_AS(g.pipelines.get("add", huge), vk::Error);
   CHECK_THROWS_AS(test::gpu_add(g.kernels, rec, s, s, s, 1000), vk::Error);  // span too small
   rec.end();
 }
@@ -280,7 +280,7 @@ TEST_CASE("device selection explains itself") {
 
 TEST_CASE("groups_for folds large counts into y and never under-covers") {
   GPU_TEST(g);
-  const vk::Pipeline& p = g.kernels.get("add");
+  const vk::Pipeline& p = g.pipelines.get("add");
   const uint32_t local = p.local_size()[0];
   for (uint64_t threads : {1ull, 63ull, 64ull, 65ull, 1ull << 20, 1ull << 26}) {
     vk::Groups gr = vk::groups_for(g.device, p, threads);

@@ -16,8 +16,10 @@ namespace {
 // activation() and activation_backward(): one dispatch per chunk of whole aligned blocks, so
 // every chunk's bindings start aligned too. The first span is written, the others read.
 using Named = std::pair<const char*, const vk::BufferSpan*>;
-void elementwise(const Ops& k, vk::Recorder& rec, const char* op,
-                 std::initializer_list<Named> spans, uint32_t n, Activation kind) {
+// `op` names the op in errors; `shader` and `texel_shader` are its kernels.
+void elementwise(const Ops& k, vk::Recorder& rec, const char* op, vk::Shader shader,
+                 vk::Shader texel_shader, std::initializer_list<Named> spans, uint32_t n,
+                 Activation kind) {
   const auto kind_id = static_cast<uint32_t>(kind);
   if (kind_id > push::ACT_RELU)
     throw vk::Error(std::string(op) + ": unknown kind " + std::to_string(kind_id));
@@ -29,7 +31,7 @@ void elementwise(const Ops& k, vk::Recorder& rec, const char* op,
     texel = texel && texel_elementwise(k, n, {it->second}, {});
   if (texel) {
     // The texel kernel: four elements per invocation, in one dispatch.
-    const vk::Pipeline& p = k.get(std::string(op) + "_texel", {{default_workgroup(caps), 1, 1}, {kind_id}});
+    const vk::Pipeline& p = k.get(texel_shader, {{default_workgroup(caps), 1, 1}, {kind_id}});
     std::vector<vk::BufferSpan> bindings;
     for (const auto& named : spans) bindings.push_back(named.second->sub(0, uint64_t{n} * sizeof(float)));
     rec.dispatch(p, bindings, push::ActivationPush{n}, vk::groups_for(k.device(), p, n / 4));
@@ -37,7 +39,7 @@ void elementwise(const Ops& k, vk::Recorder& rec, const char* op,
   }
   const uint64_t block = binding_alignment(caps);
   const uint64_t chunk = caps.max_storage_buffer_range / block * block / sizeof(float);
-  const vk::Pipeline& p = k.get(op, {{default_workgroup(caps), 1, 1}, {kind_id}});
+  const vk::Pipeline& p = k.get(shader, {{default_workgroup(caps), 1, 1}, {kind_id}});
   for (uint64_t i = 0; i < n; i += chunk) {
     const uint64_t m = std::min<uint64_t>(chunk, n - i), off = i * sizeof(float),
                    bytes = m * sizeof(float);
@@ -52,13 +54,16 @@ void elementwise(const Ops& k, vk::Recorder& rec, const char* op,
 
 void activation(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
                 const vk::BufferSpan& x, uint32_t n, Activation kind) {
-  elementwise(k, rec, "activation", {{"out", &out}, {"x", &x}}, n, kind);
+  elementwise(k, rec, "activation", vk::Shader::activation, vk::Shader::activation_texel,
+              {{"out", &out}, {"x", &x}}, n, kind);
 }
 
 void activation_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& dx,
                          const vk::BufferSpan& dout, const vk::BufferSpan& x, uint32_t n,
                          Activation kind) {
-  elementwise(k, rec, "activation_backward", {{"dx", &dx}, {"dout", &dout}, {"x", &x}}, n, kind);
+  elementwise(k, rec, "activation_backward", vk::Shader::activation_backward,
+              vk::Shader::activation_backward_texel, {{"dx", &dx}, {"dout", &dout}, {"x", &x}}, n,
+              kind);
 }
 
 }  // namespace model::gpu

@@ -27,13 +27,13 @@ void add(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out, const vk::B
   const vk::DeviceCaps& caps = k.device().caps();
   if (n > 0 && texel_elementwise(k, n, {&a, &b}, {&out})) {
     // The texel kernel: four elements per invocation, in one dispatch.
-    const vk::Pipeline& p = k.get("add_texel", {{default_workgroup(caps), 1, 1}, {}});
+    const vk::Pipeline& p = k.get(vk::Shader::add_texel, {{default_workgroup(caps), 1, 1}, {}});
     const uint64_t bytes = n * 4;
     rec.dispatch(p, {out.sub(0, bytes), a.sub(0, bytes), b.sub(0, bytes)},
                  push::AddPush{static_cast<uint32_t>(n)}, vk::groups_for(k.device(), p, n / 4));
     return;
   }
-  const vk::Pipeline& p = k.get("add", {{default_workgroup(caps), 1, 1}, {}});
+  const vk::Pipeline& p = k.get(vk::Shader::add, {{default_workgroup(caps), 1, 1}, {}});
   const uint64_t chunk = chunk_floats(caps);
   for (uint64_t i = 0; i < n; i += chunk) {
     const uint64_t m = std::min(chunk, n - i), off = i * 4, bytes = m * 4;
@@ -45,7 +45,7 @@ void add(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out, const vk::B
 void fill(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out, uint64_t n, float value) {
   require_elements("fill", "out", out, n);
   const vk::DeviceCaps& caps = k.device().caps();
-  const vk::Pipeline& p = k.get("fill", {{default_workgroup(caps), 1, 1}, {}});
+  const vk::Pipeline& p = k.get(vk::Shader::fill, {{default_workgroup(caps), 1, 1}, {}});
   const uint64_t chunk = chunk_floats(caps);
   for (uint64_t i = 0; i < n; i += chunk) {
     const uint64_t m = std::min(chunk, n - i);

@@ -126,7 +126,7 @@ void dispatch_portable(const Ops& k, vk::Recorder& rec, const Call& c,
   if (chunk > wg) chunk -= chunk % wg;  // whole rounds of the score loop
   const auto dpt = static_cast<uint32_t>(vk::ceil_div(D, wg));
   const vk::Pipeline& p =
-      k.get(c.probs ? "attention_probs" : "attention",
+      k.get(c.probs ? vk::Shader::attention_probs : vk::Shader::attention,
             {{wg, 1, 1}, {D, chunk, dpt, static_cast<uint32_t>(c.cache)}});
   // Bind only what is read or written: the first L cache rows (same offset, so still aligned).
   std::vector<vk::BufferSpan> bindings{
@@ -183,8 +183,9 @@ void dispatch_texel(const Ops& k, vk::Recorder& rec, const Call& c,
                         push::ATTENTION_TEXEL_MAX_MERGE * uint32_t{sizeof(float)});
   const bool split = c.T < kTexelSplitBelow;
   const uint32_t splits = split ? lanes : 1, queries = split ? 1 : kTexelQueries;
-  const std::string name = std::string(c.store ? "attention_texel_store" : "attention_texel") +
-                           (c.probs ? "_probs" : "");
+  const vk::Shader name =
+      c.store ? (c.probs ? vk::Shader::attention_texel_store_probs : vk::Shader::attention_texel_store)
+              : (c.probs ? vk::Shader::attention_texel_probs : vk::Shader::attention_texel);
   const vk::Pipeline& p = k.get(name, {{lanes, 1, 1}, {D, splits, queries, kTexelKeys}});
   const uint32_t per_group = lanes / splits * queries;
   const vk::Groups g = groups(caps, static_cast<uint32_t>(vk::ceil_div(c.T, per_group)), c.H);
@@ -246,11 +247,11 @@ void dispatch_split(const Ops& k, vk::Recorder& rec, const Call& c,
   const vk::BufferSpan part =
       c.scratch->sub(0, attention_split_scratch_bytes(c.T, c.L, c.C, c.H));
   const uint64_t cache = c.cache_bytes(k.device().caps());
-  rec.dispatch(k.get("attention_split", {{wg, 1, 1}, {D, static_cast<uint32_t>(c.cache)}}),
+  rec.dispatch(k.get(vk::Shader::attention_split, {{wg, 1, 1}, {D, static_cast<uint32_t>(c.cache)}}),
                {part, c.q.sub(0, c.q_floats() * sizeof(float)), c.k_cache.sub(0, cache),
                 c.v_cache.sub(0, cache), c.step_span()},
                p, {blocks, c.H, c.T});
-  rec.dispatch(k.get("attention_merge", {{wg, 1, 1}, {D}}),
+  rec.dispatch(k.get(vk::Shader::attention_merge, {{wg, 1, 1}, {D}}),
                {c.out.sub(0, c.T * c.row_bytes()), part}, p, {c.H, c.T, 1});
 }
 
@@ -310,7 +311,7 @@ void dispatch_tiled(const Ops& k, vk::Recorder& rec, const Call& c, push::Attent
   const uint32_t D = c.C / c.H;
   const uint64_t cache = c.cache_bytes(caps);
   const vk::Pipeline& pipeline = k.get(
-      "attention_tiled",
+      vk::Shader::attention_tiled,
       {{push::ATTENTION_TILED_WG, 1, 1}, {D, static_cast<uint32_t>(c.cache)}});
   const auto blocks = static_cast<uint32_t>(vk::ceil_div(c.T, push::ATTENTION_TILED_QUERIES));
   const vk::BufferSpan out = c.out.sub(0, c.T * c.row_bytes());
@@ -325,7 +326,7 @@ void dispatch_tiled(const Ops& k, vk::Recorder& rec, const Call& c, push::Attent
       c.scratch->sub(0, uint64_t{c.T} * c.H * p.splits * (D + 2) * sizeof(float));
   rec.dispatch(pipeline, {part, q, kc, vc, c.step_span()}, p,
                groups(caps, blocks * p.splits, c.H));
-  rec.dispatch(k.get("attention_merge", {{push::ATTENTION_SPLIT_WG, 1, 1}, {D}}), {out, part}, p,
+  rec.dispatch(k.get(vk::Shader::attention_merge, {{push::ATTENTION_SPLIT_WG, 1, 1}, {D}}), {out, part}, p,
                {c.H, c.T, 1});
 }
 
@@ -591,8 +592,9 @@ void attention_sequences(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& 
   require_elements(op, "qkv", qkv, rows * 3 * C);
   if (rows == 0) return;
   const bool texel = sequences_texel(k, B, T, C, H, {&qkv}, {&out});
-  const vk::Pipeline& p = k.get(texel ? "attention_sequences_texel" : op,
-                                {{default_workgroup(k.device().caps()), 1, 1}, {C / H}});
+  const vk::Pipeline& p =
+      k.get(texel ? vk::Shader::attention_sequences_texel : vk::Shader::attention_sequences,
+            {{default_workgroup(k.device().caps()), 1, 1}, {C / H}});
   rec.dispatch(p, {out.sub(0, rows * C * 4), qkv.sub(0, rows * 3 * C * 4)}, push,
                vk::groups_for(k.device(), p, rows * H));
 }
@@ -619,12 +621,12 @@ void attention_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& d
   const bool texel = sequences_texel(k, B, T, C, H, {&qkv, &dout, &stats}, {&dqkv, &stats});
   for (bool keys : {false, true}) {
     if (texel) {
-      const vk::Pipeline& p = k.get("attention_backward_texel", {{wg, 1, 1}, {C / H, keys ? 1u : 0u}});
+      const vk::Pipeline& p = k.get(vk::Shader::attention_backward_texel, {{wg, 1, 1}, {C / H, keys ? 1u : 0u}});
       rec.dispatch(p, {bindings[0], bindings[1], bindings[2], bindings[3], bindings[1]}, push,
                    vk::groups_for(k.device(), p, rows * H));
       continue;
     }
-    const vk::Pipeline& p = k.get(op, {{wg, 1, 1}, {C / H, keys ? 1u : 0u}});
+    const vk::Pipeline& p = k.get(vk::Shader::attention_backward, {{wg, 1, 1}, {C / H, keys ? 1u : 0u}});
     rec.dispatch(p, bindings, push, vk::groups_for(k.device(), p, rows * H));
   }
 }

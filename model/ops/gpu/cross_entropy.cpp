@@ -22,7 +22,7 @@ void cross_entropy(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& losses
   const float scale = 1.0f / static_cast<float>(mean_over);
   if (V % 4 == 0 && texel_elementwise(k, uint64_t{N} * V, {&logits}, {&logits})) {
     // The texel kernel: an invocation per row, all rows in one dispatch (no windows).
-    const vk::Pipeline& p = k.get("cross_entropy_texel", {{default_workgroup(caps), 1, 1}, {}});
+    const vk::Pipeline& p = k.get(vk::Shader::cross_entropy_texel, {{default_workgroup(caps), 1, 1}, {}});
     const vk::BufferSpan l = logits.sub(0, uint64_t{N} * V * sizeof(float));
     rec.dispatch(p, {l, targets.sub(0, uint64_t{N} * 4), losses.sub(0, uint64_t{N} * 4), l},
                  push::CrossEntropyPush{N, V, scale, 0, 0, 0}, vk::groups_for(k.device(), p, N));
@@ -38,7 +38,7 @@ void cross_entropy(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& losses
       std::min<uint64_t>(N, (caps.max_storage_buffer_range - align) / row_bytes));
   const uint32_t wg = std::min(default_workgroup(caps), push::CROSS_ENTROPY_MAX_WORKGROUP);
   require_shared_memory(caps, "cross_entropy", push::CROSS_ENTROPY_MAX_WORKGROUP * 4);
-  const vk::Pipeline& p = k.get("cross_entropy", {{wg, 1, 1}, {}});
+  const vk::Pipeline& p = k.get(vk::Shader::cross_entropy, {{wg, 1, 1}, {}});
   for (uint32_t r0 = 0; r0 < N; r0 += rows) {
     const uint32_t n = std::min(rows, N - r0);
     const Window l = window(logits, uint64_t{r0} * V, uint64_t{n} * V, sizeof(float), align);

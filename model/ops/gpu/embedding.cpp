@@ -71,7 +71,7 @@ void embed(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out, const vk:
   const uint32_t dtype_pos =
       position == PositionKind::Learned ? static_cast<uint32_t>(wpe->dtype) : push::DTYPE_F32;
   const vk::Pipeline& p =
-      k.get("embedding",
+      k.get(vk::Shader::embedding,
             {{default_workgroup(caps), 1, 1},
              {static_cast<uint32_t>(wte.dtype), dtype_pos, static_cast<uint32_t>(position),
               wte_interleaved ? 1u : 0u}});
@@ -129,7 +129,7 @@ void embedding_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& d
                                    " bytes exceed what one binding may hold");
   const uint64_t rows = range > align + row_bytes ? (range - align) / row_bytes : 0;
   if (rows == 0) fail("embedding_backward", "one dwte row does not fit in one binding");
-  const vk::Pipeline& p = k.get("embedding_backward", {{default_workgroup(caps), 1, 1}, {}});
+  const vk::Pipeline& p = k.get(vk::Shader::embedding_backward, {{default_workgroup(caps), 1, 1}, {}});
   const vk::BufferSpan pos = dwpe ? dwpe->sub(0, uint64_t{T} * row_bytes) : dout.sub(0, 4);
   for (uint64_t v0 = 0; v0 < V; v0 += rows) {
     const uint64_t v1 = std::min<uint64_t>(V, v0 + rows);

@@ -24,7 +24,7 @@ void kv_store(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& k_cache,
                      " do not fit the cache of n_ctx = " + std::to_string(n_ctx) +
                      " rows of C = " + std::to_string(C));
   require_elements("kv_store", "qkv", qkv, uint64_t{T} * 3 * C);
-  const vk::Pipeline& p = k.get("kv_store", {{default_workgroup(k.device().caps()), 1, 1},
+  const vk::Pipeline& p = k.get(vk::Shader::kv_store, {{default_workgroup(k.device().caps()), 1, 1},
                                              {static_cast<uint32_t>(cache)}});
   // Only the rows up to the last one written are bound (offset unchanged, so still aligned): a
   // later reader of the cache still gets a barrier, and the binding stays as small as it can.

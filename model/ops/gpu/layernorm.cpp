@@ -75,7 +75,7 @@ void layernorm(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
   if (use_texel(k, x, gamma, beta, T, C, kernel)) {
     // Eight rows per workgroup, llvmpipe's SIMD width: a prompt's rows spread over its threads.
     const uint32_t wg = std::min({8u, caps.max_workgroup_invocations, caps.max_workgroup_size[0]});
-    const vk::Pipeline& p = k.get("layernorm_texel", {{wg, 1, 1}, {static_cast<uint32_t>(kind)}});
+    const vk::Pipeline& p = k.get(vk::Shader::layernorm_texel, {{wg, 1, 1}, {static_cast<uint32_t>(kind)}});
     rec.dispatch(
         p, {out.sub(0, bytes), x.sub(0, bytes), gamma.sub(0, row_bytes), beta.sub(0, row_bytes)},
         push::LayerNormPush{T, C, eps}, vk::groups_for(k.device(), p, T));
@@ -85,7 +85,7 @@ void layernorm(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
   require_shared_memory(caps, "layernorm",
                         push::LAYERNORM_MAX_WORKGROUP * 2 * uint32_t{sizeof(float)});
   const uint32_t wg = std::min(row_workgroup(caps, C), push::LAYERNORM_MAX_WORKGROUP);
-  const vk::Pipeline& p = k.get("layernorm", {{wg, 1, 1}, {static_cast<uint32_t>(kind)}});
+  const vk::Pipeline& p = k.get(vk::Shader::layernorm, {{wg, 1, 1}, {static_cast<uint32_t>(kind)}});
   rec.dispatch(
       p, {out.sub(0, bytes), x.sub(0, bytes), gamma.sub(0, row_bytes), beta.sub(0, row_bytes)},
       push::LayerNormPush{T, C, eps}, vk::fold_groups(k.device(), T, "layernorm"));
@@ -121,7 +121,7 @@ void layernorm_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& d
   if (texel_unsupported(caps, x, gamma, dout, T, C).empty() &&
       texel_aligned(caps, {&stats}, {&dx, &dgamma, &dbeta, &stats}) &&
       k.policy().texel_layernorm) {
-    const char* texel = "layernorm_backward_texel";
+    const vk::Shader texel = vk::Shader::layernorm_backward_texel;
     std::vector<vk::BufferSpan> with_stats = bindings;
     with_stats.push_back(bindings[3]);  // stats again, read as texels by the second pass
     const uint32_t wg = std::min({8u, caps.max_workgroup_invocations, caps.max_workgroup_size[0]});
@@ -133,9 +133,10 @@ void layernorm_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& d
     return;
   }
   const uint32_t wg = std::min(row_workgroup(caps, C), push::LAYERNORM_MAX_WORKGROUP);
-  rec.dispatch(k.get(op, {{wg, 1, 1}, {kind_id, 0u}}), bindings, push::LayerNormPush{T, C, eps},
+  rec.dispatch(k.get(vk::Shader::layernorm_backward, {{wg, 1, 1}, {kind_id, 0u}}), bindings, push::LayerNormPush{T, C, eps},
                vk::fold_groups(k.device(), T, op));
-  const vk::Pipeline& params = k.get(op, {{default_workgroup(caps), 1, 1}, {kind_id, 1u}});
+  const vk::Pipeline& params =
+      k.get(vk::Shader::layernorm_backward, {{default_workgroup(caps), 1, 1}, {kind_id, 1u}});
   rec.dispatch(params, bindings, push::LayerNormPush{T, C, eps}, vk::groups_for(k.device(), params, C));
 }
 

@@ -77,7 +77,7 @@ struct Plan {
 // plan.last with the call's activation and, where chunks of W [K, N] sum into out before it
 // applies, plan.plain without: spec(activation) gives each one's specialization.
 template <class Spec>
-void set_pipelines(const Ops& k, Plan& plan, const MatmulOptions& o, const char* name,
+void set_pipelines(const Ops& k, Plan& plan, const MatmulOptions& o, vk::Shader name,
                    const Spec& spec) {
   plan.last = &k.get(name, spec(o.act));
   plan.plain = plan.split_k && o.act != Activation::None ? &k.get(name, spec(Activation::None))
@@ -118,7 +118,7 @@ void plan_vector(const Ops& k, Plan& plan, const MatmulOptions& o, DType dtype, 
                                {static_cast<uint32_t>(o.layout), static_cast<uint32_t>(dtype),
                                 static_cast<uint32_t>(a), rows}};
   };
-  set_pipelines(k, plan, o, "matmul_vec", spec);
+  set_pipelines(k, plan, o, vk::Shader::matmul_vec, spec);
 }
 
 // The texel-buffer matrix-vector kernel: x lanes (8, the SIMD width of llvmpipe, so that a SIMD
@@ -145,7 +145,7 @@ void plan_texel(const Ops& k, Plan& plan, const MatmulOptions& o, DType dtype, u
                                {static_cast<uint32_t>(o.layout), static_cast<uint32_t>(dtype),
                                 static_cast<uint32_t>(a), rows}};
   };
-  set_pipelines(k, plan, o, "matmul_vec_texel", spec);
+  set_pipelines(k, plan, o, vk::Shader::matmul_vec_texel, spec);
 }
 
 // The wide matrix-vector kernel (W [N, K]): the tuning table's gemv_outs rows of W per workgroup
@@ -176,7 +176,8 @@ void plan_wide(const Ops& k, Plan& plan, const MatmulOptions& o, DType dtype, ui
                                   static_cast<uint32_t>(o.act), rows, outs,
                                   o.norm ? 1 + static_cast<uint32_t>(o.norm->kind) : 0u}};
   plan.last = plan.plain =
-      &k.get(caps.subgroup_arithmetic ? "matmul_vec_wide" : "matmul_vec_wide_shared", spec);
+      &k.get(caps.subgroup_arithmetic ? vk::Shader::matmul_vec_wide : vk::Shader::matmul_vec_wide_shared,
+             spec);
 }
 
 uint32_t interleaved_workgroup(const vk::DeviceCaps& caps) {
@@ -218,7 +219,8 @@ void plan_interleaved(const Ops& k, Plan& plan, const MatmulOptions& o, DType dt
                                   push::ACT_NONE /* in the flags */, rows, argmax ? 1u : 0u,
                                   o.norm ? 1 + static_cast<uint32_t>(o.norm->kind) : 0u, lanes}};
   plan.last = plan.plain =
-      &k.get(shuffle ? "matmul_interleaved_shuffle" : "matmul_interleaved", spec);
+      &k.get(shuffle ? vk::Shader::matmul_interleaved_shuffle : vk::Shader::matmul_interleaved,
+             spec);
 }
 
 void plan_tiled(const Ops& k, Plan& plan, const MatmulOptions& o, DType dtype, uint32_t N) {
@@ -230,7 +232,7 @@ void plan_tiled(const Ops& k, Plan& plan, const MatmulOptions& o, DType dtype, u
                                {static_cast<uint32_t>(o.layout), static_cast<uint32_t>(dtype),
                                 static_cast<uint32_t>(a), t.bm, t.bn, t.bk, t.tm, t.tn}};
   };
-  set_pipelines(k, plan, o, "matmul", spec);
+  set_pipelines(k, plan, o, vk::Shader::matmul, spec);
 }
 
 // The cooperative-matrix tiles: on the matrix units, or (CoopEmulated) emulated, with the
@@ -248,7 +250,8 @@ void plan_coop(const Ops& k, Plan& plan, const MatmulOptions& o, DType dtype, ui
                                {static_cast<uint32_t>(o.layout), static_cast<uint32_t>(dtype),
                                 static_cast<uint32_t>(a)}};
   };
-  set_pipelines(k, plan, o, hardware ? "matmul_coop" : "matmul_coop_emulated", spec);
+  set_pipelines(k, plan, o,
+                hardware ? vk::Shader::matmul_coop : vk::Shader::matmul_coop_emulated, spec);
 }
 
 bool overlaps(const vk::BufferSpan& a, uint64_t a_bytes, const vk::BufferSpan& b,
@@ -455,7 +458,7 @@ void interleave(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& dst,
   const vk::DeviceCaps& caps = k.device().caps();
   if (std::max(out_bytes, in_bytes) > caps.max_storage_buffer_range)
     fail(op, "W of " + std::to_string(out_bytes) + " bytes exceeds maxStorageBufferRange");
-  const vk::Pipeline& p = k.get(op, {{default_workgroup(caps), 1, 1}, {}});
+  const vk::Pipeline& p = k.get(vk::Shader::interleave, {{default_workgroup(caps), 1, 1}, {}});
   const uint32_t layout = from == WeightLayout::NK ? push::MATMUL_NK : push::MATMUL_KN;
   rec.dispatch(p, {dst.sub(0, out_bytes), src.sub(0, in_bytes)}, push::InterleavePush{K, N, layout},
                vk::groups_for(k.device(), p, out_bytes / 16));

@@ -49,8 +49,8 @@ void matmul_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan* dx,
       std::min<uint64_t>(T, (caps.max_storage_buffer_range - align) / row_bytes));
   const uint32_t tile = push::MATMUL_BACKWARD_TILE;
   const uint32_t layout = w.layout == WeightLayout::KN ? push::MATMUL_KN : push::MATMUL_NK;
-  const vk::Pipeline& grad = k.get(op, {{16, 8, 1}, {layout, 0u}});
-  const vk::Pipeline& bias = k.get(op, {{16, 8, 1}, {layout, 1u}});
+  const vk::Pipeline& grad = k.get(vk::Shader::matmul_backward, {{16, 8, 1}, {layout, 0u}});
+  const vk::Pipeline& bias = k.get(vk::Shader::matmul_backward, {{16, 8, 1}, {layout, 1u}});
   // The texel kernel where the policy asks for texel matmuls and the shape allows it: 4 x 8
   // blocks of outputs, rows of x and dout in whole texels, within one texel view.
   const uint64_t texel_align = texel_binding_alignment(caps);
@@ -59,7 +59,7 @@ void matmul_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan* dx,
                      dout.offset % texel_align == 0 &&
                      uint64_t{rows} * std::max(K, N) / 4 + texel_align <= caps.max_texel_buffer_elements;
   const vk::Pipeline* grad_texel =
-      texel ? &k.get("matmul_backward_texel", {{default_workgroup(caps), 1, 1}, {layout}}) : nullptr;
+      texel ? &k.get(vk::Shader::matmul_backward_texel, {{default_workgroup(caps), 1, 1}, {layout}}) : nullptr;
   const vk::BufferSpan dw_all = dw.sub(0, dw_bytes);
   const vk::BufferSpan db = dbias ? dbias->sub(0, uint64_t{N} * 4) : dw_all;
   for (uint32_t t0 = 0; t0 < T; t0 += rows) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "model/ops/gpu/policy.h"
+#include "shader_names.h"
 #include "vk/context.h"
 #include "vk/pipeline.h"
 
@@ -26,9 +27,11 @@ class Ops {
   const vk::Device& device() const { return kernels_.device(); }
   const vk::DeviceCaps& caps() const { return kernels_.device().caps(); }
   const KernelPolicy& policy() const { return policy_; }
-  // A pipeline by shader name and specialization, made on first use (vk::Kernels::get).
-  const vk::Pipeline& get(const std::string& name, const vk::Specialization& spec = {}) const {
-    return kernels_.get(name, spec);
+  // A pipeline by shader and specialization, made on first use (vk::Kernels::get). The shader
+  // is an enumerator of the generated list (shader_names.h): a name no shader has is a
+  // compile error, not a failure at run time.
+  const vk::Pipeline& get(vk::Shader shader, const vk::Specialization& spec = {}) const {
+    return kernels_.get(vk::shader_name(shader), spec);
   }
   vk::Kernels& kernels() const { return kernels_; }  // defer() and compile_deferred()
   // Where the matrix units' self-test failed or could not run: what it found, else "".

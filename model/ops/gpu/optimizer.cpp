@@ -51,7 +51,7 @@ void grad_sum_squares(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out
     fail("grad_sum_squares", std::to_string(total) + " partial sums exceed one binding");
   const uint32_t wg = sum_workgroup(caps), chunk = wg * push::GRAD_CHUNK_PER_INVOCATION;
   require_shared_memory(caps, "grad_sum_squares", push::GRAD_MAX_WORKGROUP * 4);
-  const vk::Pipeline& p = k.get("grad_sum_squares", {{wg, 1, 1}, {}});
+  const vk::Pipeline& p = k.get(vk::Shader::grad_sum_squares, {{wg, 1, 1}, {}});
   const uint64_t align = binding_alignment(caps), piece = binding_floats(caps);
   const vk::BufferSpan all = scratch.sub(0, total * sizeof(float));
   uint64_t at = 0;  // the next partial
@@ -92,7 +92,7 @@ void adamw(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& param, const v
                        static_cast<float>(1.0 - std::pow(double(o.beta1), step)),
                        static_cast<float>(1.0 - std::pow(double(o.beta2), step)),
                        o.clip};
-  const vk::Pipeline& p = k.get("adamw", {{default_workgroup(caps), 1, 1}, {o.sgd ? 1u : 0u}});
+  const vk::Pipeline& p = k.get(vk::Shader::adamw, {{default_workgroup(caps), 1, 1}, {o.sgd ? 1u : 0u}});
   const uint64_t piece = binding_floats(caps);
   for (uint64_t first = 0; first < n; first += piece) {
     const uint64_t count = std::min(piece, n - first), off = first * sizeof(float),

@@ -93,7 +93,7 @@ void topk(const Ops& ops, vk::Recorder& rec, const vk::BufferSpan& out_ids,
     const uint64_t bytes = uint64_t{l.groups} * k * 4;
     vk::BufferSpan ids_out = last ? out_ids : scratch.sub(l.ids_at, bytes);
     vk::BufferSpan values_out = last ? out_values : scratch.sub(l.values_at, bytes);
-    const vk::Pipeline& p = ops.get("topk", {{W, 1, 1}, {first ? 1u : 0u, last ? 1u : 0u}});
+    const vk::Pipeline& p = ops.get(vk::Shader::topk, {{W, 1, 1}, {first ? 1u : 0u, last ? 1u : 0u}});
     rec.dispatch(p, {ids_out, values_out, in_values, in_ids},
                  push::TopkPush{l.n, k, pl.slice, l.groups},
                  vk::fold_groups(ops.device(), l.groups, "topk"));
