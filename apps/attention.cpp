@@ -8,6 +8,7 @@
 
 #include "apps/attention_view.h"
 #include "apps/commands.h"
+#include "apps/options.h"
 #include "apps/session.h"
 #include "model/generation/generate.h"
 
@@ -122,8 +123,10 @@ Command add_attention(CLI::App& cli) {
                   "write a self-contained HTML page of every layer x head here (without it: "
                   "one head as text on stdout)");
   cmd->add_option("--json", args->json, "write the weights and tokens as JSON here");
-  cmd->add_option("--layer", args->layer, "only this layer (0-based)");
-  cmd->add_option("--head", args->head, "only this head (0-based)");
+  cmd->add_option("--layer", args->layer, "only this layer (0-based)")
+      ->check(whole_number(0, UINT32_MAX));
+  cmd->add_option("--head", args->head, "only this head (0-based)")
+      ->check(whole_number(0, UINT32_MAX));
   return {cmd, [args] { return attention(*args); }};
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "apps/commands.h"
+#include "apps/options.h"
 #include "apps/session.h"
 #include "model/formats/checkpoint.h"
 #include "model/forward/gpu_model.h"
@@ -502,14 +503,14 @@ Command add_bench(CLI::App& cli) {
   cmd->add_option("-p,--n-prompt", args->n_prompt,
                   "prompt tokens of a pp test; a comma list runs several; 0 skips (default 128)")
       ->delimiter(',')
-      ->check(CLI::Range(0u, 1u << 20));
+      ->check(whole_number(0, 1u << 20));
   cmd->add_option("-n,--n-gen", args->n_gen,
                   "tokens of a tg test; a comma list runs several; 0 skips (default 32)")
       ->delimiter(',')
-      ->check(CLI::Range(0u, 1u << 20));
+      ->check(whole_number(0, 1u << 20));
   cmd->add_option("-r,--repetitions", args->repeats,
                   "timed runs per test after a warm-up (default 5)")
-      ->check(CLI::Range(1, 1000));
+      ->check(whole_number(1, 1000));
   cmd->add_flag("--json", args->json,
                 "print a JSON array, one object per test, instead of the table");
   cmd->add_flag("--profile", args->profile,
@@ -523,7 +524,7 @@ Command add_bench(CLI::App& cli) {
                   "each tg test again with N sequences decoding together (gpt2vk serve "
                   "--parallel N), aggregate tokens/s; a comma list runs several")
       ->delimiter(',')
-      ->check(CLI::Range(1u, 8u));
+      ->check(whole_number(1, 8));
   return {cmd, [args] { return bench(*args); }};
 }
 

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "apps/commands.h"
+#include "apps/options.h"
 #include "apps/progress.h"
 #include "apps/session.h"
 #include "model/generation/generate.h"
@@ -126,14 +127,16 @@ Command add_generate(CLI::App& cli) {
   cmd->add_option("-p,--prompt", args->prompt, "the text to continue");
   cmd->add_option("-f,--file", args->file, "read the prompt from a file");
   cmd->add_option("-n,--n-predict", args->n, "tokens to generate (default 64)")
-      ->check(CLI::Range(0u, 1000000u));
+      ->check(whole_number(0, 1000000));
   cmd->add_option("--temp", args->temp, "temperature; 0 = greedy (default 0.8)")
       ->check(CLI::Range(0.0f, 100.0f));
-  cmd->add_option("--top-k", args->top_k, "keep the k likeliest tokens; 0 = all (default 40)");
+  cmd->add_option("--top-k", args->top_k, "keep the k likeliest tokens; 0 = all (default 40)")
+      ->check(whole_number(0, UINT32_MAX));
   cmd->add_option("--top-p", args->top_p,
                   "keep the likeliest tokens up to this mass (default 0.95)")
       ->check(CLI::Range(0.0f, 1.0f));
   cmd->add_option("-s,--seed", args->seed, "seed for reproducible sampling (default: random)")
+      ->check(whole_number(0, UINT64_MAX))
       ->each([args](const std::string&) { args->seed_given = true; });
   return {cmd, [args] { return generate(*args); }};
 }

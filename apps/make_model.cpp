@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "apps/commands.h"
+#include "apps/options.h"
 #include "model/formats/random_checkpoint.h"
 
 namespace app {
@@ -59,7 +60,8 @@ Command add_make_model(CLI::App& cli) {
   cmd->add_option("--dtype", args->dtype, "stored dtype (default f16)")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
   cmd->add_option("-o,--out", args->out, "the folder to write")->required();
-  cmd->add_option("-s,--seed", args->seed, "seed of the weights");
+  cmd->add_option("-s,--seed", args->seed, "seed of the weights")
+      ->check(whole_number(0, UINT64_MAX));
   return {cmd, [args] { return make_model(*args); }};
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "apps/commands.h"
+#include "apps/options.h"
 #include "model/ops/gpu/activation.h"
 #include "model/ops/gpu/attention.h"
 #include "model/ops/gpu/embedding.h"
@@ -221,8 +222,8 @@ Command add_opbench(CLI::App& cli) {
   cmd->add_option("--device", args->device, "device index or name (default: first GPU)");
   cmd->add_option("--precision", args->precision, "weight storage")
       ->check(CLI::IsMember({"f16", "f32"}));
-  cmd->add_option("-r,--repeats", args->repeats, "timed calls per op")->check(CLI::Range(1, 1000));
-  cmd->add_option("-p,--prefill", args->prefill, "prefill tokens")->check(CLI::Range(2, 1024));
+  cmd->add_option("-r,--repeats", args->repeats, "timed calls per op")->check(whole_number(1, 1000));
+  cmd->add_option("-p,--prefill", args->prefill, "prefill tokens")->check(whole_number(2, 1024));
   cmd->add_option("--kernels", args->kernels,
                   "the kernel set whose Auto kernels run: auto, gpu or cpu (default: "
                   "GPT2VK_KERNELS, else auto)")

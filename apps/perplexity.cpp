@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "apps/commands.h"
+#include "apps/options.h"
 #include "apps/session.h"
 
 namespace app {
@@ -65,7 +66,7 @@ Command add_perplexity(CLI::App& cli) {
   add_model_options(*cmd, args->model);
   cmd->add_option("-f,--file", args->file, "the text to score")->required();
   cmd->add_option("-c,--ctx", args->ctx, "window length N (default: the model's context)")
-      ->check(CLI::Range(1u, 1u << 20));
+      ->check(whole_number(1, 1u << 20));
   return {cmd, [args] { return perplexity(*args); }};
 }
 

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "apps/options.h"
 #include "apps/progress.h"
 #include "model/forward/gpu_model.h"
 #include "vk/pipeline_cache.h"
@@ -30,7 +31,7 @@ void add_model_options(CLI::App& cmd, ModelArgs& args, bool model_only) {
                  "submit each forward pass in parts of N blocks, for GPU drivers whose watchdog "
                  "ends long submissions (default 0: on a GPU, parts no slow GPU should take over "
                  "0.5 s to run, by the pass's estimated cost; on a CPU device one submission)")
-      ->check(CLI::Range(0u, 1u << 20));
+      ->check(whole_number(0, 1u << 20));
   cmd.add_flag("--validation", args.validation,
                "enable the Khronos validation layer (also: GPT2VK_VALIDATION=1)");
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "apps/commands.h"
+#include "apps/options.h"
 #include "apps/progress.h"
 #include "apps/session.h"
 #include "model/formats/checkpoint.h"
@@ -449,6 +450,7 @@ Command add_train(CLI::App& cli) {
   auto args = std::make_shared<TrainArgs>();
   CLI::App* cmd = cli.add_subcommand(
       "train", "train a model on a text file on the Vulkan device (one command buffer per step)");
+  const auto whole = [](uint64_t lo, uint64_t hi) { return whole_number(int64_t(lo), hi); };
   cmd->add_option("-m,--model", args->model.model, "continue from this checkpoint folder");
   cmd->add_option("--init", args->init,
                   "start a new model from this config.json with GPT-2's initialisation (the "
@@ -460,9 +462,10 @@ Command add_train(CLI::App& cli) {
                   "go on from this checkpoint's weights, moments, step and data position "
                   "(the same data and flags again)");
   cmd->add_option("--steps", args->steps, "the run's total steps (default 1000)")
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
-  cmd->add_option("--batch", args->batch, "sequences per step (default 4)");
-  cmd->add_option("--ctx", args->ctx, "tokens per sequence (default 64)");
+      ->check(whole(1, uint64_t{1} << 40));
+  cmd->add_option("--batch", args->batch, "sequences per step (default 4)")
+      ->check(whole(0, UINT32_MAX));
+  cmd->add_option("--ctx", args->ctx, "tokens per sequence (default 64)")->check(whole(0, UINT32_MAX));
   cmd->add_option("--optimizer", args->optimizer, "adamw (default) or sgd")
       ->check(CLI::IsMember({"adamw", "sgd"}));
   cmd->add_option("--lr", args->lr, "the learning rate (default 3e-4)")->check(CLI::PositiveNumber);
@@ -477,16 +480,20 @@ Command add_train(CLI::App& cli) {
   cmd->add_option("--grad-clip", args->grad_clip,
                   "the gradients' global norm bound; 0 disables (default 1.0)")
       ->check(CLI::Range(0.0f, 1e30f));
-  cmd->add_option("--warmup", args->warmup, "steps of linear warm-up (default 0)");
+  cmd->add_option("--warmup", args->warmup, "steps of linear warm-up (default 0)")
+      ->check(whole(0, UINT64_MAX));
   cmd->add_flag("--cosine", args->cosine, "cosine decay to --lr-min after the warm-up");
   cmd->add_option("--lr-min", args->lr_min, "the cosine schedule's floor (default 0)")
       ->check(CLI::Range(0.0f, 1e30f));
   cmd->add_option("--eval-every", args->eval_every,
-                  "evaluate on --val-data every N steps and at the end (default 0: never)");
-  cmd->add_option("--save-every", args->save_every, "save every N steps (always at the end)");
+                  "evaluate on --val-data every N steps and at the end (default 0: never)")
+      ->check(whole(0, UINT64_MAX));
+  cmd->add_option("--save-every", args->save_every, "save every N steps (always at the end)")
+      ->check(whole(0, UINT64_MAX));
   cmd->add_option("--log", args->log,
                   "JSON lines: step, loss, grad_norm, lr, tokens_per_s, val_loss");
-  cmd->add_option("--seed", args->seed, "the initialisation's seed (default 1)");
+  cmd->add_option("--seed", args->seed, "the initialisation's seed (default 1)")
+      ->check(whole(0, UINT64_MAX));
   cmd->add_flag("--profile", args->profile,
                 "then the GPU time of each op kind in the last step (timestamps)");
   cmd->add_flag("--bench", args->bench,

@@ -200,3 +200,31 @@ TEST_CASE("cli: bad input gives a clear error and a non-zero exit") {
     CHECK(r.out.empty());
   }
 }
+
+TEST_CASE("cli: a number out of range says what the option takes") {
+  const std::string m = models("gpt2-tiny");
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const Case cases[] = {
+      {{"serve", "-m", m, "--port", "99999"},
+       "--port: must be a whole number from 0 to 65535 (0: any free port), got 99999"},
+      {{"serve", "-m", m, "--port", "-1"}, "--port: must be a whole number from 0 to 65535"},
+      {{"generate", "-m", m, "-p", "hi", "-n", "-5"},
+       "--n-predict: must be a whole number from 0 to 1000000, got -5"},
+      {{"generate", "-m", m, "-p", "hi", "--top-k", "ten"},
+       "--top-k: must be a whole number from 0 to 4294967295, got ten"},
+      {{"train", "--resume", "x", "--batch", "-2"}, "--batch: must be a whole number from 0 to"},
+      {{"train", "--resume", "x", "--steps", "0"}, "--steps: must be a whole number from 1 to"},
+      {{"bench", "-m", m, "-p", "128,x"}, "--n-prompt: must be a whole number from 0 to 1048576, got x"},
+  };
+  for (const Case& c : cases) {
+    const test::CliResult r = test::gpt2vk(c.args);
+    CAPTURE(c.args[0]);
+    CHECK(r.exit_code != 0);
+    CHECK(r.exit_code < 128);
+    CHECK_MESSAGE(r.err.find(c.message) != std::string::npos, r.err);
+    CHECK_MESSAGE(r.err.find("Could not convert") == std::string::npos, r.err);
+  }
+}

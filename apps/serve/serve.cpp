@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
+#include "apps/options.h"
 #include "apps/serve/connections.h"
 #include "apps/serve/engine.h"
 #include "apps/session.h"
@@ -445,33 +446,34 @@ Command add_serve(CLI::App& cli) {
   add_model_options(*cmd, args->model);
   cmd->add_option("--host", args->host,
                   "address to listen on (default 127.0.0.1: this machine only)");
-  cmd->add_option("--port", args->port, "port (default 8080; 0: any free port)");
+  cmd->add_option("--port", args->port, "port (default 8080; 0: any free port)")
+      ->check(whole_number(0, 65535, " (0: any free port)"));
   cmd->add_option("--parallel", args->parallel,
                   "requests decoding together, each with a KV cache of --ctx-per-slot tokens "
                   "(default 1, at most 8; more than 1 needs a GPU model)")
-      ->check(CLI::Range(1u, 8u));
+      ->check(whole_number(1, 8));
   cmd->add_option("--ctx-per-slot", args->ctx_per_slot,
                   "tokens of prompt plus completion a request may use (default: the model's "
                   "context)")
-      ->check(CLI::Range(1u, 1u << 20));
+      ->check(whole_number(1, 1u << 20));
   cmd->add_option("--api-key", args->api_key,
                   "require 'Authorization: Bearer KEY' on every endpoint but /health");
   cmd->add_option("--max-queue", args->max_queue,
                   "requests that may wait for a slot; more get 503 with Retry-After (default 16)")
-      ->check(CLI::Range(1u, 4096u));
+      ->check(whole_number(1, 4096));
   cmd->add_option("--max-body", args->max_body, "largest request body in bytes (default 1 MiB)")
-      ->check(CLI::Range(size_t{64}, size_t{1} << 30));
+      ->check(whole_number(64, uint64_t{1} << 30));
   cmd->add_option("--request-timeout", args->request_timeout,
                   "seconds a client may take to send a request's headers, and again its body "
                   "(default 10); slower ones are cut off")
-      ->check(CLI::Range(1u, 3600u));
+      ->check(whole_number(1, 3600));
   cmd->add_option("--drain-timeout", args->drain_timeout,
                   "seconds SIGTERM waits for the requests in flight before exiting anyway "
                   "(default 30)")
-      ->check(CLI::Range(0u, 86400u));
+      ->check(whole_number(0, 86400));
   cmd->add_option("--max-connections", args->max_connections,
                   "connections served at once, a thread each; more wait (default 512)")
-      ->check(CLI::Range(8u, 65536u));
+      ->check(whole_number(8, 65536));
   return {cmd, [args] { return serve(*args); }};
 }
 
