@@ -10,8 +10,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
@@ -34,24 +36,19 @@ namespace app {
 namespace {
 
 struct TrainArgs {
-  ModelArgs model;   // -m (a checkpoint to continue), --device, --kernels, --validation
-  std::string init;  // --init CONFIG.json: a new model with GPT-2's initialisation
-  std::string data, val_data, out, resume, log;
-  uint64_t steps = 1000;  // the run's total, counting the steps before a resume
-  uint32_t batch = 4, ctx = 64;
-  std::string optimizer = "adamw";  // adamw | sgd
-  float lr = 3e-4f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
-  float grad_clip = 1.0f;  // 0: no clipping
-  uint64_t warmup = 0;
-  bool cosine = false;
-  float lr_min = 0.0f;
-  uint64_t eval_every = 0, save_every = 0;
-  uint64_t seed = 1;
+  // -m, --init, --data, --batch, --ctx, the optimizer's and the schedule's flags, --seed,
+  // --steps, --val-data, --eval-every, --save-every; paths made absolute before use.
+  model::training::RunFlags run;
+  ModelArgs model;  // --device, --kernels, --validation
+  std::string out, resume, log;
   bool profile = false;  // then GPU time per op of the last step
   // Time the steps only: no output folder, no checkpoint, no evaluation; print tokens/s (the
   // median step after the first, whose time includes building the pipelines).
   bool bench = false;
 };
+
+// Whether the command line gave an option ("--lr", "-m").
+using Given = std::function<bool(const std::string& flag)>;
 
 namespace fs = std::filesystem;
 using model::training::Parameters;
@@ -84,23 +81,72 @@ model::training::FileOpHook kill_hook_from_env() {
 // The validation flags come together: one without the other would silently evaluate nothing.
 void check_validation(const TrainArgs& a) {
   if (a.bench) return;
-  if (a.eval_every && a.val_data.empty())
+  if (a.run.eval_every && a.run.val_data.empty())
     throw std::runtime_error("--eval-every needs --val-data FILE, the text to evaluate on");
-  if (!a.val_data.empty() && !a.eval_every)
+  if (!a.run.val_data.empty() && !a.run.eval_every)
     throw std::runtime_error("--val-data is read only with --eval-every N (how often to evaluate)");
 }
 
-// The flags that shape a run: a resume must be given the same (the step count may grow).
-std::string settings_of(const TrainArgs& a) {
-  std::ostringstream s;
-  s << "data=" << fs::absolute(a.data).string() << " batch=" << a.batch << " ctx=" << a.ctx
-    << " optimizer=" << a.optimizer << " lr=" << a.lr << " beta1=" << a.beta1
-    << " beta2=" << a.beta2 << " eps=" << a.eps << " weight_decay=" << a.weight_decay
-    << " grad_clip=" << a.grad_clip << " warmup=" << a.warmup << " cosine=" << a.cosine
-    << " lr_min=" << a.lr_min << " seed=" << a.seed
-    << " init=" << (a.init.empty() ? "" : fs::absolute(a.init).string())
-    << " model=" << (a.model.model.empty() ? "" : fs::absolute(a.model.model).string());
-  return s.str();
+// The option of a run flag's key: "lr" is --lr, "weight_decay" --weight-decay, "model" -m.
+std::string flag_of(std::string_view key) {
+  if (key == "model") return "-m";
+  std::string flag = "--" + std::string(key);
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
+// The run's paths as absolute ones: what the state records, and what a resume compares (not
+// normalised: the settings line has always held fs::absolute's text).
+void make_absolute(model::training::RunFlags& f) {
+  for (std::string* path : {&f.data, &f.init, &f.model, &f.val_data})
+    if (!path->empty()) *path = fs::absolute(*path).string();
+}
+
+// --resume DIR: the run's flags the command line leaves out come from its state. One that
+// shapes the weights, given with another value than the run's, is refused, naming both. A
+// state from before the flags were kept gives those of its settings line, with numbers to
+// the line's 6 significant digits, compared at that precision (as the whole line was before).
+void take_run_flags(TrainArgs& a, const Given& given, const model::training::RunState& state) {
+  namespace mt = model::training;
+  const bool exact = state.flags.has_value();
+  const std::optional<mt::RunFlags> run = exact ? state.flags : mt::parse_settings_line(state.settings);
+  if (!run) {
+    if (a.run.data.empty())
+      throw std::runtime_error(a.resume + "/trainer_state.json does not record the run's flags in a "
+                               "form this version reads: give them again (they were: " +
+                               state.settings + ")");
+    return;  // the whole settings line is compared below, as before
+  }
+  const auto show = [](const std::string& v) { return v.empty() ? std::string("(none)") : v; };
+  for (std::string_view key : mt::run_flag_keys()) {
+    const std::string flag = flag_of(key);
+    if (!given(flag)) {
+      if (exact || mt::shapes_run(key)) mt::copy_run_flag(a.run, *run, key);
+    } else if (mt::shapes_run(key)) {
+      const std::string now = mt::run_flag_text(a.run, key, exact);
+      const std::string then = mt::run_flag_text(*run, key, exact);
+      if (now != then)
+        throw std::runtime_error(a.resume + " was trained with other flags or data: " + flag + " " +
+                                 show(now) + " here, " + show(then) + " in its run (leave " +
+                                 flag + " out to go on with the run's, or start a new run with "
+                                 "another -o)");
+    }
+  }
+  // --eval-every 0 ends the run's validation: its text is not read then.
+  if (!given("--val-data") && a.run.eval_every == 0) a.run.val_data.clear();
+}
+
+// --resume DIR alone goes on with the run's flags, into DIR. False where the run reached its
+// recorded total and no --steps asks for more: nothing to do, and it says so.
+bool take_resume(TrainArgs& a, const Given& given, const model::training::FileOpHook& file_ops) {
+  const model::training::RunState run = model::training::read_run_state(a.resume, file_ops);
+  take_run_flags(a, given, run);
+  if (a.out.empty()) a.out = a.resume;
+  if (!run.flags || given("--steps") || run.step < a.run.steps) return true;
+  std::fprintf(stderr, "gpt2vk: %s: the run is complete (step %llu of %llu); give --steps N, the "
+               "new total, to go on\n", a.resume.c_str(), static_cast<unsigned long long>(run.step),
+               static_cast<unsigned long long>(a.run.steps));
+  return false;
 }
 
 std::string duration(double s) {
@@ -242,71 +288,80 @@ void print_bench(std::vector<double> step_s, uint32_t B, uint32_t T, uint64_t pa
               median * 1000, n, n == 1 ? "" : "s", skip ? " after the first" : "");
 }
 
-int train(const TrainArgs& a) {
-  if (a.model.model.empty() == a.init.empty())
+int train(TrainArgs a, const Given& given) {
+  const model::training::FileOpHook file_ops = kill_hook_from_env();
+  make_absolute(a.run);
+  if (!a.resume.empty() && !a.bench && !take_resume(a, given, file_ops)) return 0;
+  if (a.run.data.empty())
+    throw std::runtime_error("--data FILE is required (the training text), or --resume DIR to "
+                             "go on with a run");
+  if (a.run.model.empty() == a.run.init.empty())
     throw std::runtime_error("give exactly one of -m DIR (continue a checkpoint) and --init CONFIG.json (a new model)");
   if (a.model.device == "cpu")
     throw std::runtime_error("training runs on a Vulkan device (lavapipe where there is no GPU), not --device cpu");
-  if (a.batch == 0) throw std::runtime_error("--batch must be at least 1");
-  if (a.ctx == 0) throw std::runtime_error("--ctx must be at least 1");
-  if (a.steps == 0) throw std::runtime_error("--steps must be at least 1");
+  if (a.run.batch == 0) throw std::runtime_error("--batch must be at least 1");
+  if (a.run.ctx == 0) throw std::runtime_error("--ctx must be at least 1");
+  if (a.run.steps == 0) throw std::runtime_error("--steps must be at least 1");
   if (a.bench) {
-    if (!a.out.empty() || !a.resume.empty() || !a.log.empty() || !a.val_data.empty() ||
-        a.eval_every || a.save_every)
+    if (!a.out.empty() || !a.resume.empty() || !a.log.empty() || !a.run.val_data.empty() ||
+        a.run.eval_every || a.run.save_every)
       throw std::runtime_error("--bench writes and evaluates nothing: leave out -o, --resume, --log, "
                                "--val-data, --eval-every and --save-every");
-    if (a.steps < 2)
+    if (a.run.steps < 2)
       throw std::runtime_error("--bench needs --steps 2 or more (the first step, which builds the "
                                "pipelines, is not timed)");
   } else if (a.out.empty()) {
     throw std::runtime_error("-o OUT is required (the checkpoint folder to write)");
   }
   check_validation(a);
-  const model::training::FileOpHook file_ops = kill_hook_from_env();
 
-  // The model and its tokenizer.
+  // The model and its tokenizer: a resume given neither -m nor --init reads its own folder's
+  // config and tokenizer files (the weights come with its state below).
   std::unique_ptr<Parameters> params;
   fs::path tokenizer_dir;
-  if (!a.init.empty()) {
-    const model::Config c = model::load_config(a.init);
-    tokenizer_dir = fs::path(a.init).parent_path();
+  if (!a.resume.empty() && !given("--init") && !given("-m")) {
+    tokenizer_dir = a.resume;
+    params = std::make_unique<Parameters>(model::load_config(tokenizer_dir / "config.json"));
+  } else if (!a.run.init.empty()) {
+    const model::Config c = model::load_config(a.run.init);
+    tokenizer_dir = fs::path(a.run.init).parent_path();
     if (tokenizer_dir.empty()) tokenizer_dir = ".";
     params = std::make_unique<Parameters>(c);
-    params->init_gpt2(a.seed);
+    params->init_gpt2(a.run.seed);
   } else {
-    tokenizer_dir = a.model.model;
-    model::training::finish_save(a.model.model, file_ops);  // where a kill cut a save short
-    params = std::make_unique<Parameters>(Parameters::from_checkpoint(*model::Checkpoint::load(a.model.model)));
+    tokenizer_dir = a.run.model;
+    model::training::finish_save(a.run.model, file_ops);  // where a kill cut a save short
+    params = std::make_unique<Parameters>(Parameters::from_checkpoint(*model::Checkpoint::load(a.run.model)));
   }
   const model::Config& c = params->config();
   const std::unique_ptr<model::Tokenizer> tok = model::load_tokenizer(tokenizer_dir, c.tokenizer);
-  if (a.ctx > c.n_ctx)
-    throw std::runtime_error("--ctx " + std::to_string(a.ctx) + " is past the model's context of " +
+  if (a.run.ctx > c.n_ctx)
+    throw std::runtime_error("--ctx " + std::to_string(a.run.ctx) + " is past the model's context of " +
                              std::to_string(c.n_ctx) + " tokens");
 
-  const std::vector<int32_t> data = tokenize_file(*tok, a.data);
+  const std::vector<int32_t> data = tokenize_file(*tok, a.run.data);
   std::vector<int32_t> val;
-  if (!a.val_data.empty()) {
+  if (!a.run.val_data.empty()) {
     // A text too short for one batch of windows would evaluate to nothing, silently.
-    val = tokenize_file(*tok, a.val_data);
-    const uint64_t need = uint64_t{a.batch} * a.ctx + 1;
+    val = tokenize_file(*tok, a.run.val_data);
+    const uint64_t need = uint64_t{a.run.batch} * a.run.ctx + 1;
     if (val.size() < need)
-      throw std::runtime_error(a.val_data + ": the validation text holds " +
+      throw std::runtime_error(a.run.val_data + ": the validation text holds " +
                                std::to_string(val.size()) + " tokens; an evaluation of B=" +
-                               std::to_string(a.batch) + " windows of T=" + std::to_string(a.ctx) +
+                               std::to_string(a.run.batch) + " windows of T=" + std::to_string(a.run.ctx) +
                                " needs " + std::to_string(need));
   }
-  model::training::RunState state{0, 0, settings_of(a)};
+  model::training::RunState state{0, 0, model::training::settings_line(a.run), a.run};
   std::unique_ptr<Parameters> m, v;
   if (!a.resume.empty()) {
     model::training::Resumed r = model::training::load_run(a.resume, file_ops);
     if (!(r.params.config() == c))
       throw std::runtime_error(a.resume + " holds another model's shape than " +
-                               (a.init.empty() ? a.model.model : a.init));
+                               (a.run.init.empty() ? a.run.model : a.run.init));
     if (r.state.settings != state.settings)
       throw std::runtime_error(a.resume + " was trained with other flags or data:\n  then: " +
                                r.state.settings + "\n  now:  " + state.settings);
-    model::training::check_run_state(r.state, {data.size(), uint64_t{a.batch} * a.ctx, a.steps},
+    model::training::check_run_state(r.state, {data.size(), uint64_t{a.run.batch} * a.run.ctx, a.run.steps},
                                      (fs::path(a.resume) / "trainer_state.json").string());
     *params = std::move(r.params);
     m = std::make_unique<Parameters>(std::move(r.m));
@@ -316,7 +371,7 @@ int train(const TrainArgs& a) {
     state.train_loss = std::move(r.state.train_loss);
     state.val_loss = std::move(r.state.val_loss);
   }
-  model::training::Batches batches(data, a.batch, a.ctx, state.position);
+  model::training::Batches batches(data, a.run.batch, a.run.ctx, state.position);
   // The output folder must take a checkpoint before the run spends anything.
   if (!a.bench) {
     std::error_code ec;
@@ -347,15 +402,15 @@ int train(const TrainArgs& a) {
   io.validation = io.validation || a.model.validation;
   vk::Instance instance(io);
   vk::Device device(instance, device_options(a.model));
-  model::training::GpuTrainer trainer(device, *params, a.batch, a.ctx, a.profile);
+  model::training::GpuTrainer trainer(device, *params, a.run.batch, a.run.ctx, a.profile);
   if (m) trainer.upload_moments(*m, *v);
   else m = std::make_unique<Parameters>(c), v = std::make_unique<Parameters>(c);
   std::fprintf(stderr,
                "gpt2vk: training %llu parameters on %s: %zu tokens of data, steps of %u x %u, "
                "step %llu of %llu\n",
                static_cast<unsigned long long>(params->count()), device.caps().name.c_str(),
-               data.size(), a.batch, a.ctx, static_cast<unsigned long long>(state.step),
-               static_cast<unsigned long long>(a.steps));
+               data.size(), a.run.batch, a.run.ctx, static_cast<unsigned long long>(state.step),
+               static_cast<unsigned long long>(a.run.steps));
 
   const auto save = [&] {
     trainer.download(*params);
@@ -364,23 +419,23 @@ int train(const TrainArgs& a) {
     model::training::save_checkpoint(a.out, *params, tokenizer_dir, &state, m.get(), v.get(),
                                      file_ops);
   };
-  const model::training::Schedule schedule{a.lr, a.warmup, a.cosine, a.lr_min, a.steps};
+  const model::training::Schedule schedule{a.run.lr, a.run.warmup, a.run.cosine, a.run.lr_min, a.run.steps};
   model::training::StepSettings settings;
-  settings.sgd = a.optimizer == "sgd";
-  settings.beta1 = a.beta1, settings.beta2 = a.beta2, settings.eps = a.eps;
-  settings.weight_decay = a.weight_decay, settings.clip = a.grad_clip;
+  settings.sgd = a.run.optimizer == "sgd";
+  settings.beta1 = a.run.beta1, settings.beta2 = a.run.beta2, settings.eps = a.run.eps;
+  settings.weight_decay = a.run.weight_decay, settings.clip = a.run.grad_clip;
   std::vector<int32_t> ids, targets;
   g_signal = 0;
   const auto previous_int = std::signal(SIGINT, on_signal);
   const auto previous_term = std::signal(SIGTERM, on_signal);
   // On a terminal the progress line rewrites itself; elsewhere (a log) a line every 1% of the run.
   const bool tty = stderr_is_terminal();
-  const uint64_t every = std::max<uint64_t>(1, a.steps / 100);
+  const uint64_t every = std::max<uint64_t>(1, a.run.steps / 100);
   double training_s = 0;  // the steps' own time, evaluations and saves left out
   std::vector<double> step_s;  // each step's, for --bench
   const uint64_t first = state.step;
   int interrupted = 0;  // the signal that stopped the run
-  while (state.step < a.steps) {
+  while (state.step < a.run.steps) {
     const uint64_t s = state.step;
     const double lr = model::training::learning_rate(schedule, s);
     settings.lr = static_cast<float>(lr);
@@ -400,10 +455,10 @@ int train(const TrainArgs& a) {
     state.step++;
     state.train_loss.emplace_back(state.step, r.loss);
     const double per_step = training_s / double(state.step - first);
-    const double tokens_per_s = double(a.batch) * a.ctx / per_step;
+    const double tokens_per_s = double(a.run.batch) * a.run.ctx / per_step;
     nlohmann::json line = {{"step", state.step}, {"loss", r.loss}, {"grad_norm", r.grad_norm},
                            {"lr", lr}, {"tokens_per_s", tokens_per_s}};
-    if (!a.bench && !val.empty() && a.eval_every && (state.step % a.eval_every == 0 || state.step == a.steps)) {
+    if (!a.bench && !val.empty() && a.run.eval_every && (state.step % a.run.eval_every == 0 || state.step == a.run.steps)) {
       const Eval e = evaluate(trainer, val);
       if (e.windows) {
         line["val_loss"] = e.loss;
@@ -411,16 +466,16 @@ int train(const TrainArgs& a) {
         std::fprintf(stderr, "%sgpt2vk: step %llu: validation loss %.4f, perplexity %.3f over %llu windows of %u\n",
                      tty ? "\n" : "",
                      static_cast<unsigned long long>(state.step), e.loss, std::exp(e.loss),
-                     static_cast<unsigned long long>(e.windows), a.ctx);
+                     static_cast<unsigned long long>(e.windows), a.run.ctx);
       }
     }
-    if (tty || state.step % every == 0 || state.step == a.steps)
+    if (tty || state.step % every == 0 || state.step == a.run.steps)
       std::fprintf(stderr, "%sstep %llu/%llu | loss %.4f | norm %.3f | lr %.2e | %.0f tok/s | ETA %s%s",
                    tty ? "\r" : "", static_cast<unsigned long long>(state.step),
-                   static_cast<unsigned long long>(a.steps), r.loss, r.grad_norm, lr, tokens_per_s,
-                   duration(per_step * double(a.steps - state.step)).c_str(), tty ? "   " : "\n");
+                   static_cast<unsigned long long>(a.run.steps), r.loss, r.grad_norm, lr, tokens_per_s,
+                   duration(per_step * double(a.run.steps - state.step)).c_str(), tty ? "   " : "\n");
     if (log) *log << line.dump() << "\n" << std::flush;
-    if (!a.bench && a.save_every && state.step % a.save_every == 0 && state.step < a.steps) save();
+    if (!a.bench && a.run.save_every && state.step % a.run.save_every == 0 && state.step < a.run.steps) save();
     if (g_signal) {
       interrupted = g_signal;
       break;
@@ -432,7 +487,7 @@ int train(const TrainArgs& a) {
   if (tty) std::fprintf(stderr, "\n");
   if (a.bench) {
     if (a.profile) print_profile(trainer);
-    print_bench(step_s, a.batch, a.ctx, params->count(), device.caps().name);
+    print_bench(step_s, a.run.batch, a.run.ctx, params->count(), device.caps().name);
     return interrupted ? 128 + interrupted : 0;
   }
   save();
@@ -448,51 +503,54 @@ int train(const TrainArgs& a) {
 
 Command add_train(CLI::App& cli) {
   auto args = std::make_shared<TrainArgs>();
+  model::training::RunFlags& run = args->run;
   CLI::App* cmd = cli.add_subcommand(
       "train", "train a model on a text file on the Vulkan device (one command buffer per step)");
   const auto whole = [](uint64_t lo, uint64_t hi) { return whole_number(int64_t(lo), hi); };
-  cmd->add_option("-m,--model", args->model.model, "continue from this checkpoint folder");
-  cmd->add_option("--init", args->init,
+  cmd->add_option("-m,--model", run.model, "continue from this checkpoint folder");
+  cmd->add_option("--init", run.init,
                   "start a new model from this config.json with GPT-2's initialisation (the "
                   "tokenizer files, if GPT-2's, beside it)");
-  cmd->add_option("--data", args->data, "the training text (UTF-8)")->required();
-  cmd->add_option("--val-data", args->val_data, "a held-out text for --eval-every");
-  cmd->add_option("-o,--out", args->out, "the checkpoint folder to write (not with --bench)");
+  cmd->add_option("--data", run.data, "the training text (UTF-8)");
+  cmd->add_option("--val-data", run.val_data, "a held-out text for --eval-every");
+  cmd->add_option("-o,--out", args->out,
+                  "the checkpoint folder to write (not with --bench; with --resume, its folder "
+                  "by default)");
   cmd->add_option("--resume", args->resume,
-                  "go on from this checkpoint's weights, moments, step and data position "
-                  "(the same data and flags again)");
-  cmd->add_option("--steps", args->steps, "the run's total steps (default 1000)")
+                  "go on from this checkpoint's weights, moments, step and data position, with "
+                  "the run's flags (those given again must agree; --steps may grow)");
+  cmd->add_option("--steps", run.steps, "the run's total steps (default 1000)")
       ->check(whole(1, uint64_t{1} << 40));
-  cmd->add_option("--batch", args->batch, "sequences per step (default 4)")
+  cmd->add_option("--batch", run.batch, "sequences per step (default 4)")
       ->check(whole(0, UINT32_MAX));
-  cmd->add_option("--ctx", args->ctx, "tokens per sequence (default 64)")->check(whole(0, UINT32_MAX));
-  cmd->add_option("--optimizer", args->optimizer, "adamw (default) or sgd")
+  cmd->add_option("--ctx", run.ctx, "tokens per sequence (default 64)")->check(whole(0, UINT32_MAX));
+  cmd->add_option("--optimizer", run.optimizer, "adamw (default) or sgd")
       ->check(CLI::IsMember({"adamw", "sgd"}));
-  cmd->add_option("--lr", args->lr, "the learning rate (default 3e-4)")->check(CLI::PositiveNumber);
-  cmd->add_option("--beta1", args->beta1, "AdamW's beta1 (default 0.9)")
+  cmd->add_option("--lr", run.lr, "the learning rate (default 3e-4)")->check(CLI::PositiveNumber);
+  cmd->add_option("--beta1", run.beta1, "AdamW's beta1 (default 0.9)")
       ->check(CLI::Range(0.0f, 1.0f));
-  cmd->add_option("--beta2", args->beta2, "AdamW's beta2 (default 0.95)")
+  cmd->add_option("--beta2", run.beta2, "AdamW's beta2 (default 0.95)")
       ->check(CLI::Range(0.0f, 1.0f));
-  cmd->add_option("--eps", args->eps, "AdamW's epsilon (default 1e-8)")->check(CLI::PositiveNumber);
-  cmd->add_option("--weight-decay", args->weight_decay,
+  cmd->add_option("--eps", run.eps, "AdamW's epsilon (default 1e-8)")->check(CLI::PositiveNumber);
+  cmd->add_option("--weight-decay", run.weight_decay,
                   "decoupled weight decay of matrices and embeddings (default 0.1)")
       ->check(CLI::Range(0.0f, 1e6f));
-  cmd->add_option("--grad-clip", args->grad_clip,
+  cmd->add_option("--grad-clip", run.grad_clip,
                   "the gradients' global norm bound; 0 disables (default 1.0)")
       ->check(CLI::Range(0.0f, 1e30f));
-  cmd->add_option("--warmup", args->warmup, "steps of linear warm-up (default 0)")
+  cmd->add_option("--warmup", run.warmup, "steps of linear warm-up (default 0)")
       ->check(whole(0, UINT64_MAX));
-  cmd->add_flag("--cosine", args->cosine, "cosine decay to --lr-min after the warm-up");
-  cmd->add_option("--lr-min", args->lr_min, "the cosine schedule's floor (default 0)")
+  cmd->add_flag("--cosine", run.cosine, "cosine decay to --lr-min after the warm-up");
+  cmd->add_option("--lr-min", run.lr_min, "the cosine schedule's floor (default 0)")
       ->check(CLI::Range(0.0f, 1e30f));
-  cmd->add_option("--eval-every", args->eval_every,
+  cmd->add_option("--eval-every", run.eval_every,
                   "evaluate on --val-data every N steps and at the end (default 0: never)")
       ->check(whole(0, UINT64_MAX));
-  cmd->add_option("--save-every", args->save_every, "save every N steps (always at the end)")
+  cmd->add_option("--save-every", run.save_every, "save every N steps (always at the end)")
       ->check(whole(0, UINT64_MAX));
   cmd->add_option("--log", args->log,
                   "JSON lines: step, loss, grad_norm, lr, tokens_per_s, val_loss");
-  cmd->add_option("--seed", args->seed, "the initialisation's seed (default 1)")
+  cmd->add_option("--seed", run.seed, "the initialisation's seed (default 1)")
       ->check(whole(0, UINT64_MAX));
   cmd->add_flag("--profile", args->profile,
                 "then the GPU time of each op kind in the last step (timestamps)");
@@ -505,7 +563,8 @@ Command add_train(CLI::App& cli) {
       ->check(CLI::IsMember({"auto", "gpu", "cpu"}));
   cmd->add_flag("--validation", args->model.validation,
                 "enable the Khronos validation layer (also: GPT2VK_VALIDATION=1)");
-  return {cmd, [args] { return train(*args); }};
+  const Given given = [cmd](const std::string& flag) { return cmd->count(flag) > 0; };
+  return {cmd, [args, given] { return train(*args, given); }};
 }
 
 }  // namespace app

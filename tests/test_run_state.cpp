@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -138,4 +140,95 @@ TEST_CASE("the data order refuses a position past the data and never reads past 
     CHECK(ids.front() == (position + 11 > 23 ? 0 : int32_t(position)));
     CHECK(targets.back() <= 22);
   }
+}
+
+namespace {
+
+// A run's flags as `gpt2vk train` records them (paths absolute).
+model::training::RunFlags run_flags() {
+  model::training::RunFlags f;
+  f.data = "/runs/the data.txt";  // a space, as a path may have
+  f.batch = 2, f.ctx = 16, f.lr = 3e-3f, f.seed = 7, f.steps = 6;
+  f.init = "/runs/config.json";
+  return f;
+}
+
+// with()'s state, at step 4 of a run with `flags`.
+std::string with_flags(const model::training::RunFlags& f) {
+  RunState s = parse_run_state(with("", ""), kFile);
+  s.settings = model::training::settings_line(f);
+  s.flags = f;
+  return model::training::run_state_json(s);
+}
+
+}  // namespace
+
+TEST_CASE("trainer_state.json: the run's flags read back exactly, and their settings line") {
+  using model::training::settings_line;
+  model::training::RunFlags f = run_flags();
+  CHECK(settings_line(f) ==
+        "data=/runs/the data.txt batch=2 ctx=16 optimizer=adamw lr=0.003 beta1=0.9 beta2=0.95 "
+        "eps=1e-08 weight_decay=0.1 grad_clip=1 warmup=0 cosine=0 lr_min=0 seed=7 "
+        "init=/runs/config.json model=");
+  // More digits than the settings line's 6: the flags keep them, and show the shortest text.
+  f.lr = 1.2345678e-3f;
+  f.val_data = "/runs/val.txt", f.eval_every = 2;
+  const std::string text = with_flags(f);
+  CHECK(text.find("\"lr\": 0.0012345678") != std::string::npos);
+  CHECK(text.find("lr=0.00123457") != std::string::npos);
+  const RunState s = parse_run_state(text, kFile);
+  REQUIRE(s.flags);
+  CHECK(*s.flags == f);
+  CHECK(s.flags->lr == 1.2345678e-3f);
+  CHECK(parse_run_state(model::training::run_state_json(s), kFile) == s);
+  CHECK(model::training::run_flag_text(f, "lr") == "0.0012345678");
+  CHECK(model::training::run_flag_text(f, "lr", false) == "0.00123457");
+  // A state from before the flags were kept has none; its settings line gives the weights'.
+  CHECK(!parse_run_state(with("", ""), kFile).flags);
+  const std::optional<model::training::RunFlags> old =
+      model::training::parse_settings_line(settings_line(run_flags()));
+  REQUIRE(old);
+  CHECK(old->data == "/runs/the data.txt");
+  CHECK(old->lr == 3e-3f);
+  CHECK(old->init == "/runs/config.json");
+  CHECK(old->steps == 1000);  // not in the line: the command's default
+  CHECK(!model::training::parse_settings_line("data=d.txt batch=2 ctx=16"));
+  CHECK(!model::training::parse_settings_line(settings_line(run_flags()) + " extra=1"));
+  CHECK(!model::training::parse_settings_line(""));
+}
+
+TEST_CASE("trainer_state.json: bad flags are refused, naming the flag") {
+  const auto refused = [](const std::string& key, const std::string& value,
+                          const std::string& message) {
+    nlohmann::json j = nlohmann::json::parse(with_flags(run_flags()));
+    if (value.empty())
+      j["flags"].erase(key);
+    else
+      j["flags"][key] = nlohmann::json::parse(value);
+    CAPTURE(key);
+    CHECK_THROWS_WITH_AS(parse_run_state(j.dump(), kFile),
+                         doctest::Contains((std::string(kFile) + ": " + message).c_str()),
+                         std::runtime_error);
+  };
+  refused("lr", "", "flags.lr: missing");
+  refused("lr", "\"0.003\"", "flags.lr: must be a finite 32-bit float, got string 0.003");
+  refused("lr", "1e39", "flags.lr: must be a finite 32-bit float");
+  refused("lr", "0", "flags.lr: 0 is outside (0, ");
+  refused("beta2", "1.5", "flags.beta2: 1.5 is outside [0, 1]");
+  refused("batch", "0", "flags.batch: must be at least 1");
+  refused("batch", "4294967296", "flags.batch: 4294967296 is past 4294967295");
+  refused("ctx", "-16", "flags.ctx: must be a whole number");
+  refused("optimizer", "\"adam\"", "flags.optimizer: must be adamw or sgd, got adam");
+  refused("cosine", "1", "flags.cosine: must be true or false, got 1");
+  refused("data", "5", "flags.data: must be a string, got 5");
+  refused("steps", "3", "flags.steps: 3 is before the state's step 4");
+  refused("bogus", "1", "flags.bogus: is not a flag of a run");
+  refused("model", "\"/runs/ckpt\"", "flags: must name exactly one of init and model");
+  // The flags and the settings line say one thing.
+  refused("seed", "8", "flags: do not match settings");
+  nlohmann::json j = nlohmann::json::parse(with_flags(run_flags()));
+  j["flags"] = "x";
+  CHECK_THROWS_WITH_AS(parse_run_state(j.dump(), kFile),
+                       doctest::Contains("flags: must be an object, got string x"),
+                       std::runtime_error);
 }

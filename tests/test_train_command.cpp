@@ -320,3 +320,57 @@ TEST_CASE("gpt2vk train killed at any file operation of a save: --resume finds a
   CHECK(committed);
   CHECK(n > 10);  // the save made that many operations
 }
+
+TEST_CASE("gpt2vk train --resume DIR alone goes on with the run's flags") {
+  Setup s;
+  REQUIRE(test::gpt2vk(s.args(s.dir / "whole", "6")).exit_code == 0);
+  REQUIRE(test::gpt2vk(s.args(s.dir / "part", "3")).exit_code == 0);
+  // No --data, --init, -o, --batch, ...: the state has them. --kernels is the device's choice,
+  // not the run's.
+  const std::string part = (s.dir / "part").string();
+  const test::CliResult r =
+      test::gpt2vk({"train", "--resume", part, "--steps", "6", "--kernels", "cpu"});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  CHECK_MESSAGE(r.err.find("step 3 of 6") != std::string::npos, r.err);
+  for (const char* f : {"model.safetensors", "optimizer.safetensors", "trainer_state.json", "loss.svg"})
+    CHECK_MESSAGE(test::read_file(s.dir / "part" / f) == test::read_file(s.dir / "whole" / f), f);
+  // Without --steps, the run's total: this one is complete, and nothing is written.
+  const test::CliResult done = test::gpt2vk({"train", "--resume", part});
+  CHECK_MESSAGE(done.exit_code == 0, done.err);
+  CHECK_MESSAGE(done.err.find(part + ": the run is complete (step 6 of 6); give --steps N") !=
+                    std::string::npos,
+                done.err);
+  CHECK(test::read_file(s.dir / "part" / "model.safetensors") ==
+        test::read_file(s.dir / "whole" / "model.safetensors"));
+  // A flag given again must be the run's; another value is refused, naming the flag and both.
+  const auto refused = [&](std::vector<std::string> extra, const std::string& message) {
+    std::vector<std::string> a = {"train", "--resume", part, "--steps", "8"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    const test::CliResult bad = test::gpt2vk(a);
+    CHECK_MESSAGE(bad.exit_code == 1, bad.err);
+    CHECK_MESSAGE(bad.err.find(message) != std::string::npos, bad.err);
+  };
+  refused({"--lr", "1e-3"}, part + " was trained with other flags or data: --lr 0.001 here, "
+                                   "0.003 in its run (leave --lr out");
+  refused({"--data", s.val.string()},
+          "--data " + s.val.string() + " here, " + s.data.string() + " in its run");
+  refused({"--batch", "4"}, "--batch 4 here, 2 in its run");
+  refused({"--cosine"}, "--cosine true here, false in its run");
+  refused({"-m", part}, "-m " + part + " here, (none) in its run");
+}
+
+TEST_CASE("gpt2vk train --resume alone reads a state from before the flags were kept") {
+  Setup s;
+  REQUIRE(test::gpt2vk(s.args(s.dir / "whole", "6")).exit_code == 0);
+  REQUIRE(test::gpt2vk(s.args(s.dir / "old", "3")).exit_code == 0);
+  // Such a state has the settings line only; its total steps were never kept.
+  nlohmann::json j = nlohmann::json::parse(test::read_file(s.dir / "old" / "trainer_state.json"));
+  REQUIRE(j.contains("flags"));
+  j.erase("flags");
+  test::write_file(s.dir / "old" / "trainer_state.json", j.dump(2));
+  const test::CliResult r = test::gpt2vk(
+      {"train", "--resume", (s.dir / "old").string(), "--steps", "6", "--kernels", "cpu"});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  for (const char* f : {"model.safetensors", "optimizer.safetensors", "trainer_state.json"})
+    CHECK_MESSAGE(test::read_file(s.dir / "old" / f) == test::read_file(s.dir / "whole" / f), f);
+}

@@ -1,8 +1,15 @@
 #include "model/training/run_state.h"
 
+#include <cfloat>
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <stdexcept>
+#include <type_traits>
+#include <variant>
 
 #include "model/formats/json_util.h"
 
@@ -58,14 +65,228 @@ Curve curve(const json& v, uint64_t last, const std::string& file, std::string_v
   return out;
 }
 
+// The flags, one row each, in the settings line's order: the first kShaping shape the weights.
+using Member = std::variant<std::string RunFlags::*, uint32_t RunFlags::*, uint64_t RunFlags::*,
+                            float RunFlags::*, bool RunFlags::*>;
+struct Field {
+  std::string_view key;
+  Member member;
+};
+const Field kFields[] = {
+    {"data", &RunFlags::data},         {"batch", &RunFlags::batch},
+    {"ctx", &RunFlags::ctx},           {"optimizer", &RunFlags::optimizer},
+    {"lr", &RunFlags::lr},             {"beta1", &RunFlags::beta1},
+    {"beta2", &RunFlags::beta2},       {"eps", &RunFlags::eps},
+    {"weight_decay", &RunFlags::weight_decay}, {"grad_clip", &RunFlags::grad_clip},
+    {"warmup", &RunFlags::warmup},     {"cosine", &RunFlags::cosine},
+    {"lr_min", &RunFlags::lr_min},     {"seed", &RunFlags::seed},
+    {"init", &RunFlags::init},         {"model", &RunFlags::model},
+    {"steps", &RunFlags::steps},       {"val_data", &RunFlags::val_data},
+    {"eval_every", &RunFlags::eval_every}, {"save_every", &RunFlags::save_every},
+};
+constexpr size_t kShaping = 16;
+
+const Field& field_of(std::string_view key) {
+  for (const Field& f : kFields)
+    if (f.key == key) return f;
+  throw std::invalid_argument("no run flag " + std::string(key));
+}
+
+// The shortest text that reads back as the same float ("0.003", not 0.0030000000260770321).
+std::string shortest(float v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+// A float as a JSON number that reads back as it: the double its shortest text names (so the
+// file shows 0.003), unless that double rounds to another float.
+double json_float(float v) {
+  const double d = std::strtod(shortest(v).c_str(), nullptr);
+  return static_cast<float>(d) == v ? d : double{v};
+}
+
+// A settings line's value into a flag: false where the text is not one the line writes.
+bool read_value(RunFlags& f, const Member& member, std::string_view text) {
+  return std::visit(
+      [&](auto m) {
+        using T = std::remove_cvref_t<decltype(f.*m)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          f.*m = std::string(text);
+          return true;
+        } else if constexpr (std::is_same_v<T, bool>) {
+          if (text != "0" && text != "1") return false;
+          f.*m = text == "1";
+          return true;
+        } else {
+          T v{};
+          const auto r = std::from_chars(text.data(), text.data() + text.size(), v);
+          if (r.ec != std::errc() || r.ptr != text.data() + text.size()) return false;
+          if constexpr (std::is_same_v<T, float>)
+            if (!std::isfinite(v)) return false;
+          f.*m = v;
+          return true;
+        }
+      },
+      member);
+}
+
+json flags_json(const RunFlags& f) {
+  json j = json::object();
+  for (const Field& field : kFields)
+    std::visit(
+        [&](auto m) {
+          if constexpr (std::is_same_v<std::remove_cvref_t<decltype(f.*m)>, float>)
+            j[std::string(field.key)] = json_float(f.*m);
+          else
+            j[std::string(field.key)] = f.*m;
+        },
+        field.member);
+  return j;
+}
+
+// "flags": every key of kFields with its type, and what the command would accept of it.
+RunFlags parse_flags(const json& j, uint64_t step, const std::string& settings,
+                     const std::string& file) {
+  if (!j.is_object()) fail(file, "flags", "must be an object, got " + describe(j));
+  for (const auto& [key, value] : j.items()) {
+    bool known = false;
+    for (const Field& f : kFields) known = known || f.key == key;
+    if (!known) fail(file, "flags." + json_util::show(key, 40), "is not a flag of a run");
+  }
+  RunFlags f;
+  for (const Field& field : kFields) {
+    const std::string at = "flags." + std::string(field.key);
+    const auto it = j.find(std::string(field.key));
+    if (it == j.end()) fail(file, at, "missing");
+    const json& v = *it;
+    std::visit(
+        [&](auto m) {
+          using T = std::remove_cvref_t<decltype(f.*m)>;
+          if constexpr (std::is_same_v<T, std::string>) {
+            if (!v.is_string()) fail(file, at, "must be a string, got " + describe(v));
+            f.*m = v.get<std::string>();
+          } else if constexpr (std::is_same_v<T, bool>) {
+            if (!v.is_boolean()) fail(file, at, "must be true or false, got " + describe(v));
+            f.*m = v.get<bool>();
+          } else if constexpr (std::is_same_v<T, float>) {
+            if (!v.is_number() || !std::isfinite(v.get<double>()) ||
+                std::fabs(v.get<double>()) > double{FLT_MAX})
+              fail(file, at, "must be a finite 32-bit float, got " + describe(v));
+            f.*m = static_cast<float>(v.get<double>());
+          } else {
+            const uint64_t n = whole(v, file, at);
+            if (n > std::numeric_limits<T>::max())
+              fail(file, at, std::to_string(n) + " is past " +
+                                 std::to_string(std::numeric_limits<T>::max()));
+            f.*m = static_cast<T>(n);
+          }
+        },
+        field.member);
+  }
+  // What the command's own checks would refuse on its command line.
+  const auto range = [&](const char* key, float v, float lo, float hi, bool open_lo) {
+    if (v < lo || v > hi || (open_lo && v == lo))
+      fail(file, std::string("flags.") + key,
+           shortest(v) + " is outside " + (open_lo ? "(" : "[") + shortest(lo) + ", " +
+               shortest(hi) + "]");
+  };
+  if (f.batch == 0) fail(file, "flags.batch", "must be at least 1");
+  if (f.ctx == 0) fail(file, "flags.ctx", "must be at least 1");
+  if (f.optimizer != "adamw" && f.optimizer != "sgd")
+    fail(file, "flags.optimizer", "must be adamw or sgd, got " + json_util::show(f.optimizer, 40));
+  range("lr", f.lr, 0, FLT_MAX, true);
+  range("beta1", f.beta1, 0, 1, false);
+  range("beta2", f.beta2, 0, 1, false);
+  range("eps", f.eps, 0, FLT_MAX, true);
+  range("weight_decay", f.weight_decay, 0, 1e6f, false);
+  range("grad_clip", f.grad_clip, 0, 1e30f, false);
+  range("lr_min", f.lr_min, 0, 1e30f, false);
+  if (f.data.empty()) fail(file, "flags.data", "must name the training text");
+  if (f.init.empty() == f.model.empty())
+    fail(file, "flags", "must name exactly one of init and model (where the run began)");
+  if (f.steps < step)
+    fail(file, "flags.steps",
+         std::to_string(f.steps) + " is before the state's step " + std::to_string(step));
+  if (settings_line(f) != settings)
+    fail(file, "flags", "do not match settings (" + json_util::show(settings_line(f), 80) + ")");
+  return f;
+}
+
 }  // namespace
 
+const std::vector<std::string_view>& run_flag_keys() {
+  static const std::vector<std::string_view> keys = [] {
+    std::vector<std::string_view> k;
+    for (const Field& f : kFields) k.push_back(f.key);
+    return k;
+  }();
+  return keys;
+}
+
+bool shapes_run(std::string_view key) { return &field_of(key) < kFields + kShaping; }
+
+std::string run_flag_text(const RunFlags& f, std::string_view key, bool exact) {
+  return std::visit(
+      [&](auto m) -> std::string {
+        using T = std::remove_cvref_t<decltype(f.*m)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          return f.*m;
+        } else if constexpr (std::is_same_v<T, float>) {
+          if (exact) return shortest(f.*m);
+          std::ostringstream s;  // as the settings line has always printed them
+          s << f.*m;
+          return s.str();
+        } else if constexpr (std::is_same_v<T, bool>) {
+          return exact ? (f.*m ? "true" : "false") : (f.*m ? "1" : "0");
+        } else {
+          return std::to_string(f.*m);
+        }
+      },
+      field_of(key).member);
+}
+
+void copy_run_flag(RunFlags& to, const RunFlags& from, std::string_view key) {
+  std::visit([&](auto m) { to.*m = from.*m; }, field_of(key).member);
+}
+
+std::string settings_line(const RunFlags& f) {
+  std::string line;
+  for (size_t i = 0; i < kShaping; i++)
+    line += (i ? " " : "") + std::string(kFields[i].key) + "=" +
+            run_flag_text(f, kFields[i].key, false);
+  return line;
+}
+
+std::optional<RunFlags> parse_settings_line(std::string_view line) {
+  RunFlags f;
+  size_t at = 0;
+  for (size_t i = 0; i < kShaping; i++) {
+    const std::string key = std::string(i ? " " : "") + std::string(kFields[i].key) + "=";
+    if (line.compare(at, key.size(), key) != 0) return std::nullopt;
+    at += key.size();
+    // A path may hold spaces: the value runs to the next key (the last, to the end).
+    size_t end = line.size();
+    if (i + 1 < kShaping) {
+      end = line.find(" " + std::string(kFields[i + 1].key) + "=", at);
+      if (end == std::string_view::npos) return std::nullopt;
+    }
+    if (!read_value(f, kFields[i].member, line.substr(at, end - at))) return std::nullopt;
+    at = end;
+  }
+  // A run names its data and began from one of a config and a checkpoint.
+  if (f.data.empty() || f.init.empty() == f.model.empty() || settings_line(f) != line)
+    return std::nullopt;
+  return f;
+}
+
 std::string run_state_json(const RunState& s) {
-  const json j = {{"step", s.step},
-                  {"position", s.position},
-                  {"settings", s.settings},
-                  {"train_loss", s.train_loss},
-                  {"val_loss", s.val_loss}};
+  json j = {{"step", s.step},
+            {"position", s.position},
+            {"settings", s.settings},
+            {"train_loss", s.train_loss},
+            {"val_loss", s.val_loss}};
+  if (s.flags) j["flags"] = flags_json(*s.flags);
   return j.dump(2) + "\n";
 }
 
@@ -75,7 +296,7 @@ RunState parse_run_state(std::string_view text, const std::string& file) {
     throw std::runtime_error(file + ": a JSON " + std::string(j.type_name()) + ", not an object");
   for (const auto& [key, value] : j.items())
     if (key != "step" && key != "position" && key != "settings" && key != "train_loss" &&
-        key != "val_loss")
+        key != "val_loss" && key != "flags")
       fail(file, json_util::show(key, 40), "is not a field of a run state");
   const auto field = [&](const char* key) -> const json& {
     const auto it = j.find(key);
@@ -92,6 +313,8 @@ RunState parse_run_state(std::string_view text, const std::string& file) {
   // Checkpoints from before the losses were kept have no curves.
   if (j.contains("train_loss")) s.train_loss = curve(j["train_loss"], s.step, file, "train_loss");
   if (j.contains("val_loss")) s.val_loss = curve(j["val_loss"], s.step, file, "val_loss");
+  // States from before the flags were kept have only the settings line.
+  if (j.contains("flags")) s.flags = parse_flags(j["flags"], s.step, s.settings, file);
   return s;
 }
 

@@ -176,19 +176,25 @@ bool finish_save(const fs::path& dir, const FileOpHook& hook) {
   return true;
 }
 
-Resumed load_run(const fs::path& dir, const FileOpHook& hook) {
+RunState read_run_state(const fs::path& dir, const FileOpHook& hook) {
   finish_save(dir, hook);
   const fs::path state_file = dir / "trainer_state.json", moments = dir / "optimizer.safetensors";
   if (!fs::exists(state_file) || !fs::exists(moments))
     throw std::runtime_error(dir.string() + " is not a training checkpoint: it has no " +
                              (fs::exists(state_file) ? "optimizer.safetensors" : "trainer_state.json"));
-  const std::unique_ptr<Checkpoint> ckpt = Checkpoint::load(dir);
-  Resumed r{{}, Parameters::from_checkpoint(*ckpt), Parameters(ckpt->config()), Parameters(ckpt->config())};
   std::ifstream in(state_file, std::ios::binary);
   if (!in) throw std::runtime_error(state_file.string() + ": cannot read");
   std::ostringstream text;
   text << in.rdbuf();
-  r.state = parse_run_state(text.str(), state_file.string());
+  return parse_run_state(text.str(), state_file.string());
+}
+
+Resumed load_run(const fs::path& dir, const FileOpHook& hook) {
+  RunState state = read_run_state(dir, hook);
+  const fs::path moments = dir / "optimizer.safetensors";
+  const std::unique_ptr<Checkpoint> ckpt = Checkpoint::load(dir);
+  Resumed r{std::move(state), Parameters::from_checkpoint(*ckpt), Parameters(ckpt->config()),
+            Parameters(ckpt->config())};
   const std::unique_ptr<SafeTensors> file = SafeTensors::open(moments);
   read_tensors(*file, "m.", r.m, moments);
   read_tensors(*file, "v.", r.v, moments);

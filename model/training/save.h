@@ -37,6 +37,11 @@ void save_checkpoint(const std::filesystem::path& dir, const Parameters& params,
 // (dir may be read-only). Idempotent, so a kill inside it is finished by the next call.
 bool finish_save(const std::filesystem::path& dir, const FileOpHook& hook = {});
 
+// The run state of the training checkpoint in dir, after finish_save(dir): what --resume reads
+// first, for the run's flags. Throws "<dir> is not a training checkpoint: it has no
+// trainer_state.json" (or no optimizer.safetensors), or what parse_run_state refuses.
+RunState read_run_state(const std::filesystem::path& dir, const FileOpHook& hook = {});
+
 // Reads a checkpoint's run state and moments for --resume, after finish_save(dir): throws naming
 // what is missing or does not match (another model's shape, a state whose step differs from
 // the weights', any field parse_run_state refuses).
