@@ -41,6 +41,7 @@ struct TrainArgs {
   model::training::RunFlags run;
   ModelArgs model;  // --device, --kernels, --validation
   std::string out, resume, log;
+  bool overwrite = false;  // -o may replace a checkpoint that is not --resume's
   bool profile = false;  // then GPU time per op of the last step
   // Time the steps only: no output folder, no checkpoint, no evaluation; print tokens/s (the
   // median step after the first, whose time includes building the pipelines).
@@ -147,6 +148,22 @@ bool take_resume(TrainArgs& a, const Given& given, const model::training::FileOp
                "new total, to go on\n", a.resume.c_str(), static_cast<unsigned long long>(run.step),
                static_cast<unsigned long long>(a.run.steps));
   return false;
+}
+
+// A new run's -o must not silently replace a checkpoint: one there is continued with --resume,
+// or replaced with --overwrite.
+void check_out(const TrainArgs& a) {
+  if (a.bench || a.overwrite) return;
+  std::error_code ec;
+  if (!a.resume.empty() && fs::equivalent(a.out, a.resume, ec)) return;
+  const std::optional<uint64_t> step = model::training::checkpoint_in(a.out);
+  if (!step) return;
+  if (*step)
+    throw std::runtime_error(a.out + " already holds a checkpoint (step " + std::to_string(*step) +
+                             "): continue it with --resume " + a.out +
+                             ", or pass --overwrite to replace it");
+  throw std::runtime_error(a.out + " already holds a model, with no run state to go on from: "
+                           "write to another folder, or pass --overwrite to replace it");
 }
 
 std::string duration(double s) {
@@ -314,6 +331,7 @@ int train(TrainArgs a, const Given& given) {
     throw std::runtime_error("-o OUT is required (the checkpoint folder to write)");
   }
   check_validation(a);
+  check_out(a);
 
   // The model and its tokenizer: a resume given neither -m nor --init reads its own folder's
   // config and tokenizer files (the weights come with its state below).
@@ -519,6 +537,8 @@ Command add_train(CLI::App& cli) {
   cmd->add_option("--resume", args->resume,
                   "go on from this checkpoint's weights, moments, step and data position, with "
                   "the run's flags (those given again must agree; --steps may grow)");
+  cmd->add_flag("--overwrite", args->overwrite,
+                "let -o replace a checkpoint already there (else: refused, unless it is --resume's)");
   cmd->add_option("--steps", run.steps, "the run's total steps (default 1000)")
       ->check(whole(1, uint64_t{1} << 40));
   cmd->add_option("--batch", run.batch, "sequences per step (default 4)")

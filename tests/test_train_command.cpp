@@ -374,3 +374,41 @@ TEST_CASE("gpt2vk train --resume alone reads a state from before the flags were 
   for (const char* f : {"model.safetensors", "optimizer.safetensors", "trainer_state.json"})
     CHECK_MESSAGE(test::read_file(s.dir / "old" / f) == test::read_file(s.dir / "whole" / f), f);
 }
+
+TEST_CASE("gpt2vk train -o onto a checkpoint needs --resume or --overwrite") {
+  Setup s;
+  const fs::path out = s.dir / "out";
+  REQUIRE(test::gpt2vk(s.args(out, "2")).exit_code == 0);
+  const std::string model = test::read_file(out / "model.safetensors");
+  const test::CliResult r = test::gpt2vk(with(s.args(out, "3"), "--seed", "8"));
+  CHECK(r.exit_code == 1);
+  CHECK_MESSAGE(r.err.find(out.string() + " already holds a checkpoint (step 2): continue it with "
+                           "--resume " + out.string() + ", or pass --overwrite to replace it") !=
+                    std::string::npos,
+                r.err);
+  CHECK(test::read_file(out / "model.safetensors") == model);
+  // A model folder without a run state is refused too (-m DIR -o DIR would replace it).
+  fs::create_directories(s.dir / "model");
+  fs::copy_file(s.config, s.dir / "model" / "config.json");
+  std::vector<std::string> m = s.args(s.dir / "model", "1");
+  const test::CliResult held = test::gpt2vk(m);
+  CHECK(held.exit_code == 1);
+  CHECK_MESSAGE(held.err.find("already holds a model, with no run state to go on from") !=
+                    std::string::npos,
+                held.err);
+  // --overwrite replaces it; an empty folder takes a checkpoint as a missing one does.
+  std::vector<std::string> again = with(s.args(out, "1"), "--seed", "8");
+  again.push_back("--overwrite");
+  const test::CliResult o = test::gpt2vk(again);
+  CHECK_MESSAGE(o.exit_code == 0, o.err);
+  CHECK(test::read_file(out / "trainer_state.json").find("\"step\": 1") != std::string::npos);
+  fs::create_directories(s.dir / "empty");
+  const test::CliResult e = test::gpt2vk(s.args(s.dir / "empty", "1"));
+  CHECK_MESSAGE(e.exit_code == 0, e.err);
+  // Without --resume, --data is still needed.
+  std::vector<std::string> no_data = s.args(s.dir / "new", "1");
+  no_data.erase(no_data.begin() + 3, no_data.begin() + 5);  // "--data", data
+  const test::CliResult d = test::gpt2vk(no_data);
+  CHECK(d.exit_code == 1);
+  CHECK_MESSAGE(d.err.find("--data FILE is required") != std::string::npos, d.err);
+}

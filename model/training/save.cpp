@@ -189,6 +189,27 @@ RunState read_run_state(const fs::path& dir, const FileOpHook& hook) {
   return parse_run_state(text.str(), state_file.string());
 }
 
+std::optional<uint64_t> checkpoint_in(const fs::path& dir) {
+  std::error_code ec;
+  // A save's complete folder holds the newer files where a kill left one.
+  for (const fs::path& d : {dir / kComplete, dir}) {
+    bool any = false;
+    for (const char* f : {"config.json", "model.safetensors", "optimizer.safetensors", "trainer_state.json"})
+      any = any || fs::exists(d / f, ec);
+    if (!any) continue;
+    std::ifstream in(d / "trainer_state.json", std::ios::binary);
+    if (!in) return 0;
+    std::ostringstream text;
+    text << in.rdbuf();
+    try {
+      return parse_run_state(text.str(), (d / "trainer_state.json").string()).step;
+    } catch (const std::runtime_error&) {
+      return 0;  // a damaged state: a checkpoint still, of no step that can be told
+    }
+  }
+  return std::nullopt;
+}
+
 Resumed load_run(const fs::path& dir, const FileOpHook& hook) {
   RunState state = read_run_state(dir, hook);
   const fs::path moments = dir / "optimizer.safetensors";

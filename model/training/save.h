@@ -3,6 +3,7 @@
 #pragma once
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string_view>
 
 #include "model/training/parameters.h"
@@ -41,6 +42,11 @@ bool finish_save(const std::filesystem::path& dir, const FileOpHook& hook = {});
 // first, for the run's flags. Throws "<dir> is not a training checkpoint: it has no
 // trainer_state.json" (or no optimizer.safetensors), or what parse_run_state refuses.
 RunState read_run_state(const std::filesystem::path& dir, const FileOpHook& hook = {});
+
+// Whether a save into dir would replace a checkpoint: nullopt where dir holds none (no folder,
+// an empty one, none of a checkpoint's files, in dir or in a save's complete folder), else its
+// step, or 0 where it has no trainer_state.json that reads (a model folder). Writes nothing.
+std::optional<uint64_t> checkpoint_in(const std::filesystem::path& dir);
 
 // Reads a checkpoint's run state and moments for --resume, after finish_save(dir): throws naming
 // what is missing or does not match (another model's shape, a state whose step differs from
