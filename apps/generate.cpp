@@ -1,5 +1,6 @@
 // gpt2vk generate: the prompt, then the model's continuation, streamed to stdout as it comes;
 // logs and the summary on stderr.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -18,7 +19,8 @@ namespace {
 struct GenerateArgs {
   ModelArgs model;
   std::string prompt, file;
-  uint32_t n = 64;
+  std::string positional;  // `gpt2vk generate "TEXT"`: the prompt without -p
+  int64_t n = 64;  // -1: until the end of text or a full context
   float temp = 0.8f;
   uint32_t top_k = 40;
   float top_p = 0.95f;
@@ -30,14 +32,19 @@ int generate(const GenerateArgs& args) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
   const auto since_start = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
-  const std::string text = read_text(args.prompt, args.file);
+  if (!args.positional.empty() && (!args.prompt.empty() || !args.file.empty()))
+    throw std::runtime_error("the prompt is given twice: as \"" + args.positional + "\" and as " +
+                             (args.file.empty() ? "-p" : "-f") + "; give one");
+  const std::string text = read_text(args.positional.empty() ? args.prompt : args.positional, args.file);
   Session s = open_session(args.model);
   const double load_s = since_start();
   const model::Config& c = s.model->config();
   const std::vector<int32_t> prompt = s.tokenizer->encode(text);
 
   model::GenerateOptions o;
-  o.max_new = args.n;
+  // -1: what the context has room for beside the prompt (0 where the prompt fills it).
+  o.max_new = args.n >= 0 ? static_cast<uint32_t>(args.n)
+                          : static_cast<uint32_t>(c.n_ctx - std::min<size_t>(prompt.size(), c.n_ctx));
   o.sampling = {args.temp, args.top_k, args.top_p, args.seed};
   if (!args.seed_given) o.sampling.seed = std::random_device{}();
   // A line that counts the pipelines as they compile, on a terminal.
@@ -106,6 +113,7 @@ int generate(const GenerateArgs& args) {
   if (r.pipelines)
     std::snprintf(compile, sizeof compile, ", %zu pipelines created in %.2f s%s", r.pipelines,
                   r.compile_seconds, lazy ? " (this driver compiles them at first use)" : "");
+  const std::string stop = args.n < 0 && r.stop == "length" ? "context full" : r.stop;
   std::fprintf(stderr,
                "gpt2vk: load %.2f s%s, first token at %s | prompt %zu tokens, %.1f tok/s | "
                "generated %zu tokens, %.1f tok/s | %s | %s%s | stop: %s%s\n",
@@ -114,7 +122,7 @@ int generate(const GenerateArgs& args) {
                r.tokens.size(), gen_rate,
                s.model->device_name().c_str(), model::precision_name(s.model->precision()),
                args.model.kv_cache == "f16" ? ", KV cache f16" : "",
-               r.stop.c_str(), c.eos_token_id ? "" : " (the model has no end-of-text token)");
+               stop.c_str(), c.eos_token_id ? "" : " (the model has no end-of-text token)");
   return 0;
 }
 
@@ -125,9 +133,13 @@ Command add_generate(CLI::App& cli) {
   CLI::App* cmd = cli.add_subcommand("generate", "continue a prompt, streaming the text to stdout");
   add_model_options(*cmd, args->model);
   cmd->add_option("-p,--prompt", args->prompt, "the text to continue");
+  cmd->add_option("prompt", args->positional, "the text to continue (as -p)")
+      ->type_name("TEXT");
   cmd->add_option("-f,--file", args->file, "read the prompt from a file");
-  cmd->add_option("-n,--n-predict", args->n, "tokens to generate (default 64)")
-      ->check(whole_number(0, 1000000));
+  cmd->add_option("-n,--n-predict", args->n,
+                  "tokens to generate (default 64); -1: until the end of text or the context is "
+                  "full")
+      ->check(whole_number(-1, 1000000, " (-1: until the end of text or a full context)"));
   cmd->add_option("--temp", args->temp, "temperature; 0 = greedy (default 0.8)")
       ->check(CLI::Range(0.0f, 100.0f));
   cmd->add_option("--top-k", args->top_k, "keep the k likeliest tokens; 0 = all (default 40)")

@@ -212,7 +212,8 @@ TEST_CASE("cli: a number out of range says what the option takes") {
        "--port: must be a whole number from 0 to 65535 (0: any free port), got 99999"},
       {{"serve", "-m", m, "--port", "-1"}, "--port: must be a whole number from 0 to 65535"},
       {{"generate", "-m", m, "-p", "hi", "-n", "-5"},
-       "--n-predict: must be a whole number from 0 to 1000000, got -5"},
+       "--n-predict: must be a whole number from -1 to 1000000 (-1: until the end of text or a "
+       "full context), got -5"},
       {{"generate", "-m", m, "-p", "hi", "--top-k", "ten"},
        "--top-k: must be a whole number from 0 to 4294967295, got ten"},
       {{"train", "--resume", "x", "--batch", "-2"}, "--batch: must be a whole number from 0 to"},
@@ -227,4 +228,39 @@ TEST_CASE("cli: a number out of range says what the option takes") {
     CHECK_MESSAGE(r.err.find(c.message) != std::string::npos, r.err);
     CHECK_MESSAGE(r.err.find("Could not convert") == std::string::npos, r.err);
   }
+}
+
+TEST_CASE("cli: generate takes the prompt as its argument, and -n -1 fills the context") {
+  // The CPU reference: no Vulkan needed, the same tokens as the GPU's (the first test case).
+  const nlohmann::json gold = golden("gpt2-tiny");
+  const std::string m = models("gpt2-tiny");
+  const std::string prompt = gold["greedy_prompt_text"].get<std::string>();
+  const std::vector<std::string> common = {"-m", m, "-n", "16", "--temp", "0", "--precision",
+                                           "f32", "--device", "cpu"};
+  std::vector<std::string> positional = {"generate", prompt};
+  positional.insert(positional.end(), common.begin(), common.end());
+  const test::CliResult r = test::gpt2vk(positional);
+  CAPTURE(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == expected_text(gold, 16));
+  // Both ways at once: which one was meant is unclear.
+  std::vector<std::string> both = positional;
+  both.insert(both.end(), {"-p", "Hi"});
+  const test::CliResult twice = test::gpt2vk(both);
+  CHECK(twice.exit_code == 1);
+  CHECK_MESSAGE(twice.err.find("the prompt is given twice: as \"" + prompt + "\" and as -p; give one") !=
+                    std::string::npos,
+                twice.err);
+  CHECK(twice.out.empty());
+  // -n -1: until the prompt and the text fill the context (64 tokens; this model has no
+  // end-of-text token), without sliding the window.
+  const test::CliResult full = test::gpt2vk(
+      {"generate", "-m", m, "-p", prompt, "-n", "-1", "--temp", "0", "--device", "cpu"});
+  CAPTURE(full.err);
+  CHECK(full.exit_code == 0);
+  const size_t prompt_tokens = gold["greedy_prompt"].size();
+  CHECK(full.err.find("generated " + std::to_string(64 - prompt_tokens) + " tokens") !=
+        std::string::npos);
+  CHECK(full.err.find("stop: context full") != std::string::npos);
+  CHECK(full.err.find("sliding") == std::string::npos);
 }
