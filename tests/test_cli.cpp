@@ -201,6 +201,55 @@ TEST_CASE("cli: bad input gives a clear error and a non-zero exit") {
   }
 }
 
+TEST_CASE("cli: --version names the revision and the Vulkan devices, or that there are none") {
+  const test::CliResult r = test::gpt2vk({"--version"});
+  CAPTURE(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.rfind("gpt2vk ", 0) == 0);
+  CHECK((r.out.find("\ndevice 0: ") != std::string::npos ||
+         r.out.find("no Vulkan device") != std::string::npos));
+  // No loader at all: still the revision, and why there is no device, not an error.
+  const test::CliResult none =
+      test::gpt2vk({"--version"}, {{"GPT2VK_VULKAN_LOADER", "/nonexistent/libvulkan.so.1"}});
+  CHECK(none.exit_code == 0);
+  CHECK(none.out.rfind("gpt2vk ", 0) == 0);
+  CHECK_MESSAGE(none.out.find("no Vulkan device: the Vulkan loader '/nonexistent/libvulkan.so.1'") !=
+                    std::string::npos,
+                none.out);
+}
+
+TEST_CASE("cli: an unknown command or option says what was likely meant") {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::string m = models("gpt2-tiny");
+  const Case cases[] = {
+      {{"gen", "-p", "hi"}, "gpt2vk: unknown command 'gen': did you mean 'generate'?\ncommands: "
+                            "devices, opbench, bench, tokenize, generate, compare, logits, "
+                            "perplexity, attention, serve, make-model, train\n"},
+      {{"tokenise", "-p", "hi"}, "unknown command 'tokenise': did you mean 'tokenize'?"},
+      {{"frobnicate"}, "gpt2vk: unknown command 'frobnicate'\ncommands: devices,"},
+      {{"--verison"}, "gpt2vk: unknown option '--verison': did you mean '--version'?"},
+      {{"generate", "-m", m, "-p", "hi", "--tempp", "0.5"},
+       "gpt2vk generate: unknown option '--tempp': did you mean '--temp'?\n"
+       "Run 'gpt2vk generate --help' for its options."},
+      {{"generate", "-m", m, "-p", "hi", "--top=5"},
+       "unknown option '--top': did you mean '--top-k' or '--top-p'?"},
+      {{"train", "--resume", "x", "--overwite"},
+       "gpt2vk train: unknown option '--overwite': did you mean '--overwrite'?"},
+      {{"tokenize", "-m", m, "-p", "hi", "extra"}, "gpt2vk tokenize: unexpected argument 'extra'"},
+  };
+  for (const Case& c : cases) {
+    const test::CliResult r = test::gpt2vk(c.args);
+    CAPTURE(c.args[0]);
+    CHECK(r.exit_code != 0);
+    CHECK(r.exit_code < 128);
+    CHECK_MESSAGE(r.err.find(c.message) != std::string::npos, r.err);
+    CHECK(r.out.empty());
+  }
+}
+
 TEST_CASE("cli: a number out of range says what the option takes") {
   const std::string m = models("gpt2-tiny");
   struct Case {
