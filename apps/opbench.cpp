@@ -15,6 +15,7 @@
 #include "model/ops/gpu/embedding.h"
 #include "model/ops/gpu/kv_store.h"
 #include "model/ops/gpu/layernorm.h"
+#include "model/ops/gpu/interleave.h"
 #include "model/ops/gpu/matmul.h"
 #include "model/ops/gpu/topk.h"
 #include "vk/check.h"

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "model/ops/gpu/interleave.h"
 #include "model/ops/gpu/matmul.h"
 
 namespace test {

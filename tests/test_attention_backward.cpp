@@ -14,6 +14,7 @@
 
 #include "model/ops/cpu/attention.h"
 #include "model/ops/gpu/attention.h"
+#include "model/ops/gpu/attention_backward.h"
 #include "model/ops/gpu/policy.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "model/ops/cpu/attention.h"
-#include "model/ops/gpu/attention.h"
+#include "model/ops/gpu/attention_backward.h"
 #include "model/ops/gpu/policy.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"

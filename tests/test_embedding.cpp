@@ -13,6 +13,8 @@
 #include "model/ops/cpu/common.h"
 #include "model/ops/cpu/embedding.h"
 #include "model/ops/gpu/embedding.h"
+#include "model/ops/gpu/embedding_backward.h"
+#include "model/ops/gpu/interleave.h"
 #include "model/ops/gpu/matmul.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"

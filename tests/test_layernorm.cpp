@@ -12,6 +12,7 @@
 
 #include "model/ops/cpu/layernorm.h"
 #include "model/ops/gpu/layernorm.h"
+#include "model/ops/gpu/layernorm_backward.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"
 #include "vk/check.h"

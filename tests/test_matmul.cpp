@@ -16,6 +16,7 @@
 
 #include "model/ops/cpu/layernorm.h"
 #include "model/ops/cpu/matmul.h"
+#include "model/ops/gpu/interleave.h"
 #include "model/ops/gpu/matmul.h"
 #include "model/ops/gpu/coop_check.h"
 #include "tests/compare.h"

@@ -13,6 +13,8 @@
 
 #include "model/ops/cpu/common.h"
 #include "model/ops/cpu/layernorm.h"
+#include "model/ops/gpu/interleave.h"
+#include "model/ops/gpu/matmul_argmax.h"
 #include "model/ops/gpu/matmul.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"

@@ -5,8 +5,10 @@
 #include "model/forward/gpu_model_impl.h"
 #include "model/ops/gpu/activation.h"
 #include "model/ops/gpu/attention.h"
+#include "model/ops/gpu/choose.h"
 #include "model/ops/gpu/embedding.h"
 #include "model/ops/gpu/layernorm.h"
+#include "model/ops/gpu/matmul_argmax.h"
 #include "model/ops/gpu/matmul.h"
 
 namespace model {
@@ -47,20 +49,17 @@ void GpuBackend::linear(Buf out, Buf in, const GpuLinear& l, uint32_t T, const E
               {l.w->layout, e.act, kernel, in_row, norm});
 }
 
-// Fused where the policy says the dispatch it saves costs more than the reads it adds
-// (norm_linear_max_bytes): matmul_interleaved (the CPU set's interleaved weights, rows from the
-// first only) or matmul_vec_wide (the GPU set's [N, K] weights, at most kMatmulVecRows rows:
-// decode steps, batches, short prompts, the head's last row) normalises each row of x as it
-// reads it, and H is never written. Otherwise the LayerNorm into H, then the matmul.
+// Fused where choose.h's norm_linear says so: the matmul normalises each row of x as it reads
+// it, and H is never written. Otherwise the LayerNorm into H, then the matmul.
 void GpuBackend::norm_linear(Buf out, Buf in, const GpuNorm& n, const GpuLinear& l, uint32_t T,
                              const Epilogue& e, uint32_t in_row) {
   const uint64_t w_bytes = uint64_t{l.K} * l.N * dtype_bytes(l.w->dtype);
-  const bool interleaved = l.w->layout == WeightLayout::Interleaved && in_row == 0;
-  const bool wide = k.policy().nk_weights && l.w->layout == WeightLayout::NK &&
-                    T <= gpu::kMatmulVecRows &&
-                    gpu::matmul_wide_supported(l.w->dtype, l.w->layout, l.K, buf(in).offset,
-                                               l.w->span.offset);
-  if ((interleaved || wide) && w_bytes <= k.policy().norm_linear_max_bytes) {
+  const bool wide_fits =
+      gpu::matmul_wide_supported(l.w->dtype, l.w->layout, l.K, buf(in).offset, l.w->span.offset);
+  const gpu::NormLinear fused =
+      gpu::norm_linear(k.policy(), l.w->layout, w_bytes, T, in_row, wide_fits);
+  if (fused != gpu::NormLinear::Apart) {
+    const bool wide = fused == gpu::NormLinear::Wide;
     const gpu::MatmulNorm norm{n.gamma->span, n.beta->span, c.layer_norm, c.layer_norm_epsilon};
     linear(out, in, l, T, e, in_row,
            wide ? gpu::MatmulKernel::VectorWide : gpu::MatmulKernel::Auto, &norm);

@@ -11,8 +11,11 @@
 #include "model/formats/checkpoint.h"
 #include "model/forward/gpu_model_impl.h"
 #include "model/ops/gpu/attention.h"
+#include "model/ops/gpu/choose.h"
 #include "model/ops/gpu/common.h"
 #include "model/ops/gpu/embedding.h"
+#include "model/ops/gpu/interleave.h"
+#include "model/ops/gpu/matmul_argmax.h"
 #include "model/ops/gpu/matmul.h"
 #include "model/ops/gpu/topk.h"
 #include "vk/check.h"
@@ -30,10 +33,8 @@ uint32_t matrix_n(const ExpectedTensor& e, WeightLayout from) {
 
 }  // namespace
 
-// The layout a matrix is stored in: where the kernel policy interleaves, every matrix the matmul
-// reads, the tied wte included (embedding reads it there); where it asks for [N, K], every
-// matrix the matmul reads as [N, K]; otherwise as the checkpoint has it. Returns KN, NK or
-// Interleaved; `from` gets the checkpoint's own layout.
+// The layout a matrix is stored in (choose.h's weight_layout): KN, NK or Interleaved; `from`
+// gets the checkpoint's own layout.
 WeightLayout GpuModel::matrix_layout(const ExpectedTensor& e, DType dtype,
                                           WeightLayout& from) const {
   const bool rows_out = e.name == "wte.weight" || e.name == "lm_head.weight";
@@ -42,12 +43,10 @@ WeightLayout GpuModel::matrix_layout(const ExpectedTensor& e, DType dtype,
                             (e.name != "wte.weight" || config_.tie_word_embeddings);
   const vk::DeviceCaps& caps = device_.caps();
   const uint32_t K = matrix_k(e, from);
-  const bool fast = ops_.policy().interleaved_weights &&
-                    gpu::matmul_interleaved_supported(caps, dtype, K) &&
-                    caps.texel_buffer_alignment <= weights_.alignment() &&
-                    caps.texel_buffer_alignment <= state_.alignment();
-  if (matmul_reads && fast) return WeightLayout::Interleaved;
-  return matmul_reads && ops_.policy().nk_weights ? WeightLayout::NK : from;
+  const bool interleaved_fits = gpu::matmul_interleaved_supported(caps, dtype, K) &&
+                                caps.texel_buffer_alignment <= weights_.alignment() &&
+                                caps.texel_buffer_alignment <= state_.alignment();
+  return gpu::weight_layout(ops_.policy(), from, matmul_reads, interleaved_fits);
 }
 
 void GpuModel::upload_weights(const Checkpoint& ckpt, const UploadProgress& on_upload) {
@@ -137,11 +136,9 @@ void GpuModel::plan_state() {
     v_cache_.push_back(state_.add(layer_bytes));
   }
   slot_len_.assign(slots_, 0);
-  // The split kernel's scratch: where the policy decodes with it, and for a batch over fp16
-  // caches, which only the split kernel reads at once (gpu::attention_store_batch). The tiled
-  // kernel splits a short prompt's keys in the same scratch.
-  if (ops_.policy().split_attention || ops_.policy().tiled_attention ||
-      (slots_ > 1 && kv_cache_ == DType::F16))
+  // The split kernel's partial results; the tiled kernel splits a short prompt's keys in the
+  // same scratch.
+  if (gpu::attention_needs_scratch(ops_.policy(), slots_, kv_cache_))
     split_ = state_.add(gpu::attention_model_scratch_bytes(ops_.policy(), c.n_ctx, c.n_embd, c.n_head));
   // The top-k's rounds re-read their scratch: device memory, not host memory over the bus.
   const uint32_t k = std::min(Model::kMaxCandidates, c.n_vocab);
@@ -236,8 +233,7 @@ Pass GpuModel::plan_pass(uint32_t T, uint32_t pos, bool all_rows, uint32_t k, bo
   Pass p;
   p.T = T, p.pos = pos;
   // Greedy decoding on an interleaved head finds the best logit in the head's own pass.
-  const bool argmax = !all_rows && k == 1 &&
-                      w_.head.w->layout == WeightLayout::Interleaved && c.n_vocab <= (1u << 24);
+  const bool argmax = !all_rows && k == 1 && gpu::argmax_head(w_.head.w->layout, c.n_vocab);
   p.head = all_rows ? Head::AllRows
            : !last   ? Head::None
            : argmax  ? Head::LastArgmax

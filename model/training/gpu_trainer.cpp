@@ -13,9 +13,14 @@
 #include "model/ops/gpu/activation.h"
 #include "model/ops/gpu/add.h"
 #include "model/ops/gpu/attention.h"
+#include "model/ops/gpu/attention_backward.h"
+#include "model/ops/gpu/choose.h"
 #include "model/ops/gpu/cross_entropy.h"
 #include "model/ops/gpu/embedding.h"
+#include "model/ops/gpu/embedding_backward.h"
 #include "model/ops/gpu/layernorm.h"
+#include "model/ops/gpu/layernorm_backward.h"
+#include "model/ops/gpu/interleave.h"
 #include "model/ops/gpu/matmul.h"
 #include "model/ops/gpu/matmul_backward.h"
 #include "model/ops/gpu/optimizer.h"
@@ -124,7 +129,7 @@ struct GpuTrainer::Impl {
   void plan_packing(const std::map<W, Linear<W>>& linears) {
     const vk::DeviceCaps& caps = device.caps();
     const uint64_t texel_align = gpu::texel_binding_alignment(caps);
-    if (!ops.policy().interleaved_weights || !caps.storage_texel_buffers ||
+    if (!gpu::training_packs_weights(ops.policy()) || !caps.storage_texel_buffers ||
         acts_.alignment() % texel_align != 0)
       return;
     constexpr size_t kNone = ~size_t{0};

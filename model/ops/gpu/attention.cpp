@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "model/ops/gpu/choose.h"
 #include "model/ops/gpu/kv_store.h"
 #include "shaders/attention.h"
-#include "shaders/attention_backward.h"
 #include "vk/check.h"
 
 namespace model::gpu {
@@ -349,16 +349,21 @@ AttentionKernel choose_kernel(const Ops& ops, const Call& c, AttentionKernel ask
     require_runs(caps, "tiled", tiled_unsupported(caps, c));
     return asked;
   }
-  const std::string why_not = texel_unsupported(caps, c);
-  if (asked == AttentionKernel::Texel) require_runs(caps, "texel", why_not);
-  const KernelPolicy& policy = ops.policy();
-  if (why_not.empty() && (asked == AttentionKernel::Texel || policy.texel_attention))
-    return AttentionKernel::Texel;
-  if (policy.split_attention && c.T <= kAttentionSplitMaxT && split_unsupported(caps, c).empty())
-    return AttentionKernel::Split;
-  if (policy.tiled_attention && c.T > kAttentionSplitMaxT && tiled_unsupported(caps, c).empty())
-    return AttentionKernel::Tiled;
-  return AttentionKernel::Portable;
+  if (asked == AttentionKernel::Texel) {
+    require_runs(caps, "texel", texel_unsupported(caps, c));
+    return asked;
+  }
+  const auto fits = [&](AttentionKernel k) {
+    switch (k) {
+      case AttentionKernel::Texel: return texel_unsupported(caps, c).empty();
+      case AttentionKernel::Split: return split_unsupported(caps, c).empty();
+      case AttentionKernel::Tiled: return tiled_unsupported(caps, c).empty();
+      default: return true;
+    }
+  };
+  for (AttentionKernel k : attention_order(ops.policy(), c.T))
+    if (fits(k)) return k;
+  return AttentionKernel::Portable;  // unreachable: the order ends in Portable
 }
 
 push::AttentionPush make_push(const Call& c, const AttentionOptions& options) {
@@ -399,7 +404,7 @@ uint64_t attention_tiled_scratch_bytes(uint32_t C, uint32_t H, uint32_t groups) 
 uint64_t attention_model_scratch_bytes(const KernelPolicy& policy, uint32_t n_ctx, uint32_t C,
                                        uint32_t H) {
   const uint64_t split = attention_split_scratch_bytes(kAttentionSplitMaxT, n_ctx, C, H);
-  if (!policy.tiled_attention) return split;
+  if (!attention_order(policy, kAttentionSplitMaxT + 1).has(AttentionKernel::Tiled)) return split;
   return std::max(split, attention_tiled_scratch_bytes(C, H, policy.tuning.attention_groups));
 }
 
@@ -436,20 +441,19 @@ std::string split_batch_unsupported(const vk::DeviceCaps& caps, const Call& c, u
   return split_unsupported(caps, longest);
 }
 
-// The kernel that runs a batch: texel where the policy asks for it and the cache is fp32, else
-// split (where the policy asks for it or the cache is fp16: the storage-buffer kernels are the
-// ones that read fp16); `why` says why neither can where that is so.
+// The kernel that runs a batch, choose.h's attention_batch_kernel where it can; `why` says why it
+// cannot where that is so.
 AttentionKernel batch_kernel(const Ops& ops, const Call& c, uint32_t max_len,
                              std::string& why) {
   const vk::DeviceCaps& caps = ops.caps();
-  const KernelPolicy& policy = ops.policy();
+  const AttentionKernel kernel = attention_batch_kernel(ops.policy(), c.cache);
   why.clear();
   const uint64_t bytes = std::min(c.k_cache.size, c.v_cache.size);
   if (c.T == 0 || c.L == 0) {
     why = c.T == 0 ? "a batch of 0 rows" : "the caches hold no row";
   } else if (c.cache == DType::F16 && c.C % 2 != 0) {
     why = "an fp16 cache needs an even C, not C=" + str(c.C);
-  } else if (policy.texel_attention && c.cache == DType::F32) {
+  } else if (kernel == AttentionKernel::Texel) {
     if (c.T >= kTexelSplitBelow)
       why = "a batch of " + str(c.T) + " rows (1 to " + str(kTexelSplitBelow - 1) + ")";
     else if (bytes > std::min(uint64_t{caps.max_texel_buffer_elements} * 16,
@@ -458,7 +462,7 @@ AttentionKernel batch_kernel(const Ops& ops, const Call& c, uint32_t max_len,
     else
       why = texel_unsupported(caps, c);
     if (why.empty()) return AttentionKernel::Texel;
-  } else if (policy.split_attention || c.cache == DType::F16) {
+  } else if (kernel == AttentionKernel::Split) {
     if (bytes > caps.max_storage_buffer_range)
       why = "the caches' " + str(bytes) + " bytes exceed what one binding may hold";
     else
@@ -543,92 +547,6 @@ void attention_store(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
   }
   kv_store(k, rec, k_cache, v_cache, qkv, T, C, pos, options.step, options.cache);
   attention(k, rec, out, qkv, 3 * C, k_cache, v_cache, T, L, C, H, options);
-}
-
-uint64_t attention_backward_stats_bytes(uint32_t B, uint32_t T, uint32_t H) {
-  return uint64_t{B} * H * T * 4 * sizeof(float);
-}
-
-namespace {
-
-// What attention_sequences and attention_backward check alike; returns the push constants.
-push::AttentionBackwardPush sequences_push(const char* op, const vk::DeviceCaps& caps,
-                                           uint32_t B, uint32_t T, uint32_t C, uint32_t H,
-                                           const AttentionSpec& spec) {
-  if (H == 0 || C == 0 || C % H != 0)
-    fail(op, "C=" + str(C) + " is not a positive multiple of H=" + str(H) + " heads");
-  const uint32_t D = C / H;
-  if (D > push::ATTENTION_BACKWARD_MAX_D)
-    fail(op, "head dim D=" + str(D) + " exceeds " + str(push::ATTENTION_BACKWARD_MAX_D));
-  const uint64_t qkv_bytes = uint64_t{B} * T * 3 * C * sizeof(float);
-  if (qkv_bytes > caps.max_storage_buffer_range)
-    fail(op, "qkv's " + str(qkv_bytes) + " bytes exceed what one binding may hold");
-  const float scale = spec.scale != 0 ? spec.scale : 1.0f / std::sqrt(static_cast<float>(D));
-  return {B, T, C, H, spec.causal ? 1u : 0u, scale};
-}
-
-// Whether training's attention runs its texel kernels: the policy asks for texel attention, the
-// device has storage texel buffers, the head dim is in whole texels, every span read as texels
-// starts on the texel alignment, every span written as vec4s on 16 bytes, and qkv's texels fit
-// in one texel buffer.
-bool sequences_texel(const Ops& ops, uint32_t B, uint32_t T, uint32_t C, uint32_t H,
-                     std::initializer_list<const vk::BufferSpan*> texel_spans,
-                     std::initializer_list<const vk::BufferSpan*> vec4_spans) {
-  const vk::DeviceCaps& caps = ops.caps();
-  return ops.policy().texel_attention && caps.storage_texel_buffers && (C / H) % 4 == 0 &&
-         texel_aligned(caps, texel_spans, vec4_spans) &&
-         uint64_t{B} * T * 3 * C / 4 <= caps.max_texel_buffer_elements;
-}
-
-}  // namespace
-
-void attention_sequences(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
-                         const vk::BufferSpan& qkv, uint32_t B, uint32_t T, uint32_t C,
-                         uint32_t H, const AttentionSpec& spec) {
-  const char* op = "attention_sequences";
-  const push::AttentionBackwardPush push = sequences_push(op, k.device().caps(), B, T, C, H, spec);
-  const uint64_t rows = uint64_t{B} * T;
-  require_elements(op, "out", out, rows * C);
-  require_elements(op, "qkv", qkv, rows * 3 * C);
-  if (rows == 0) return;
-  const bool texel = sequences_texel(k, B, T, C, H, {&qkv}, {&out});
-  const vk::Pipeline& p =
-      k.get(texel ? vk::Shader::attention_sequences_texel : vk::Shader::attention_sequences,
-            {{default_workgroup(k.device().caps()), 1, 1}, {C / H}});
-  rec.dispatch(p, {out.sub(0, rows * C * 4), qkv.sub(0, rows * 3 * C * 4)}, push,
-               vk::groups_for(k.device(), p, rows * H));
-}
-
-void attention_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& dqkv,
-                        const vk::BufferSpan& stats, const vk::BufferSpan& dout,
-                        const vk::BufferSpan& qkv, uint32_t B, uint32_t T, uint32_t C, uint32_t H,
-                        const AttentionSpec& spec) {
-  const char* op = "attention_backward";
-  const vk::DeviceCaps& caps = k.device().caps();
-  const push::AttentionBackwardPush push = sequences_push(op, caps, B, T, C, H, spec);
-  const uint64_t rows = uint64_t{B} * T, qkv_bytes = rows * 3 * C * sizeof(float);
-  require_elements(op, "dqkv", dqkv, rows * 3 * C);
-  require_elements(op, "dout", dout, rows * C);
-  require_elements(op, "qkv", qkv, rows * 3 * C);
-  const uint64_t stats_bytes = attention_backward_stats_bytes(B, T, H);
-  require_elements(op, "stats", stats, stats_bytes / sizeof(float));
-  if (rows == 0) return;
-  const std::vector<vk::BufferSpan> bindings{dqkv.sub(0, qkv_bytes), stats.sub(0, stats_bytes),
-                                             dout.sub(0, rows * C * sizeof(float)),
-                                             qkv.sub(0, qkv_bytes)};
-  const uint32_t wg = default_workgroup(caps);
-  // The texel kernel where the policy asks for texel attention and the shape and device allow.
-  const bool texel = sequences_texel(k, B, T, C, H, {&qkv, &dout, &stats}, {&dqkv, &stats});
-  for (bool keys : {false, true}) {
-    if (texel) {
-      const vk::Pipeline& p = k.get(vk::Shader::attention_backward_texel, {{wg, 1, 1}, {C / H, keys ? 1u : 0u}});
-      rec.dispatch(p, {bindings[0], bindings[1], bindings[2], bindings[3], bindings[1]}, push,
-                   vk::groups_for(k.device(), p, rows * H));
-      continue;
-    }
-    const vk::Pipeline& p = k.get(vk::Shader::attention_backward, {{wg, 1, 1}, {C / H, keys ? 1u : 0u}});
-    rec.dispatch(p, bindings, push, vk::groups_for(k.device(), p, rows * H));
-  }
 }
 
 }  // namespace model::gpu

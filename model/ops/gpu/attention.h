@@ -1,46 +1,14 @@
 // Host wrapper of shaders/attention.comp (storage buffers, any device),
 // shaders/attention_split.comp + attention_merge.comp (split-K decode, the GPU set's),
 // shaders/attention_tiled.comp (query blocks sharing key tiles: prompts, the GPU set's) and
-// shaders/attention_texel{,_store}.comp (storage texel buffers, for CPU devices), and
-// shaders/attention_sequences{,_texel}.comp and attention_backward{,_texel}.comp (training).
+// shaders/attention_texel{,_store}.comp (storage texel buffers, for CPU devices). Training's
+// attention is in attention_backward.h.
 #pragma once
 #include "model/ops/gpu/common.h"
+#include "model/ops/gpu/kernels.h"
 
 namespace model::gpu {
 
-enum class AttentionKernel : uint32_t {
-  // Where the kernel policy asks for it and the call allows it: Texel; else Split for at most
-  // kAttentionSplitMaxT queries (given scratch); else Tiled for more; otherwise Portable.
-  Auto,
-  // attention.comp: one workgroup per (query, head) reading storage buffers, keys spread over
-  // its invocations. Any head dim, any device.
-  Portable,
-  // attention_texel.comp (attention_texel_store.comp with kv_store fused in): an invocation
-  // owns whole queries of one head and reads q and the caches through rgba32f storage texel
-  // buffers. Needs rgba32f storage texel buffers, D % 4 == 0,
-  // D <= kAttentionTexelMaxD, q_stride % 4 == 0, q and the caches aligned to
-  // minTexelBufferOffsetAlignment and within maxTexelBufferElements; throws otherwise.
-  Texel,
-  // attention_split.comp then attention_merge.comp (flash-decoding): workgroups over (key block
-  // of 64, head, query), lanes along the head dim with 16-byte loads, the blocks' partial
-  // softmax sums merged in a second dispatch. Needs AttentionOptions::scratch (at least
-  // attention_split_scratch_bytes()), D % 4 == 0, D <= 256, q_stride % 4 == 0, q and the caches
-  // on 16 bytes, 64-invocation workgroups, and no tap; throws otherwise.
-  Split,
-  // attention_tiled.comp (flash attention on the vector units): workgroups over (block of 16
-  // queries, head), each tile of keys and then of values loaded once into shared memory with
-  // 16-byte loads and shared by the block's queries. Where those workgroups are fewer than the
-  // tuning's attention_groups and AttentionOptions::scratch holds at least two ranges' partial
-  // results, the keys are split into ranges too, merged by attention_merge. Needs D % 4 == 0
-  // (fp16 cache: D % 8 == 0), D <= 128, q_stride % 4 == 0, out, q and the caches on 16 bytes,
-  // 128-invocation workgroups, and no tap; throws otherwise.
-  Tiled,
-};
-
-// Auto takes Split (where the policy's split_attention asks for it) for at most this many
-// queries: decoding, and the short steps of speculative or batched decoding. More queries (a
-// prompt) take Tiled where the policy's tiled_attention asks for it.
-constexpr uint32_t kAttentionSplitMaxT = 8;
 // Bytes of scratch Split needs for T queries over L keys: the blocks' partial results.
 uint64_t attention_split_scratch_bytes(uint32_t T, uint32_t L, uint32_t C, uint32_t H);
 
@@ -96,30 +64,6 @@ void attention_store(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
                      const vk::BufferSpan& k_cache, const vk::BufferSpan& v_cache,
                      const vk::BufferSpan& qkv, uint32_t T, uint32_t pos, uint32_t C, uint32_t H,
                      const AttentionOptions& options = {});
-
-// Training's forward: attention within each of B whole sequences of T tokens (causal or not),
-// q, k and v read from the fused QKV projection; one dispatch for all of them. What
-// cpu::attention computes for each sequence with its keys and values as caches of T rows. The
-// head dim D = C / H is at most push::ATTENTION_BACKWARD_MAX_D (128); qkv must fit one binding.
-// Where the policy asks for texel attention (and D % 4 == 0, qkv texel-aligned), the texel
-// kernel runs, as for attention_backward.
-//   qkv [B, T, 3C] -> out [B, T, C]
-void attention_sequences(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
-                         const vk::BufferSpan& qkv, uint32_t B, uint32_t T, uint32_t C,
-                         uint32_t H, const AttentionSpec& spec = {});
-
-// The backward of training's attention, as cpu::attention_backward: B sequences of T tokens,
-// each attending within itself (causal or not), q, k and v the column blocks of the fused QKV
-// projection. Two dispatches (a pass per query for dq, then a pass per key for dk and dv), the
-// softmax weights recomputed in both; every output has one writer and a fixed order of sums.
-// stats is scratch of attention_backward_stats_bytes(). The head dim D = C / H is at most
-// push::ATTENTION_BACKWARD_MAX_D (128); qkv, dout and dqkv must each fit one binding.
-//   dout [B, T, C], qkv [B, T, 3C] -> dqkv [B, T, 3C]
-uint64_t attention_backward_stats_bytes(uint32_t B, uint32_t T, uint32_t H);
-void attention_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& dqkv,
-                        const vk::BufferSpan& stats, const vk::BufferSpan& dout,
-                        const vk::BufferSpan& qkv, uint32_t B, uint32_t T, uint32_t C, uint32_t H,
-                        const AttentionSpec& spec = {});
 
 // attention_store of a batch of T sequences' decode steps (gpt2vk serve's slots): query t is the
 // one new token of a sequence of its own, whose position and cache are row t of `rows`, read

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "model/ops/gpu/choose.h"
 #include "vk/check.h"
 
 namespace model::gpu {
@@ -57,7 +58,7 @@ bool texel_elementwise(const Ops& ops, uint64_t floats,
                        std::initializer_list<const vk::BufferSpan*> read,
                        std::initializer_list<const vk::BufferSpan*> written) {
   const vk::DeviceCaps& caps = ops.caps();
-  return ops.policy().texel_elementwise && caps.storage_texel_buffers && floats % 4 == 0 &&
+  return elementwise_texel(ops.policy()) && caps.storage_texel_buffers && floats % 4 == 0 &&
          floats * 4 <= caps.max_storage_buffer_range &&
          floats / 4 <= caps.max_texel_buffer_elements && texel_aligned(caps, read, written);
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "model/ops/gpu/interleave.h"
 #include "model/ops/gpu/matmul.h"
 #include "vk/check.h"
 
@@ -107,39 +108,6 @@ void embedding_batch(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
   // Each row a sequence of period 1 at a position read from the table: wpe is bound whole (from
   // row 0, as for dynamic_pos 1); the host keeps every row's position below n_pos.
   embed(k, rec, out, ids, wte, wpe, T, C, V, n_pos, 0, position, wte_interleaved, &rows, 2, 1);
-}
-
-void embedding_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& dwte,
-                        const vk::BufferSpan* dwpe, const vk::BufferSpan& dout,
-                        const vk::BufferSpan& ids, uint32_t n, uint32_t T, uint32_t C, uint32_t V) {
-  if (C == 0 || T == 0 || V == 0 || n % T != 0)
-    fail("embedding_backward", "n=" + std::to_string(n) + " tokens must be whole sequences of T=" +
-                                   std::to_string(T) + ", with C=" + std::to_string(C) +
-                                   " and V=" + std::to_string(V) + " positive");
-  require_elements("embedding_backward", "dwte", dwte, uint64_t{V} * C);
-  require_elements("embedding_backward", "dout", dout, uint64_t{n} * C);
-  require_elements("embedding_backward", "ids", ids, n, sizeof(int32_t));
-  if (dwpe) require_elements("embedding_backward", "dwpe", *dwpe, uint64_t{T} * C);
-  if (n == 0) return;
-  const vk::DeviceCaps& caps = k.device().caps();
-  const uint64_t align = binding_alignment(caps), range = caps.max_storage_buffer_range;
-  const uint64_t row_bytes = uint64_t{C} * sizeof(float);
-  if (uint64_t{n} * row_bytes > range)
-    fail("embedding_backward", "dout's " + std::to_string(uint64_t{n} * row_bytes) +
-                                   " bytes exceed what one binding may hold");
-  const uint64_t rows = range > align + row_bytes ? (range - align) / row_bytes : 0;
-  if (rows == 0) fail("embedding_backward", "one dwte row does not fit in one binding");
-  const vk::Pipeline& p = k.get(vk::Shader::embedding_backward, {{default_workgroup(caps), 1, 1}, {}});
-  const vk::BufferSpan pos = dwpe ? dwpe->sub(0, uint64_t{T} * row_bytes) : dout.sub(0, 4);
-  for (uint64_t v0 = 0; v0 < V; v0 += rows) {
-    const uint64_t v1 = std::min<uint64_t>(V, v0 + rows);
-    const Window w = window(dwte, v0 * C, (v1 - v0) * C, sizeof(float), align);
-    const push::EmbeddingBackwardPush push{n, T, C, static_cast<uint32_t>(v0),
-                                           static_cast<uint32_t>(v1), w.skip,
-                                           dwpe && v0 == 0 ? 1u : 0u};
-    rec.dispatch(p, {w.span, pos, dout.sub(0, uint64_t{n} * row_bytes), ids.sub(0, uint64_t{n} * 4)},
-                 push, vk::groups_for(k.device(), p, C));
-  }
 }
 
 void upload_ids(const vk::Device& device, const vk::BufferSpan& dst, std::span<const int32_t> ids,

@@ -35,16 +35,6 @@ void embedding_batch(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
                      uint32_t C, uint32_t V, uint32_t n_pos, PositionKind position,
                      bool wte_interleaved, const vk::BufferSpan& rows);
 
-// The backward (training), as cpu::embedding_backward: for B sequences of T tokens from position
-// 0, dwte[ids[i]] += dout[i] and, where dwpe is given (learned positions), dwpe[i % T] += dout[i],
-// each channel summed in token order (the same bits every run). Ids must be valid (upload_ids).
-// dwte (fp32) may exceed maxStorageBufferRange: it is then bound as blocks of rows, one
-// dispatch each. n = B * T.
-//   dout [n, C], ids [n] -> dwte [V, C], dwpe [>= T, C] accumulated
-void embedding_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& dwte,
-                        const vk::BufferSpan* dwpe, const vk::BufferSpan& dout,
-                        const vk::BufferSpan& ids, uint32_t n, uint32_t T, uint32_t C, uint32_t V);
-
 // Checks every id against the vocabulary [0, V) and uploads them as int32 [T] into dst. Throws
 // vk::Error naming the first bad position and id, before anything is copied.
 void upload_ids(const vk::Device& device, const vk::BufferSpan& dst, std::span<const int32_t> ids,

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "model/ops/gpu/choose.h"
 #include "vk/check.h"
 
 namespace model::gpu {
@@ -13,10 +14,11 @@ namespace {
 
 std::string str(uint64_t v) { return std::to_string(v); }
 
-// Why the texel kernel cannot run this call on this device; empty when it can.
-std::string texel_unsupported(const vk::DeviceCaps& caps, const vk::BufferSpan& x,
-                              const vk::BufferSpan& gamma, const vk::BufferSpan& beta,
-                              uint32_t T, uint32_t C) {
+}  // namespace
+
+std::string layernorm_texel_unsupported(const vk::DeviceCaps& caps, const vk::BufferSpan& x,
+                                        const vk::BufferSpan& gamma, const vk::BufferSpan& beta,
+                                        uint32_t T, uint32_t C) {
   if (!caps.storage_texel_buffers) return "no rgba32f storage texel buffers";
   if (C % 4 != 0) return "C=" + str(C) + " is not a multiple of 4";
   const uint64_t align = texel_binding_alignment(caps);
@@ -28,18 +30,22 @@ std::string texel_unsupported(const vk::DeviceCaps& caps, const vk::BufferSpan& 
   return {};
 }
 
+namespace {
+
 bool use_texel(const Ops& ops, const vk::BufferSpan& x, const vk::BufferSpan& gamma,
                const vk::BufferSpan& beta, uint32_t T, uint32_t C, LayerNormKernel asked) {
   if (asked == LayerNormKernel::Portable) return false;
   const vk::DeviceCaps& caps = ops.caps();
-  const std::string why_not = texel_unsupported(caps, x, gamma, beta, T, C);
+  const std::string why_not = layernorm_texel_unsupported(caps, x, gamma, beta, T, C);
   if (asked == LayerNormKernel::Texel && !why_not.empty())
     fail("layernorm", "the texel kernel cannot run on device '" + caps.name + "': " + why_not);
-  return why_not.empty() && (asked == LayerNormKernel::Texel || ops.policy().texel_layernorm);
+  if (asked == LayerNormKernel::Texel) return true;
+  return why_not.empty() && layernorm_order(ops.policy()).has(LayerNormKernel::Texel);
 }
 
-// The checks layernorm() and layernorm_backward() share.
-void check_args(const char* op, uint32_t C, float eps, LayerNormKind kind) {
+}  // namespace
+
+void check_layernorm_args(const char* op, uint32_t C, float eps, LayerNormKind kind) {
   if (kind != LayerNormKind::Standard && kind != LayerNormKind::StdPlusEps) fail(op, "unknown kind");
   if (C == 0) fail(op, "C must be at least 1");
   if (kind == LayerNormKind::StdPlusEps && C < 2)
@@ -47,7 +53,7 @@ void check_args(const char* op, uint32_t C, float eps, LayerNormKind kind) {
   if (!(eps >= 0.0f) || !std::isfinite(eps)) fail(op, "eps must be finite and >= 0");
 }
 
-void check_range(const char* op, const vk::DeviceCaps& caps, uint32_t T, uint32_t C) {
+void check_layernorm_range(const char* op, const vk::DeviceCaps& caps, uint32_t T, uint32_t C) {
   const uint64_t bytes = uint64_t{T} * C * sizeof(float);
   if (bytes > caps.max_storage_buffer_range)
     fail(op, "[T, C] = [" + std::to_string(T) + ", " + std::to_string(C) + "] is " +
@@ -55,12 +61,10 @@ void check_range(const char* op, const vk::DeviceCaps& caps, uint32_t T, uint32_
                  std::to_string(caps.max_storage_buffer_range));
 }
 
-}  // namespace
-
 void layernorm(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
                const vk::BufferSpan& x, const vk::BufferSpan& gamma, const vk::BufferSpan& beta,
                uint32_t T, uint32_t C, float eps, LayerNormKind kind, LayerNormKernel kernel) {
-  check_args("layernorm", C, eps, kind);
+  check_layernorm_args("layernorm", C, eps, kind);
   const uint64_t count = uint64_t{T} * C, bytes = count * sizeof(float);
   require_elements("layernorm", "out", out, count);
   require_elements("layernorm", "x", x, count);
@@ -68,7 +72,7 @@ void layernorm(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
   require_elements("layernorm", "beta", beta, C);
   if (T == 0) return;
   const vk::DeviceCaps& caps = k.device().caps();
-  check_range("layernorm", caps, T, C);
+  check_layernorm_range("layernorm", caps, T, C);
 
   // Exact ranges, so the recorder's barriers see only what this dispatch touches.
   const uint64_t row_bytes = uint64_t{C} * sizeof(float);
@@ -89,55 +93,6 @@ void layernorm(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
   rec.dispatch(
       p, {out.sub(0, bytes), x.sub(0, bytes), gamma.sub(0, row_bytes), beta.sub(0, row_bytes)},
       push::LayerNormPush{T, C, eps}, vk::fold_groups(k.device(), T, "layernorm"));
-}
-
-void layernorm_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& dx,
-                        const vk::BufferSpan& dgamma, const vk::BufferSpan& dbeta,
-                        const vk::BufferSpan& stats, const vk::BufferSpan& dout,
-                        const vk::BufferSpan& x, const vk::BufferSpan& gamma, uint32_t T,
-                        uint32_t C, float eps, LayerNormKind kind) {
-  const char* op = "layernorm_backward";
-  check_args(op, C, eps, kind);
-  const uint64_t count = uint64_t{T} * C, bytes = count * sizeof(float);
-  require_elements(op, "dx", dx, count);
-  require_elements(op, "dgamma", dgamma, C);
-  require_elements(op, "dbeta", dbeta, C);
-  require_elements(op, "stats", stats, uint64_t{T} * 4);
-  require_elements(op, "dout", dout, count);
-  require_elements(op, "x", x, count);
-  require_elements(op, "gamma", gamma, C);
-  if (T == 0) return;
-  const vk::DeviceCaps& caps = k.device().caps();
-  check_range(op, caps, T, C);
-  require_shared_memory(caps, op, push::LAYERNORM_MAX_WORKGROUP * 2 * uint32_t{sizeof(float)});
-  const uint64_t row_bytes = uint64_t{C} * sizeof(float);
-  const std::vector<vk::BufferSpan> bindings{dx.sub(0, bytes),      dgamma.sub(0, row_bytes),
-                                             dbeta.sub(0, row_bytes), stats.sub(0, uint64_t{T} * 16),
-                                             dout.sub(0, bytes),    x.sub(0, bytes),
-                                             gamma.sub(0, row_bytes)};
-  const auto kind_id = static_cast<uint32_t>(kind);
-  // The texel kernel where the policy asks for texel LayerNorms and the call allows it: dout, x,
-  // gamma and stats read as texels.
-  if (texel_unsupported(caps, x, gamma, dout, T, C).empty() &&
-      texel_aligned(caps, {&stats}, {&dx, &dgamma, &dbeta, &stats}) &&
-      k.policy().texel_layernorm) {
-    const vk::Shader texel = vk::Shader::layernorm_backward_texel;
-    std::vector<vk::BufferSpan> with_stats = bindings;
-    with_stats.push_back(bindings[3]);  // stats again, read as texels by the second pass
-    const uint32_t wg = std::min({8u, caps.max_workgroup_invocations, caps.max_workgroup_size[0]});
-    const vk::Pipeline& rows = k.get(texel, {{wg, 1, 1}, {kind_id, 0u}});
-    rec.dispatch(rows, with_stats, push::LayerNormPush{T, C, eps}, vk::groups_for(k.device(), rows, T));
-    const vk::Pipeline& params = k.get(texel, {{wg, 1, 1}, {kind_id, 1u}});
-    rec.dispatch(params, with_stats, push::LayerNormPush{T, C, eps},
-                 vk::groups_for(k.device(), params, C / 4));
-    return;
-  }
-  const uint32_t wg = std::min(row_workgroup(caps, C), push::LAYERNORM_MAX_WORKGROUP);
-  rec.dispatch(k.get(vk::Shader::layernorm_backward, {{wg, 1, 1}, {kind_id, 0u}}), bindings, push::LayerNormPush{T, C, eps},
-               vk::fold_groups(k.device(), T, op));
-  const vk::Pipeline& params =
-      k.get(vk::Shader::layernorm_backward, {{default_workgroup(caps), 1, 1}, {kind_id, 1u}});
-  rec.dispatch(params, bindings, push::LayerNormPush{T, C, eps}, vk::groups_for(k.device(), params, C));
 }
 
 }  // namespace model::gpu

@@ -1,18 +1,11 @@
 // Host wrappers of shaders/layernorm.comp, layernorm_texel.comp and layernorm_backward{,_texel}.comp.
 #pragma once
 #include "model/ops/gpu/common.h"
+#include "model/ops/gpu/kernels.h"
 #include "shaders/layernorm.h"
 
 namespace model::gpu {
 
-enum class LayerNormKernel : uint32_t {
-  Auto,      // Texel where the kernel policy's texel_layernorm and the call allows it, otherwise Portable
-  Portable,  // layernorm.comp: one workgroup per row, storage buffers; any C, any device
-  // layernorm_texel.comp: one invocation per row, x, gamma and beta read as rgba32f texels.
-  // Needs rgba32f storage texel buffers, C % 4 == 0, x, gamma and beta aligned to
-  // minTexelBufferOffsetAlignment and [T, C] within maxTexelBufferElements; throws otherwise.
-  Texel,
-};
 
 // out[t, :] = gamma * normalise(x[t, :]) + beta              [T, C] -> [T, C]
 // gamma, beta: fp32 [C]. out must not overlap x. The mean and variance are exact to fp32
@@ -25,18 +18,14 @@ void layernorm(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
                uint32_t T, uint32_t C, float eps, LayerNormKind kind = LayerNormKind::Standard,
                LayerNormKernel kernel = LayerNormKernel::Auto);
 
-// The backward (training), as cpu::layernorm_backward: dx from dout, and dgamma, dbeta += their
-// sums over the rows (in row order: the same bits every run). Two dispatches: a workgroup per
-// row for dx (the forward's statistics recomputed as layernorm.comp computes them), then an
-// invocation per channel for dgamma and dbeta. Where the policy asks for texel LayerNorms (and
-// C % 4 == 0, dout, x, gamma and stats texel-aligned), layernorm_backward_texel.comp: an
-// invocation per row, then one per 4 channels. stats is scratch of 4 floats per row. The same
-// limits and errors as layernorm().
-//   dout [T, C], x [T, C], gamma [C] -> dx [T, C]; dgamma, dbeta [C] accumulated
-void layernorm_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& dx,
-                        const vk::BufferSpan& dgamma, const vk::BufferSpan& dbeta,
-                        const vk::BufferSpan& stats, const vk::BufferSpan& dout,
-                        const vk::BufferSpan& x, const vk::BufferSpan& gamma, uint32_t T,
-                        uint32_t C, float eps, LayerNormKind kind = LayerNormKind::Standard);
+// Why layernorm_texel.comp (and its backward) cannot run [T, C] rows of x with gamma and beta
+// (the backward's: dout) on this device; empty when it can.
+std::string layernorm_texel_unsupported(const vk::DeviceCaps& caps, const vk::BufferSpan& x,
+                                        const vk::BufferSpan& gamma, const vk::BufferSpan& beta,
+                                        uint32_t T, uint32_t C);
+// The checks layernorm and layernorm_backward share (`op` names the caller in the error): a
+// known kind, C >= 1 (>= 2 for StdPlusEps), eps finite and >= 0; [T, C] within one binding.
+void check_layernorm_args(const char* op, uint32_t C, float eps, LayerNormKind kind);
+void check_layernorm_range(const char* op, const vk::DeviceCaps& caps, uint32_t T, uint32_t C);
 
 }  // namespace model::gpu

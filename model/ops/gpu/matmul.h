@@ -2,44 +2,13 @@
 // (matmul_vec.comp; matmul_vec_wide*.comp, the GPU set's, for W [N, K]; matmul_vec_texel.comp)
 // and matmul_interleaved.glsl (the CPU set's): the linear layer y = act(x W + b) + residual.
 #pragma once
-#include <utility>
-
 #include "model/ops/gpu/common.h"
+#include "model/ops/gpu/kernels.h"
 #include "model/ops/gpu/layernorm.h"
 #include "shaders/matmul.h"
 
 namespace model::gpu {
 
-enum class MatmulKernel : uint32_t {
-  // VectorTexel for any T where the kernel policy's texel_matmul and the call allows it (in passes of
-  // kMatmulVecRows rows: on llvmpipe this beats the tiles for prefill too); otherwise Vector for
-  // T <= kMatmulVecRows and Tiled beyond.
-  Auto,
-  Vector,  // matmul_vec: each weight read once per kMatmulVecRows rows, storage buffers
-  Tiled,   // matmul: shared-memory tiles
-  // matmul_vec_texel: Vector's work with x and W read through storage texel buffers. Needs
-  // matmul_texel_supported() and x, W spans aligned to minTexelBufferOffsetAlignment (arena
-  // allocations on a device whose texel alignment is at most its storage alignment); throws
-  // otherwise.
-  VectorTexel,
-  // matmul_vec_wide: the GPU set's decode GEMV for W [N, K] and T <= kMatmulVecRows, 16-byte
-  // loads along K and a subgroup (or shared-memory) reduction. Needs matmul_wide_supported();
-  // throws otherwise.
-  VectorWide,
-  // matmul_coop: the tiled product on the device's matrix units (VK_NV_cooperative_matrix;
-  // 16 x 16 x 16 fp16 fragments, fp32 accumulation, 64 x 64 tiles of 4 subgroups; x and W
-  // rounded to fp16). Auto takes it for prompts with fp16 weights where the kernel policy's
-  // coop_matrix allows. Needs vk::DeviceCaps::coop_matrix and 32-lane subgroups; throws otherwise.
-  Coop,
-  // matmul_coop_emulated: the same tiling and code, its three fragment operations emulated in
-  // shared memory (matmul_coop.glsl), so that its staging and indexing run where no device has
-  // matrix units. Only when asked for. Needs 128-invocation workgroups and 30 KiB of shared
-  // memory (the fp32 tiles); throws otherwise.
-  CoopEmulated,
-};
-
-// Rows of x the matrix-vector kernel handles in one pass (larger T loops over passes).
-constexpr uint32_t kMatmulVecRows = 8;
 // The register tile of matmul_interleaved.glsl for more than one row of x: each workgroup takes
 // kInterleavedRows rows of x (a dispatch takes all the rows, in workgroups along z), and
 // kInterleavedLanes invocations share a block of 64 rows of W, 16 rows each. Every imageLoad is
@@ -84,21 +53,6 @@ bool matmul_interleaved_supported(const vk::DeviceCaps& caps, DType dtype, uint3
 // shuffles, and a workgroup of exactly one subgroup. Both give the same bits.
 bool matmul_interleaved_shuffles(const vk::DeviceCaps& caps, uint32_t rows);
 
-// Bytes of W [N, K] in the Interleaved layout: N rounded up to whole blocks of
-// push::MATMUL_BLOCK_ROWS rows.
-uint64_t interleaved_bytes(DType dtype, uint32_t K, uint32_t N);
-// Repacks W, given as elements of dtype's size in `from` layout (KN or NK), into the Interleaved
-// layout at dst (interleaved_bytes() of them; padding rows are zero). K % (16 / size) == 0.
-void interleave(void* dst, const void* src, WeightLayout from, DType dtype, uint32_t K, uint32_t N);
-// The same repacking on the device (shaders/interleave.comp), for fp32 W [N, K] given as `src` in
-// `from` layout (KN or NK) into dst (interleaved_bytes(F32, K, N)): training's weights change every
-// step. Needs K % 4 == 0; src and dst within maxStorageBufferRange.
-void interleave(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& dst,
-                const vk::BufferSpan& src, WeightLayout from, uint32_t K, uint32_t N);
-// Transposes W [K, N] into [N, K] (elements of dtype's size) at dst, in cache-sized blocks.
-void transpose_kn(void* dst, const void* src, DType dtype, uint32_t K, uint32_t N);
-
-
 // out[t, n] = act(sum_k x[t, k] W(k, n) + bias[n]) + residual[t, n], accumulated in fp32.
 //   [T, K] x [K, N] (or [N, K]) + [N] + [T, N] -> [T, N]
 // bias and residual may be null. residual may be out itself (the in-place residual stream) but
@@ -112,17 +66,5 @@ void matmul(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
             const vk::BufferSpan& x, const Weight& w, const vk::BufferSpan* bias,
             const vk::BufferSpan* residual, uint32_t T, uint32_t K, uint32_t N,
             const MatmulOptions& options = {});
-
-// Greedy decoding's head: the argmax over n of x[x_row] . W[n] for an Interleaved W [N, K],
-// without writing the N outputs or running a top-k: each invocation of matmul_interleaved.glsl
-// writes the best of its rows as a (value, n) pair of floats into `partials`
-// (matmul_argmax_partials(N) pairs), and argmax_of_partials() finishes on the host. NaN outputs
-// count as -inf; ties go to the lower n. N <= 2^24 (ids travel as floats).
-uint32_t matmul_argmax_partials(uint32_t N);
-void matmul_argmax(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& partials,
-                   const vk::BufferSpan& x, const Weight& w, uint32_t K, uint32_t N,
-                   uint32_t x_row = 0);
-// The best (n, value) of `count` partial pairs; n = -1 when every output was NaN.
-std::pair<int32_t, float> argmax_of_partials(const float* partials, uint32_t count);
 
 }  // namespace model::gpu

@@ -6,6 +6,7 @@
 
 #include "model/ops/gpu/matmul.h"
 #include "shaders/matmul_backward.h"
+#include "model/ops/gpu/choose.h"
 #include "vk/check.h"
 
 namespace model::gpu {
@@ -51,10 +52,10 @@ void matmul_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan* dx,
   const uint32_t layout = w.layout == WeightLayout::KN ? push::MATMUL_KN : push::MATMUL_NK;
   const vk::Pipeline& grad = k.get(vk::Shader::matmul_backward, {{16, 8, 1}, {layout, 0u}});
   const vk::Pipeline& bias = k.get(vk::Shader::matmul_backward, {{16, 8, 1}, {layout, 1u}});
-  // The texel kernel where the policy asks for texel matmuls and the shape allows it: 4 x 8
-  // blocks of outputs, rows of x and dout in whole texels, within one texel view.
+  // The texel kernel where choose.h prefers it and the shape allows it: 4 x 8 blocks of outputs,
+  // rows of x and dout in whole texels, within one texel view.
   const uint64_t texel_align = texel_binding_alignment(caps);
-  const bool texel = k.policy().texel_matmul && caps.storage_texel_buffers &&
+  const bool texel = matmul_backward_texel(k.policy()) && caps.storage_texel_buffers &&
                      K % 4 == 0 && N % 8 == 0 && x.offset % texel_align == 0 &&
                      dout.offset % texel_align == 0 &&
                      uint64_t{rows} * std::max(K, N) / 4 + texel_align <= caps.max_texel_buffer_elements;

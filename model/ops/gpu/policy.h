@@ -1,9 +1,10 @@
-// The kernel policy: the one place that decides, per device, which variant of each op runs and
-// how weights are laid out. Two sets exist. The GPU set (what AMD, Intel, NVIDIA and Apple GPUs
-// get) reads storage buffers: weights transposed to [N, K], matmul_vec_wide for a few rows (with
-// the LayerNorm before it fused in, up to a size), tiled matmul beyond, the split attention for
-// decoding, the tiled attention for prompts, layernorm.comp otherwise. The CPU set (what CPU Vulkan devices such as lavapipe
-// get) reads through storage texel buffers, where llvmpipe gathers a whole vector per lane:
+// The kernel policy: what a device's kernel set prefers, decided once per device; choose.h turns
+// it into the kernel each call runs and the layout each weight gets. Two sets exist. The GPU set
+// (what AMD, Intel, NVIDIA and Apple GPUs get) reads storage buffers: weights transposed to
+// [N, K], matmul_vec_wide for a few rows (with the LayerNorm before it fused in, up to a size),
+// tiled matmul beyond, the split attention for decoding, the tiled attention for prompts,
+// layernorm.comp otherwise. The CPU set (what CPU Vulkan devices such as lavapipe get) reads
+// through storage texel buffers, where llvmpipe gathers a whole vector per lane:
 // interleaved weights for matmul_interleaved, the texel attention with the KV store fused in,
 // the texel LayerNorm, LayerNorms fused into small matmuls, an argmax head for greedy
 // decoding, and few large top-k workgroups. Why each pays: docs/benchmark.md.

@@ -1,0 +1,60 @@
+#include "model/ops/gpu/layernorm_backward.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "model/ops/gpu/choose.h"
+#include "vk/check.h"
+
+namespace model::gpu {
+
+void layernorm_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& dx,
+                        const vk::BufferSpan& dgamma, const vk::BufferSpan& dbeta,
+                        const vk::BufferSpan& stats, const vk::BufferSpan& dout,
+                        const vk::BufferSpan& x, const vk::BufferSpan& gamma, uint32_t T,
+                        uint32_t C, float eps, LayerNormKind kind) {
+  const char* op = "layernorm_backward";
+  check_layernorm_args(op, C, eps, kind);
+  const uint64_t count = uint64_t{T} * C, bytes = count * sizeof(float);
+  require_elements(op, "dx", dx, count);
+  require_elements(op, "dgamma", dgamma, C);
+  require_elements(op, "dbeta", dbeta, C);
+  require_elements(op, "stats", stats, uint64_t{T} * 4);
+  require_elements(op, "dout", dout, count);
+  require_elements(op, "x", x, count);
+  require_elements(op, "gamma", gamma, C);
+  if (T == 0) return;
+  const vk::DeviceCaps& caps = k.device().caps();
+  check_layernorm_range(op, caps, T, C);
+  require_shared_memory(caps, op, push::LAYERNORM_MAX_WORKGROUP * 2 * uint32_t{sizeof(float)});
+  const uint64_t row_bytes = uint64_t{C} * sizeof(float);
+  const std::vector<vk::BufferSpan> bindings{dx.sub(0, bytes),      dgamma.sub(0, row_bytes),
+                                             dbeta.sub(0, row_bytes), stats.sub(0, uint64_t{T} * 16),
+                                             dout.sub(0, bytes),    x.sub(0, bytes),
+                                             gamma.sub(0, row_bytes)};
+  const auto kind_id = static_cast<uint32_t>(kind);
+  // The texel kernel where choose.h prefers it and the call allows it: dout, x, gamma and stats
+  // read as texels.
+  if (layernorm_order(k.policy()).has(LayerNormKernel::Texel) &&
+      layernorm_texel_unsupported(caps, x, gamma, dout, T, C).empty() &&
+      texel_aligned(caps, {&stats}, {&dx, &dgamma, &dbeta, &stats})) {
+    const vk::Shader texel = vk::Shader::layernorm_backward_texel;
+    std::vector<vk::BufferSpan> with_stats = bindings;
+    with_stats.push_back(bindings[3]);  // stats again, read as texels by the second pass
+    const uint32_t wg = std::min({8u, caps.max_workgroup_invocations, caps.max_workgroup_size[0]});
+    const vk::Pipeline& rows = k.get(texel, {{wg, 1, 1}, {kind_id, 0u}});
+    rec.dispatch(rows, with_stats, push::LayerNormPush{T, C, eps}, vk::groups_for(k.device(), rows, T));
+    const vk::Pipeline& params = k.get(texel, {{wg, 1, 1}, {kind_id, 1u}});
+    rec.dispatch(params, with_stats, push::LayerNormPush{T, C, eps},
+                 vk::groups_for(k.device(), params, C / 4));
+    return;
+  }
+  const uint32_t wg = std::min(row_workgroup(caps, C), push::LAYERNORM_MAX_WORKGROUP);
+  rec.dispatch(k.get(vk::Shader::layernorm_backward, {{wg, 1, 1}, {kind_id, 0u}}), bindings, push::LayerNormPush{T, C, eps},
+               vk::fold_groups(k.device(), T, op));
+  const vk::Pipeline& params =
+      k.get(vk::Shader::layernorm_backward, {{default_workgroup(caps), 1, 1}, {kind_id, 1u}});
+  rec.dispatch(params, bindings, push::LayerNormPush{T, C, eps}, vk::groups_for(k.device(), params, C));
+}
+
+}  // namespace model::gpu

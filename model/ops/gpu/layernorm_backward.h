@@ -1,0 +1,24 @@
+// Host wrapper of shaders/layernorm_backward{,_texel}.comp: training's gradient of
+// gpu::layernorm.
+#pragma once
+#include <cstdint>
+
+#include "model/ops/gpu/layernorm.h"
+
+namespace model::gpu {
+
+// The backward (training), as cpu::layernorm_backward: dx from dout, and dgamma, dbeta += their
+// sums over the rows (in row order: the same bits every run). Two dispatches: a workgroup per
+// row for dx (the forward's statistics recomputed as layernorm.comp computes them), then an
+// invocation per channel for dgamma and dbeta. Where the policy asks for texel LayerNorms (and
+// C % 4 == 0, dout, x, gamma and stats texel-aligned), layernorm_backward_texel.comp: an
+// invocation per row, then one per 4 channels. stats is scratch of 4 floats per row. The same
+// limits and errors as layernorm().
+//   dout [T, C], x [T, C], gamma [C] -> dx [T, C]; dgamma, dbeta [C] accumulated
+void layernorm_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& dx,
+                        const vk::BufferSpan& dgamma, const vk::BufferSpan& dbeta,
+                        const vk::BufferSpan& stats, const vk::BufferSpan& dout,
+                        const vk::BufferSpan& x, const vk::BufferSpan& gamma, uint32_t T,
+                        uint32_t C, float eps, LayerNormKind kind = LayerNormKind::Standard);
+
+}  // namespace model::gpu
