@@ -1,19 +1,39 @@
 #!/usr/bin/env bash
-# Installs everything gpt2vk needs to build, test and run. Idempotent: installs only what is missing.
-# Debian/Ubuntu: apt packages. Elsewhere: prints what to install and exits non-zero.
+# Installs what gpt2vk needs: to build and run it by default, and with --tests also what its test
+# suite, fuzz targets and references need (Chromium, PyTorch, clang, Node.js and the openai
+# client: several hundred MB that the demo does not use). Idempotent: installs only what is
+# missing. Debian/Ubuntu: apt packages. Elsewhere: prints what to install and exits non-zero.
 set -euo pipefail
+
+tests=0
+for arg in "$@"; do
+  case "$arg" in
+    --tests) tests=1 ;;
+    -h | --help)
+      echo "usage: bash scripts/setup.sh [--tests]"
+      echo "  installs what building and running gpt2vk needs; --tests adds what its tests need"
+      exit 0 ;;
+    *) echo "gpt2vk setup: unknown argument '$arg' (usage: bash scripts/setup.sh [--tests])" >&2
+       exit 2 ;;
+  esac
+done
 
 packages=(
   build-essential cmake pkg-config
-  libvulkan-dev libvulkan-volk-dev glslang-tools spirv-tools spirv-cross
-  mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
+  libvulkan-dev libvulkan-volk-dev glslang-tools
+  mesa-vulkan-drivers    # lavapipe: a Vulkan device on any machine
   doctest-dev libpcre2-dev nlohmann-json3-dev libcli11-dev
+  libcpp-httplib-dev     # gpt2vk serve's HTTP
+)
+test_packages=(
+  spirv-tools spirv-cross                 # the shaders' SPIR-V checks
+  vulkan-validationlayers vulkan-tools    # every GPU test runs under the validation layer
   clang libclang-rt-dev  # the fuzz targets: clang's libFuzzer and sanitizer runtimes
   chromium               # the attention page's test renders it headless
-  libcpp-httplib-dev     # gpt2vk serve's HTTP
   curl                   # the server's tests call it with curl ...
   python3-torch          # the float64 PyTorch references the training tests run (tools/reference)
 )
+if ((tests)); then packages+=("${test_packages[@]}"); fi
 
 if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-query >/dev/null 2>&1; then
   cat >&2 <<'MSG'
@@ -37,7 +57,7 @@ fi
 # Node.js and npm run the server's test with the official openai client. A machine that has
 # them from elsewhere (NodeSource's nodejs bundles npm, and conflicts with Debian's npm) keeps
 # them.
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+if ((tests)) && { ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; }; then
   packages+=(nodejs npm)
 fi
 
@@ -60,7 +80,7 @@ fi
 
 # The openai client at the version tests/node/package-lock.json pins, from npm's registry.
 node_dir="$(dirname "$0")/../tests/node"
-if [[ ! -f "$node_dir/node_modules/openai/package.json" ||
+if ((tests)) && [[ ! -f "$node_dir/node_modules/openai/package.json" ||
       "$node_dir/package-lock.json" -nt "$node_dir/node_modules/.package-lock.json" ]]; then
   echo "gpt2vk setup: installing the openai npm client for the server's tests"
   npm ci --prefix "$node_dir" --no-audit --no-fund --loglevel=error

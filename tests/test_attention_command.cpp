@@ -128,8 +128,8 @@ TEST_CASE("gpt2vk attention: the page of 12 x 12 heads over 256 tokens renders i
   const char* chromium = "/usr/bin/chromium";
   if (std::system("test -x /usr/bin/chromium") != 0) {
     const bool ci = std::getenv("CI") && std::string(std::getenv("CI")) == "true";
-    if (ci) FAIL("no /usr/bin/chromium: scripts/setup.sh installs Debian's chromium");
-    MESSAGE("SKIPPED: no /usr/bin/chromium (scripts/setup.sh installs it)");
+    if (ci) FAIL("no /usr/bin/chromium: scripts/setup.sh --tests installs Debian's chromium");
+    MESSAGE("SKIPPED: no /usr/bin/chromium (scripts/setup.sh --tests installs it)");
     return;
   }
   model::Config c = test::tiny_config();

@@ -108,8 +108,8 @@ bool have_openai_client() {
   const bool there = test::on_path("node") &&
                      std::filesystem::exists(test::source_dir() / "tests/node/node_modules/openai/package.json");
   if (!there) {
-    if (ci()) FAIL_CHECK("node or the openai npm client is missing: run scripts/setup.sh");
-    else MESSAGE("SKIPPED: node or the openai npm client is missing (scripts/setup.sh installs them)");
+    if (ci()) FAIL_CHECK("node or the openai npm client is missing: run scripts/setup.sh --tests");
+    else MESSAGE("SKIPPED: node or the openai npm client is missing (scripts/setup.sh --tests installs them)");
   }
   return there;
 }

@@ -2,9 +2,9 @@
 // tokens (past every tile of 16, 32 and 64 rows), batches of 1 to 4, GPT-2's vocabulary of
 // 50,257 and a byte vocabulary, tied and untied heads, under both kernel sets, against the
 // independent float64 PyTorch reference of the contract run here (tools/reference/train_ref.py,
-// Debian's python3-torch, which scripts/setup.sh installs): every tensor's first-step gradient
-// within 2e-3 of its largest magnitude, and where a case runs them, the losses of 10 AdamW steps
-// within 1e-4 relative (issue 17's bounds: fp32 on the device against float64).
+// Debian's python3-torch, which scripts/setup.sh --tests installs): every tensor's first-step
+// gradient within 2e-3 of its largest magnitude, and where a case runs them, the losses of 10
+// AdamW steps within 1e-4 relative (issue 17's bounds: fp32 on the device against float64).
 //
 // The suite's training goldens (test_train.cpp) use a width of 32 and 256 tokens of vocabulary
 // over 2 x 16 tokens, where nothing sums over more than a few hundred terms; llvmpipe ends every
@@ -91,7 +91,7 @@ TEST_CASE("training at the shapes users train matches the float64 PyTorch refere
   if (!python_torch()) {
     const char* ci = std::getenv("CI");
     if (ci && std::string(ci) == "true") FAIL("CI=true and Debian's python3-torch is missing");
-    MESSAGE("skipped: /usr/bin/python3 has no torch (Debian: python3-torch, scripts/setup.sh)");
+    MESSAGE("skipped: /usr/bin/python3 has no torch (Debian: python3-torch, scripts/setup.sh --tests)");
     return;
   }
   const Shape shapes[] = {
