@@ -2,14 +2,12 @@
 // LayerNorm over the last dimension: one workgroup per row, looping over C, so any C works.
 //   Standard:   out = gamma (x - mean) / sqrt(var + eps) + beta   (population variance)
 //   StdPlusEps: out = gamma (x - mean) / (std + eps) + beta       (unbiased std, / (C - 1))
-// Residual-stream rows have means in the thousands and a small spread, where E[x^2] - E[x]^2
-// cancels catastrophically. So this is the corrected two-pass algorithm (Bjorck; Chan, Golub
-// and LeVeque): pass 1 gives a provisional mean m1; pass 2 sums d = x - m1 and d^2. Near the
-// mean x - m1 is exact (Sterbenz), sum(d) / C corrects m1's own rounding error, and
-// sum(d^2) - sum(d)^2 / C is the sum of squared deviations without cancellation.
+// The corrected two-pass statistics and the formulas are common/norm.glsl's: pass 1 gives a
+// provisional mean m1; pass 2 sums d = x - m1 and d^2, each a tree over the workgroup.
 #extension GL_GOOGLE_include_directive : require
 #include "layernorm.h"
 #include "common/index.glsl"
+#include "common/norm.glsl"
 
 layout(constant_id = 3) const uint KIND = LAYERNORM_STANDARD;
 
@@ -41,11 +39,8 @@ void main() {
     acc += vec2(d, d * d);
   }
   acc = workgroup_sum(acc);
-  float shift = acc.x / n;                     // mean - m1
-  float m2 = max(acc.y - acc.x * shift, 0.0);  // sum of (x - mean)^2
-  float scale = KIND == LAYERNORM_STANDARD ? inversesqrt(m2 / n + p.eps)
-                                           : 1.0 / (sqrt(m2 / (n - 1.0)) + p.eps);
+  const NormStats st = norm_row_stats(KIND, acc.x, acc.y, n, p.eps);
 
   for (uint i = tid; i < p.C; i += WG)
-    out_[base + i] = ((x[base + i] - m1) - shift) * scale * gamma[i] + beta[i];
+    out_[base + i] = norm_apply(x[base + i], m1, st.shift, st.scale, gamma[i], beta[i]);
 }

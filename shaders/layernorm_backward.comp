@@ -1,7 +1,7 @@
 #version 450
 // The backward of layernorm.comp (training), in two passes (a specialization constant):
 //   PARAMS = false: one workgroup per row, with layernorm.comp's two-pass statistics (the same
-//     m1, shift and scale a): g = dout * gamma, then
+//     m1, shift and scale a, from common/norm.glsl): g = dout * gamma, then
 //       dx = a (g - mean(g)) + sum(g * dev) * da * dev,  dev = (x - m1) - shift,
 //     da = d a / d x_j / dev_j: -a^3 / C (Standard) or -a^2 / ((C - 1) std) (StdPlusEps);
 //     the row's m1, shift and a go to stats for the second pass.
@@ -11,6 +11,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "layernorm.h"
 #include "common/index.glsl"
+#include "common/norm.glsl"
 
 layout(constant_id = 3) const uint KIND = LAYERNORM_STANDARD;
 layout(constant_id = 4) const bool PARAMS = false;
@@ -36,7 +37,7 @@ void params() {
   for (uint t = 0; t < p.T; t++) {
     const vec4 s = stats[t];
     const float g = dout[t * p.C + c];
-    dg += g * (((x[t * p.C + c] - s.x) - s.y) * s.z);
+    dg += g * norm_hat(x[t * p.C + c], s.x, s.y, s.z);
     db += g;
   }
   dgamma[c] += dg;
@@ -62,24 +63,20 @@ void main() {
     acc += vec2(d, d * d);
   }
   acc = workgroup_sum(acc);
-  const float shift = acc.x / n;
-  const float m2 = max(acc.y - acc.x * shift, 0.0);
-  const bool standard = KIND == LAYERNORM_STANDARD;
-  const float sd = standard ? 0.0 : sqrt(m2 / (n - 1.0));
-  const float a = standard ? inversesqrt(m2 / n + p.eps) : 1.0 / (sd + p.eps);
-  const float da = standard ? -a * a * a / n : sd > 0.0 ? -a * a / ((n - 1.0) * sd) : 0.0;
+  const NormStats st = norm_row_stats(KIND, acc.x, acc.y, n, p.eps);
+  const float da = norm_scale_grad(KIND, st, n);
 
   // sum(g) and sum(g * dev)
   vec2 gs = vec2(0.0);
   for (uint i = tid; i < p.C; i += WG) {
     const float g = dout[base + i] * gamma[i];
-    gs += vec2(g, g * ((x[base + i] - m1) - shift));
+    gs += vec2(g, g * norm_dev(x[base + i], m1, st.shift));
   }
   gs = workgroup_sum(gs);
   const float g_mean = gs.x / n;
   for (uint i = tid; i < p.C; i += WG) {
-    const float dev = (x[base + i] - m1) - shift;
-    dx[base + i] = a * (dout[base + i] * gamma[i] - g_mean) + gs.y * da * dev;
+    const float dev = norm_dev(x[base + i], m1, st.shift);
+    dx[base + i] = norm_dx(dout[base + i] * gamma[i], g_mean, gs.y, st.scale, da, dev);
   }
-  if (tid == 0) stats[row] = vec4(m1, shift, a, 0.0);
+  if (tid == 0) stats[row] = vec4(m1, st.shift, st.scale, 0.0);
 }

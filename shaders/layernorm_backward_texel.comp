@@ -13,6 +13,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "layernorm.h"
 #include "common/index.glsl"
+#include "common/norm.glsl"
 
 layout(constant_id = 3) const uint KIND = LAYERNORM_STANDARD;
 layout(constant_id = 4) const bool PARAMS = false;
@@ -36,7 +37,7 @@ void params() {
   for (uint t = 0; t < p.T; t++) {
     const vec4 s = imageLoad(stats_in, int(t));
     const vec4 g = imageLoad(dout, int(t * texels + c4));
-    dg += g * (((imageLoad(x, int(t * texels + c4)) - s.x) - s.y) * s.z);
+    dg += g * norm_hat(imageLoad(x, int(t * texels + c4)), s.x, s.y, s.z);
     db += g;
   }
   dgamma[c4] += dg;
@@ -62,25 +63,21 @@ void main() {
     d += v;
     d2 += v * v;
   }
-  const float sd1 = total(d), shift = sd1 / n;
-  const float m2 = max(total(d2) - sd1 * shift, 0.0);
-  const bool standard = KIND == LAYERNORM_STANDARD;
-  const float sd = standard ? 0.0 : sqrt(m2 / (n - 1.0));
-  const float a = standard ? inversesqrt(m2 / n + p.eps) : 1.0 / (sd + p.eps);
-  const float da = standard ? -a * a * a / n : sd > 0.0 ? -a * a / ((n - 1.0) * sd) : 0.0;
+  const NormStats st = norm_row_stats(KIND, total(d), total(d2), n, p.eps);
+  const float da = norm_scale_grad(KIND, st, n);
 
   // sum(g) and sum(g * dev)
   vec4 gs = vec4(0.0), gd = vec4(0.0);
   for (uint i = 0; i < texels; i++) {
     const vec4 g = imageLoad(dout, int(base + i)) * imageLoad(gamma, int(i));
     gs += g;
-    gd += g * ((imageLoad(x, int(base + i)) - m1) - shift);
+    gd += g * norm_dev(imageLoad(x, int(base + i)), m1, st.shift);
   }
   const float g_mean = total(gs) / n, g_dev = total(gd);
   for (uint i = 0; i < texels; i++) {
-    const vec4 dev = (imageLoad(x, int(base + i)) - m1) - shift;
-    dx[base + i] = a * (imageLoad(dout, int(base + i)) * imageLoad(gamma, int(i)) - g_mean) +
-                   g_dev * da * dev;
+    const vec4 dev = norm_dev(imageLoad(x, int(base + i)), m1, st.shift);
+    const vec4 g = imageLoad(dout, int(base + i)) * imageLoad(gamma, int(i));
+    dx[base + i] = norm_dx(g, g_mean, g_dev, st.scale, da, dev);
   }
-  stats[row] = vec4(m1, shift, a, 0.0);
+  stats[row] = vec4(m1, st.shift, st.scale, 0.0);
 }

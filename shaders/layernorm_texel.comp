@@ -8,6 +8,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "layernorm.h"
 #include "common/index.glsl"
+#include "common/norm.glsl"
 
 layout(constant_id = 3) const uint KIND = LAYERNORM_STANDARD;
 
@@ -35,12 +36,9 @@ void main() {
     d += v;
     d2 += v * v;
   }
-  const float sd = total(d), shift = sd / n;     // mean - m1
-  const float m2 = max(total(d2) - sd * shift, 0.0);  // sum of (x - mean)^2
-  const float scale = KIND == LAYERNORM_STANDARD ? inversesqrt(m2 / n + p.eps)
-                                                 : 1.0 / (sqrt(m2 / (n - 1.0)) + p.eps);
+  const NormStats st = norm_row_stats(KIND, total(d), total(d2), n, p.eps);
 
   for (uint i = 0; i < texels; i++)
-    out_[base + i] = ((imageLoad(x, int(base + i)) - m1) - shift) * scale *
-                         imageLoad(gamma, int(i)) + imageLoad(beta, int(i));
+    out_[base + i] = norm_apply(imageLoad(x, int(base + i)), m1, st.shift, st.scale,
+                                imageLoad(gamma, int(i)), imageLoad(beta, int(i)));
 }

@@ -26,7 +26,7 @@
 // The activation comes in p.flags (MATMUL_ACT_SHIFT): one pipeline serves every activation.
 #define MATMUL_ACT_IN_FLAGS
 #include "matmul.glsl"
-#include "layernorm.h"
+#include "common/norm.glsl"
 
 layout(local_size_x_id = 0) in;
 // Rows of x per workgroup, at most: workgroup z takes rows z * ROWS .. z * ROWS + ROWS - 1 of the
@@ -39,7 +39,7 @@ layout(constant_id = 6) const uint ROWS = 1;
 layout(constant_id = 7) const bool ARGMAX = false;
 
 // A LayerNorm fused in front (NORM: 1 + a LAYERNORM_* kind, 0 none): x is normalised row by row
-// as it is read, with layernorm.comp's two-pass formula, so the normalised rows are never
+// as it is read, with common/norm.glsl's two-pass formula, so the normalised rows are never
 // written. For small models, where a dispatch costs more than the extra reads.
 layout(constant_id = 8) const uint NORM = 0;
 
@@ -92,10 +92,9 @@ void norm_stats(uint rows) {
       d2 += v * v;
     }
     const float sd = d.x + d.y + d.z + d.w, sd2 = d2.x + d2.y + d2.z + d2.w;
-    shift[t] = sd / n;
-    const float m2 = max(sd2 - sd * shift[t], 0.0);
-    scale[t] = NORM - 1 == LAYERNORM_STANDARD ? inversesqrt(m2 / n + p.eps)
-                                              : 1.0 / (sqrt(m2 / (n - 1.0)) + p.eps);
+    const NormStats st = norm_row_stats(NORM - 1, sd, sd2, n, p.eps);
+    shift[t] = st.shift;
+    scale[t] = st.scale;
   }
 }
 
@@ -104,7 +103,7 @@ void norm_stats(uint rows) {
 vec4 x_texel(uint i, uint last, uint k, vec4 g, vec4 b) {
   const vec4 v = x_raw(own_row(i, last), k);
   if (NORM == 0) return v;
-  return ((v - m1[i]) - shift[i]) * scale[i] * g + b;
+  return norm_apply(v, m1[i], shift[i], scale[i], g, b);
 }
 
 void main() {

@@ -11,7 +11,7 @@
 // shared memory; or a shared-memory tree. Rows past n_count read the last row and store nothing.
 //
 // With NORM (norm_linear fused: a LayerNorm of x's rows in front), every workgroup first takes
-// each row's mean and spread with layernorm.comp's two-pass formula, then normalises x as it
+// each row's mean and spread with common/norm.glsl's two-pass formula, then normalises x as it
 // reads it, so the normalised rows are never written and the LayerNorm's own dispatch is saved:
 // on a GPU a decode step's small dispatches cost more than the extra reads of x, which stay in
 // the caches (x is a few KiB, W megabytes).
@@ -21,7 +21,7 @@
 // maxima the shared array is declared at.
 #define MATMUL_WIDE
 #include "matmul.glsl"
-#include "layernorm.h"
+#include "common/norm.glsl"
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 6) const uint ROWS = 1;  // rows of x per dispatch, at most
@@ -50,7 +50,7 @@ float m1[MAX_ROWS], shift[MAX_ROWS], scale[MAX_ROWS];
 vec4 x_at(uint t, uint j) {
   const vec4 v = x4[x0 + t * x_texels + j];
   if (NORM == 0) return v;
-  return ((v - m1[t]) - shift[t]) * scale[t] * gamma4[j] + beta4[j];
+  return norm_apply(v, m1[t], shift[t], scale[t], gamma4[j], beta4[j]);
 }
 
 // One texel of weights times the x values it meets in row t, starting at x texel j.
@@ -91,7 +91,7 @@ void workgroup_sums(inout float v[2 * MAX_ROWS], uint count) {
 }
 
 // m1, shift and scale of each row t < p.rows, over its k_count elements: the two passes of
-// layernorm.comp, each row's sums reduced together.
+// common/norm.glsl, each row's sums reduced together.
 void norm_stats() {
   const float n = float(p.k_count);
   const uint lane = gl_LocalInvocationID.x, texels = p.k_count / 4;
@@ -117,10 +117,9 @@ void norm_stats() {
   }
   workgroup_sums(v, 2 * ROWS);
   for (uint t = 0; t < ROWS; t++) {
-    shift[t] = v[2 * t] / n;
-    const float m2 = max(v[2 * t + 1] - v[2 * t] * shift[t], 0.0);
-    scale[t] = NORM - 1 == LAYERNORM_STANDARD ? inversesqrt(m2 / n + p.eps)
-                                              : 1.0 / (sqrt(m2 / (n - 1.0)) + p.eps);
+    const NormStats st = norm_row_stats(NORM - 1, v[2 * t], v[2 * t + 1], n, p.eps);
+    shift[t] = st.shift;
+    scale[t] = st.scale;
   }
 }
 
