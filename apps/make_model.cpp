@@ -4,9 +4,11 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "apps/commands.h"
 #include "apps/options.h"
+#include "apps/shipped.h"
 #include "model/formats/random_checkpoint.h"
 
 namespace app {
@@ -39,7 +41,11 @@ int make_model(const MakeModelArgs& args) {
   const std::filesystem::path dir = args.out;
   std::filesystem::create_directories(dir);
   model::write_random_checkpoint(dir, c, model::config_json(c), o);
-  const std::filesystem::path data = GPT2VK_DATA_DIR "/gpt2";
+  const std::optional<std::filesystem::path> vocab = find_shipped("data/gpt2/vocab.json");
+  if (!vocab)
+    throw std::runtime_error("GPT-2's tokenizer files are not found (" +
+                             shipped_missing("data/gpt2") + ")");
+  const std::filesystem::path data = vocab->parent_path();
   for (const char* f : {"vocab.json", "merges.txt"})
     std::filesystem::copy_file(data / f, dir / f, std::filesystem::copy_options::overwrite_existing);
   std::fprintf(stderr, "gpt2vk: wrote %s: GPT-2 %s shape (%u layers, width %u, %u heads), %s, seed %llu\n",

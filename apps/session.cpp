@@ -5,6 +5,7 @@
 
 #include "apps/options.h"
 #include "apps/progress.h"
+#include "apps/shipped.h"
 #include "model/forward/gpu_model.h"
 #include "vk/pipeline_cache.h"
 
@@ -38,11 +39,12 @@ void add_model_options(CLI::App& cmd, ModelArgs& args, bool model_only) {
 
 std::filesystem::path model_dir(const ModelArgs& args) {
   if (!args.model.empty()) return args.model;
-  const std::filesystem::path demo = GPT2VK_DEFAULT_MODEL;
-  if (!std::filesystem::exists(demo / "config.json"))
-    throw std::runtime_error("no --model given, and the demo model " + demo.string() +
-                             " is not there; pass --model DIR (a Hugging Face GPT-2 folder)");
-  return demo;
+  const std::optional<std::filesystem::path> demo = find_shipped("models/kjv/config.json");
+  if (!demo)
+    throw std::runtime_error("no --model given, and the demo model is not found (" +
+                             shipped_missing("models/kjv") +
+                             "); pass --model DIR (a Hugging Face GPT-2 folder)");
+  return demo->parent_path();
 }
 
 Session open_checkpoint(const ModelArgs& args) {

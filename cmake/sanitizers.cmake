@@ -24,7 +24,7 @@ if(GPT2VK_SANITIZE)
   add_link_options(-fsanitize=${sanitizers})
   # -O1 and line tables only: half the compile time of -O2 -g, which keeps this build within
   # CI's time; the reports still give file:line (ASan's own advice is -O1).
-  if(CMAKE_BUILD_TYPE STREQUAL "RelWithDebInfo")
+  if(CMAKE_BUILD_TYPE STREQUAL "RelWithDebInfo" OR CMAKE_BUILD_TYPE STREQUAL "Release")
     add_compile_options(-O1 -g1)
   endif()
   target_sources(gpt2vk_sanitizer_defaults INTERFACE
