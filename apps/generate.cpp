@@ -1,10 +1,15 @@
 // gpt2vk generate: the prompt, then the model's continuation, streamed to stdout as it comes;
 // logs and the summary on stderr.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <memory>
 #include <random>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "apps/commands.h"
 #include "apps/options.h"
@@ -28,6 +33,26 @@ struct GenerateArgs {
   bool seed_given = false;
 };
 
+// SIGINT or SIGTERM, once one came: the token being chosen is not, the text ends with a newline,
+// the summary says why, and the command exits 128 + the signal, as a shell expects.
+std::atomic<int> g_signal{0};
+extern "C" void on_generate_signal(int signal) { g_signal = signal; }
+
+// Restores the handlers that were there before, however generate() leaves.
+struct SignalScope {
+  SignalScope() {
+    g_signal = 0;
+    previous_int = std::signal(SIGINT, on_generate_signal);
+    previous_term = std::signal(SIGTERM, on_generate_signal);
+  }
+  ~SignalScope() {
+    std::signal(SIGINT, previous_int);
+    std::signal(SIGTERM, previous_term);
+  }
+  void (*previous_int)(int);
+  void (*previous_term)(int);
+};
+
 int generate(const GenerateArgs& args) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
@@ -47,6 +72,8 @@ int generate(const GenerateArgs& args) {
                           : static_cast<uint32_t>(c.n_ctx - std::min<size_t>(prompt.size(), c.n_ctx));
   o.sampling = {args.temp, args.top_k, args.top_p, args.seed};
   if (!args.seed_given) o.sampling.seed = std::random_device{}();
+  const SignalScope signals;
+  o.interrupted = [] { return g_signal != 0; };
   // A line that counts the pipelines as they compile, on a terminal.
   const bool tty = stderr_is_terminal();
   bool line_open = false;  // the progress line has no newline yet
@@ -79,7 +106,15 @@ int generate(const GenerateArgs& args) {
     std::fwrite(out.data(), 1, out.size(), stdout);
     std::fflush(stdout);
   };
-  auto note = [](const std::string& line) { std::fprintf(stderr, "\ngpt2vk: %s\n", line.c_str()); };
+  // Notes wait for the end of the text, so that none lands inside its line on a terminal; a note
+  // that comes again (each slide of the window) is counted, not repeated.
+  std::vector<std::pair<std::string, size_t>> notes;
+  auto note = [&](const std::string& line) {
+    if (!notes.empty() && notes.back().first == line)
+      notes.back().second++;
+    else
+      notes.push_back({line, 1});
+  };
   model::GenerateResult r;
   try {
     r = model::generate(*s.model, prompt, o, print, note);
@@ -97,6 +132,9 @@ int generate(const GenerateArgs& args) {
   std::fwrite(rest.data(), 1, rest.size(), stdout);
   std::fputc('\n', stdout);
   std::fflush(stdout);
+  for (const auto& [line, times] : notes)
+    std::fprintf(stderr, "gpt2vk: %s%s\n", line.c_str(),
+                 times > 1 ? (" (" + std::to_string(times) + " times)").c_str() : "");
 
   // The first new token comes from the prompt's pass; each later one costs a pass of its own.
   const double gen_rate = r.forward_passes > 1 && r.generate_seconds > 0
@@ -113,17 +151,22 @@ int generate(const GenerateArgs& args) {
   if (r.pipelines)
     std::snprintf(compile, sizeof compile, ", %zu pipelines created in %.2f s%s", r.pipelines,
                   r.compile_seconds, lazy ? " (this driver compiles them at first use)" : "");
-  const std::string stop = args.n < 0 && r.stop == "length" ? "context full" : r.stop;
+  std::string stop = args.n < 0 && r.stop == "length" ? "context full" : r.stop;
+  const int signal = g_signal;
+  if (r.stop == "interrupted") stop += signal == SIGTERM ? " (SIGTERM)" : " (SIGINT)";
+  // The seed that reproduces a sampled run with --seed; greedy decoding needs none.
+  const std::string sampling =
+      args.temp > 0 ? "seed " + std::to_string(o.sampling.seed) : std::string("greedy");
   std::fprintf(stderr,
                "gpt2vk: load %.2f s%s, first token at %s | prompt %zu tokens, %.1f tok/s | "
-               "generated %zu tokens, %.1f tok/s | %s | %s%s | stop: %s%s\n",
+               "generated %zu tokens, %.1f tok/s | %s | %s%s | %s | stop: %s%s\n",
                load_s, compile, first, prompt.size(),
                double(prompt.size()) / r.prompt_seconds,
                r.tokens.size(), gen_rate,
                s.model->device_name().c_str(), model::precision_name(s.model->precision()),
-               args.model.kv_cache == "f16" ? ", KV cache f16" : "",
+               args.model.kv_cache == "f16" ? ", KV cache f16" : "", sampling.c_str(),
                stop.c_str(), c.eos_token_id ? "" : " (the model has no end-of-text token)");
-  return 0;
+  return r.stop == "interrupted" ? 128 + signal : 0;
 }
 
 }  // namespace

@@ -61,7 +61,8 @@ bool on_path(const std::string& program) {
 Background::Background(const std::vector<std::string>& args, const Env& env) {
   std::vector<std::string> argv = {GPT2VK_BINARY};
   argv.insert(argv.end(), args.begin(), args.end());
-  write_file(dir_ / "err", "");  // there before the child opens it
+  write_file(dir_ / "out", "");  // there before the child opens them
+  write_file(dir_ / "err", "");
   pid_ = spawn(argv, with_validation(env), (dir_ / "out").string(), (dir_ / "err").string());
 }
 
@@ -72,6 +73,7 @@ Background::~Background() {
   }
 }
 
+std::string Background::out() const { return read_file(dir_ / "out"); }
 std::string Background::err() const { return read_file(dir_ / "err"); }
 
 bool Background::exited(int& code) {

@@ -27,6 +27,7 @@ class Background {
   Background& operator=(const Background&) = delete;
 
   pid_t pid() const { return pid_; }
+  std::string out() const;  // its stdout so far
   std::string err() const;  // its stderr so far
   // Whether it has exited, without waiting; `code` gets the exit code.
   bool exited(int& code);

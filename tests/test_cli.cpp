@@ -2,8 +2,12 @@
 // what they write, and their exit codes, with the validation layer on.
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "model/text/tokenizer.h"
 #include "model/text/utf8.h"
@@ -11,6 +15,7 @@
 #include "tests/files.h"
 #include "tests/gpu.h"
 #include "tests/model_fixture.h"
+#include "tests/process.h"
 
 namespace {
 
@@ -312,4 +317,57 @@ TEST_CASE("cli: generate takes the prompt as its argument, and -n -1 fills the c
         std::string::npos);
   CHECK(full.err.find("stop: context full") != std::string::npos);
   CHECK(full.err.find("sliding") == std::string::npos);
+}
+
+TEST_CASE("cli: the demo model is found in the install's data folder, not at a build path") {
+  // A copy of the binary in a folder of its own: nothing of the source tree is where it looks.
+  test::TempDir dir;
+  const std::filesystem::path bin = dir / "bin" / "gpt2vk";
+  std::filesystem::create_directories(bin.parent_path());
+  std::filesystem::copy_file(GPT2VK_BINARY, bin);
+  const std::vector<std::string> args = {bin.string(), "generate", "And God said", "-n", "4",
+                                         "--temp", "0", "--device", "cpu"};
+  const test::CliResult alone = test::run(args, test::with_validation({}));
+  CHECK(alone.exit_code == 1);
+  CHECK_MESSAGE(alone.err.find("the demo model is not found (models/kjv is in none of: " +
+                               (dir.path() / "share" / "gpt2vk").string()) != std::string::npos,
+                alone.err);
+  CHECK(alone.err.find("pass --model DIR") != std::string::npos);
+  CHECK(alone.out.empty());
+  // Laid out as cmake --install lays it out: <prefix>/bin/gpt2vk, <prefix>/share/gpt2vk/models.
+  const std::filesystem::path share = dir / "share" / "gpt2vk" / "models";
+  std::filesystem::create_directories(share);
+  std::filesystem::copy(test::source_dir() / "models" / "kjv", share / "kjv",
+                        std::filesystem::copy_options::recursive);
+  const test::CliResult installed = test::run(args, test::with_validation({}));
+  CAPTURE(installed.err);
+  CHECK(installed.exit_code == 0);
+  CHECK(installed.out.rfind("And God said", 0) == 0);
+  CHECK(installed.out.size() > std::string("And God said\n").size());
+}
+
+TEST_CASE("cli: Ctrl-C or SIGTERM ends generate's text with a newline and the summary") {
+  for (const int signal : {SIGINT, SIGTERM}) {
+    CAPTURE(signal);
+    // Far more tokens than the context: it slides the window until it is stopped. The demo
+    // model reads bytes, 256 in its context: 400 bytes of text are past a slide.
+    test::Background gen({"generate", "And God said", "-n", "1000000", "--device", "cpu",
+                          "--seed", "7"});
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (gen.out().size() < 400 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    REQUIRE_MESSAGE(gen.out().size() >= 400, gen.err());
+    const int code = gen.stop(signal);
+    CHECK(code == 128 + signal);
+    const std::string out = gen.out(), err = gen.err();
+    CAPTURE(err);
+    CHECK(out.rfind("And God said", 0) == 0);
+    CHECK(out.back() == '\n');
+    CHECK(err.find(std::string("seed 7 | stop: interrupted (") +
+                   (signal == SIGINT ? "SIGINT" : "SIGTERM") + ")") != std::string::npos);
+    // The window's notes come after the text, never inside its line, each slide counted.
+    CHECK(("\n" + err).find("\ngpt2vk: context full (256 tokens): sliding the window") !=
+          std::string::npos);
+    CHECK(err.find(" times)\n") != std::string::npos);
+  }
 }

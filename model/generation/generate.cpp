@@ -41,6 +41,10 @@ GenerateResult generate(Model& model, std::span<const int32_t> prompt, const Gen
   r.forward_passes = 1;
   t0 = std::chrono::steady_clock::now();
   while (r.tokens.size() < o.max_new) {
+    if (o.interrupted && o.interrupted()) {
+      r.stop = "interrupted";
+      break;
+    }
     const int32_t id = sampler.pick(cand);
     if (o.stop_at_eos && c.eos_token_id && id == *c.eos_token_id) {
       r.stop = "eos";

@@ -18,6 +18,9 @@ struct GenerateOptions {
   bool stop_at_eos = true;  // stop at the config's eos_token_id (<|endoftext|>)
   // Pipelines compiled before the prompt's pass (Model::prepare): done of total.
   std::function<void(size_t done, size_t total)> on_compile;
+  // Asked before each token is chosen: true ends the run there (stop "interrupted"), with what
+  // was generated so far. A pass in flight finishes first.
+  std::function<bool()> interrupted;
 };
 
 struct GenerateResult {
@@ -28,7 +31,7 @@ struct GenerateResult {
   double generate_seconds = 0;  // every later forward pass
   uint32_t forward_passes = 0;
   uint32_t slides = 0;          // times the window slid (the context was full)
-  std::string stop;             // "eos" or "length"
+  std::string stop;             // "eos", "length" or "interrupted"
 };
 
 // Throws unless a prompt of `tokens` tokens can run: not empty, not longer than n_ctx.
