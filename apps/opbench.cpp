@@ -124,23 +124,53 @@ void run_shapes(Bench& b, uint32_t T, uint32_t L, model::DType dtype) {
     model::gpu::layernorm(k, r, y, x, gamma, beta, T, C, 1e-5f);
   });
   b.time("matmul qkv +bias", t + " 768->2304", [&](vk::Recorder& r) {
-    model::gpu::matmul(k, r, qkv, y, w_qkv, &b3, nullptr, T, C, 3 * C, kn);
+    model::gpu::matmul(
+        k, r,
+        {.out = qkv, .x = y, .w = w_qkv, .bias = &b3, .T = T, .K = C, .N = 3 * C, .options = kn});
   });
   b.time("kv_store", t + " pos=" + std::to_string(L - T), [&](vk::Recorder& r) {
     model::gpu::kv_store(k, r, kc, vc, qkv, T, C, L - T);
   });
   b.time("attention", t + " L=" + std::to_string(L) + " H=12", [&](vk::Recorder& r) {
-    model::gpu::attention(k, r, y, qkv, 3 * C, kc, vc, T, L, C, H);
+    model::gpu::attention(k, r,
+                          {.out = y,
+                           .q = qkv,
+                           .k_cache = kc,
+                           .v_cache = vc,
+                           .q_stride = 3 * C,
+                           .T = T,
+                           .L = L,
+                           .C = C,
+                           .H = H});
   });
   if (T > model::gpu::kAttentionSplitMaxT) {  // a prompt: the one-query-per-workgroup kernel too
     model::gpu::AttentionOptions portable{.kernel = model::gpu::AttentionKernel::Portable};
     b.time("attention portable", t + " L=" + std::to_string(L) + " H=12", [&](vk::Recorder& r) {
-      model::gpu::attention(k, r, y, qkv, 3 * C, kc, vc, T, L, C, H, portable);
+      model::gpu::attention(k, r,
+                            {.out = y,
+                             .q = qkv,
+                             .k_cache = kc,
+                             .v_cache = vc,
+                             .q_stride = 3 * C,
+                             .T = T,
+                             .L = L,
+                             .C = C,
+                             .H = H,
+                             .options = portable});
     });
   }
   if (T == 1)  // decode at the end of GPT-2's context
     b.time("attention", t + " L=1024 H=12", [&](vk::Recorder& r) {
-      model::gpu::attention(k, r, y, qkv, 3 * C, kc, vc, T, N_CTX, C, H);
+      model::gpu::attention(k, r,
+                            {.out = y,
+                             .q = qkv,
+                             .k_cache = kc,
+                             .v_cache = vc,
+                             .q_stride = 3 * C,
+                             .T = T,
+                             .L = N_CTX,
+                             .C = C,
+                             .H = H});
     });
   // What the model runs: kv_store and attention, one dispatch where the texel kernel runs; with
   // the model's scratch, so the GPU set decodes with the split kernel and the tiled kernel
@@ -150,22 +180,52 @@ void run_shapes(Bench& b, uint32_t T, uint32_t L, model::DType dtype) {
   model::gpu::AttentionOptions with_scratch;
   with_scratch.scratch = &part;
   b.time("attention_store", t + " pos=" + std::to_string(L - T) + " H=12", [&](vk::Recorder& r) {
-    model::gpu::attention_store(k, r, y, kc, vc, qkv, T, L - T, C, H, with_scratch);
+    model::gpu::attention_store(k, r,
+                                {.out = y,
+                                 .k_cache = kc,
+                                 .v_cache = vc,
+                                 .qkv = qkv,
+                                 .T = T,
+                                 .pos = L - T,
+                                 .C = C,
+                                 .H = H,
+                                 .options = with_scratch});
   });
   b.time("matmul proj +res", t + " 768->768", [&](vk::Recorder& r) {
-    model::gpu::matmul(k, r, x, y, w_proj, &b1, &x, T, C, C, kn);
+    model::gpu::matmul(k, r,
+                       {.out = x,
+                        .x = y,
+                        .w = w_proj,
+                        .bias = &b1,
+                        .residual = &x,
+                        .T = T,
+                        .K = C,
+                        .N = C,
+                        .options = kn});
   });
   b.time("matmul fc +gelu", t + " 768->3072", [&](vk::Recorder& r) {
-    model::gpu::matmul(k, r, h4, y, w_fc, &b4, nullptr, T, C, 4 * C, gelu);
+    model::gpu::matmul(
+        k, r,
+        {.out = h4, .x = y, .w = w_fc, .bias = &b4, .T = T, .K = C, .N = 4 * C, .options = gelu});
   });
   b.time("matmul fc2 +res", t + " 3072->768", [&](vk::Recorder& r) {
-    model::gpu::matmul(k, r, x, h4, w_fc2, &b1, &x, T, 4 * C, C, kn);
+    model::gpu::matmul(k, r,
+                       {.out = x,
+                        .x = h4,
+                        .w = w_fc2,
+                        .bias = &b1,
+                        .residual = &x,
+                        .T = T,
+                        .K = 4 * C,
+                        .N = C,
+                        .options = kn});
   });
   b.time("activation gelu", t + " n=" + std::to_string(T * 4 * C), [&](vk::Recorder& r) {
     model::gpu::activation(k, r, h4, h4, T * 4 * C, model::Activation::GeluTanh);
   });
   b.time("matmul lm_head (wte^T)", t + " 768->50257", [&](vk::Recorder& r) {
-    model::gpu::matmul(k, r, logits, y, wte, nullptr, nullptr, T, C, V, nk);
+    model::gpu::matmul(k, r,
+                       {.out = logits, .x = y, .w = wte, .T = T, .K = C, .N = V, .options = nk});
   });
   if (model::gpu::matmul_interleaved_supported(b.device.caps(), dtype, C)) {
     model::gpu::MatmulOptions il, il_gelu;
@@ -174,16 +234,36 @@ void run_shapes(Bench& b, uint32_t T, uint32_t L, model::DType dtype) {
     model::gpu::Weight i_qkv = b.interleaved(C, 3 * C, dtype), i_fc = b.interleaved(C, 4 * C, dtype);
     model::gpu::Weight i_fc2 = b.interleaved(4 * C, C, dtype), i_head = b.interleaved(C, V, dtype);
     b.time("interleaved qkv +bias", t + " 768->2304", [&](vk::Recorder& r) {
-      model::gpu::matmul(k, r, qkv, y, i_qkv, &b3, nullptr, T, C, 3 * C, il);
+      model::gpu::matmul(
+          k, r,
+          {.out = qkv, .x = y, .w = i_qkv, .bias = &b3, .T = T, .K = C, .N = 3 * C, .options = il});
     });
     b.time("interleaved fc +gelu", t + " 768->3072", [&](vk::Recorder& r) {
-      model::gpu::matmul(k, r, h4, y, i_fc, &b4, nullptr, T, C, 4 * C, il_gelu);
+      model::gpu::matmul(k, r,
+                         {.out = h4,
+                          .x = y,
+                          .w = i_fc,
+                          .bias = &b4,
+                          .T = T,
+                          .K = C,
+                          .N = 4 * C,
+                          .options = il_gelu});
     });
     b.time("interleaved fc2 +res", t + " 3072->768", [&](vk::Recorder& r) {
-      model::gpu::matmul(k, r, x, h4, i_fc2, &b1, &x, T, 4 * C, C, il);
+      model::gpu::matmul(k, r,
+                         {.out = x,
+                          .x = h4,
+                          .w = i_fc2,
+                          .bias = &b1,
+                          .residual = &x,
+                          .T = T,
+                          .K = 4 * C,
+                          .N = C,
+                          .options = il});
     });
     b.time("interleaved lm_head", t + " 768->50257", [&](vk::Recorder& r) {
-      model::gpu::matmul(k, r, logits, y, i_head, nullptr, nullptr, T, C, V, il);
+      model::gpu::matmul(
+          k, r, {.out = logits, .x = y, .w = i_head, .T = T, .K = C, .N = V, .options = il});
     });
   }
   b.time("topk k=40", "V=50257", [&](vk::Recorder& r) {

@@ -117,9 +117,20 @@ std::vector<float> run_gpu(const vk::Device& dev, const model::gpu::Ops& kernels
 
   vk::Recorder rec(dev, shaders && dev.caps().timestamps);
   rec.begin();
-  model::gpu::matmul(kernels, rec, out, x, w, c.bias ? &bias : nullptr,
-              c.residual != Residual::None ? &residual : nullptr, c.T, c.K, c.N,
-              {c.interleave ? WeightLayout::Interleaved : c.layout, c.act, kernel, x_row, norm});
+  model::gpu::matmul(kernels, rec,
+                     {.out = out,
+                      .x = x,
+                      .w = w,
+                      .bias = c.bias ? &bias : nullptr,
+                      .residual = c.residual != Residual::None ? &residual : nullptr,
+                      .T = c.T,
+                      .K = c.K,
+                      .N = c.N,
+                      .options = {.layout = c.interleave ? WeightLayout::Interleaved : c.layout,
+                                  .act = c.act,
+                                  .kernel = kernel,
+                                  .x_row = x_row,
+                                  .norm = norm}});
   rec.run();
   if (stats) *stats = rec.stats();
   if (shaders && dev.caps().timestamps)

@@ -71,7 +71,17 @@ std::vector<float> run_gpu(const model::gpu::Ops& kernels, const Case& c, const 
   }
   vk::Recorder rec(device, shader != nullptr);
   rec.begin();
-  model::gpu::attention(kernels, rec, out, qkv, 3 * c.C, k, v, c.T, c.L, c.C, c.H, options);
+  model::gpu::attention(kernels, rec,
+                        {.out = out,
+                         .q = qkv,
+                         .k_cache = k,
+                         .v_cache = v,
+                         .q_stride = 3 * c.C,
+                         .T = c.T,
+                         .L = c.L,
+                         .C = c.C,
+                         .H = c.H,
+                         .options = options});
   rec.run();
   if (shader) {  // the split kernel's two dispatches as "attention_split+attention_merge"
     const std::vector<vk::DispatchTime> t = rec.timings();
@@ -185,7 +195,17 @@ void check_probs(const model::gpu::Ops& kernels, Case c, unsigned seed, const ch
     c.options.probs = &probs;
     vk::Recorder rec(device, true);
     rec.begin();
-    model::gpu::attention(kernels, rec, out, qkv, 3 * c.C, k, v, c.T, c.L, c.C, c.H, c.options);
+    model::gpu::attention(kernels, rec,
+                          {.out = out,
+                           .q = qkv,
+                           .k_cache = k,
+                           .v_cache = v,
+                           .q_stride = 3 * c.C,
+                           .T = c.T,
+                           .L = c.L,
+                           .C = c.C,
+                           .H = c.H,
+                           .options = c.options});
     rec.run();
     const std::string shader = rec.timings().at(0).shader;
     CHECK(shader == (kernel == model::gpu::AttentionKernel::Texel ? "attention_texel_probs"
@@ -391,7 +411,17 @@ TEST_CASE("attention reads its position at run time, as the model's passes do") 
       }
       vk::Recorder rec(device);
       rec.begin();
-      model::gpu::attention(g.kernels, rec, out, qkv, 3 * C, kc, vc, r.T, r.L, C, H, o);
+      model::gpu::attention(g.kernels, rec,
+                            {.out = out,
+                             .q = qkv,
+                             .k_cache = kc,
+                             .v_cache = vc,
+                             .q_stride = 3 * C,
+                             .T = r.T,
+                             .L = r.L,
+                             .C = C,
+                             .H = H,
+                             .options = o});
       rec.run();
       CHECK(test::close(name("position at run time", c) + (f16 ? " fp16" : "") +
                             (r.scratch ? " with scratch" : ""),
@@ -511,7 +541,16 @@ TEST_CASE("attention of a chunked prefill through the KV cache") {
   rec.begin();
   model::gpu::kv_store(g.kernels, rec, k, v, g0, T0, C, 0);
   model::gpu::kv_store(g.kernels, rec, k, v, g1, T1, C, T0);
-  model::gpu::attention(g.kernels, rec, out, g1, 3 * C, k, v, T1, T0 + T1, C, H);
+  model::gpu::attention(g.kernels, rec,
+                        {.out = out,
+                         .q = g1,
+                         .k_cache = k,
+                         .v_cache = v,
+                         .q_stride = 3 * C,
+                         .T = T1,
+                         .L = T0 + T1,
+                         .C = C,
+                         .H = H});
   rec.run();
 
   model::cpu::kv_store(k_ref.data(), v_ref.data(), qkv0.data(), T0, C, 0);
@@ -658,50 +697,89 @@ TEST_CASE("attention rejects bad arguments") {
                   k = arena.alloc(8 * 64 * 4), v = arena.alloc(8 * 64 * 4);
   vk::Recorder rec(g.device);
   rec.begin();
-  CHECK_THROWS_WITH_AS(model::gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 8, 64, 5),
+  // A call that runs; each bad one below is it with a field or two changed.
+  const model::gpu::AttentionArgs fine{.out = out,
+                                       .q = q,
+                                       .k_cache = k,
+                                       .v_cache = v,
+                                       .q_stride = 192,
+                                       .T = 4,
+                                       .L = 8,
+                                       .C = 64,
+                                       .H = 4};
+  const auto with = [&](auto change) {
+    model::gpu::AttentionArgs a = fine;
+    change(a);
+    return a;
+  };
+  const auto attention = [&](const model::gpu::AttentionArgs& a) {
+    model::gpu::attention(g.kernels, rec, a);
+  };
+  CHECK_THROWS_WITH_AS(attention(with([](auto& a) { a.H = 5; })),
                        doctest::Contains("not a multiple of H"), vk::Error);
-  CHECK_THROWS_WITH_AS(model::gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 9, 64, 4),
+  CHECK_THROWS_WITH_AS(attention(with([](auto& a) { a.L = 9; })),
                        doctest::Contains("k_cache holds only 8 rows"), vk::Error);
-  CHECK_THROWS_WITH_AS(
-      model::gpu::attention(g.kernels, rec, out, q, 192, k, v.sub(0, 4 * 64 * 4), 1, 5, 64, 4),
-      doctest::Contains("v_cache holds only 4 rows"), vk::Error);
-  CHECK_THROWS_WITH_AS(model::gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 3, 64, 4),
-                       doctest::Contains("T=4 > L=3"), vk::Error);
-  CHECK_THROWS_WITH_AS(model::gpu::attention(g.kernels, rec, out, q, 32, k, v, 4, 8, 64, 4),
+  CHECK_THROWS_WITH_AS(attention(with([&](auto& a) {
+                         a.v_cache = v.sub(0, 4 * 64 * 4);
+                         a.T = 1;
+                         a.L = 5;
+                       })),
+                       doctest::Contains("v_cache holds only 4 rows"), vk::Error);
+  CHECK_THROWS_WITH_AS(attention(with([](auto& a) { a.L = 3; })), doctest::Contains("T=4 > L=3"),
+                       vk::Error);
+  CHECK_THROWS_WITH_AS(attention(with([](auto& a) { a.q_stride = 32; })),
                        doctest::Contains("q_stride"), vk::Error);
-  CHECK_THROWS_AS(model::gpu::attention(g.kernels, rec, out, q, 256, k, v, 4, 8, 64, 4), vk::Error);
-  CHECK_THROWS_AS(model::gpu::attention(g.kernels, rec, out, q, 192, k, v, 0, 8, 64, 4), vk::Error);
-  CHECK_THROWS_AS(model::gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 8, 64, 0), vk::Error);
-  model::gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 8, 64, 4);  // the same buffers are fine
+  CHECK_THROWS_AS(attention(with([](auto& a) { a.q_stride = 256; })), vk::Error);
+  CHECK_THROWS_AS(attention(with([](auto& a) { a.T = 0; })), vk::Error);
+  CHECK_THROWS_AS(attention(with([](auto& a) { a.H = 0; })), vk::Error);
+  attention(fine);  // the same buffers are fine
+  // D = 10 (C = 60, H = 6) for one query: not whole texels.
+  const auto d10 = [](auto& a) {
+    a.q_stride = 180;
+    a.T = 1;
+    a.C = 60;
+    a.H = 6;
+  };
 
   // The split kernel, asked for without scratch, with too little, or for a head dim it cannot
   // take.
   model::gpu::AttentionOptions split{.kernel = model::gpu::AttentionKernel::Split};
-  CHECK_THROWS_WITH_AS(model::gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 8, 64, 4, split),
-                       doctest::Contains("no scratch"), vk::Error);
+  const auto with_split = [&](auto change) {
+    return with([&](auto& a) {
+      a.options = split;
+      change(a);
+    });
+  };
+  const auto as_is = [](auto&) {};
+  CHECK_THROWS_WITH_AS(attention(with_split(as_is)), doctest::Contains("no scratch"), vk::Error);
   vk::BufferSpan part = arena.alloc(64);
   split.scratch = &part;
-  CHECK_THROWS_WITH_AS(model::gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 8, 64, 4, split),
+  CHECK_THROWS_WITH_AS(attention(with_split(as_is)),
                        doctest::Contains("the scratch holds 64 bytes, needs"), vk::Error);
-  CHECK_THROWS_WITH_AS(model::gpu::attention(g.kernels, rec, out, q, 180, k, v, 1, 8, 60, 6, split),
-                       doctest::Contains("D=10 is not a multiple of 4"), vk::Error);
+  CHECK_THROWS_WITH_AS(attention(with_split(d10)), doctest::Contains("D=10 is not a multiple of 4"),
+                       vk::Error);
 
   // The tiled kernel, asked for where it cannot run: D = 10, the tap, q not on 16 bytes,
   // q_stride not whole texels, a device whose workgroups hold fewer than 128 invocations, and
   // one with less shared memory than its arrays.
   model::gpu::AttentionOptions tiled{.kernel = model::gpu::AttentionKernel::Tiled};
-  model::gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 8, 64, 4, tiled);  // it can here
-  CHECK_THROWS_WITH_AS(model::gpu::attention(g.kernels, rec, out, q, 180, k, v, 1, 8, 60, 6, tiled),
-                       doctest::Contains("tiled kernel cannot run"), vk::Error);
-  CHECK_THROWS_WITH_AS(
-      model::gpu::attention(g.kernels, rec, out, q.sub(4, q.size - 4), 192, k, v, 4, 8, 64, 4, tiled),
-      doctest::Contains("does not start on 16 bytes"), vk::Error);
+  const auto with_tiled = [&](auto change) {
+    return with([&](auto& a) {
+      a.options = tiled;
+      change(a);
+    });
+  };
+  attention(with_tiled(as_is));  // it can here
+  CHECK_THROWS_WITH_AS(attention(with_tiled(d10)), doctest::Contains("tiled kernel cannot run"),
+                       vk::Error);
+  CHECK_THROWS_WITH_AS(attention(with_tiled([&](auto& a) { a.q = q.sub(4, q.size - 4); })),
+                       doctest::Contains("does not start on 16 bytes"), vk::Error);
   vk::BufferSpan weights = arena.alloc(4 * 4 * 8 * 4);
   tiled.probs = &weights;
-  CHECK_THROWS_WITH_AS(model::gpu::attention(g.kernels, rec, out, q, 192, k, v, 4, 8, 64, 4, tiled),
-                       doctest::Contains("the attention tap"), vk::Error);
+  CHECK_THROWS_WITH_AS(attention(with_tiled(as_is)), doctest::Contains("the attention tap"),
+                       vk::Error);
   tiled.probs = nullptr;
-  CHECK_THROWS_WITH_AS(model::gpu::attention(g.kernels, rec, out, q, 190, k, v, 4, 8, 64, 4, tiled),
+  CHECK_THROWS_WITH_AS(attention(with_tiled([](auto& a) { a.q_stride = 190; })),
                        doctest::Contains("q_stride=190 is not a multiple of 4"), vk::Error);
   for (const vk::LimitOverrides& limits : {vk::LimitOverrides{.max_workgroup_invocations = 64},
                                            vk::LimitOverrides{.max_shared_memory = 8192}}) {
@@ -709,7 +787,7 @@ TEST_CASE("attention rejects bad arguments") {
     vk::Recorder small_rec(small.device);
     small_rec.begin();
     CHECK_THROWS_WITH_AS(
-        model::gpu::attention(small.kernels, small_rec, out, q, 192, k, v, 4, 8, 64, 4, tiled),
+        model::gpu::attention(small.kernels, small_rec, with_tiled(as_is)),
         doctest::Contains(limits.max_shared_memory ? "bytes of shared memory exceed"
                                                    : "workgroups of 128 invocations"),
         vk::Error);
@@ -720,17 +798,34 @@ TEST_CASE("attention rejects bad arguments") {
   // many registers), q_stride not whole texels, q not at a texel-aligned offset.
   if (g.device.caps().storage_texel_buffers) {
     const model::gpu::AttentionOptions texel{.kernel = model::gpu::AttentionKernel::Texel};
+    const auto with_texel = [&](auto change) {
+      return with([&](auto& a) {
+        a.options = texel;
+        change(a);
+      });
+    };
     vk::BufferSpan wide = arena.alloc(3 * 260 * 4);
-    CHECK_THROWS_WITH_AS(model::gpu::attention(g.kernels, rec, out, q, 180, k, v, 4, 8, 60, 12, texel),
+    CHECK_THROWS_WITH_AS(attention(with_texel([](auto& a) {
+                           a.q_stride = 180;
+                           a.C = 60;
+                           a.H = 12;
+                         })),
                          doctest::Contains("texel kernel cannot run"), vk::Error);
-    CHECK_THROWS_WITH_AS(
-        model::gpu::attention(g.kernels, rec, wide, wide, 260, wide, wide, 1, 1, 260, 1, texel),
-        doctest::Contains("D=260 is not a multiple of 4 up to 256"), vk::Error);
-    CHECK_THROWS_WITH_AS(model::gpu::attention(g.kernels, rec, out, q, 190, k, v, 4, 8, 64, 4, texel),
+    CHECK_THROWS_WITH_AS(attention({.out = wide,
+                                    .q = wide,
+                                    .k_cache = wide,
+                                    .v_cache = wide,
+                                    .q_stride = 260,
+                                    .T = 1,
+                                    .L = 1,
+                                    .C = 260,
+                                    .H = 1,
+                                    .options = texel}),
+                         doctest::Contains("D=260 is not a multiple of 4 up to 256"), vk::Error);
+    CHECK_THROWS_WITH_AS(attention(with_texel([](auto& a) { a.q_stride = 190; })),
                          doctest::Contains("q_stride=190 is not a multiple of 4"), vk::Error);
-    CHECK_THROWS_WITH_AS(
-        model::gpu::attention(g.kernels, rec, out, q.sub(4, q.size - 4), 192, k, v, 4, 8, 64, 4, texel),
-        doctest::Contains("minTexelBufferOffsetAlignment"), vk::Error);
+    CHECK_THROWS_WITH_AS(attention(with_texel([&](auto& a) { a.q = q.sub(4, q.size - 4); })),
+                         doctest::Contains("minTexelBufferOffsetAlignment"), vk::Error);
   }
   rec.end();
 }

@@ -34,7 +34,16 @@ std::vector<float> run_gpu(const vk::Device& device, const std::vector<float>& d
                        stats = arena.alloc(model::gpu::attention_backward_stats_bytes(B, T, H));
   vk::Recorder rec(device, true);
   rec.begin();
-  model::gpu::attention_backward(model::gpu::Ops(device), rec, dq, stats, gd, gq, B, T, C, H, spec);
+  model::gpu::attention_backward(model::gpu::Ops(device), rec,
+                                 {.dqkv = dq,
+                                  .stats = stats,
+                                  .dout = gd,
+                                  .qkv = gq,
+                                  .B = B,
+                                  .T = T,
+                                  .C = C,
+                                  .H = H,
+                                  .spec = spec});
   rec.run();
   CHECK(rec.stats().dispatches == 2);
   for (const vk::DispatchTime& t : rec.timings()) shaders.push_back(t.shader);
@@ -89,9 +98,15 @@ TEST_CASE("attention_backward rejects what it cannot run") {
   const vk::BufferSpan a = arena.alloc(1 << 18);
   vk::Recorder rec(g.device);
   rec.begin();
-  CHECK_THROWS_WITH_AS(model::gpu::attention_backward(g.kernels, rec, a, a, a, a, 1, 4, 96, 5),
-                       doctest::Contains("not a positive multiple of H"), vk::Error);
-  CHECK_THROWS_WITH_AS(model::gpu::attention_backward(g.kernels, rec, a, a, a, a, 1, 4, 256, 1),
-                       doctest::Contains("exceeds 128"), vk::Error);
+  CHECK_THROWS_WITH_AS(
+      model::gpu::attention_backward(
+          g.kernels, rec,
+          {.dqkv = a, .stats = a, .dout = a, .qkv = a, .B = 1, .T = 4, .C = 96, .H = 5}),
+      doctest::Contains("not a positive multiple of H"), vk::Error);
+  CHECK_THROWS_WITH_AS(
+      model::gpu::attention_backward(
+          g.kernels, rec,
+          {.dqkv = a, .stats = a, .dout = a, .qkv = a, .B = 1, .T = 4, .C = 256, .H = 1}),
+      doctest::Contains("exceeds 128"), vk::Error);
   rec.end();
 }

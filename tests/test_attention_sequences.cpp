@@ -36,7 +36,9 @@ void check(const vk::Device& g, uint32_t B, uint32_t T, uint32_t C, uint32_t H,
   const vk::BufferSpan gq = test::to_gpu(g, arena, qkv), out = arena.alloc(ref.size() * 4);
   vk::Recorder rec(g, true);
   rec.begin();
-  model::gpu::attention_sequences(model::gpu::Ops(g), rec, out, gq, B, T, C, H, spec);
+  model::gpu::attention_sequences(
+      model::gpu::Ops(g), rec,
+      {.out = out, .qkv = gq, .B = B, .T = T, .C = C, .H = H, .spec = spec});
   rec.run();
   CHECK(rec.stats().dispatches == 1);
   const std::string what = std::string(spec.causal ? "causal" : "bidirectional") + " B=" + std::to_string(B) +

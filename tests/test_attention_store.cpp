@@ -73,7 +73,16 @@ void check_store(const model::gpu::Ops& kernels, model::gpu::AttentionKernel ker
     if (tap) probs_gpu.push_back(arena.alloc(probs_ref.back().size() * sizeof(float)));
     options.probs = tap ? &probs_gpu.back() : nullptr;
     const uint32_t before = rec.stats().dispatches;
-    model::gpu::attention_store(kernels, rec, out_gpu.back(), k, v, qkv_gpu.back(), T, pos, C, H, options);
+    model::gpu::attention_store(kernels, rec,
+                                {.out = out_gpu.back(),
+                                 .k_cache = k,
+                                 .v_cache = v,
+                                 .qkv = qkv_gpu.back(),
+                                 .T = T,
+                                 .pos = pos,
+                                 .C = C,
+                                 .H = H,
+                                 .options = options});
     const uint32_t expected = tiled ? (pos + T > 64 ? 3u : 2u)
                               : !split && pos + T <= fused_to ? 1u
                                                               : 2u;
@@ -210,15 +219,35 @@ TEST_CASE("attention_store rejects rows past the cache") {
                   k = arena.alloc(8 * 64 * 4), v = arena.alloc(8 * 64 * 4);
   vk::Recorder rec(g.device);
   rec.begin();
-  CHECK_THROWS_WITH_AS(model::gpu::attention_store(g.kernels, rec, out, k, v, qkv, 4, 5, 64, 4),
-                       doctest::Contains("rows 5..8 do not fit the cache of n_ctx = 8"),
-                       vk::Error);
   CHECK_THROWS_WITH_AS(
-      model::gpu::attention_store(g.kernels, rec, out, k, v, qkv.sub(0, 256), 4, 0, 64, 4),
-      doctest::Contains("qkv holds"), vk::Error);
-  CHECK_THROWS_WITH_AS(model::gpu::attention_store(g.kernels, rec, out, k, v, qkv, 4, 0, 64, 5),
-                       doctest::Contains("not a multiple of H"), vk::Error);
-  model::gpu::attention_store(g.kernels, rec, out, k, v, qkv, 4, 4, 64, 4);  // the last 4 rows: fine
+      model::gpu::attention_store(
+          g.kernels, rec,
+          {.out = out, .k_cache = k, .v_cache = v, .qkv = qkv, .T = 4, .pos = 5, .C = 64, .H = 4}),
+      doctest::Contains("rows 5..8 do not fit the cache of n_ctx = 8"), vk::Error);
+  CHECK_THROWS_WITH_AS(model::gpu::attention_store(g.kernels, rec,
+                                                   {.out = out,
+                                                    .k_cache = k,
+                                                    .v_cache = v,
+                                                    .qkv = qkv.sub(0, 256),
+                                                    .T = 4,
+                                                    .pos = 0,
+                                                    .C = 64,
+                                                    .H = 4}),
+                       doctest::Contains("qkv holds"), vk::Error);
+  CHECK_THROWS_WITH_AS(
+      model::gpu::attention_store(
+          g.kernels, rec,
+          {.out = out, .k_cache = k, .v_cache = v, .qkv = qkv, .T = 4, .pos = 0, .C = 64, .H = 5}),
+      doctest::Contains("not a multiple of H"), vk::Error);
+  model::gpu::attention_store(g.kernels, rec,
+                              {.out = out,
+                               .k_cache = k,
+                               .v_cache = v,
+                               .qkv = qkv,
+                               .T = 4,
+                               .pos = 4,
+                               .C = 64,
+                               .H = 4});  // the last 4 rows: fine
   // An fp16 cache: rows of C = 12 halves are not whole 16-byte units, which the split kernel
   // loads; the texel kernel reads only fp32 caches.
   model::gpu::AttentionOptions split;
@@ -227,22 +256,46 @@ TEST_CASE("attention_store rejects rows past the cache") {
   const vk::BufferSpan scratch =
       arena.alloc(model::gpu::attention_split_scratch_bytes(4, 8, 12, 3));
   split.scratch = &scratch;
-  CHECK_THROWS_WITH_AS(
-      model::gpu::attention_store(g.kernels, rec, out, k, v, qkv, 4, 0, 12, 3, split),
-      doctest::Contains("not whole 16-byte units"), vk::Error);
+  CHECK_THROWS_WITH_AS(model::gpu::attention_store(g.kernels, rec,
+                                                   {.out = out,
+                                                    .k_cache = k,
+                                                    .v_cache = v,
+                                                    .qkv = qkv,
+                                                    .T = 4,
+                                                    .pos = 0,
+                                                    .C = 12,
+                                                    .H = 3,
+                                                    .options = split}),
+                       doctest::Contains("not whole 16-byte units"), vk::Error);
   // The tiled kernel loads 8 halves at a time: a head slice of D = 4 (C = 16) starts mid-unit.
   model::gpu::AttentionOptions tiled;
   tiled.kernel = model::gpu::AttentionKernel::Tiled;
   tiled.cache = model::DType::F16;
-  CHECK_THROWS_WITH_AS(
-      model::gpu::attention_store(g.kernels, rec, out, k, v, qkv, 4, 0, 16, 4, tiled),
-      doctest::Contains("not whole 16-byte units"), vk::Error);
+  CHECK_THROWS_WITH_AS(model::gpu::attention_store(g.kernels, rec,
+                                                   {.out = out,
+                                                    .k_cache = k,
+                                                    .v_cache = v,
+                                                    .qkv = qkv,
+                                                    .T = 4,
+                                                    .pos = 0,
+                                                    .C = 16,
+                                                    .H = 4,
+                                                    .options = tiled}),
+                       doctest::Contains("not whole 16-byte units"), vk::Error);
   model::gpu::AttentionOptions texel;
   texel.kernel = model::gpu::AttentionKernel::Texel;
   texel.cache = model::DType::F16;
-  CHECK_THROWS_WITH_AS(
-      model::gpu::attention_store(g.kernels, rec, out, k, v, qkv, 4, 0, 64, 4, texel),
-      doctest::Contains("an fp16 cache"), vk::Error);
+  CHECK_THROWS_WITH_AS(model::gpu::attention_store(g.kernels, rec,
+                                                   {.out = out,
+                                                    .k_cache = k,
+                                                    .v_cache = v,
+                                                    .qkv = qkv,
+                                                    .T = 4,
+                                                    .pos = 0,
+                                                    .C = 64,
+                                                    .H = 4,
+                                                    .options = texel}),
+                       doctest::Contains("an fp16 cache"), vk::Error);
   rec.end();
 }
 
@@ -288,7 +341,14 @@ TEST_CASE("attention_store_batch: each row as its decode step alone, both kernel
       o.scratch = &scratch;
       o.cache = cache;
       const std::string why =
-          model::gpu::attention_store_batch_unsupported(model::gpu::Ops(g), k, v, q, B, longest, C, H, o);
+          model::gpu::attention_store_batch_unsupported(model::gpu::Ops(g), {.k_caches = k,
+                                                                             .v_caches = v,
+                                                                             .qkv = q,
+                                                                             .T = B,
+                                                                             .max_len = longest,
+                                                                             .C = C,
+                                                                             .H = H,
+                                                                             .options = o});
       if (texel && !caps.storage_texel_buffers) {  // the CPU set forced on a device without them
         CHECK_MESSAGE(!why.empty(), "no storage texel buffers, yet no reason");
         continue;
@@ -304,8 +364,17 @@ TEST_CASE("attention_store_batch: each row as its decode step alone, both kernel
       vk::Recorder rec(g, true);
       rec.begin();
       const uint32_t before = rec.stats().dispatches;
-      model::gpu::attention_store_batch(model::gpu::Ops(g), rec, out, k, v, q, rows_gpu, B, longest, C,
-                                        H, o);
+      model::gpu::attention_store_batch(model::gpu::Ops(g), rec,
+                                        {.out = out,
+                                         .k_caches = k,
+                                         .v_caches = v,
+                                         .qkv = q,
+                                         .rows = rows_gpu,
+                                         .T = B,
+                                         .max_len = longest,
+                                         .C = C,
+                                         .H = H,
+                                         .options = o});
       // The texel kernel's one dispatch, or attention_split (the store fused) and
       // attention_merge.
       CHECK(rec.stats().dispatches - before == (texel ? 1u : 2u));
@@ -318,10 +387,16 @@ TEST_CASE("attention_store_batch: each row as its decode step alone, both kernel
       const uint64_t slot_bytes = uint64_t{rows} * C * eb;
       for (uint32_t b = 0; b < B; b++) {
         alone.push_back(arena.alloc(size_t{C} * 4));
-        model::gpu::attention_store(model::gpu::Ops(g), rec, alone.back(),
-                                    k1.sub(slot[b] * stride * eb, slot_bytes),
-                                    v1.sub(slot[b] * stride * eb, slot_bytes),
-                                    q.sub(b * 3 * C * 4, 3 * C * 4), 1, pos[b], C, H, one);
+        model::gpu::attention_store(model::gpu::Ops(g), rec,
+                                    {.out = alone.back(),
+                                     .k_cache = k1.sub(slot[b] * stride * eb, slot_bytes),
+                                     .v_cache = v1.sub(slot[b] * stride * eb, slot_bytes),
+                                     .qkv = q.sub(b * 3 * C * 4, 3 * C * 4),
+                                     .T = 1,
+                                     .pos = pos[b],
+                                     .C = C,
+                                     .H = H,
+                                     .options = one});
       }
       rec.run();
       if (caps.timestamps) {
@@ -368,8 +443,16 @@ TEST_CASE("attention_store_batch says why it cannot run, both kernel sets") {
                          scratch = arena.alloc(model::gpu::attention_split_scratch_bytes(8, 64, 64, 4));
     model::gpu::AttentionOptions o;
     o.scratch = &scratch;
-    auto why = [&](uint32_t T, uint32_t max_len, uint32_t H, const model::gpu::AttentionOptions& opt) {
-      return model::gpu::attention_store_batch_unsupported(model::gpu::Ops(g), k, v, qkv, T, max_len, 64, H, opt);
+    auto why = [&](uint32_t T, uint32_t max_len, uint32_t H,
+                   const model::gpu::AttentionOptions& opt) {
+      return model::gpu::attention_store_batch_unsupported(model::gpu::Ops(g), {.k_caches = k,
+                                                                                .v_caches = v,
+                                                                                .qkv = qkv,
+                                                                                .T = T,
+                                                                                .max_len = max_len,
+                                                                                .C = 64,
+                                                                                .H = H,
+                                                                                .options = opt});
     };
     CHECK(why(4, 64, 4, o).empty());
     CHECK(why(0, 64, 4, o).find("a batch of 0 rows") == 0);
@@ -387,11 +470,30 @@ TEST_CASE("attention_store_batch says why it cannot run, both kernel sets") {
     }
     vk::Recorder rec(g);
     rec.begin();
-    CHECK_THROWS_WITH_AS(model::gpu::attention_store_batch(model::gpu::Ops(g), rec, out, k, v, qkv, rows, 16, 64, 64, 4, o),
+    CHECK_THROWS_WITH_AS(model::gpu::attention_store_batch(model::gpu::Ops(g), rec,
+                                                           {.out = out,
+                                                            .k_caches = k,
+                                                            .v_caches = v,
+                                                            .qkv = qkv,
+                                                            .rows = rows,
+                                                            .T = 16,
+                                                            .max_len = 64,
+                                                            .C = 64,
+                                                            .H = 4,
+                                                            .options = o}),
                          doctest::Contains("attention_store_batch cannot run"), vk::Error);
-    CHECK_THROWS_WITH_AS(
-        model::gpu::attention_store_batch(model::gpu::Ops(g), rec, out, k, v, qkv, rows.sub(0, 8), 4, 64, 64, 4, o),
-        doctest::Contains("rows holds"), vk::Error);
+    CHECK_THROWS_WITH_AS(model::gpu::attention_store_batch(model::gpu::Ops(g), rec,
+                                                           {.out = out,
+                                                            .k_caches = k,
+                                                            .v_caches = v,
+                                                            .qkv = qkv,
+                                                            .rows = rows.sub(0, 8),
+                                                            .T = 4,
+                                                            .max_len = 64,
+                                                            .C = 64,
+                                                            .H = 4,
+                                                            .options = o}),
+                         doctest::Contains("rows holds"), vk::Error);
     rec.end();
   }
 }

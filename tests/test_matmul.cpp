@@ -382,9 +382,8 @@ TEST_CASE("matmul picks its kernel by T and by device") {
   model::gpu::Weight w{arena.alloc(64 * 32 * 4), DType::F32};
   vk::Recorder rec(g.device, true);
   rec.begin();
-  model::gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, 1, 64, 32);
-  model::gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, model::gpu::kMatmulVecRows, 64, 32);
-  model::gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, model::gpu::kMatmulVecRows + 1, 64, 32);
+  for (uint32_t T : {1u, model::gpu::kMatmulVecRows, model::gpu::kMatmulVecRows + 1})
+    model::gpu::matmul(g.kernels, rec, {.out = out, .x = x, .w = w, .T = T, .K = 64, .N = 32});
   rec.run();
   std::vector<vk::DispatchTime> t = rec.timings();
   // CPU devices take the texel kernel wherever the shape allows it, as this one does, for any T
@@ -409,8 +408,14 @@ TEST_CASE("matmul picks its kernel by T and by device") {
     model::gpu::Weight nw{nk_arena.alloc(64 * 32 * 4), DType::F32};
     vk::Recorder nk(gpu_set.device, true);
     nk.begin();
-    const model::gpu::MatmulOptions o{WeightLayout::NK};
-    model::gpu::matmul(gpu_set.kernels, nk, nout, nx, nw, nullptr, nullptr, 1, 64, 32, o);
+    model::gpu::matmul(gpu_set.kernels, nk,
+                       {.out = nout,
+                        .x = nx,
+                        .w = nw,
+                        .T = 1,
+                        .K = 64,
+                        .N = 32,
+                        .options = {.layout = WeightLayout::NK}});
     nk.run();
     const std::string expect =
         caps.subgroup_arithmetic ? "matmul_vec_wide" : "matmul_vec_wide_shared";
@@ -431,28 +436,53 @@ TEST_CASE("matmul rejects bad arguments") {
   auto throws = [&](auto call, const char* message) {
     CHECK_THROWS_WITH_AS(call(), doctest::Contains(message), vk::Error);
   };
-  throws([&] { model::gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, 0, 64, 32); },
-         "must be positive");
-  throws([&] { model::gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, 5, 64, 32); }, "out holds");
-  throws([&] { model::gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, 1, 65, 32); }, "w holds");
-  throws([&] { model::gpu::matmul(g.kernels, rec, out, x, w16, nullptr, nullptr, 1, 64, 33); }, "w holds");
-  const model::gpu::MatmulOptions wide{WeightLayout::KN, Activation::None,
-                                      MatmulKernel::VectorWide};
-  throws([&] { model::gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, 1, 64, 32, wide); },
-         "wide kernel cannot run");
-  const model::gpu::MatmulOptions texel{WeightLayout::KN, Activation::None, MatmulKernel::VectorTexel};
-  throws([&] { model::gpu::matmul(g.kernels, rec, out, x, w, nullptr, nullptr, 1, 62, 30, texel); },
-         "texel-buffer kernel cannot run");
+  const auto run = [&](const model::gpu::MatmulArgs& a) { model::gpu::matmul(g.kernels, rec, a); };
+  throws([&] { run({.out = out, .x = x, .w = w, .T = 0, .K = 64, .N = 32}); }, "must be positive");
+  throws([&] { run({.out = out, .x = x, .w = w, .T = 5, .K = 64, .N = 32}); }, "out holds");
+  throws([&] { run({.out = out, .x = x, .w = w, .T = 1, .K = 65, .N = 32}); }, "w holds");
+  throws([&] { run({.out = out, .x = x, .w = w16, .T = 1, .K = 64, .N = 33}); }, "w holds");
+  throws(
+      [&] {
+        run({.out = out,
+             .x = x,
+             .w = w,
+             .T = 1,
+             .K = 64,
+             .N = 32,
+             .options = {.kernel = MatmulKernel::VectorWide}});
+      },
+      "wide kernel cannot run");
+  throws(
+      [&] {
+        run({.out = out,
+             .x = x,
+             .w = w,
+             .T = 1,
+             .K = 62,
+             .N = 30,
+             .options = {.kernel = MatmulKernel::VectorTexel}});
+      },
+      "texel-buffer kernel cannot run");
   vk::BufferSpan short_bias = bias.sub(0, 16 * 4);
-  throws([&] { model::gpu::matmul(g.kernels, rec, out, x, w, &short_bias, nullptr, 4, 64, 32); },
+  throws([&] { run({.out = out, .x = x, .w = w, .bias = &short_bias, .T = 4, .K = 64, .N = 32}); },
          "bias holds");
   vk::BufferSpan inside = out.sub(16, 16 * 4);
-  throws([&] { model::gpu::matmul(g.kernels, rec, inside, out, w, nullptr, nullptr, 1, 16, 16); },
+  throws([&] { run({.out = inside, .x = out, .w = w, .T = 1, .K = 16, .N = 16}); },
          "out overlaps x");
   vk::BufferSpan shifted = out.sub(64, 3 * 32 * 4);
-  throws([&] { model::gpu::matmul(g.kernels, rec, out, x, w, &bias, &shifted, 3, 64, 32); },
-         "residual overlaps out");
-  throws([&] { model::gpu::matmul(g.kernels, rec, bias, x, w, &bias, nullptr, 1, 64, 32); },
+  throws(
+      [&] {
+        run({.out = out,
+             .x = x,
+             .w = w,
+             .bias = &bias,
+             .residual = &shifted,
+             .T = 3,
+             .K = 64,
+             .N = 32});
+      },
+      "residual overlaps out");
+  throws([&] { run({.out = bias, .x = x, .w = w, .bias = &bias, .T = 1, .K = 64, .N = 32}); },
          "out overlaps bias");
   rec.end();
 }
@@ -477,8 +507,14 @@ TEST_CASE("matmul reads x from row x_row, wherever it falls against the alignmen
   for (MatmulKernel kernel : {MatmulKernel::Vector, MatmulKernel::Tiled}) {
     vk::Recorder rec(g.device);
     rec.begin();
-    model::gpu::matmul(g.kernels, rec, out, xs, ws, nullptr, nullptr, 1, K, N,
-                {WeightLayout::NK, Activation::None, kernel, x_row});
+    model::gpu::matmul(g.kernels, rec,
+                       {.out = out,
+                        .x = xs,
+                        .w = ws,
+                        .T = 1,
+                        .K = K,
+                        .N = N,
+                        .options = {.layout = WeightLayout::NK, .kernel = kernel, .x_row = x_row}});
     rec.run();
     std::vector<float> got(N), gn(N), rn(N);
     vk::download(g.device, got.data(), out, N * 4);
@@ -490,9 +526,16 @@ TEST_CASE("matmul reads x from row x_row, wherever it falls against the alignmen
   }
   vk::Recorder rec(g.device);
   rec.begin();
-  CHECK_THROWS_WITH_AS(model::gpu::matmul(g.kernels, rec, out, xs, ws, nullptr, nullptr, 2, K, N,
-                                   {WeightLayout::NK, Activation::None, MatmulKernel::Auto, x_row}),
-                       doctest::Contains("x holds"), vk::Error);
+  CHECK_THROWS_WITH_AS(
+      model::gpu::matmul(g.kernels, rec,
+                         {.out = out,
+                          .x = xs,
+                          .w = ws,
+                          .T = 2,
+                          .K = K,
+                          .N = N,
+                          .options = {.layout = WeightLayout::NK, .x_row = x_row}}),
+      doctest::Contains("x holds"), vk::Error);
   rec.end();
 }
 

@@ -228,7 +228,9 @@ std::pair<int32_t, float> gpu_argmax(const vk::Device& dev, const model::gpu::Op
   const vk::BufferSpan partials = arena.alloc(2 * count * 4);
   vk::Recorder rec(dev);
   rec.begin();
-  model::gpu::matmul_argmax(kernels, rec, partials, xs, w, K, N, uint32_t(x.size() / K - 1));
+  model::gpu::matmul_argmax(
+      kernels, rec,
+      {.partials = partials, .x = xs, .w = w, .K = K, .N = N, .x_row = uint32_t(x.size() / K - 1)});
   rec.run();
   if (stats) *stats = rec.stats();
   std::vector<float> host(2 * count);

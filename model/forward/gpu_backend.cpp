@@ -44,9 +44,18 @@ void GpuBackend::layernorm(Buf out, Buf in, const GpuNorm& n, uint32_t T) {
 void GpuBackend::linear(Buf out, Buf in, const GpuLinear& l, uint32_t T, const Epilogue& e,
                         uint32_t in_row, gpu::MatmulKernel kernel,
                         const gpu::MatmulNorm* norm) {
-  gpu::matmul(k, rec, buf(out), buf(in), *l.w, l.b ? &l.b->span : nullptr,
-              e.residual ? &buf(*e.residual) : nullptr, T, l.K, l.N,
-              {l.w->layout, e.act, kernel, in_row, norm});
+  gpu::matmul(
+      k, rec,
+      {.out = buf(out),
+       .x = buf(in),
+       .w = *l.w,
+       .bias = l.b ? &l.b->span : nullptr,
+       .residual = e.residual ? &buf(*e.residual) : nullptr,
+       .T = T,
+       .K = l.K,
+       .N = l.N,
+       .options = {
+           .layout = l.w->layout, .act = e.act, .kernel = kernel, .x_row = in_row, .norm = norm}});
 }
 
 // Fused where choose.h's norm_linear says so: the matmul normalises each row of x as it reads
@@ -70,7 +79,8 @@ void GpuBackend::norm_linear(Buf out, Buf in, const GpuNorm& n, const GpuLinear&
 }
 
 void GpuBackend::argmax_head(Buf in, const GpuLinear& l, uint32_t row) {
-  gpu::matmul_argmax(k, rec, s.partials, buf(in), *l.w, l.K, l.N, row);
+  gpu::matmul_argmax(
+      k, rec, {.partials = s.partials, .x = buf(in), .w = *l.w, .K = l.K, .N = l.N, .x_row = row});
 }
 
 void GpuBackend::attention_store(uint32_t layer, uint32_t T, uint32_t pos) {
@@ -81,25 +91,49 @@ void GpuBackend::attention_store(uint32_t layer, uint32_t T, uint32_t pos) {
   if (s.split) o.scratch = &*s.split;
   if (pass.batch && s.batch_attention) {  // every row at once, each as its decode step alone
     const uint32_t longest = *std::max_element(pass.batch->pos.begin(), pass.batch->pos.end()) + 1;
-    gpu::attention_store_batch(k, rec, buf(Buf::ATT), s.k_cache[layer], s.v_cache[layer],
-                               buf(Buf::QKV), s.batch_rows, T, longest, c.n_embd, c.n_head, o);
+    gpu::attention_store_batch(k, rec,
+                               {.out = buf(Buf::ATT),
+                                .k_caches = s.k_cache[layer],
+                                .v_caches = s.v_cache[layer],
+                                .qkv = buf(Buf::QKV),
+                                .rows = s.batch_rows,
+                                .T = T,
+                                .max_len = longest,
+                                .C = c.n_embd,
+                                .H = c.n_head,
+                                .options = o});
     return;
   }
   if (pass.batch) {  // each row alone, in its slot's cache: the same work as a decode step alone
     const uint64_t row = uint64_t{c.n_embd} * 4;
     for (uint32_t b = 0; b < T; b++) {
       const uint32_t slot = pass.batch->rows[b].slot;
-      gpu::attention_store(k, rec, buf(Buf::ATT).sub(b * row, row), s.k(layer, slot),
-                           s.v(layer, slot), buf(Buf::QKV).sub(b * 3 * row, 3 * row), 1,
-                           pass.batch->pos[b], c.n_embd, c.n_head, o);
+      gpu::attention_store(k, rec,
+                           {.out = buf(Buf::ATT).sub(b * row, row),
+                            .k_cache = s.k(layer, slot),
+                            .v_cache = s.v(layer, slot),
+                            .qkv = buf(Buf::QKV).sub(b * 3 * row, 3 * row),
+                            .T = 1,
+                            .pos = pass.batch->pos[b],
+                            .C = c.n_embd,
+                            .H = c.n_head,
+                            .options = o});
     }
     return;
   }
   if (pass.attention_taps && layer < s.probs.size() && s.probs[layer].size > 0)
     o.probs = &s.probs[layer];
   o.step = &s.step;  // holds pos (GpuModel::run_pass)
-  gpu::attention_store(k, rec, buf(Buf::ATT), s.k(layer, pass.slot), s.v(layer, pass.slot),
-                       buf(Buf::QKV), T, pos, c.n_embd, c.n_head, o);
+  gpu::attention_store(k, rec,
+                       {.out = buf(Buf::ATT),
+                        .k_cache = s.k(layer, pass.slot),
+                        .v_cache = s.v(layer, pass.slot),
+                        .qkv = buf(Buf::QKV),
+                        .T = T,
+                        .pos = pos,
+                        .C = c.n_embd,
+                        .H = c.n_head,
+                        .options = o});
 }
 
 void GpuBackend::tap(uint32_t layer, uint32_t T) {

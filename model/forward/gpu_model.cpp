@@ -163,9 +163,14 @@ void GpuModel::plan_state() {
     o.cache = kv_cache_;
     if (split_) o.scratch = &state_.span(*split_);
     batch_attention_ =
-        gpu::attention_store_batch_unsupported(ops_, state_.span(k_cache_[0]),
-                                               state_.span(v_cache_[0]), state_.span(qkv_),
-                                               slots_, slot_ctx_, c.n_embd, c.n_head, o)
+        gpu::attention_store_batch_unsupported(ops_, {.k_caches = state_.span(k_cache_[0]),
+                                                      .v_caches = state_.span(v_cache_[0]),
+                                                      .qkv = state_.span(qkv_),
+                                                      .T = slots_,
+                                                      .max_len = slot_ctx_,
+                                                      .C = c.n_embd,
+                                                      .H = c.n_head,
+                                                      .options = o})
             .empty();
   }
   ensure_logits(1);

@@ -234,15 +234,29 @@ struct GpuTrainBackend {
     const auto p = m.packed.find(l.w);
     const gpu::Weight w = p == m.packed.end() ? weight(l.w, l.layout)
                                               : gpu::Weight{p->second.fwd, DType::F32, WeightLayout::Interleaved};
-    gpu::matmul(m.ops, m.rec, span(out), span(in), w, l.b, residual ? &span(*residual) : nullptr,
-                m.N, l.K, l.N, {w.layout});
+    gpu::matmul(m.ops, m.rec,
+                {.out = span(out),
+                 .x = span(in),
+                 .w = w,
+                 .bias = l.b,
+                 .residual = residual ? &span(*residual) : nullptr,
+                 .T = m.N,
+                 .K = l.K,
+                 .N = l.N,
+                 .options = {.layout = w.layout}});
   }
   void activation(Saved out, Saved in) {
     gpu::activation(m.ops, m.rec, span(out), span(in), m.N * c.n_inner, c.activation);
   }
   void attention(Saved out, Saved qkv) {
-    gpu::attention_sequences(m.ops, m.rec, span(out), span(qkv), m.B, m.T, c.n_embd,
-                             c.n_head, spec());
+    gpu::attention_sequences(m.ops, m.rec,
+                             {.out = span(out),
+                              .qkv = span(qkv),
+                              .B = m.B,
+                              .T = m.T,
+                              .C = c.n_embd,
+                              .H = c.n_head,
+                              .spec = spec()});
   }
   void cross_entropy(Saved logits) {
     gpu::cross_entropy(m.ops, m.rec, m.out_.span(m.losses), span(logits),
@@ -267,8 +281,16 @@ struct GpuTrainBackend {
                              c.activation);
   }
   void attention_backward(Grad dqkv, Grad dout, Saved qkv) {
-    gpu::attention_backward(m.ops, m.rec, span(dqkv), m.acts_.span(m.att_stats), span(dout),
-                            span(qkv), m.B, m.T, c.n_embd, c.n_head, spec());
+    gpu::attention_backward(m.ops, m.rec,
+                            {.dqkv = span(dqkv),
+                             .stats = m.acts_.span(m.att_stats),
+                             .dout = span(dout),
+                             .qkv = span(qkv),
+                             .B = m.B,
+                             .T = m.T,
+                             .C = c.n_embd,
+                             .H = c.n_head,
+                             .spec = spec()});
   }
   void add(Grad dst, Grad src) {
     gpu::add(m.ops, m.rec, span(dst), span(dst), span(src), uint64_t{m.N} * c.n_embd);

@@ -408,23 +408,23 @@ uint64_t attention_model_scratch_bytes(const KernelPolicy& policy, uint32_t n_ct
   return std::max(split, attention_tiled_scratch_bytes(C, H, policy.tuning.attention_groups));
 }
 
-void attention(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
-               const vk::BufferSpan& q, uint32_t q_stride, const vk::BufferSpan& k_cache,
-               const vk::BufferSpan& v_cache, uint32_t T, uint32_t L, uint32_t C, uint32_t H,
-               const AttentionOptions& options) {
+void attention(const Ops& ops, vk::Recorder& rec, const AttentionArgs& a) {
+  const vk::BufferSpan &out = a.out, &q = a.q, &k_cache = a.k_cache, &v_cache = a.v_cache;
+  const uint32_t q_stride = a.q_stride, T = a.T, L = a.L, C = a.C, H = a.H;
+  const AttentionOptions& options = a.options;
   check_shapes(out, q, q_stride, k_cache, v_cache, T, L, C, H, options.causal, options.cache);
   Call c{out, q, k_cache, v_cache, q_stride, T, L, C, H, false, options.probs,
          options.scratch, options.step};
   c.cache = options.cache;
-  const AttentionKernel kernel = choose_kernel(k, c, options.kernel);
+  const AttentionKernel kernel = choose_kernel(ops, c, options.kernel);
   if (kernel == AttentionKernel::Texel)
-    dispatch_texel(k, rec, c, make_push(c, options));
+    dispatch_texel(ops, rec, c, make_push(c, options));
   else if (kernel == AttentionKernel::Split)
-    dispatch_split(k, rec, c, make_push(c, options));
+    dispatch_split(ops, rec, c, make_push(c, options));
   else if (kernel == AttentionKernel::Tiled)
-    dispatch_tiled(k, rec, c, make_push(c, options));
+    dispatch_tiled(ops, rec, c, make_push(c, options));
   else
-    dispatch_portable(k, rec, c, make_push(c, options));
+    dispatch_portable(ops, rec, c, make_push(c, options));
 }
 
 namespace {
@@ -476,37 +476,33 @@ AttentionKernel batch_kernel(const Ops& ops, const Call& c, uint32_t max_len,
 
 }  // namespace
 
-std::string attention_store_batch_unsupported(const Ops& ops,
-                                              const vk::BufferSpan& k_caches,
-                                              const vk::BufferSpan& v_caches,
-                                              const vk::BufferSpan& qkv, uint32_t T,
-                                              uint32_t max_len, uint32_t C, uint32_t H,
-                                              const AttentionOptions& options) {
+std::string attention_store_batch_unsupported(const Ops& ops, const AttentionStoreBatchArgs& a) {
+  const uint32_t C = a.C, H = a.H;
   if (C == 0 || H == 0 || C % H != 0) return "C=" + str(C) + " is not a multiple of H=" + str(H);
-  const Call c = batch_call(qkv, k_caches, v_caches, qkv, qkv, T, C, H, options);
+  // qkv stands in for out and rows, which only a recording reads.
+  const Call c = batch_call(a.qkv, a.k_caches, a.v_caches, a.qkv, a.qkv, a.T, C, H, a.options);
   std::string why;
-  batch_kernel(ops, c, max_len, why);
+  batch_kernel(ops, c, a.max_len, why);
   return why;
 }
 
-void attention_store_batch(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
-                           const vk::BufferSpan& k_caches, const vk::BufferSpan& v_caches,
-                           const vk::BufferSpan& qkv, const vk::BufferSpan& rows, uint32_t T,
-                           uint32_t max_len, uint32_t C, uint32_t H,
-                           const AttentionOptions& options) {
-  const vk::DeviceCaps& caps = k.device().caps();
+void attention_store_batch(const Ops& ops, vk::Recorder& rec, const AttentionStoreBatchArgs& a) {
+  const vk::BufferSpan &out = a.out, &qkv = a.qkv;
+  const uint32_t T = a.T, max_len = a.max_len, C = a.C, H = a.H;
+  const AttentionOptions& options = a.options;
+  const vk::DeviceCaps& caps = ops.device().caps();
   if (C == 0 || H == 0 || C % H != 0)
     throw vk::Error("attention_store_batch: C=" + str(C) + " is not a multiple of H=" + str(H));
-  const Call c = batch_call(out, k_caches, v_caches, qkv, rows, T, C, H, options);
+  const Call c = batch_call(out, a.k_caches, a.v_caches, qkv, a.rows, T, C, H, options);
   std::string why_not;
-  const AttentionKernel kernel = batch_kernel(k, c, max_len, why_not);
+  const AttentionKernel kernel = batch_kernel(ops, c, max_len, why_not);
   if (!why_not.empty())
     throw vk::Error("attention_store_batch cannot run on device '" + caps.name + "': " + why_not);
   require_elements("attention_store_batch", "qkv", qkv, uint64_t{T} * 3 * C);
   require_elements("attention_store_batch", "out", out, uint64_t{T} * C);
   push::AttentionPush push = make_push(c, options);
   if (kernel == AttentionKernel::Texel) {
-    dispatch_texel(k, rec, c, push);
+    dispatch_texel(ops, rec, c, push);
     return;
   }
   // Split, with each row's key and value stored into its cache by the same dispatch, over the
@@ -514,13 +510,13 @@ void attention_store_batch(const Ops& k, vk::Recorder& rec, const vk::BufferSpan
   push.store = 1;
   Call longest = c;
   longest.L = max_len;
-  dispatch_split(k, rec, longest, push);
+  dispatch_split(ops, rec, longest, push);
 }
 
-void attention_store(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
-                     const vk::BufferSpan& k_cache, const vk::BufferSpan& v_cache,
-                     const vk::BufferSpan& qkv, uint32_t T, uint32_t pos, uint32_t C, uint32_t H,
-                     const AttentionOptions& options) {
+void attention_store(const Ops& ops, vk::Recorder& rec, const AttentionStoreArgs& a) {
+  const vk::BufferSpan &out = a.out, &k_cache = a.k_cache, &v_cache = a.v_cache, &qkv = a.qkv;
+  const uint32_t T = a.T, pos = a.pos, C = a.C, H = a.H;
+  const AttentionOptions& options = a.options;
   if (C == 0) throw vk::Error("attention_store: C must be positive");
   const uint64_t n_ctx =
       std::min(k_cache.size, v_cache.size) / (uint64_t{C} * dtype_bytes(options.cache));
@@ -534,19 +530,29 @@ void attention_store(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
   Call c{out, qkv, k_cache, v_cache, 3 * C, T, L, C, H, true, options.probs,
          options.scratch, options.step};
   c.cache = options.cache;
-  const AttentionKernel kernel = choose_kernel(k, c, options.kernel);
+  const AttentionKernel kernel = choose_kernel(ops, c, options.kernel);
   if (kernel == AttentionKernel::Texel) {
-    dispatch_texel(k, rec, c, make_push(c, options));
+    dispatch_texel(ops, rec, c, make_push(c, options));
     return;
   }
   if (kernel == AttentionKernel::Split) {  // the KV store fused in (attention_split.comp)
     push::AttentionPush push = make_push(c, options);
     push.store = 1;
-    dispatch_split(k, rec, c, push);
+    dispatch_split(ops, rec, c, push);
     return;
   }
-  kv_store(k, rec, k_cache, v_cache, qkv, T, C, pos, options.step, options.cache);
-  attention(k, rec, out, qkv, 3 * C, k_cache, v_cache, T, L, C, H, options);
+  kv_store(ops, rec, k_cache, v_cache, qkv, T, C, pos, options.step, options.cache);
+  attention(ops, rec,
+            {.out = out,
+             .q = qkv,
+             .k_cache = k_cache,
+             .v_cache = v_cache,
+             .q_stride = 3 * C,
+             .T = T,
+             .L = L,
+             .C = C,
+             .H = H,
+             .options = options});
 }
 
 }  // namespace model::gpu

@@ -49,10 +49,16 @@ struct AttentionOptions : AttentionSpec {
 // stride q_stride, so the fused QKV projection (q_stride = 3C) is passed as is. Head h is columns
 // h*D .. h*D+D-1 of q, the caches and out, D = C / H. Only Split needs scratch memory.
 //                      q [T, q_stride], k_cache [>= L, C], v_cache [>= L, C] -> out [T, C]
-void attention(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
-               const vk::BufferSpan& q, uint32_t q_stride, const vk::BufferSpan& k_cache,
-               const vk::BufferSpan& v_cache, uint32_t T, uint32_t L, uint32_t C, uint32_t H,
-               const AttentionOptions& options = {});
+struct AttentionArgs {
+  vk::BufferSpan out;      // [T, C]
+  vk::BufferSpan q;        // [T, q_stride]: columns [0, C) read
+  vk::BufferSpan k_cache;  // [>= L, C]
+  vk::BufferSpan v_cache;  // [>= L, C]
+  uint32_t q_stride = 0;   // floats from one row of q to the next (the fused QKV's: 3C)
+  uint32_t T = 0, L = 0, C = 0, H = 0;
+  AttentionOptions options;
+};
+void attention(const Ops& ops, vk::Recorder& rec, const AttentionArgs& a);
 
 // gpu::kv_store then gpu::attention of the same T new tokens: their keys and values (columns
 // [C, 2C) and [2C, 3C) of the fused QKV projection) go to cache rows pos .. pos+T-1, then their
@@ -60,10 +66,15 @@ void attention(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
 // dispatch, which reads the new keys and values from qkv while it copies them to the caches;
 // otherwise the two ops' dispatches. pos + T > n_ctx, the rows the caches hold, throws.
 //   qkv [T, 3C] -> out [T, C]; k_cache, v_cache [n_ctx, C], rows pos .. pos+T-1 written
-void attention_store(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
-                     const vk::BufferSpan& k_cache, const vk::BufferSpan& v_cache,
-                     const vk::BufferSpan& qkv, uint32_t T, uint32_t pos, uint32_t C, uint32_t H,
-                     const AttentionOptions& options = {});
+struct AttentionStoreArgs {
+  vk::BufferSpan out;      // [T, C]
+  vk::BufferSpan k_cache;  // [n_ctx, C]: rows pos .. pos+T-1 written
+  vk::BufferSpan v_cache;  // [n_ctx, C]: rows pos .. pos+T-1 written
+  vk::BufferSpan qkv;      // [T, 3C]
+  uint32_t T = 0, pos = 0, C = 0, H = 0;
+  AttentionOptions options;
+};
+void attention_store(const Ops& ops, vk::Recorder& rec, const AttentionStoreArgs& a);
 
 // attention_store of a batch of T sequences' decode steps (gpt2vk serve's slots): query t is the
 // one new token of a sequence of its own, whose position and cache are row t of `rows`, read
@@ -78,16 +89,17 @@ void attention_store(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
 // (attention_store_batch_unsupported: why, empty when it can). The host keeps every pos and
 // cache within the bindings.
 //   qkv [T, 3C], rows [T, 2] uint32 -> out [T, C]
-void attention_store_batch(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
-                           const vk::BufferSpan& k_caches, const vk::BufferSpan& v_caches,
-                           const vk::BufferSpan& qkv, const vk::BufferSpan& rows, uint32_t T,
-                           uint32_t max_len, uint32_t C, uint32_t H,
-                           const AttentionOptions& options = {});
-std::string attention_store_batch_unsupported(const Ops& ops,
-                                              const vk::BufferSpan& k_caches,
-                                              const vk::BufferSpan& v_caches,
-                                              const vk::BufferSpan& qkv, uint32_t T,
-                                              uint32_t max_len, uint32_t C, uint32_t H,
-                                              const AttentionOptions& options = {});
+// attention_store_batch_unsupported reads neither out nor rows.
+struct AttentionStoreBatchArgs {
+  vk::BufferSpan out;       // [T, C]
+  vk::BufferSpan k_caches;  // every sequence's cache: row pos of query t's written
+  vk::BufferSpan v_caches;  // as k_caches
+  vk::BufferSpan qkv;       // [T, 3C]
+  vk::BufferSpan rows;      // [T, 2] uint32: {pos, the first texel of the sequence's cache}
+  uint32_t T = 0, max_len = 0, C = 0, H = 0;
+  AttentionOptions options;
+};
+void attention_store_batch(const Ops& ops, vk::Recorder& rec, const AttentionStoreBatchArgs& a);
+std::string attention_store_batch_unsupported(const Ops& ops, const AttentionStoreBatchArgs& a);
 
 }  // namespace model::gpu

@@ -53,29 +53,31 @@ bool sequences_texel(const Ops& ops, uint32_t B, uint32_t T, uint32_t C, uint32_
 
 }  // namespace
 
-void attention_sequences(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
-                         const vk::BufferSpan& qkv, uint32_t B, uint32_t T, uint32_t C,
-                         uint32_t H, const AttentionSpec& spec) {
+void attention_sequences(const Ops& ops, vk::Recorder& rec, const AttentionSequencesArgs& a) {
+  const vk::BufferSpan &out = a.out, &qkv = a.qkv;
+  const uint32_t B = a.B, T = a.T, C = a.C, H = a.H;
+  const AttentionSpec& spec = a.spec;
   const char* op = "attention_sequences";
-  const push::AttentionBackwardPush push = sequences_push(op, k.device().caps(), B, T, C, H, spec);
+  const push::AttentionBackwardPush push =
+      sequences_push(op, ops.device().caps(), B, T, C, H, spec);
   const uint64_t rows = uint64_t{B} * T;
   require_elements(op, "out", out, rows * C);
   require_elements(op, "qkv", qkv, rows * 3 * C);
   if (rows == 0) return;
-  const bool texel = sequences_texel(k, B, T, C, H, {&qkv}, {&out});
+  const bool texel = sequences_texel(ops, B, T, C, H, {&qkv}, {&out});
   const vk::Pipeline& p =
-      k.get(texel ? vk::Shader::attention_sequences_texel : vk::Shader::attention_sequences,
-            {{default_workgroup(k.device().caps()), 1, 1}, {C / H}});
+      ops.get(texel ? vk::Shader::attention_sequences_texel : vk::Shader::attention_sequences,
+              {{default_workgroup(ops.device().caps()), 1, 1}, {C / H}});
   rec.dispatch(p, {out.sub(0, rows * C * 4), qkv.sub(0, rows * 3 * C * 4)}, push,
-               vk::groups_for(k.device(), p, rows * H));
+               vk::groups_for(ops.device(), p, rows * H));
 }
 
-void attention_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& dqkv,
-                        const vk::BufferSpan& stats, const vk::BufferSpan& dout,
-                        const vk::BufferSpan& qkv, uint32_t B, uint32_t T, uint32_t C, uint32_t H,
-                        const AttentionSpec& spec) {
+void attention_backward(const Ops& ops, vk::Recorder& rec, const AttentionBackwardArgs& a) {
+  const vk::BufferSpan &dqkv = a.dqkv, &stats = a.stats, &dout = a.dout, &qkv = a.qkv;
+  const uint32_t B = a.B, T = a.T, C = a.C, H = a.H;
+  const AttentionSpec& spec = a.spec;
   const char* op = "attention_backward";
-  const vk::DeviceCaps& caps = k.device().caps();
+  const vk::DeviceCaps& caps = ops.device().caps();
   const push::AttentionBackwardPush push = sequences_push(op, caps, B, T, C, H, spec);
   const uint64_t rows = uint64_t{B} * T, qkv_bytes = rows * 3 * C * sizeof(float);
   require_elements(op, "dqkv", dqkv, rows * 3 * C);
@@ -89,16 +91,18 @@ void attention_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& d
                                              qkv.sub(0, qkv_bytes)};
   const uint32_t wg = default_workgroup(caps);
   // The texel kernel where the policy asks for texel attention and the shape and device allow.
-  const bool texel = sequences_texel(k, B, T, C, H, {&qkv, &dout, &stats}, {&dqkv, &stats});
+  const bool texel = sequences_texel(ops, B, T, C, H, {&qkv, &dout, &stats}, {&dqkv, &stats});
   for (bool keys : {false, true}) {
     if (texel) {
-      const vk::Pipeline& p = k.get(vk::Shader::attention_backward_texel, {{wg, 1, 1}, {C / H, keys ? 1u : 0u}});
+      const vk::Pipeline& p =
+          ops.get(vk::Shader::attention_backward_texel, {{wg, 1, 1}, {C / H, keys ? 1u : 0u}});
       rec.dispatch(p, {bindings[0], bindings[1], bindings[2], bindings[3], bindings[1]}, push,
-                   vk::groups_for(k.device(), p, rows * H));
+                   vk::groups_for(ops.device(), p, rows * H));
       continue;
     }
-    const vk::Pipeline& p = k.get(vk::Shader::attention_backward, {{wg, 1, 1}, {C / H, keys ? 1u : 0u}});
-    rec.dispatch(p, bindings, push, vk::groups_for(k.device(), p, rows * H));
+    const vk::Pipeline& p =
+        ops.get(vk::Shader::attention_backward, {{wg, 1, 1}, {C / H, keys ? 1u : 0u}});
+    rec.dispatch(p, bindings, push, vk::groups_for(ops.device(), p, rows * H));
   }
 }
 

@@ -14,9 +14,13 @@ namespace model::gpu {
 // Where the policy asks for texel attention (and D % 4 == 0, qkv texel-aligned), the texel
 // kernel runs, as for attention_backward.
 //   qkv [B, T, 3C] -> out [B, T, C]
-void attention_sequences(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
-                         const vk::BufferSpan& qkv, uint32_t B, uint32_t T, uint32_t C,
-                         uint32_t H, const AttentionSpec& spec = {});
+struct AttentionSequencesArgs {
+  vk::BufferSpan out;  // [B, T, C]
+  vk::BufferSpan qkv;  // [B, T, 3C]
+  uint32_t B = 0, T = 0, C = 0, H = 0;
+  AttentionSpec spec;
+};
+void attention_sequences(const Ops& ops, vk::Recorder& rec, const AttentionSequencesArgs& a);
 
 // The backward of training's attention, as cpu::attention_backward: B sequences of T tokens,
 // each attending within itself (causal or not), q, k and v the column blocks of the fused QKV
@@ -26,9 +30,14 @@ void attention_sequences(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& 
 // push::ATTENTION_BACKWARD_MAX_D (128); qkv, dout and dqkv must each fit one binding.
 //   dout [B, T, C], qkv [B, T, 3C] -> dqkv [B, T, 3C]
 uint64_t attention_backward_stats_bytes(uint32_t B, uint32_t T, uint32_t H);
-void attention_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& dqkv,
-                        const vk::BufferSpan& stats, const vk::BufferSpan& dout,
-                        const vk::BufferSpan& qkv, uint32_t B, uint32_t T, uint32_t C, uint32_t H,
-                        const AttentionSpec& spec = {});
+struct AttentionBackwardArgs {
+  vk::BufferSpan dqkv;   // [B, T, 3C]
+  vk::BufferSpan stats;  // scratch: attention_backward_stats_bytes(B, T, H)
+  vk::BufferSpan dout;   // [B, T, C]
+  vk::BufferSpan qkv;    // [B, T, 3C]
+  uint32_t B = 0, T = 0, C = 0, H = 0;
+  AttentionSpec spec;
+};
+void attention_backward(const Ops& ops, vk::Recorder& rec, const AttentionBackwardArgs& a);
 
 }  // namespace model::gpu

@@ -40,10 +40,19 @@ std::string check_coop_matrix(const Ops& k, MatmulKernel kernel) {
     const vk::BufferSpan coop = arena.alloc(out_bytes), tiled = arena.alloc(out_bytes);
     vk::Recorder rec(dev);
     rec.begin();
-    matmul(k, rec, coop, xs, ws, &bs, &rs, T, K, N,
-           {WeightLayout::NK, Activation::GeluTanh, kernel});
-    matmul(k, rec, tiled, xs, ws, &bs, &rs, T, K, N,
-           {WeightLayout::NK, Activation::GeluTanh, MatmulKernel::Tiled});
+    const auto args = [&](const vk::BufferSpan& out, MatmulKernel kind) {
+      return MatmulArgs{.out = out,
+                        .x = xs,
+                        .w = ws,
+                        .bias = &bs,
+                        .residual = &rs,
+                        .T = T,
+                        .K = K,
+                        .N = N,
+                        .options = {WeightLayout::NK, Activation::GeluTanh, kind}};
+    };
+    matmul(k, rec, args(coop, kernel));
+    matmul(k, rec, args(tiled, MatmulKernel::Tiled));
     rec.run();
     vk::download(dev, got.data(), coop, out_bytes);
     vk::download(dev, want.data(), tiled, out_bytes);

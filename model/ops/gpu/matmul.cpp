@@ -69,12 +69,14 @@ bool matmul_interleaved_shuffles(const vk::DeviceCaps& caps, uint32_t rows) {
          interleaved_workgroup(caps) == caps.subgroup_size;
 }
 
-void matmul(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
-            const vk::BufferSpan& x, const Weight& w, const vk::BufferSpan* bias,
-            const vk::BufferSpan* residual, uint32_t T, uint32_t K, uint32_t N,
-            const MatmulOptions& o) {
+void matmul(const Ops& ops, vk::Recorder& rec, const MatmulArgs& a) {
+  const vk::BufferSpan &out = a.out, &x = a.x;
+  const Weight& w = a.w;
+  const vk::BufferSpan *bias = a.bias, *residual = a.residual;
+  const uint32_t T = a.T, K = a.K, N = a.N;
+  const MatmulOptions& o = a.options;
   check_arguments(out, x, w, bias, residual, T, K, N, o);
-  const MatmulPlan plan = plan_matmul(k, o, x, w, T, K, N);
+  const MatmulPlan plan = plan_matmul(ops, o, x, w, T, K, N);
   const uint64_t align = plan.align;
   const bool nk = o.layout != WeightLayout::KN;
   const bool interleaved = o.layout == WeightLayout::Interleaved;
@@ -126,7 +128,7 @@ void matmul(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
           nk ? count : N, xw.skip, ww.skip, ow.skip, rw.skip,         flags,
           o.norm ? o.norm->eps : 0.0f};
       const vk::Pipeline& pipe = last ? *plan.last : *plan.plain;
-      const vk::Groups g = matmul_groups(k.device(), plan, p.n_count, rows);
+      const vk::Groups g = matmul_groups(ops.device(), plan, p.n_count, rows);
       if (plan.norm_bindings)  // gamma and beta, or x again where no LayerNorm reads them
         rec.dispatch(pipe, {ow.span, xw.span, ww.span, bs, rw.span,
                             o.norm ? o.norm->gamma.sub(0, uint64_t{K} * 4) : xw.span,

@@ -62,9 +62,15 @@ bool matmul_interleaved_shuffles(const vk::DeviceCaps& caps, uint32_t rows);
 // W into blocks of whole rows (of N for [N, K], of K for [K, N], whose partial sums accumulate in
 // out), x and out into blocks of rows. One row of x, out and W must each fit in the range. A
 // split over K cannot keep an in-place residual alive under an activation; that case throws.
-void matmul(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
-            const vk::BufferSpan& x, const Weight& w, const vk::BufferSpan* bias,
-            const vk::BufferSpan* residual, uint32_t T, uint32_t K, uint32_t N,
-            const MatmulOptions& options = {});
+struct MatmulArgs {
+  vk::BufferSpan out;                        // [T, N]
+  vk::BufferSpan x;                          // [options.x_row + T, K]
+  Weight w;                                  // [K, N] or [N, K], as options.layout says
+  const vk::BufferSpan* bias = nullptr;      // [N]
+  const vk::BufferSpan* residual = nullptr;  // [T, N]; may be out itself
+  uint32_t T = 0, K = 0, N = 0;
+  MatmulOptions options;
+};
+void matmul(const Ops& ops, vk::Recorder& rec, const MatmulArgs& a);
 
 }  // namespace model::gpu

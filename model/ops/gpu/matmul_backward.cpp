@@ -32,7 +32,8 @@ void matmul_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan* dx,
     const Weight wt = w_t ? *w_t
                           : Weight{w.span, DType::F32,
                                    w.layout == WeightLayout::KN ? WeightLayout::NK : WeightLayout::KN};
-    matmul(k, rec, *dx, dout, wt, nullptr, nullptr, T, N, K, {wt.layout});
+    matmul(k, rec,
+           {.out = *dx, .x = dout, .w = wt, .T = T, .K = N, .N = K, .options = {wt.layout}});
   }
   const vk::DeviceCaps& caps = k.device().caps();
   const uint64_t dw_bytes = uint64_t{K} * N * sizeof(float);
