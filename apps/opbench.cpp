@@ -118,10 +118,21 @@ void run_shapes(Bench& b, uint32_t T, uint32_t L, model::DType dtype) {
   gelu.act = model::Activation::GeluTanh;
 
   b.time("embedding", t + " C=768", [&](vk::Recorder& r) {
-    model::gpu::embedding(k, r, x, ids, wte, &wpe, T, C, V, N_CTX, L - T, model::PositionKind::Learned);
+    model::gpu::embedding(k, r,
+                          {.out = x,
+                           .ids = ids,
+                           .wte = wte,
+                           .wpe = &wpe,
+                           .T = T,
+                           .C = C,
+                           .V = V,
+                           .n_pos = N_CTX,
+                           .pos_offset = L - T,
+                           .position = model::PositionKind::Learned});
   });
   b.time("layernorm", t + " C=768", [&](vk::Recorder& r) {
-    model::gpu::layernorm(k, r, y, x, gamma, beta, T, C, 1e-5f);
+    model::gpu::layernorm(
+        k, r, {.out = y, .x = x, .gamma = gamma, .beta = beta, .T = T, .C = C, .eps = 1e-5f});
   });
   b.time("matmul qkv +bias", t + " 768->2304", [&](vk::Recorder& r) {
     model::gpu::matmul(
@@ -129,7 +140,8 @@ void run_shapes(Bench& b, uint32_t T, uint32_t L, model::DType dtype) {
         {.out = qkv, .x = y, .w = w_qkv, .bias = &b3, .T = T, .K = C, .N = 3 * C, .options = kn});
   });
   b.time("kv_store", t + " pos=" + std::to_string(L - T), [&](vk::Recorder& r) {
-    model::gpu::kv_store(k, r, kc, vc, qkv, T, C, L - T);
+    model::gpu::kv_store(k, r,
+                         {.k_cache = kc, .v_cache = vc, .qkv = qkv, .T = T, .C = C, .pos = L - T});
   });
   b.time("attention", t + " L=" + std::to_string(L) + " H=12", [&](vk::Recorder& r) {
     model::gpu::attention(k, r,
@@ -221,7 +233,8 @@ void run_shapes(Bench& b, uint32_t T, uint32_t L, model::DType dtype) {
                         .options = kn});
   });
   b.time("activation gelu", t + " n=" + std::to_string(T * 4 * C), [&](vk::Recorder& r) {
-    model::gpu::activation(k, r, h4, h4, T * 4 * C, model::Activation::GeluTanh);
+    model::gpu::activation(
+        k, r, {.out = h4, .x = h4, .n = T * 4 * C, .kind = model::Activation::GeluTanh});
   });
   b.time("matmul lm_head (wte^T)", t + " 768->50257", [&](vk::Recorder& r) {
     model::gpu::matmul(k, r,
@@ -267,7 +280,13 @@ void run_shapes(Bench& b, uint32_t T, uint32_t L, model::DType dtype) {
     });
   }
   b.time("topk k=40", "V=50257", [&](vk::Recorder& r) {
-    model::gpu::topk(k, r, top_ids, top_vals, logits, scratch, V, 40);
+    model::gpu::topk(k, r,
+                     {.out_ids = top_ids,
+                      .out_values = top_vals,
+                      .logits = logits,
+                      .scratch = scratch,
+                      .V = V,
+                      .k = 40});
   });
 }
 

@@ -44,7 +44,8 @@ std::vector<float> run_gpu(const model::gpu::Ops& kernels, const std::vector<flo
   vk::BufferSpan out = in_place ? gx : arena.alloc(bytes);
   vk::Recorder rec(dev, shaders != nullptr);
   rec.begin();
-  model::gpu::activation(kernels, rec, out, gx, static_cast<uint32_t>(x.size()), kind);
+  model::gpu::activation(kernels, rec,
+                         {.out = out, .x = gx, .n = static_cast<uint32_t>(x.size()), .kind = kind});
   rec.run();
   if (shaders)
     for (const vk::DispatchTime& t : rec.timings()) shaders->push_back(t.shader);
@@ -122,11 +123,15 @@ TEST_CASE("activation rejects bad arguments") {
   vk::BufferSpan out = arena.alloc(4096), x = arena.alloc(2048);
   vk::Recorder rec(g.device);
   rec.begin();
-  CHECK_THROWS_WITH_AS(model::gpu::activation(g.kernels, rec, out, x, 1000, Act::Relu),
-                       doctest::Contains("activation: x"), vk::Error);
-  CHECK_THROWS_WITH_AS(model::gpu::activation(g.kernels, rec, out, x, 16, static_cast<Act>(9)),
-                       doctest::Contains("unknown kind"), vk::Error);
-  model::gpu::activation(g.kernels, rec, out, x, 0, Act::Relu);  // nothing to do
+  CHECK_THROWS_WITH_AS(
+      model::gpu::activation(g.kernels, rec, {.out = out, .x = x, .n = 1000, .kind = Act::Relu}),
+      doctest::Contains("activation: x"), vk::Error);
+  CHECK_THROWS_WITH_AS(
+      model::gpu::activation(g.kernels, rec,
+                             {.out = out, .x = x, .n = 16, .kind = static_cast<Act>(9)}),
+      doctest::Contains("unknown kind"), vk::Error);
+  model::gpu::activation(g.kernels, rec,
+                         {.out = out, .x = x, .n = 0, .kind = Act::Relu});  // nothing to do
   rec.run();
   CHECK(rec.stats().dispatches == 0);
 }
@@ -154,7 +159,9 @@ TEST_CASE("activation_backward matches the CPU reference, both kernel sets") {
         const vk::BufferSpan dx = arena.alloc(bytes);
         vk::Recorder rec(dev, true);
         rec.begin();
-        model::gpu::activation_backward(model::gpu::Ops(dev), rec, dx, gd, gx, static_cast<uint32_t>(x.size()), kind);
+        model::gpu::activation_backward(
+            model::gpu::Ops(dev), rec,
+            {.dx = dx, .dout = gd, .x = gx, .n = static_cast<uint32_t>(x.size()), .kind = kind});
         rec.run();
         const bool exact = kind == Act::Relu || kind == Act::None;
         const std::string what = "activation_backward " + std::to_string(int(kind)) + ", n = " +
@@ -176,12 +183,15 @@ TEST_CASE("activation_backward matches the CPU reference, both kernel sets") {
   const vk::BufferSpan sx = test::to_gpu(small.device, a2, xs), sd = test::to_gpu(small.device, a2, ds);
   vk::Recorder rec(small.device);
   rec.begin();
-  model::gpu::activation_backward(small.kernels, rec, sd, sd, sx, 1000, Act::GeluTanh);
+  model::gpu::activation_backward(
+      small.kernels, rec, {.dx = sd, .dout = sd, .x = sx, .n = 1000, .kind = Act::GeluTanh});
   rec.run();
   CHECK(rec.stats().dispatches == 4);
   CHECK(test::close("activation_backward split in place", test::from_gpu(small.device, sd, 1000),
                     ref, {1e-6, 1e-6}));
   CHECK_THROWS_WITH_AS(
-      model::gpu::activation_backward(small.kernels, rec, sd, sd, sx.sub(0, 400), 1000, Act::Relu),
+      model::gpu::activation_backward(
+          small.kernels, rec,
+          {.dx = sd, .dout = sd, .x = sx.sub(0, 400), .n = 1000, .kind = Act::Relu}),
       doctest::Contains("activation_backward: x"), vk::Error);
 }

@@ -61,8 +61,8 @@ TEST_CASE("gpu::add in place in chunks, and gpu::fill") {
                        z = arena.alloc(n * sizeof(float));
   vk::Recorder rec(small.device);
   rec.begin();
-  model::gpu::add(small.kernels, rec, ga, ga, gb, n);
-  model::gpu::fill(small.kernels, rec, z, n, -2.5f);
+  model::gpu::add(small.kernels, rec, {.out = ga, .a = ga, .b = gb, .n = n});
+  model::gpu::fill(small.kernels, rec, {.out = z, .n = n, .value = -2.5f});
   rec.run();
   CHECK(rec.stats().dispatches == 8);
   std::vector<float> ref(n);
@@ -70,10 +70,12 @@ TEST_CASE("gpu::add in place in chunks, and gpu::fill") {
   CHECK(test::close("gpu::add in place", test::from_gpu(small.device, ga, n), ref, {0, 0}));
   CHECK(test::close("gpu::fill", test::from_gpu(small.device, z, n), std::vector<float>(n, -2.5f), {0, 0}));
   rec.begin();
-  CHECK_THROWS_WITH_AS(model::gpu::add(small.kernels, rec, ga, ga, gb.sub(0, 400), n),
-                       doctest::Contains("add: b"), vk::Error);
-  CHECK_THROWS_WITH_AS(model::gpu::fill(small.kernels, rec, z.sub(0, 400), n, 0.0f),
-                       doctest::Contains("fill: out"), vk::Error);
+  CHECK_THROWS_WITH_AS(
+      model::gpu::add(small.kernels, rec, {.out = ga, .a = ga, .b = gb.sub(0, 400), .n = n}),
+      doctest::Contains("add: b"), vk::Error);
+  CHECK_THROWS_WITH_AS(
+      model::gpu::fill(small.kernels, rec, {.out = z.sub(0, 400), .n = n, .value = 0.0f}),
+      doctest::Contains("fill: out"), vk::Error);
   rec.end();
 }
 
@@ -92,8 +94,8 @@ TEST_CASE("gpu::add and gpu::fill with the grid folded into rows, both kernel se
                          gb = test::to_gpu(folded.device, arena, b), z = arena.alloc(n * sizeof(float));
     vk::Recorder rec(folded.device);
     rec.begin();
-    model::gpu::add(folded.kernels, rec, ga, ga, gb, n);
-    model::gpu::fill(folded.kernels, rec, z, n, -2.5f);
+    model::gpu::add(folded.kernels, rec, {.out = ga, .a = ga, .b = gb, .n = n});
+    model::gpu::fill(folded.kernels, rec, {.out = z, .n = n, .value = -2.5f});
     rec.run();
     std::vector<float> ref(n);
     test::cpu_add(ref.data(), a.data(), b.data(), n);
@@ -116,7 +118,7 @@ TEST_CASE("gpu::add matches the CPU reference, both kernel sets") {
       const vk::BufferSpan ga = test::to_gpu(dev, arena, a), gb = test::to_gpu(dev, arena, b);
       vk::Recorder rec(dev, true);
       rec.begin();
-      model::gpu::add(model::gpu::Ops(dev), rec, ga, ga, gb, n);
+      model::gpu::add(model::gpu::Ops(dev), rec, {.out = ga, .a = ga, .b = gb, .n = n});
       rec.run();
       std::vector<float> ref(n);
       test::cpu_add(ref.data(), a.data(), b.data(), n);

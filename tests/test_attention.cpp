@@ -539,8 +539,10 @@ TEST_CASE("attention of a chunked prefill through the KV cache") {
   vk::BufferSpan out = arena.alloc(T1 * C * sizeof(float));
   vk::Recorder rec(g.device);
   rec.begin();
-  model::gpu::kv_store(g.kernels, rec, k, v, g0, T0, C, 0);
-  model::gpu::kv_store(g.kernels, rec, k, v, g1, T1, C, T0);
+  model::gpu::kv_store(g.kernels, rec,
+                       {.k_cache = k, .v_cache = v, .qkv = g0, .T = T0, .C = C, .pos = 0});
+  model::gpu::kv_store(g.kernels, rec,
+                       {.k_cache = k, .v_cache = v, .qkv = g1, .T = T1, .C = C, .pos = T0});
   model::gpu::attention(g.kernels, rec,
                         {.out = out,
                          .q = g1,

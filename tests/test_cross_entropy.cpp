@@ -44,7 +44,9 @@ Result run_gpu(test::Gpu& g, const vk::Device& device, const model::gpu::Ops& ke
   vk::upload(device, t, targets.data(), targets.size() * 4);
   vk::Recorder rec(device, true);
   rec.begin();
-  model::gpu::cross_entropy(kernels, rec, out, l, t, N, V, mean_over);
+  model::gpu::cross_entropy(
+      kernels, rec,
+      {.losses = out, .logits = l, .targets = t, .N = N, .V = V, .mean_over = mean_over});
   rec.run();
   std::vector<std::string> shaders;
   for (const vk::DispatchTime& d : rec.timings()) shaders.push_back(d.shader);
@@ -142,9 +144,15 @@ TEST_CASE("cross_entropy: a target outside the vocabulary gives a NaN loss, othe
   const vk::BufferSpan l = arena.alloc(4000), t = arena.alloc(40), out = arena.alloc(40);
   vk::Recorder rec(g.device);
   rec.begin();
-  CHECK_THROWS_WITH_AS(model::gpu::cross_entropy(g.kernels, rec, out, l, t, 10, 101, 10),
-                       doctest::Contains("cross_entropy: logits"), vk::Error);
-  CHECK_THROWS_WITH_AS(model::gpu::cross_entropy(g.kernels, rec, out, l, t, 10, 100, 0),
-                       doctest::Contains("must be positive"), vk::Error);
+  CHECK_THROWS_WITH_AS(
+      model::gpu::cross_entropy(
+          g.kernels, rec,
+          {.losses = out, .logits = l, .targets = t, .N = 10, .V = 101, .mean_over = 10}),
+      doctest::Contains("cross_entropy: logits"), vk::Error);
+  CHECK_THROWS_WITH_AS(
+      model::gpu::cross_entropy(
+          g.kernels, rec,
+          {.losses = out, .logits = l, .targets = t, .N = 10, .V = 100, .mean_over = 0}),
+      doctest::Contains("must be positive"), vk::Error);
   rec.end();
 }

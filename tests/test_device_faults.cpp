@@ -74,8 +74,11 @@ struct Work {
   void record(const model::gpu::Ops& k, vk::Recorder& rec) {
     rec.begin();
     for (int i = 0; i < 4; i++)
-      model::gpu::activation(k, rec, i % 2 ? x : y, i % 2 ? y : x, kFloats,
-                             model::Activation::GeluTanh);
+      model::gpu::activation(k, rec,
+                             {.out = i % 2 ? x : y,
+                              .x = i % 2 ? y : x,
+                              .n = kFloats,
+                              .kind = model::Activation::GeluTanh});
     rec.end();
   }
 };

@@ -96,8 +96,18 @@ std::pair<std::vector<float>, std::vector<float>> run_case(const model::gpu::Ops
   rec.begin();
   const model::gpu::Weight wte_gpu =
       c.interleaved ? interleaved_wte(device, arena, wte, c.C, c.V) : wte.gpu;
-  model::gpu::embedding(kernels, rec, out, gids, wte_gpu, &wpe.gpu, c.T, c.C, c.V, c.n_pos, c.pos_offset,
-                 c.position, c.interleaved);
+  model::gpu::embedding(kernels, rec,
+                        {.out = out,
+                         .ids = gids,
+                         .wte = wte_gpu,
+                         .wpe = &wpe.gpu,
+                         .T = c.T,
+                         .C = c.C,
+                         .V = c.V,
+                         .n_pos = c.n_pos,
+                         .pos_offset = c.pos_offset,
+                         .position = c.position,
+                         .wte_interleaved = c.interleaved});
   rec.run();
   if (dispatches) *dispatches = rec.stats().dispatches;
 
@@ -224,7 +234,16 @@ TEST_CASE("upload_ids rejects ids outside the vocabulary; the shader clamps a ba
   vk::upload(g.device, ids, raw.data(), 16);
   vk::Recorder rec(g.device);
   rec.begin();
-  model::gpu::embedding(g.kernels, rec, out, ids, wte.gpu, nullptr, 4, C, V, 0, 0, PositionKind::None);
+  model::gpu::embedding(g.kernels, rec,
+                        {.out = out,
+                         .ids = ids,
+                         .wte = wte.gpu,
+                         .T = 4,
+                         .C = C,
+                         .V = V,
+                         .n_pos = 0,
+                         .pos_offset = 0,
+                         .position = PositionKind::None});
   rec.run();
   std::vector<int32_t> clamped = {0, 9, 9, 4};
   std::vector<float> ref(4 * C);
@@ -244,7 +263,17 @@ TEST_CASE("embedding rejects bad arguments") {
   rec.begin();
   auto run = [&](uint32_t T, uint32_t pos_offset, const model::gpu::Weight* p, PositionKind kind,
                  uint32_t vocab = 10) {
-    model::gpu::embedding(g.kernels, rec, out, ids, wte.gpu, p, T, C, vocab, n_pos, pos_offset, kind);
+    model::gpu::embedding(g.kernels, rec,
+                          {.out = out,
+                           .ids = ids,
+                           .wte = wte.gpu,
+                           .wpe = p,
+                           .T = T,
+                           .C = C,
+                           .V = vocab,
+                           .n_pos = n_pos,
+                           .pos_offset = pos_offset,
+                           .position = kind});
   };
   CHECK_THROWS_WITH_AS(run(3, 4, &wpe.gpu, PositionKind::Learned),
                        doctest::Contains("exceed the 6 rows"), vk::Error);
@@ -283,7 +312,15 @@ void check_backward(const vk::Device& device, const model::gpu::Ops& kernels, ui
   model::gpu::upload_ids(device, gids, ids, V);
   vk::Recorder rec(device);
   rec.begin();
-  model::gpu::embedding_backward(kernels, rec, gwte, learned ? &gwpe : nullptr, gout, gids, n, T, C, V);
+  model::gpu::embedding_backward(kernels, rec,
+                                 {.dwte = gwte,
+                                  .dwpe = learned ? &gwpe : nullptr,
+                                  .dout = gout,
+                                  .ids = gids,
+                                  .n = n,
+                                  .T = T,
+                                  .C = C,
+                                  .V = V});
   rec.run();
   CHECK(rec.stats().dispatches == dispatches);
   model::cpu::embedding_backward(dwte.data(), learned ? dwpe.data() : nullptr, dout.data(), ids.data(),
@@ -322,8 +359,19 @@ TEST_CASE("embedding of several sequences in one call (period)") {
   for (PositionKind position : {PositionKind::Learned, PositionKind::Sinusoidal}) {
     vk::Recorder rec(g.device);
     rec.begin();
-    model::gpu::embedding(g.kernels, rec, out, gids, gwte, &gwpe, B * T, C, V, n_pos, 0, position,
-                          false, nullptr, T);
+    model::gpu::embedding(g.kernels, rec,
+                          {.out = out,
+                           .ids = gids,
+                           .wte = gwte,
+                           .wpe = &gwpe,
+                           .T = B * T,
+                           .C = C,
+                           .V = V,
+                           .n_pos = n_pos,
+                           .pos_offset = 0,
+                           .position = position,
+                           .wte_interleaved = false,
+                           .period = T});
     rec.run();
     CHECK(rec.stats().dispatches == 1);
     std::vector<float> ref(size_t{B} * T * C);
@@ -335,8 +383,19 @@ TEST_CASE("embedding of several sequences in one call (period)") {
   }
   vk::Recorder rec(g.device);
   rec.begin();
-  CHECK_THROWS_WITH_AS(model::gpu::embedding(g.kernels, rec, out, gids, gwte, &gwpe, 14, C, V, n_pos, 0,
-                                             PositionKind::Learned, false, nullptr, T),
+  CHECK_THROWS_WITH_AS(model::gpu::embedding(g.kernels, rec,
+                                             {.out = out,
+                                              .ids = gids,
+                                              .wte = gwte,
+                                              .wpe = &gwpe,
+                                              .T = 14,
+                                              .C = C,
+                                              .V = V,
+                                              .n_pos = n_pos,
+                                              .pos_offset = 0,
+                                              .position = PositionKind::Learned,
+                                              .wte_interleaved = false,
+                                              .period = T}),
                        doctest::Contains("not whole sequences"), vk::Error);
   rec.end();
 }
@@ -370,8 +429,18 @@ TEST_CASE("embedding of a batch, each row at its table's position") {
             interleaved ? interleaved_wte(g.device, arena, wte, C, V) : wte.gpu;
         vk::Recorder rec(g.device);
         rec.begin();
-        model::gpu::embedding_batch(g.kernels, rec, out, gids, wte_gpu, &wpe.gpu, B, C, V, n_pos,
-                                    position, interleaved, table);
+        model::gpu::embedding_batch(g.kernels, rec,
+                                    {.out = out,
+                                     .ids = gids,
+                                     .rows = table,
+                                     .wte = wte_gpu,
+                                     .wpe = &wpe.gpu,
+                                     .T = B,
+                                     .C = C,
+                                     .V = V,
+                                     .n_pos = n_pos,
+                                     .position = position,
+                                     .wte_interleaved = interleaved});
         rec.end();
         CHECK(rec.stats().dispatches == 1);
         for (const std::vector<uint32_t>& at : steps) {
@@ -391,9 +460,18 @@ TEST_CASE("embedding of a batch, each row at its table's position") {
   const HostWeight wte = make_weight(g.device, arena, size_t{V} * C, DType::F32, 702);
   vk::Recorder rec(g.device);
   rec.begin();
-  CHECK_THROWS_WITH_AS(model::gpu::embedding_batch(g.kernels, rec, out, gids, wte.gpu, &wte.gpu, B,
-                                                   C, V, n_pos, PositionKind::None, false,
-                                                   table.sub(0, 8 * (B - 1))),
+  CHECK_THROWS_WITH_AS(model::gpu::embedding_batch(g.kernels, rec,
+                                                   {.out = out,
+                                                    .ids = gids,
+                                                    .rows = table.sub(0, 8 * (B - 1)),
+                                                    .wte = wte.gpu,
+                                                    .wpe = &wte.gpu,
+                                                    .T = B,
+                                                    .C = C,
+                                                    .V = V,
+                                                    .n_pos = n_pos,
+                                                    .position = PositionKind::None,
+                                                    .wte_interleaved = false}),
                        doctest::Contains("rows"), vk::Error);
   rec.end();
 }

@@ -45,8 +45,14 @@ TEST_CASE("kv_store writes K and V rows at the cache position, and nothing else"
       rec.begin();
       for (const Step& s : c.steps) {
         std::vector<float> qkv = test::random_floats(size_t{s.T} * 3 * c.C, seed++);
-        model::gpu::kv_store(g.kernels, rec, k, v, test::to_gpu(g, arena, qkv), s.T, c.C, s.pos,
-                             nullptr, cache);
+        model::gpu::kv_store(g.kernels, rec,
+                             {.k_cache = k,
+                              .v_cache = v,
+                              .qkv = test::to_gpu(g, arena, qkv),
+                              .T = s.T,
+                              .C = c.C,
+                              .pos = s.pos,
+                              .cache = cache});
         model::cpu::kv_store(k_ref.data(), v_ref.data(), qkv.data(), s.T, c.C, s.pos, cache);
       }
       rec.run();
@@ -79,8 +85,14 @@ TEST_CASE("kv_store's fp16 cache rounds as the CPU does: ties to even, subnormal
   const vk::BufferSpan k = arena.alloc(C * 2), v = arena.alloc(C * 2);
   vk::Recorder rec(g.device);
   rec.begin();
-  model::gpu::kv_store(g.kernels, rec, k, v, test::to_gpu(g, arena, qkv), 1, C, 0, nullptr,
-                       model::DType::F16);
+  model::gpu::kv_store(g.kernels, rec,
+                       {.k_cache = k,
+                        .v_cache = v,
+                        .qkv = test::to_gpu(g, arena, qkv),
+                        .T = 1,
+                        .C = C,
+                        .pos = 0,
+                        .cache = model::DType::F16});
   rec.run();
   CHECK(test::close("k_cache", test::from_gpu(g.device, k, C, model::DType::F16), k_ref, {0, 0}));
   CHECK(test::close("v_cache", test::from_gpu(g.device, v, C, model::DType::F16), v_ref, {0, 0}));
@@ -99,21 +111,56 @@ TEST_CASE("kv_store rejects rows past the cache and short inputs") {
                  qkv = arena.alloc(4 * 3 * C * 4);
   vk::Recorder rec(g.device);
   rec.begin();
-  CHECK_THROWS_WITH_AS(model::gpu::kv_store(g.kernels, rec, k, v, qkv, 4, C, 5),
-                       doctest::Contains("n_ctx = 8"), vk::Error);
-  CHECK_THROWS_WITH_AS(model::gpu::kv_store(g.kernels, rec, k, v.sub(0, 6 * C * 4), qkv, 1, C, 6),
-                       doctest::Contains("n_ctx = 6"), vk::Error);
-  CHECK_THROWS_WITH_AS(model::gpu::kv_store(g.kernels, rec, k, v, qkv, 5, C, 0), doctest::Contains("qkv"),
-                       vk::Error);
-  CHECK_THROWS_AS(model::gpu::kv_store(g.kernels, rec, k, v, qkv, 0, C, 0), vk::Error);
-  model::gpu::kv_store(g.kernels, rec, k, v, qkv, 4, C, 4);  // the last 4 rows fit exactly
+  CHECK_THROWS_WITH_AS(
+      model::gpu::kv_store(g.kernels, rec,
+                           {.k_cache = k, .v_cache = v, .qkv = qkv, .T = 4, .C = C, .pos = 5}),
+      doctest::Contains("n_ctx = 8"), vk::Error);
+  CHECK_THROWS_WITH_AS(
+      model::gpu::kv_store(
+          g.kernels, rec,
+          {.k_cache = k, .v_cache = v.sub(0, 6 * C * 4), .qkv = qkv, .T = 1, .C = C, .pos = 6}),
+      doctest::Contains("n_ctx = 6"), vk::Error);
+  CHECK_THROWS_WITH_AS(
+      model::gpu::kv_store(g.kernels, rec,
+                           {.k_cache = k, .v_cache = v, .qkv = qkv, .T = 5, .C = C, .pos = 0}),
+      doctest::Contains("qkv"), vk::Error);
+  CHECK_THROWS_AS(
+      model::gpu::kv_store(g.kernels, rec,
+                           {.k_cache = k, .v_cache = v, .qkv = qkv, .T = 0, .C = C, .pos = 0}),
+      vk::Error);
+  model::gpu::kv_store(g.kernels, rec,
+                       {.k_cache = k,
+                        .v_cache = v,
+                        .qkv = qkv,
+                        .T = 4,
+                        .C = C,
+                        .pos = 4});  // the last 4 rows fit exactly
   // fp16: rows of half the bytes, so 16 of them fit; an odd C cannot be stored in words.
-  model::gpu::kv_store(g.kernels, rec, k, v, qkv, 4, C, 12, nullptr, model::DType::F16);
-  CHECK_THROWS_WITH_AS(model::gpu::kv_store(g.kernels, rec, k, v, qkv, 4, C, 13, nullptr,
-                                            model::DType::F16),
+  model::gpu::kv_store(g.kernels, rec,
+                       {.k_cache = k,
+                        .v_cache = v,
+                        .qkv = qkv,
+                        .T = 4,
+                        .C = C,
+                        .pos = 12,
+                        .cache = model::DType::F16});
+  CHECK_THROWS_WITH_AS(model::gpu::kv_store(g.kernels, rec,
+                                            {.k_cache = k,
+                                             .v_cache = v,
+                                             .qkv = qkv,
+                                             .T = 4,
+                                             .C = C,
+                                             .pos = 13,
+                                             .cache = model::DType::F16}),
                        doctest::Contains("n_ctx = 16"), vk::Error);
-  CHECK_THROWS_WITH_AS(model::gpu::kv_store(g.kernels, rec, k, v, qkv, 1, 15, 0, nullptr,
-                                            model::DType::F16),
+  CHECK_THROWS_WITH_AS(model::gpu::kv_store(g.kernels, rec,
+                                            {.k_cache = k,
+                                             .v_cache = v,
+                                             .qkv = qkv,
+                                             .T = 1,
+                                             .C = 15,
+                                             .pos = 0,
+                                             .cache = model::DType::F16}),
                        doctest::Contains("an fp16 cache needs an even C"), vk::Error);
   rec.end();
 }

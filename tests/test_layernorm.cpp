@@ -44,7 +44,16 @@ std::vector<float> run_gpu(const model::gpu::Ops& kernels, const Inputs& in, flo
   vk::BufferSpan out = arena.alloc(n * sizeof(float));
   vk::Recorder rec(dev);
   rec.begin();
-  model::gpu::layernorm(kernels, rec, out, x, gamma, beta, in.T, in.C, eps, kind, kernel);
+  model::gpu::layernorm(kernels, rec,
+                        {.out = out,
+                         .x = x,
+                         .gamma = gamma,
+                         .beta = beta,
+                         .T = in.T,
+                         .C = in.C,
+                         .eps = eps,
+                         .kind = kind,
+                         .kernel = kernel});
   rec.run();
   return test::from_gpu(dev, out, n);
 }
@@ -167,7 +176,15 @@ TEST_CASE("layernorm rejects bad arguments") {
   vk::Recorder rec(g.device);
   rec.begin();
   auto ln = [&](uint32_t T, uint32_t C, float eps, Kind kind) {
-    model::gpu::layernorm(g.kernels, rec, out, x, gamma, beta, T, C, eps, kind);
+    model::gpu::layernorm(g.kernels, rec,
+                          {.out = out,
+                           .x = x,
+                           .gamma = gamma,
+                           .beta = beta,
+                           .T = T,
+                           .C = C,
+                           .eps = eps,
+                           .kind = kind});
   };
   CHECK_THROWS_WITH_AS(ln(1, 0, 1e-5f, Kind::Standard), doctest::Contains("C must be"), vk::Error);
   CHECK_THROWS_WITH_AS(ln(1, 1, 1e-5f, Kind::StdPlusEps), doctest::Contains("C >= 2"), vk::Error);
@@ -182,8 +199,16 @@ TEST_CASE("layernorm rejects bad arguments") {
   rec.run();
   CHECK(rec.stats().dispatches == 0);
   if (g.device.caps().storage_texel_buffers)
-    CHECK_THROWS_WITH_AS(model::gpu::layernorm(g.kernels, rec, out, x, gamma, beta, 1, 6, 1e-5f,
-                                        Kind::Standard, Kernel::Texel),
+    CHECK_THROWS_WITH_AS(model::gpu::layernorm(g.kernels, rec,
+                                               {.out = out,
+                                                .x = x,
+                                                .gamma = gamma,
+                                                .beta = beta,
+                                                .T = 1,
+                                                .C = 6,
+                                                .eps = 1e-5f,
+                                                .kind = Kind::Standard,
+                                                .kernel = Kernel::Texel}),
                          doctest::Contains("not a multiple of 4"), vk::Error);
 }
 
@@ -206,7 +231,18 @@ void check_backward(const model::gpu::Ops& kernels, const Inputs& in, float eps,
                        stats = arena.alloc(size_t{in.T} * 16);
   vk::Recorder rec(dev, true);
   rec.begin();
-  model::gpu::layernorm_backward(kernels, rec, dx, dg, db, stats, d, x, gamma, in.T, in.C, eps, kind);
+  model::gpu::layernorm_backward(kernels, rec,
+                                 {.dx = dx,
+                                  .dgamma = dg,
+                                  .dbeta = db,
+                                  .stats = stats,
+                                  .dout = d,
+                                  .x = x,
+                                  .gamma = gamma,
+                                  .T = in.T,
+                                  .C = in.C,
+                                  .eps = eps,
+                                  .kind = kind});
   rec.run();
   CHECK(rec.stats().dispatches == 2);
   // The kernel the policy picks: the texel one for the CPU set where C is in whole texels (arena
@@ -247,7 +283,17 @@ TEST_CASE("layernorm_backward matches the CPU reference, both kernel sets") {
   const vk::BufferSpan a = arena.alloc(4000), s = arena.alloc(16);
   vk::Recorder rec(g.device);
   rec.begin();
-  CHECK_THROWS_WITH_AS(model::gpu::layernorm_backward(g.kernels, rec, a, a, a, s, a, a, a, 10, 100, 1e-5f),
+  CHECK_THROWS_WITH_AS(model::gpu::layernorm_backward(g.kernels, rec,
+                                                      {.dx = a,
+                                                       .dgamma = a,
+                                                       .dbeta = a,
+                                                       .stats = s,
+                                                       .dout = a,
+                                                       .x = a,
+                                                       .gamma = a,
+                                                       .T = 10,
+                                                       .C = 100,
+                                                       .eps = 1e-5f}),
                        doctest::Contains("layernorm_backward: stats"), vk::Error);
   rec.end();
 }

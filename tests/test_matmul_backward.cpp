@@ -44,7 +44,16 @@ Out run_gpu(const vk::Device& device, const model::gpu::Ops& kernels, const std:
   vk::Recorder rec(device, true);
   rec.begin();
   const model::gpu::Weight weight{gw, model::DType::F32, layout};
-  model::gpu::matmul_backward(kernels, rec, &gdx, gdw, with_bias ? &gdb : nullptr, gd, gx, weight, T, K, N);
+  model::gpu::matmul_backward(kernels, rec,
+                              {.dx = &gdx,
+                               .dw = gdw,
+                               .dbias = with_bias ? &gdb : nullptr,
+                               .dout = gd,
+                               .x = gx,
+                               .w = weight,
+                               .T = T,
+                               .K = K,
+                               .N = N});
   rec.run();
   if (dispatches) *dispatches = rec.stats().dispatches;
   std::vector<std::string> shaders;
@@ -125,10 +134,14 @@ TEST_CASE("matmul_backward rejects what it cannot run") {
   vk::Recorder rec(g.device);
   rec.begin();
   const model::gpu::Weight half{a, model::DType::F16, model::WeightLayout::KN};
-  CHECK_THROWS_WITH_AS(model::gpu::matmul_backward(g.kernels, rec, nullptr, b, nullptr, a, a, half, 4, 8, 8),
-                       doctest::Contains("fp32 in the KN or NK layout"), vk::Error);
+  CHECK_THROWS_WITH_AS(
+      model::gpu::matmul_backward(g.kernels, rec,
+                                  {.dw = b, .dout = a, .x = a, .w = half, .T = 4, .K = 8, .N = 8}),
+      doctest::Contains("fp32 in the KN or NK layout"), vk::Error);
   const model::gpu::Weight w{a, model::DType::F32, model::WeightLayout::KN};
-  CHECK_THROWS_WITH_AS(model::gpu::matmul_backward(g.kernels, rec, nullptr, b, nullptr, a, a, w, 4, 64, 64),
-                       doctest::Contains("matmul_backward: dw"), vk::Error);
+  CHECK_THROWS_WITH_AS(
+      model::gpu::matmul_backward(g.kernels, rec,
+                                  {.dw = b, .dout = a, .x = a, .w = w, .T = 4, .K = 64, .N = 64}),
+      doctest::Contains("matmul_backward: dw"), vk::Error);
   rec.end();
 }

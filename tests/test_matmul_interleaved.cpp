@@ -85,7 +85,8 @@ TEST_CASE("interleave on the device equals interleave on the host") {
       vk::upload(g.device, dst, junk.data(), bytes);
       vk::Recorder rec(g.device);
       rec.begin();
-      model::gpu::interleave(g.kernels, rec, dst, src, from, K, N);
+      model::gpu::interleave(g.kernels, rec,
+                             {.dst = dst, .src = src, .K = K, .N = N, .from = from});
       rec.run();
       const std::vector<float> got = test::from_gpu(g.device, dst, want.size());
       CHECK_MESSAGE(std::memcmp(got.data(), want.data(), bytes) == 0,
@@ -96,10 +97,14 @@ TEST_CASE("interleave on the device equals interleave on the host") {
   const vk::BufferSpan a = arena.alloc(16384);
   vk::Recorder rec(g.device);
   rec.begin();
-  CHECK_THROWS_WITH_AS(model::gpu::interleave(g.kernels, rec, a, a, WeightLayout::KN, 6, 8),
-                       doctest::Contains("whole texels"), vk::Error);
-  CHECK_THROWS_WITH_AS(model::gpu::interleave(g.kernels, rec, a, a, WeightLayout::KN, 64, 128),
-                       doctest::Contains("dst"), vk::Error);
+  CHECK_THROWS_WITH_AS(
+      model::gpu::interleave(g.kernels, rec,
+                             {.dst = a, .src = a, .K = 6, .N = 8, .from = WeightLayout::KN}),
+      doctest::Contains("whole texels"), vk::Error);
+  CHECK_THROWS_WITH_AS(
+      model::gpu::interleave(g.kernels, rec,
+                             {.dst = a, .src = a, .K = 64, .N = 128, .from = WeightLayout::KN}),
+      doctest::Contains("dst"), vk::Error);
   rec.end();
 }
 

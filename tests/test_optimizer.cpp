@@ -43,7 +43,8 @@ std::pair<float, double> sum_squares(const vk::Device& device, const model::gpu:
   const vk::BufferSpan out = arena.alloc(4), scratch = arena.alloc(scratch_floats * 4);
   vk::Recorder rec(device);
   rec.begin();
-  model::gpu::grad_sum_squares(kernels, rec, out, scratch, spans, counts);
+  model::gpu::grad_sum_squares(
+      kernels, rec, {.out = out, .scratch = scratch, .tensors = spans, .counts = counts});
   rec.run();
   if (dispatches) *dispatches = rec.stats().dispatches;
   return {test::from_gpu(device, out, 1)[0], ref};
@@ -101,8 +102,12 @@ TEST_CASE("adamw and sgd match the CPU reference, clipped or not, with the grid 
         vk::Recorder rec(dev);
         rec.begin();
         const uint64_t counts[] = {n};
-        model::gpu::grad_sum_squares(kernels, rec, norm_sq, scratch, std::span(&gg, 1), counts);
-        model::gpu::adamw(kernels, rec, gp, gm, gv, gg, norm_sq, n, o);
+        model::gpu::grad_sum_squares(
+            kernels, rec,
+            {.out = norm_sq, .scratch = scratch, .tensors = std::span(&gg, 1), .counts = counts});
+        model::gpu::adamw(
+            kernels, rec,
+            {.param = gp, .m = gm, .v = gv, .grad = gg, .norm_sq = norm_sq, .n = n, .options = o});
         rec.run();
         const std::string what = std::string(sgd ? "sgd" : "adamw") + ", clip " +
                                  std::to_string(clip) + (fold ? ", folded grid" : "");
@@ -119,15 +124,23 @@ TEST_CASE("the optimizer ops reject bad arguments") {
                        d = arena.alloc(400), one = arena.alloc(4);
   vk::Recorder rec(g.device);
   rec.begin();
-  CHECK_THROWS_WITH_AS(model::gpu::adamw(g.kernels, rec, a, b, c, d, one, 1000, {}),
-                       doctest::Contains("adamw: grad"), vk::Error);
+  CHECK_THROWS_WITH_AS(
+      model::gpu::adamw(
+          g.kernels, rec,
+          {.param = a, .m = b, .v = c, .grad = d, .norm_sq = one, .n = 1000, .options = {}}),
+      doctest::Contains("adamw: grad"), vk::Error);
   model::gpu::OptimizerStep zero;
   zero.step = 0;
-  CHECK_THROWS_WITH_AS(model::gpu::adamw(g.kernels, rec, a, b, c, c, one, 1000, zero),
-                       doctest::Contains("steps count from 1"), vk::Error);
+  CHECK_THROWS_WITH_AS(
+      model::gpu::adamw(
+          g.kernels, rec,
+          {.param = a, .m = b, .v = c, .grad = c, .norm_sq = one, .n = 1000, .options = zero}),
+      doctest::Contains("steps count from 1"), vk::Error);
   const uint64_t counts[] = {1000, 5};
   CHECK_THROWS_WITH_AS(
-      model::gpu::grad_sum_squares(g.kernels, rec, one, d, std::span(&a, 1), counts),
+      model::gpu::grad_sum_squares(
+          g.kernels, rec,
+          {.out = one, .scratch = d, .tensors = std::span(&a, 1), .counts = counts}),
       doctest::Contains("2 sizes"), vk::Error);
   rec.end();
 }
@@ -149,7 +162,9 @@ TEST_CASE("adamw leaves everything as it was when the gradients' norm is not fin
     rec.begin();
     model::gpu::OptimizerStep o;
     o.clip = 1.0f;
-    model::gpu::adamw(g.kernels, rec, gp, gm, gv, gg, norm_sq, n, o);
+    model::gpu::adamw(
+        g.kernels, rec,
+        {.param = gp, .m = gm, .v = gv, .grad = gg, .norm_sq = norm_sq, .n = n, .options = o});
     rec.run();
     CHECK(test::close("param", test::from_gpu(g.device, gp, n), p0, {0, 0}));
     CHECK(test::close("m", test::from_gpu(g.device, gm, n), m0, {0, 0}));

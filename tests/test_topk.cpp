@@ -36,7 +36,9 @@ Result gpu_topk(const model::gpu::Ops& kernels, const std::vector<float>& logits
   vk::BufferSpan scratch = scratch_bytes ? arena.alloc(scratch_bytes) : vk::BufferSpan{};
   vk::Recorder rec(device);
   rec.begin();
-  model::gpu::topk(kernels, rec, ids, values, in, scratch, V, k);
+  model::gpu::topk(
+      kernels, rec,
+      {.out_ids = ids, .out_values = values, .logits = in, .scratch = scratch, .V = V, .k = k});
   rec.run();
   Result r{std::vector<int32_t>(k), std::vector<float>(k), rec.stats().dispatches};
   vk::download(device, r.ids.data(), ids, k * 4);
@@ -138,7 +140,9 @@ TEST_CASE("argmax is topk with k = 1") {
   vk::BufferSpan scratch = arena.alloc(scratch_bytes);
   vk::Recorder rec(g.device);
   rec.begin();
-  model::gpu::argmax(g.kernels, rec, id, value, in, scratch, 50257);
+  model::gpu::argmax(
+      g.kernels, rec,
+      {.out_id = id, .out_value = value, .logits = in, .scratch = scratch, .V = 50257});
   rec.run();
   int32_t got_id = -1;
   vk::download(g.device, &got_id, id, 4);
@@ -163,13 +167,37 @@ TEST_CASE("topk rejects bad arguments") {
   vk::BufferSpan scratch = arena.alloc(need);
   vk::Recorder rec(g.device);
   rec.begin();
-  CHECK_THROWS_WITH_AS(model::gpu::topk(g.kernels, rec, ids, values, in, scratch.sub(0, need - 4), V, 40),
+  CHECK_THROWS_WITH_AS(model::gpu::topk(g.kernels, rec,
+                                        {.out_ids = ids,
+                                         .out_values = values,
+                                         .logits = in,
+                                         .scratch = scratch.sub(0, need - 4),
+                                         .V = V,
+                                         .k = 40}),
                        doctest::Contains("scratch"), vk::Error);
-  CHECK_THROWS_AS(model::gpu::topk(g.kernels, rec, ids, values, in, scratch, V, 41),
+  CHECK_THROWS_AS(model::gpu::topk(g.kernels, rec,
+                                   {.out_ids = ids,
+                                    .out_values = values,
+                                    .logits = in,
+                                    .scratch = scratch,
+                                    .V = V,
+                                    .k = 41}),
                   vk::Error);  // out [40]
-  CHECK_THROWS_AS(model::gpu::topk(g.kernels, rec, ids, values, in, scratch, V, 0), vk::Error);
-  CHECK_THROWS_AS(model::gpu::topk(g.kernels, rec, ids, values, in.sub(0, 400), scratch, V, 40),
+  CHECK_THROWS_AS(
+      model::gpu::topk(
+          g.kernels, rec,
+          {.out_ids = ids, .out_values = values, .logits = in, .scratch = scratch, .V = V, .k = 0}),
+      vk::Error);
+  CHECK_THROWS_AS(model::gpu::topk(g.kernels, rec,
+                                   {.out_ids = ids,
+                                    .out_values = values,
+                                    .logits = in.sub(0, 400),
+                                    .scratch = scratch,
+                                    .V = V,
+                                    .k = 40}),
                   vk::Error);
-  model::gpu::topk(g.kernels, rec, ids, values, in, scratch, V, 40);
+  model::gpu::topk(
+      g.kernels, rec,
+      {.out_ids = ids, .out_values = values, .logits = in, .scratch = scratch, .V = V, .k = 40});
   rec.end();
 }

@@ -28,17 +28,45 @@ const vk::BufferSpan& GpuBackend::buf(Buf b) const {
 void GpuBackend::embed(uint32_t T, uint32_t pos) {
   const gpu::Weight& wte = *w.wte;
   if (pass.batch) {  // row b at its slot's next position, read from the batch table
-    gpu::embedding_batch(k, rec, buf(Buf::X), s.ids, wte, w.wpe, T, c.n_embd, c.n_vocab, c.n_ctx,
-                         c.positions, wte.layout == WeightLayout::Interleaved, s.batch_rows);
+    gpu::embedding_batch(k, rec,
+                         {.out = buf(Buf::X),
+                          .ids = s.ids,
+                          .rows = s.batch_rows,
+                          .wte = wte,
+                          .wpe = w.wpe,
+                          .T = T,
+                          .C = c.n_embd,
+                          .V = c.n_vocab,
+                          .n_pos = c.n_ctx,
+                          .position = c.positions,
+                          .wte_interleaved = wte.layout == WeightLayout::Interleaved});
     return;
   }
-  gpu::embedding(k, rec, buf(Buf::X), s.ids, wte, w.wpe, T, c.n_embd, c.n_vocab, c.n_ctx, pos,
-                 c.positions, wte.layout == WeightLayout::Interleaved, &s.step);
+  gpu::embedding(k, rec,
+                 {.out = buf(Buf::X),
+                  .ids = s.ids,
+                  .wte = wte,
+                  .wpe = w.wpe,
+                  .T = T,
+                  .C = c.n_embd,
+                  .V = c.n_vocab,
+                  .n_pos = c.n_ctx,
+                  .pos_offset = pos,
+                  .position = c.positions,
+                  .wte_interleaved = wte.layout == WeightLayout::Interleaved,
+                  .step = &s.step});
 }
 
 void GpuBackend::layernorm(Buf out, Buf in, const GpuNorm& n, uint32_t T) {
-  gpu::layernorm(k, rec, buf(out), buf(in), n.gamma->span, n.beta->span, T, c.n_embd,
-                 c.layer_norm_epsilon, c.layer_norm);
+  gpu::layernorm(k, rec,
+                 {.out = buf(out),
+                  .x = buf(in),
+                  .gamma = n.gamma->span,
+                  .beta = n.beta->span,
+                  .T = T,
+                  .C = c.n_embd,
+                  .eps = c.layer_norm_epsilon,
+                  .kind = c.layer_norm});
 }
 
 void GpuBackend::linear(Buf out, Buf in, const GpuLinear& l, uint32_t T, const Epilogue& e,
@@ -138,7 +166,9 @@ void GpuBackend::attention_store(uint32_t layer, uint32_t T, uint32_t pos) {
 
 void GpuBackend::tap(uint32_t layer, uint32_t T) {
   if (pass.taps && layer < s.taps.size())
-    gpu::activation(k, rec, s.taps[layer], buf(Buf::X), T * c.n_embd, Activation::None);
+    gpu::activation(
+        k, rec,
+        {.out = s.taps[layer], .x = buf(Buf::X), .n = T * c.n_embd, .kind = Activation::None});
   // The end of a block: with a split, the end of a submission too (after the last block only
   // where the head runs apart).
   const uint32_t n = pass.split;

@@ -272,8 +272,13 @@ void GpuModel::record_pass(const Pass& p, uint32_t k, bool dry) {
   GpuBackend b{ops_, rec_, config_, w_, s, p};
   forward(b, config_, w_, p.T, p.pos, p.head);
   if (p.head == Head::LastRow && k > 0)
-    gpu::topk(ops_, rec_, io_.span(top_ids_), io_.span(top_values_), logits_,
-              state_.span(scratch_), config_.n_vocab, k);
+    gpu::topk(ops_, rec_,
+              {.out_ids = io_.span(top_ids_),
+               .out_values = io_.span(top_values_),
+               .logits = logits_,
+               .scratch = state_.span(scratch_),
+               .V = config_.n_vocab,
+               .k = k});
   rec_.end();
 }
 

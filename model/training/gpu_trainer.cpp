@@ -114,8 +114,8 @@ struct GpuTrainer::Impl {
     // Moments start at zero.
     rec.begin();
     for (const ExpectedTensor& e : expected) {
-      gpu::fill(ops, rec, m_.span(handles[e.name]), e.elements(), 0.0f);
-      gpu::fill(ops, rec, v_.span(handles[e.name]), e.elements(), 0.0f);
+      gpu::fill(ops, rec, {.out = m_.span(handles[e.name]), .n = e.elements(), .value = 0.0f});
+      gpu::fill(ops, rec, {.out = v_.span(handles[e.name]), .n = e.elements(), .value = 0.0f});
     }
     rec.run();
   }
@@ -159,10 +159,17 @@ struct GpuTrainer::Impl {
     for (const auto& entry : packed) {
       const Packed& p = entry.second;
       const Linear<W>& l = p.linear;
-      if (!fwd_current) gpu::interleave(ops, rec, p.fwd, *l.w, l.layout, l.K, l.N);
+      if (!fwd_current)
+        gpu::interleave(ops, rec,
+                        {.dst = p.fwd, .src = *l.w, .K = l.K, .N = l.N, .from = l.layout});
       if (backward && !bwd_current && p.has_bwd)
-        gpu::interleave(ops, rec, p.bwd, *l.w,
-                        l.layout == WeightLayout::KN ? WeightLayout::NK : WeightLayout::KN, l.N, l.K);
+        gpu::interleave(
+            ops, rec,
+            {.dst = p.bwd,
+             .src = *l.w,
+             .K = l.N,
+             .N = l.K,
+             .from = l.layout == WeightLayout::KN ? WeightLayout::NK : WeightLayout::KN});
     }
   }
 
@@ -222,13 +229,30 @@ struct GpuTrainBackend {
   void embed(Saved out) {
     const gpu::Weight wte = weight(m.w.wte, WeightLayout::KN);
     const gpu::Weight wpe = m.w.wpe ? weight(m.w.wpe, WeightLayout::KN) : wte;
-    gpu::embedding(m.ops, m.rec, span(out), m.io_.span(m.ids), wte,
-                   c.positions == PositionKind::Learned ? &wpe : nullptr, m.N, c.n_embd,
-                   c.n_vocab, c.n_ctx, 0, c.positions, false, nullptr, m.T);
+    gpu::embedding(m.ops, m.rec,
+                   {.out = span(out),
+                    .ids = m.io_.span(m.ids),
+                    .wte = wte,
+                    .wpe = c.positions == PositionKind::Learned ? &wpe : nullptr,
+                    .T = m.N,
+                    .C = c.n_embd,
+                    .V = c.n_vocab,
+                    .n_pos = c.n_ctx,
+                    .pos_offset = 0,
+                    .position = c.positions,
+                    .wte_interleaved = false,
+                    .period = m.T});
   }
   void layernorm(Saved out, Saved in, const Norm<W>& n) {
-    gpu::layernorm(m.ops, m.rec, span(out), span(in), *n.gamma, *n.beta, m.N, c.n_embd,
-                   c.layer_norm_epsilon, c.layer_norm);
+    gpu::layernorm(m.ops, m.rec,
+                   {.out = span(out),
+                    .x = span(in),
+                    .gamma = *n.gamma,
+                    .beta = *n.beta,
+                    .T = m.N,
+                    .C = c.n_embd,
+                    .eps = c.layer_norm_epsilon,
+                    .kind = c.layer_norm});
   }
   void linear(Saved out, Saved in, const Linear<W>& l, const Saved* residual = nullptr) {
     const auto p = m.packed.find(l.w);
@@ -246,7 +270,8 @@ struct GpuTrainBackend {
                  .options = {.layout = w.layout}});
   }
   void activation(Saved out, Saved in) {
-    gpu::activation(m.ops, m.rec, span(out), span(in), m.N * c.n_inner, c.activation);
+    gpu::activation(m.ops, m.rec,
+                    {.out = span(out), .x = span(in), .n = m.N * c.n_inner, .kind = c.activation});
   }
   void attention(Saved out, Saved qkv) {
     gpu::attention_sequences(m.ops, m.rec,
@@ -259,26 +284,53 @@ struct GpuTrainBackend {
                               .spec = spec()});
   }
   void cross_entropy(Saved logits) {
-    gpu::cross_entropy(m.ops, m.rec, m.out_.span(m.losses), span(logits),
-                       m.io_.span(m.targets), m.N, c.n_vocab, m.N);
+    gpu::cross_entropy(m.ops, m.rec,
+                       {.losses = m.out_.span(m.losses),
+                        .logits = span(logits),
+                        .targets = m.io_.span(m.targets),
+                        .N = m.N,
+                        .V = c.n_vocab,
+                        .mean_over = m.N});
   }
   template <class Out>
   void linear_backward(const Grad* dx, Out dout, Saved x, const Linear<W>& l, const Linear<W>& dl) {
     const auto p = m.packed.find(l.w);
     const bool packed = p != m.packed.end() && p->second.has_bwd;
     const gpu::Weight w_t{packed ? p->second.bwd : vk::BufferSpan{}, DType::F32, WeightLayout::Interleaved};
-    gpu::matmul_backward(m.ops, m.rec, dx ? &span(*dx) : nullptr, *dl.w, dl.b, span(dout),
-                         span(x), weight(l.w, l.layout), m.N, l.K, l.N, packed ? &w_t : nullptr);
+    gpu::matmul_backward(m.ops, m.rec,
+                         {.dx = dx ? &span(*dx) : nullptr,
+                          .dw = *dl.w,
+                          .dbias = dl.b,
+                          .dout = span(dout),
+                          .x = span(x),
+                          .w = weight(l.w, l.layout),
+                          .T = m.N,
+                          .K = l.K,
+                          .N = l.N,
+                          .w_t = packed ? &w_t : nullptr});
   }
   template <class Out>
   void layernorm_backward(Grad dx, Out dout, Saved x, const Norm<W>& n, const Norm<W>& dn) {
-    gpu::layernorm_backward(m.ops, m.rec, span(dx), *dn.gamma, *dn.beta,
-                            m.acts_.span(m.ln_stats), span(dout), span(x), *n.gamma, m.N,
-                            c.n_embd, c.layer_norm_epsilon, c.layer_norm);
+    gpu::layernorm_backward(m.ops, m.rec,
+                            {.dx = span(dx),
+                             .dgamma = *dn.gamma,
+                             .dbeta = *dn.beta,
+                             .stats = m.acts_.span(m.ln_stats),
+                             .dout = span(dout),
+                             .x = span(x),
+                             .gamma = *n.gamma,
+                             .T = m.N,
+                             .C = c.n_embd,
+                             .eps = c.layer_norm_epsilon,
+                             .kind = c.layer_norm});
   }
   void activation_backward(Grad dx, Grad dout, Saved x) {
-    gpu::activation_backward(m.ops, m.rec, span(dx), span(dout), span(x), m.N * c.n_inner,
-                             c.activation);
+    gpu::activation_backward(m.ops, m.rec,
+                             {.dx = span(dx),
+                              .dout = span(dout),
+                              .x = span(x),
+                              .n = m.N * c.n_inner,
+                              .kind = c.activation});
   }
   void attention_backward(Grad dqkv, Grad dout, Saved qkv) {
     gpu::attention_backward(m.ops, m.rec,
@@ -293,12 +345,19 @@ struct GpuTrainBackend {
                              .spec = spec()});
   }
   void add(Grad dst, Grad src) {
-    gpu::add(m.ops, m.rec, span(dst), span(dst), span(src), uint64_t{m.N} * c.n_embd);
+    gpu::add(m.ops, m.rec,
+             {.out = span(dst), .a = span(dst), .b = span(src), .n = uint64_t{m.N} * c.n_embd});
   }
   void embed_backward(Grad dout) {
-    gpu::embedding_backward(m.ops, m.rec, *m.dw.wte,
-                            c.positions == PositionKind::Learned ? m.dw.wpe : nullptr, span(dout),
-                            m.io_.span(m.ids), m.N, m.T, c.n_embd, c.n_vocab);
+    gpu::embedding_backward(m.ops, m.rec,
+                            {.dwte = *m.dw.wte,
+                             .dwpe = c.positions == PositionKind::Learned ? m.dw.wpe : nullptr,
+                             .dout = span(dout),
+                             .ids = m.io_.span(m.ids),
+                             .n = m.N,
+                             .T = m.T,
+                             .C = c.n_embd,
+                             .V = c.n_vocab});
   }
 };
 
@@ -314,20 +373,31 @@ StepResult GpuTrainer::Impl::run(std::span<const int32_t> id_values,
   gpu::upload_ids(device, io_.span(targets), target_values, config.n_vocab);
   rec.begin();
   if (backward)
-    for (size_t i = 0; i < grad_spans.size(); i++) gpu::fill(ops, rec, grad_spans[i], counts[i], 0.0f);
+    for (size_t i = 0; i < grad_spans.size(); i++)
+      gpu::fill(ops, rec, {.out = grad_spans[i], .n = counts[i], .value = 0.0f});
   repack(backward);
   GpuTrainBackend backend{*this, config};
   train_step(backend, config, w, dw, backward);
   if (backward)
-    gpu::grad_sum_squares(ops, rec, out_.span(norm_sq), acts_.span(norm_scratch), grad_spans, counts);
+    gpu::grad_sum_squares(ops, rec,
+                          {.out = out_.span(norm_sq),
+                           .scratch = acts_.span(norm_scratch),
+                           .tensors = grad_spans,
+                           .counts = counts});
   if (update) {
     for (size_t i = 0; i < expected.size(); i++) {
       const size_t h = handles[expected[i].name];
       gpu::OptimizerStep o{update->sgd, update->lr, update->beta1, update->beta2, update->eps,
                            expected[i].shape.size() >= 2 ? update->weight_decay : 0.0f,
                            update->clip, update->step};
-      gpu::adamw(ops, rec, weights_.span(h), m_.span(h), v_.span(h), grads_.span(h),
-                 out_.span(norm_sq), counts[i], o);
+      gpu::adamw(ops, rec,
+                 {.param = weights_.span(h),
+                  .m = m_.span(h),
+                  .v = v_.span(h),
+                  .grad = grads_.span(h),
+                  .norm_sq = out_.span(norm_sq),
+                  .n = counts[i],
+                  .options = o});
     }
   }
   rec.run();

@@ -52,18 +52,15 @@ void elementwise(const Ops& k, vk::Recorder& rec, const char* op, vk::Shader sha
 
 }  // namespace
 
-void activation(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
-                const vk::BufferSpan& x, uint32_t n, Activation kind) {
-  elementwise(k, rec, "activation", vk::Shader::activation, vk::Shader::activation_texel,
-              {{"out", &out}, {"x", &x}}, n, kind);
+void activation(const Ops& ops, vk::Recorder& rec, const ActivationArgs& a) {
+  elementwise(ops, rec, "activation", vk::Shader::activation, vk::Shader::activation_texel,
+              {{"out", &a.out}, {"x", &a.x}}, a.n, a.kind);
 }
 
-void activation_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& dx,
-                         const vk::BufferSpan& dout, const vk::BufferSpan& x, uint32_t n,
-                         Activation kind) {
-  elementwise(k, rec, "activation_backward", vk::Shader::activation_backward,
-              vk::Shader::activation_backward_texel, {{"dx", &dx}, {"dout", &dout}, {"x", &x}}, n,
-              kind);
+void activation_backward(const Ops& ops, vk::Recorder& rec, const ActivationBackwardArgs& a) {
+  elementwise(ops, rec, "activation_backward", vk::Shader::activation_backward,
+              vk::Shader::activation_backward_texel,
+              {{"dx", &a.dx}, {"dout", &a.dout}, {"x", &a.x}}, a.n, a.kind);
 }
 
 }  // namespace model::gpu

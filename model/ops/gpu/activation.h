@@ -11,13 +11,23 @@ namespace model::gpu {
 // out may be the same span as x (in place); otherwise they must not overlap. Tensors larger than
 // maxStorageBufferRange are split into aligned chunks. Throws vk::Error for an unknown kind or
 // spans too small. n == 0 records nothing.
-void activation(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
-                const vk::BufferSpan& x, uint32_t n, Activation kind);
+struct ActivationArgs {
+  vk::BufferSpan out;  // [n]
+  vk::BufferSpan x;    // [n]
+  uint32_t n = 0;
+  Activation kind = Activation::None;
+};
+void activation(const Ops& ops, vk::Recorder& rec, const ActivationArgs& a);
 
 // The backward (training): dx[n] = dout[n] * f'(x[n]), x the activation's input. dx may be the
 // same span as dout. The same chunking and errors as activation().    [n], [n] -> [n]
-void activation_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& dx,
-                         const vk::BufferSpan& dout, const vk::BufferSpan& x, uint32_t n,
-                         Activation kind);
+struct ActivationBackwardArgs {
+  vk::BufferSpan dx;    // [n]
+  vk::BufferSpan dout;  // [n]
+  vk::BufferSpan x;     // [n]
+  uint32_t n = 0;
+  Activation kind = Activation::None;
+};
+void activation_backward(const Ops& ops, vk::Recorder& rec, const ActivationBackwardArgs& a);
 
 }  // namespace model::gpu

@@ -8,10 +8,20 @@ namespace model::gpu {
 
 // out[n] = a[n] + b[n]; out may be a or b (in place). Tensors past one binding go in chunks.
 //                                                             [n] + [n] -> [n]
-void add(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out, const vk::BufferSpan& a,
-         const vk::BufferSpan& b, uint64_t n);
+struct AddArgs {
+  vk::BufferSpan out;  // [n]
+  vk::BufferSpan a;    // [n]
+  vk::BufferSpan b;    // [n]
+  uint64_t n = 0;
+};
+void add(const Ops& ops, vk::Recorder& rec, const AddArgs& args);
 
 // out[n] = value.                                             -> [n]
-void fill(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out, uint64_t n, float value);
+struct FillArgs {
+  vk::BufferSpan out;  // [n]
+  uint64_t n = 0;
+  float value = 0.0f;
+};
+void fill(const Ops& ops, vk::Recorder& rec, const FillArgs& a);
 
 }  // namespace model::gpu

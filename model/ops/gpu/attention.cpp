@@ -541,7 +541,15 @@ void attention_store(const Ops& ops, vk::Recorder& rec, const AttentionStoreArgs
     dispatch_split(ops, rec, c, push);
     return;
   }
-  kv_store(ops, rec, k_cache, v_cache, qkv, T, C, pos, options.step, options.cache);
+  kv_store(ops, rec,
+           {.k_cache = k_cache,
+            .v_cache = v_cache,
+            .qkv = qkv,
+            .T = T,
+            .C = C,
+            .pos = pos,
+            .step = options.step,
+            .cache = options.cache});
   attention(ops, rec,
             {.out = out,
              .q = qkv,

@@ -8,9 +8,9 @@
 
 namespace model::gpu {
 
-void cross_entropy(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& losses,
-                   const vk::BufferSpan& logits, const vk::BufferSpan& targets, uint32_t N,
-                   uint32_t V, uint32_t mean_over) {
+void cross_entropy(const Ops& ops, vk::Recorder& rec, const CrossEntropyArgs& a) {
+  const vk::BufferSpan &losses = a.losses, &logits = a.logits, &targets = a.targets;
+  const uint32_t N = a.N, V = a.V, mean_over = a.mean_over;
   if (V == 0 || mean_over == 0)
     fail("cross_entropy", "V=" + std::to_string(V) + " and mean_over=" +
                               std::to_string(mean_over) + " must be positive");
@@ -18,14 +18,15 @@ void cross_entropy(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& losses
   require_elements("cross_entropy", "targets", targets, N);
   require_elements("cross_entropy", "losses", losses, N);
   if (N == 0) return;
-  const vk::DeviceCaps& caps = k.device().caps();
+  const vk::DeviceCaps& caps = ops.device().caps();
   const float scale = 1.0f / static_cast<float>(mean_over);
-  if (V % 4 == 0 && texel_elementwise(k, uint64_t{N} * V, {&logits}, {&logits})) {
+  if (V % 4 == 0 && texel_elementwise(ops, uint64_t{N} * V, {&logits}, {&logits})) {
     // The texel kernel: an invocation per row, all rows in one dispatch (no windows).
-    const vk::Pipeline& p = k.get(vk::Shader::cross_entropy_texel, {{default_workgroup(caps), 1, 1}, {}});
+    const vk::Pipeline& p =
+        ops.get(vk::Shader::cross_entropy_texel, {{default_workgroup(caps), 1, 1}, {}});
     const vk::BufferSpan l = logits.sub(0, uint64_t{N} * V * sizeof(float));
     rec.dispatch(p, {l, targets.sub(0, uint64_t{N} * 4), losses.sub(0, uint64_t{N} * 4), l},
-                 push::CrossEntropyPush{N, V, scale, 0, 0, 0}, vk::groups_for(k.device(), p, N));
+                 push::CrossEntropyPush{N, V, scale, 0, 0, 0}, vk::groups_for(ops.device(), p, N));
     return;
   }
   const uint64_t align = binding_alignment(caps);
@@ -38,7 +39,7 @@ void cross_entropy(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& losses
       std::min<uint64_t>(N, (caps.max_storage_buffer_range - align) / row_bytes));
   const uint32_t wg = std::min(default_workgroup(caps), push::CROSS_ENTROPY_MAX_WORKGROUP);
   require_shared_memory(caps, "cross_entropy", push::CROSS_ENTROPY_MAX_WORKGROUP * 4);
-  const vk::Pipeline& p = k.get(vk::Shader::cross_entropy, {{wg, 1, 1}, {}});
+  const vk::Pipeline& p = ops.get(vk::Shader::cross_entropy, {{wg, 1, 1}, {}});
   for (uint32_t r0 = 0; r0 < N; r0 += rows) {
     const uint32_t n = std::min(rows, N - r0);
     const Window l = window(logits, uint64_t{r0} * V, uint64_t{n} * V, sizeof(float), align);
@@ -46,7 +47,7 @@ void cross_entropy(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& losses
     const Window out = window(losses, r0, n, sizeof(float), align);
     rec.dispatch(p, {l.span, t.span, out.span},
                  push::CrossEntropyPush{n, V, scale, l.skip, t.skip, out.skip},
-                 vk::fold_groups(k.device(), n, "cross_entropy"));
+                 vk::fold_groups(ops.device(), n, "cross_entropy"));
   }
 }
 

@@ -10,8 +10,12 @@ namespace model::gpu {
 // (softmax(l[r]) - onehot(targets[r])) / mean_over. A target outside [0, V) gives that row a NaN
 // loss. Rows past what one binding may hold go in several dispatches.
 //   logits [N, V] (in place -> dlogits), targets [N] int32 -> losses [N]
-void cross_entropy(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& losses,
-                   const vk::BufferSpan& logits, const vk::BufferSpan& targets, uint32_t N,
-                   uint32_t V, uint32_t mean_over);
+struct CrossEntropyArgs {
+  vk::BufferSpan losses;   // [N]
+  vk::BufferSpan logits;   // [N, V], in place -> dlogits
+  vk::BufferSpan targets;  // [N] int32
+  uint32_t N = 0, V = 0, mean_over = 0;
+};
+void cross_entropy(const Ops& ops, vk::Recorder& rec, const CrossEntropyArgs& a);
 
 }  // namespace model::gpu

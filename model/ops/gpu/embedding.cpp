@@ -92,22 +92,19 @@ void embed(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out, const vk:
 
 }  // namespace
 
-void embedding(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
-               const vk::BufferSpan& ids, const Weight& wte, const Weight* wpe, uint32_t T,
-               uint32_t C, uint32_t V, uint32_t n_pos, uint32_t pos_offset, PositionKind position,
-               bool wte_interleaved, const vk::BufferSpan* step, uint32_t period) {
-  embed(k, rec, out, ids, wte, wpe, T, C, V, n_pos, pos_offset, position, wte_interleaved, step,
-        step ? 1 : 0, period);
+void embedding(const Ops& ops, vk::Recorder& rec, const EmbeddingArgs& a) {
+  embed(ops, rec, a.out, a.ids, a.wte, a.wpe, a.T, a.C, a.V, a.n_pos, a.pos_offset, a.position,
+        a.wte_interleaved, a.step, a.step ? 1 : 0, a.period);
 }
 
-void embedding_batch(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
-                     const vk::BufferSpan& ids, const Weight& wte, const Weight* wpe, uint32_t T,
-                     uint32_t C, uint32_t V, uint32_t n_pos, PositionKind position,
-                     bool wte_interleaved, const vk::BufferSpan& rows) {
+void embedding_batch(const Ops& ops, vk::Recorder& rec, const EmbeddingBatchArgs& a) {
+  const vk::BufferSpan &out = a.out, &ids = a.ids, &rows = a.rows;
+  const uint32_t T = a.T, C = a.C, V = a.V, n_pos = a.n_pos;
   require_elements("embedding_batch", "rows", rows, uint64_t{2} * T, sizeof(uint32_t));
   // Each row a sequence of period 1 at a position read from the table: wpe is bound whole (from
   // row 0, as for dynamic_pos 1); the host keeps every row's position below n_pos.
-  embed(k, rec, out, ids, wte, wpe, T, C, V, n_pos, 0, position, wte_interleaved, &rows, 2, 1);
+  embed(ops, rec, out, ids, a.wte, a.wpe, T, C, V, n_pos, 0, a.position, a.wte_interleaved, &rows,
+        2, 1);
 }
 
 void upload_ids(const vk::Device& device, const vk::BufferSpan& dst, std::span<const int32_t> ids,

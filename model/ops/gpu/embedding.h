@@ -18,11 +18,18 @@ namespace model::gpu {
 // step: the position read at run time (gpu::step_binding); it must then hold pos_offset.
 // period: positions restart every `period` tokens (training: B sequences of T = period tokens in
 // one call; T a multiple of it); 0: they do not.
-void embedding(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
-               const vk::BufferSpan& ids, const Weight& wte, const Weight* wpe, uint32_t T,
-               uint32_t C, uint32_t V, uint32_t n_pos, uint32_t pos_offset, PositionKind position,
-               bool wte_interleaved = false, const vk::BufferSpan* step = nullptr,
-               uint32_t period = 0);
+struct EmbeddingArgs {
+  vk::BufferSpan out;           // [T, C]
+  vk::BufferSpan ids;           // [T] int32
+  Weight wte;                   // [V, C]
+  const Weight* wpe = nullptr;  // [n_pos, C]
+  uint32_t T = 0, C = 0, V = 0, n_pos = 0, pos_offset = 0;
+  PositionKind position = PositionKind::Learned;
+  bool wte_interleaved = false;
+  const vk::BufferSpan* step = nullptr;  // [1] uint32: pos_offset
+  uint32_t period = 0;
+};
+void embedding(const Ops& ops, vk::Recorder& rec, const EmbeddingArgs& a);
 
 // A batch of T sequences' next tokens (serving several sequences at once): row t is token
 // ids[t] at the position rows[2 t] (the batch table that attention_store_batch reads:
@@ -30,10 +37,17 @@ void embedding(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
 // step. Every position must be below n_pos (for learned positions, wpe's rows; the host checks
 // them before it writes the table).
 //   [T] ids, rows [T, 2] uint32 -> out [T, C]
-void embedding_batch(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
-                     const vk::BufferSpan& ids, const Weight& wte, const Weight* wpe, uint32_t T,
-                     uint32_t C, uint32_t V, uint32_t n_pos, PositionKind position,
-                     bool wte_interleaved, const vk::BufferSpan& rows);
+struct EmbeddingBatchArgs {
+  vk::BufferSpan out;           // [T, C]
+  vk::BufferSpan ids;           // [T] int32
+  vk::BufferSpan rows;          // [T, 2] uint32: {position, cache texel}
+  Weight wte;                   // [V, C]
+  const Weight* wpe = nullptr;  // [n_pos, C]
+  uint32_t T = 0, C = 0, V = 0, n_pos = 0;
+  PositionKind position = PositionKind::Learned;
+  bool wte_interleaved = false;
+};
+void embedding_batch(const Ops& ops, vk::Recorder& rec, const EmbeddingBatchArgs& a);
 
 // Checks every id against the vocabulary [0, V) and uploads them as int32 [T] into dst. Throws
 // vk::Error naming the first bad position and id, before anything is copied.

@@ -12,8 +12,13 @@ namespace model::gpu {
 // dwte (fp32) may exceed maxStorageBufferRange: it is then bound as blocks of rows, one
 // dispatch each. n = B * T.
 //   dout [n, C], ids [n] -> dwte [V, C], dwpe [>= T, C] accumulated
-void embedding_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& dwte,
-                        const vk::BufferSpan* dwpe, const vk::BufferSpan& dout,
-                        const vk::BufferSpan& ids, uint32_t n, uint32_t T, uint32_t C, uint32_t V);
+struct EmbeddingBackwardArgs {
+  vk::BufferSpan dwte;                   // [V, C], accumulated
+  const vk::BufferSpan* dwpe = nullptr;  // [>= T, C], accumulated
+  vk::BufferSpan dout;                   // [n, C]
+  vk::BufferSpan ids;                    // [n] int32
+  uint32_t n = 0, T = 0, C = 0, V = 0;
+};
+void embedding_backward(const Ops& ops, vk::Recorder& rec, const EmbeddingBackwardArgs& a);
 
 }  // namespace model::gpu

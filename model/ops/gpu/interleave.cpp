@@ -47,8 +47,10 @@ void interleave(void* dst, const void* src, WeightLayout from, DType dtype, uint
     interleave_as(static_cast<uint32_t*>(dst), static_cast<const uint32_t*>(src), from, K, N);
 }
 
-void interleave(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& dst,
-                const vk::BufferSpan& src, WeightLayout from, uint32_t K, uint32_t N) {
+void interleave(const Ops& ops, vk::Recorder& rec, const InterleaveArgs& a) {
+  const vk::BufferSpan &dst = a.dst, &src = a.src;
+  const WeightLayout from = a.from;
+  const uint32_t K = a.K, N = a.N;
   const char* op = "interleave";
   if (from == WeightLayout::Interleaved) fail(op, "the source must be [K, N] or [N, K]");
   if (K % 4 != 0) fail(op, "K = " + std::to_string(K) + " is not in whole texels of 4 floats");
@@ -56,13 +58,13 @@ void interleave(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& dst,
   require_elements(op, "dst", dst, out_bytes / 4);
   require_elements(op, "src", src, in_bytes / 4);
   if (N == 0 || K == 0) return;
-  const vk::DeviceCaps& caps = k.device().caps();
+  const vk::DeviceCaps& caps = ops.device().caps();
   if (std::max(out_bytes, in_bytes) > caps.max_storage_buffer_range)
     fail(op, "W of " + std::to_string(out_bytes) + " bytes exceeds maxStorageBufferRange");
-  const vk::Pipeline& p = k.get(vk::Shader::interleave, {{default_workgroup(caps), 1, 1}, {}});
+  const vk::Pipeline& p = ops.get(vk::Shader::interleave, {{default_workgroup(caps), 1, 1}, {}});
   const uint32_t layout = from == WeightLayout::NK ? push::MATMUL_NK : push::MATMUL_KN;
   rec.dispatch(p, {dst.sub(0, out_bytes), src.sub(0, in_bytes)}, push::InterleavePush{K, N, layout},
-               vk::groups_for(k.device(), p, out_bytes / 16));
+               vk::groups_for(ops.device(), p, out_bytes / 16));
 }
 
 namespace {

@@ -18,8 +18,13 @@ void interleave(void* dst, const void* src, WeightLayout from, DType dtype, uint
 // The same repacking on the device (shaders/interleave.comp), for fp32 W [N, K] given as `src` in
 // `from` layout (KN or NK) into dst (interleaved_bytes(F32, K, N)): training's weights change every
 // step. Needs K % 4 == 0; src and dst within maxStorageBufferRange.
-void interleave(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& dst,
-                const vk::BufferSpan& src, WeightLayout from, uint32_t K, uint32_t N);
+struct InterleaveArgs {
+  vk::BufferSpan dst;  // interleaved_bytes(F32, K, N)
+  vk::BufferSpan src;  // [K, N] or [N, K] fp32, as `from` says
+  uint32_t K = 0, N = 0;
+  WeightLayout from = WeightLayout::KN;
+};
+void interleave(const Ops& ops, vk::Recorder& rec, const InterleaveArgs& a);
 // Transposes W [K, N] into [N, K] (elements of dtype's size) at dst, in cache-sized blocks.
 void transpose_kn(void* dst, const void* src, DType dtype, uint32_t K, uint32_t N);
 

@@ -7,9 +7,11 @@
 
 namespace model::gpu {
 
-void kv_store(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& k_cache,
-              const vk::BufferSpan& v_cache, const vk::BufferSpan& qkv, uint32_t T, uint32_t C,
-              uint32_t pos, const vk::BufferSpan* step, DType cache) {
+void kv_store(const Ops& ops, vk::Recorder& rec, const KvStoreArgs& a) {
+  const vk::BufferSpan &k_cache = a.k_cache, &v_cache = a.v_cache, &qkv = a.qkv;
+  const uint32_t T = a.T, C = a.C, pos = a.pos;
+  const vk::BufferSpan* step = a.step;
+  const DType cache = a.cache;
   if (T == 0 || C == 0)
     throw vk::Error("kv_store: T=" + std::to_string(T) + " and C=" + std::to_string(C) +
                      " must both be positive");
@@ -24,20 +26,20 @@ void kv_store(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& k_cache,
                      " do not fit the cache of n_ctx = " + std::to_string(n_ctx) +
                      " rows of C = " + std::to_string(C));
   require_elements("kv_store", "qkv", qkv, uint64_t{T} * 3 * C);
-  const vk::Pipeline& p = k.get(vk::Shader::kv_store, {{default_workgroup(k.device().caps()), 1, 1},
-                                             {static_cast<uint32_t>(cache)}});
+  const vk::Pipeline& p =
+      ops.get(vk::Shader::kv_store,
+              {{default_workgroup(ops.device().caps()), 1, 1}, {static_cast<uint32_t>(cache)}});
   // Only the rows up to the last one written are bound (offset unchanged, so still aligned): a
   // later reader of the cache still gets a barrier, and the binding stays as small as it can.
   // With the position read at run time, the whole caches.
   const uint64_t bound =
-      step ? whole_cache_bytes("kv_store", k.device().caps(), k_cache, v_cache, row_bytes, end)
+      step ? whole_cache_bytes("kv_store", ops.device().caps(), k_cache, v_cache, row_bytes, end)
            : end * row_bytes;
   const vk::BufferSpan q = qkv.sub(0, uint64_t{T} * 3 * C * sizeof(float));
   rec.dispatch(p,
-               {k_cache.sub(0, bound), v_cache.sub(0, bound), q,
-                step_binding("kv_store", step, q)},
+               {k_cache.sub(0, bound), v_cache.sub(0, bound), q, step_binding("kv_store", step, q)},
                push::KvStorePush{T, C, step ? 0 : pos, step ? 1u : 0u},
-               vk::groups_for(k.device(), p, uint64_t{T} * C / (f16 ? 2 : 1)));
+               vk::groups_for(ops.device(), p, uint64_t{T} * C / (f16 ? 2 : 1)));
 }
 
 }  // namespace model::gpu

@@ -11,8 +11,14 @@ namespace model::gpu {
 // cache: the caches' element type. F16 rounds each value to the nearest half, ties to even, in
 // integer arithmetic (shaders/common/half.glsl: the same halves on every driver and in
 // cpu::kv_store), and needs an even C.
-void kv_store(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& k_cache,
-              const vk::BufferSpan& v_cache, const vk::BufferSpan& qkv, uint32_t T, uint32_t C,
-              uint32_t pos, const vk::BufferSpan* step = nullptr, DType cache = DType::F32);
+struct KvStoreArgs {
+  vk::BufferSpan k_cache;  // [n_ctx, C]: rows pos .. pos+T-1 written
+  vk::BufferSpan v_cache;  // [n_ctx, C]: rows pos .. pos+T-1 written
+  vk::BufferSpan qkv;      // [T, 3C]
+  uint32_t T = 0, C = 0, pos = 0;
+  const vk::BufferSpan* step = nullptr;  // [1] uint32: pos
+  DType cache = DType::F32;
+};
+void kv_store(const Ops& ops, vk::Recorder& rec, const KvStoreArgs& a);
 
 }  // namespace model::gpu

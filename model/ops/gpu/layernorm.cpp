@@ -61,9 +61,12 @@ void check_layernorm_range(const char* op, const vk::DeviceCaps& caps, uint32_t 
                  std::to_string(caps.max_storage_buffer_range));
 }
 
-void layernorm(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
-               const vk::BufferSpan& x, const vk::BufferSpan& gamma, const vk::BufferSpan& beta,
-               uint32_t T, uint32_t C, float eps, LayerNormKind kind, LayerNormKernel kernel) {
+void layernorm(const Ops& ops, vk::Recorder& rec, const LayerNormArgs& a) {
+  const vk::BufferSpan &out = a.out, &x = a.x, &gamma = a.gamma, &beta = a.beta;
+  const uint32_t T = a.T, C = a.C;
+  const float eps = a.eps;
+  const LayerNormKind kind = a.kind;
+  const LayerNormKernel kernel = a.kernel;
   check_layernorm_args("layernorm", C, eps, kind);
   const uint64_t count = uint64_t{T} * C, bytes = count * sizeof(float);
   require_elements("layernorm", "out", out, count);
@@ -71,28 +74,30 @@ void layernorm(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
   require_elements("layernorm", "gamma", gamma, C);
   require_elements("layernorm", "beta", beta, C);
   if (T == 0) return;
-  const vk::DeviceCaps& caps = k.device().caps();
+  const vk::DeviceCaps& caps = ops.device().caps();
   check_layernorm_range("layernorm", caps, T, C);
 
   // Exact ranges, so the recorder's barriers see only what this dispatch touches.
   const uint64_t row_bytes = uint64_t{C} * sizeof(float);
-  if (use_texel(k, x, gamma, beta, T, C, kernel)) {
+  if (use_texel(ops, x, gamma, beta, T, C, kernel)) {
     // Eight rows per workgroup, llvmpipe's SIMD width: a prompt's rows spread over its threads.
     const uint32_t wg = std::min({8u, caps.max_workgroup_invocations, caps.max_workgroup_size[0]});
-    const vk::Pipeline& p = k.get(vk::Shader::layernorm_texel, {{wg, 1, 1}, {static_cast<uint32_t>(kind)}});
+    const vk::Pipeline& p =
+        ops.get(vk::Shader::layernorm_texel, {{wg, 1, 1}, {static_cast<uint32_t>(kind)}});
     rec.dispatch(
         p, {out.sub(0, bytes), x.sub(0, bytes), gamma.sub(0, row_bytes), beta.sub(0, row_bytes)},
-        push::LayerNormPush{T, C, eps}, vk::groups_for(k.device(), p, T));
+        push::LayerNormPush{T, C, eps}, vk::groups_for(ops.device(), p, T));
     return;
   }
   // The shader's reduction array holds a vec2 for each of up to LAYERNORM_MAX_WORKGROUP.
   require_shared_memory(caps, "layernorm",
                         push::LAYERNORM_MAX_WORKGROUP * 2 * uint32_t{sizeof(float)});
   const uint32_t wg = std::min(row_workgroup(caps, C), push::LAYERNORM_MAX_WORKGROUP);
-  const vk::Pipeline& p = k.get(vk::Shader::layernorm, {{wg, 1, 1}, {static_cast<uint32_t>(kind)}});
+  const vk::Pipeline& p =
+      ops.get(vk::Shader::layernorm, {{wg, 1, 1}, {static_cast<uint32_t>(kind)}});
   rec.dispatch(
       p, {out.sub(0, bytes), x.sub(0, bytes), gamma.sub(0, row_bytes), beta.sub(0, row_bytes)},
-      push::LayerNormPush{T, C, eps}, vk::fold_groups(k.device(), T, "layernorm"));
+      push::LayerNormPush{T, C, eps}, vk::fold_groups(ops.device(), T, "layernorm"));
 }
 
 }  // namespace model::gpu

@@ -13,10 +13,17 @@ namespace model::gpu {
 // Throws vk::Error for C == 0, StdPlusEps with C < 2, a negative or non-finite eps, spans too
 // small, or [T, C] beyond one binding (maxStorageBufferRange; layernorm does not split rows).
 // T == 0 records nothing.
-void layernorm(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
-               const vk::BufferSpan& x, const vk::BufferSpan& gamma, const vk::BufferSpan& beta,
-               uint32_t T, uint32_t C, float eps, LayerNormKind kind = LayerNormKind::Standard,
-               LayerNormKernel kernel = LayerNormKernel::Auto);
+struct LayerNormArgs {
+  vk::BufferSpan out;    // [T, C]
+  vk::BufferSpan x;      // [T, C]
+  vk::BufferSpan gamma;  // [C]
+  vk::BufferSpan beta;   // [C]
+  uint32_t T = 0, C = 0;
+  float eps = 1e-5f;
+  LayerNormKind kind = LayerNormKind::Standard;
+  LayerNormKernel kernel = LayerNormKernel::Auto;
+};
+void layernorm(const Ops& ops, vk::Recorder& rec, const LayerNormArgs& a);
 
 // Why layernorm_texel.comp (and its backward) cannot run [T, C] rows of x with gamma and beta
 // (the backward's: dout) on this device; empty when it can.

@@ -8,11 +8,12 @@
 
 namespace model::gpu {
 
-void layernorm_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& dx,
-                        const vk::BufferSpan& dgamma, const vk::BufferSpan& dbeta,
-                        const vk::BufferSpan& stats, const vk::BufferSpan& dout,
-                        const vk::BufferSpan& x, const vk::BufferSpan& gamma, uint32_t T,
-                        uint32_t C, float eps, LayerNormKind kind) {
+void layernorm_backward(const Ops& ops, vk::Recorder& rec, const LayerNormBackwardArgs& a) {
+  const vk::BufferSpan &dx = a.dx, &dgamma = a.dgamma, &dbeta = a.dbeta, &stats = a.stats;
+  const vk::BufferSpan &dout = a.dout, &x = a.x, &gamma = a.gamma;
+  const uint32_t T = a.T, C = a.C;
+  const float eps = a.eps;
+  const LayerNormKind kind = a.kind;
   const char* op = "layernorm_backward";
   check_layernorm_args(op, C, eps, kind);
   const uint64_t count = uint64_t{T} * C, bytes = count * sizeof(float);
@@ -24,7 +25,7 @@ void layernorm_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& d
   require_elements(op, "x", x, count);
   require_elements(op, "gamma", gamma, C);
   if (T == 0) return;
-  const vk::DeviceCaps& caps = k.device().caps();
+  const vk::DeviceCaps& caps = ops.device().caps();
   check_layernorm_range(op, caps, T, C);
   require_shared_memory(caps, op, push::LAYERNORM_MAX_WORKGROUP * 2 * uint32_t{sizeof(float)});
   const uint64_t row_bytes = uint64_t{C} * sizeof(float);
@@ -35,26 +36,28 @@ void layernorm_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& d
   const auto kind_id = static_cast<uint32_t>(kind);
   // The texel kernel where choose.h prefers it and the call allows it: dout, x, gamma and stats
   // read as texels.
-  if (layernorm_order(k.policy()).has(LayerNormKernel::Texel) &&
+  if (layernorm_order(ops.policy()).has(LayerNormKernel::Texel) &&
       layernorm_texel_unsupported(caps, x, gamma, dout, T, C).empty() &&
       texel_aligned(caps, {&stats}, {&dx, &dgamma, &dbeta, &stats})) {
     const vk::Shader texel = vk::Shader::layernorm_backward_texel;
     std::vector<vk::BufferSpan> with_stats = bindings;
     with_stats.push_back(bindings[3]);  // stats again, read as texels by the second pass
     const uint32_t wg = std::min({8u, caps.max_workgroup_invocations, caps.max_workgroup_size[0]});
-    const vk::Pipeline& rows = k.get(texel, {{wg, 1, 1}, {kind_id, 0u}});
-    rec.dispatch(rows, with_stats, push::LayerNormPush{T, C, eps}, vk::groups_for(k.device(), rows, T));
-    const vk::Pipeline& params = k.get(texel, {{wg, 1, 1}, {kind_id, 1u}});
+    const vk::Pipeline& rows = ops.get(texel, {{wg, 1, 1}, {kind_id, 0u}});
+    rec.dispatch(rows, with_stats, push::LayerNormPush{T, C, eps},
+                 vk::groups_for(ops.device(), rows, T));
+    const vk::Pipeline& params = ops.get(texel, {{wg, 1, 1}, {kind_id, 1u}});
     rec.dispatch(params, with_stats, push::LayerNormPush{T, C, eps},
-                 vk::groups_for(k.device(), params, C / 4));
+                 vk::groups_for(ops.device(), params, C / 4));
     return;
   }
   const uint32_t wg = std::min(row_workgroup(caps, C), push::LAYERNORM_MAX_WORKGROUP);
-  rec.dispatch(k.get(vk::Shader::layernorm_backward, {{wg, 1, 1}, {kind_id, 0u}}), bindings, push::LayerNormPush{T, C, eps},
-               vk::fold_groups(k.device(), T, op));
+  rec.dispatch(ops.get(vk::Shader::layernorm_backward, {{wg, 1, 1}, {kind_id, 0u}}), bindings,
+               push::LayerNormPush{T, C, eps}, vk::fold_groups(ops.device(), T, op));
   const vk::Pipeline& params =
-      k.get(vk::Shader::layernorm_backward, {{default_workgroup(caps), 1, 1}, {kind_id, 1u}});
-  rec.dispatch(params, bindings, push::LayerNormPush{T, C, eps}, vk::groups_for(k.device(), params, C));
+      ops.get(vk::Shader::layernorm_backward, {{default_workgroup(caps), 1, 1}, {kind_id, 1u}});
+  rec.dispatch(params, bindings, push::LayerNormPush{T, C, eps},
+               vk::groups_for(ops.device(), params, C));
 }
 
 }  // namespace model::gpu

@@ -15,10 +15,18 @@ namespace model::gpu {
 // invocation per row, then one per 4 channels. stats is scratch of 4 floats per row. The same
 // limits and errors as layernorm().
 //   dout [T, C], x [T, C], gamma [C] -> dx [T, C]; dgamma, dbeta [C] accumulated
-void layernorm_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& dx,
-                        const vk::BufferSpan& dgamma, const vk::BufferSpan& dbeta,
-                        const vk::BufferSpan& stats, const vk::BufferSpan& dout,
-                        const vk::BufferSpan& x, const vk::BufferSpan& gamma, uint32_t T,
-                        uint32_t C, float eps, LayerNormKind kind = LayerNormKind::Standard);
+struct LayerNormBackwardArgs {
+  vk::BufferSpan dx;      // [T, C]
+  vk::BufferSpan dgamma;  // [C], accumulated
+  vk::BufferSpan dbeta;   // [C], accumulated
+  vk::BufferSpan stats;   // scratch: [T, 4]
+  vk::BufferSpan dout;    // [T, C]
+  vk::BufferSpan x;       // [T, C]
+  vk::BufferSpan gamma;   // [C]
+  uint32_t T = 0, C = 0;
+  float eps = 1e-5f;
+  LayerNormKind kind = LayerNormKind::Standard;
+};
+void layernorm_backward(const Ops& ops, vk::Recorder& rec, const LayerNormBackwardArgs& a);
 
 }  // namespace model::gpu

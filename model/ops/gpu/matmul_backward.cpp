@@ -11,10 +11,12 @@
 
 namespace model::gpu {
 
-void matmul_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan* dx,
-                     const vk::BufferSpan& dw, const vk::BufferSpan* dbias,
-                     const vk::BufferSpan& dout, const vk::BufferSpan& x, const Weight& w,
-                     uint32_t T, uint32_t K, uint32_t N, const Weight* w_t) {
+void matmul_backward(const Ops& ops, vk::Recorder& rec, const MatmulBackwardArgs& args) {
+  const vk::BufferSpan *dx = args.dx, *dbias = args.dbias;
+  const vk::BufferSpan &dw = args.dw, &dout = args.dout, &x = args.x;
+  const Weight& w = args.w;
+  const uint32_t T = args.T, K = args.K, N = args.N;
+  const Weight* w_t = args.w_t;
   const char* op = "matmul_backward";
   if (w.dtype != DType::F32 || (w.layout != WeightLayout::KN && w.layout != WeightLayout::NK))
     fail(op, "the weight must be fp32 in the KN or NK layout");
@@ -32,10 +34,10 @@ void matmul_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan* dx,
     const Weight wt = w_t ? *w_t
                           : Weight{w.span, DType::F32,
                                    w.layout == WeightLayout::KN ? WeightLayout::NK : WeightLayout::KN};
-    matmul(k, rec,
+    matmul(ops, rec,
            {.out = *dx, .x = dout, .w = wt, .T = T, .K = N, .N = K, .options = {wt.layout}});
   }
-  const vk::DeviceCaps& caps = k.device().caps();
+  const vk::DeviceCaps& caps = ops.device().caps();
   const uint64_t dw_bytes = uint64_t{K} * N * sizeof(float);
   if (dw_bytes > caps.max_storage_buffer_range)
     fail(op, "dw's " + std::to_string(dw_bytes) + " bytes exceed what one binding may hold");
@@ -51,17 +53,18 @@ void matmul_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan* dx,
       std::min<uint64_t>(T, (caps.max_storage_buffer_range - align) / row_bytes));
   const uint32_t tile = push::MATMUL_BACKWARD_TILE;
   const uint32_t layout = w.layout == WeightLayout::KN ? push::MATMUL_KN : push::MATMUL_NK;
-  const vk::Pipeline& grad = k.get(vk::Shader::matmul_backward, {{16, 8, 1}, {layout, 0u}});
-  const vk::Pipeline& bias = k.get(vk::Shader::matmul_backward, {{16, 8, 1}, {layout, 1u}});
+  const vk::Pipeline& grad = ops.get(vk::Shader::matmul_backward, {{16, 8, 1}, {layout, 0u}});
+  const vk::Pipeline& bias = ops.get(vk::Shader::matmul_backward, {{16, 8, 1}, {layout, 1u}});
   // The texel kernel where choose.h prefers it and the shape allows it: 4 x 8 blocks of outputs,
   // rows of x and dout in whole texels, within one texel view.
   const uint64_t texel_align = texel_binding_alignment(caps);
-  const bool texel = matmul_backward_texel(k.policy()) && caps.storage_texel_buffers &&
-                     K % 4 == 0 && N % 8 == 0 && x.offset % texel_align == 0 &&
-                     dout.offset % texel_align == 0 &&
-                     uint64_t{rows} * std::max(K, N) / 4 + texel_align <= caps.max_texel_buffer_elements;
-  const vk::Pipeline* grad_texel =
-      texel ? &k.get(vk::Shader::matmul_backward_texel, {{default_workgroup(caps), 1, 1}, {layout}}) : nullptr;
+  const bool texel =
+      matmul_backward_texel(ops.policy()) && caps.storage_texel_buffers && K % 4 == 0 &&
+      N % 8 == 0 && x.offset % texel_align == 0 && dout.offset % texel_align == 0 &&
+      uint64_t{rows} * std::max(K, N) / 4 + texel_align <= caps.max_texel_buffer_elements;
+  const vk::Pipeline* grad_texel = texel ? &ops.get(vk::Shader::matmul_backward_texel,
+                                                    {{default_workgroup(caps), 1, 1}, {layout}})
+                                         : nullptr;
   const vk::BufferSpan dw_all = dw.sub(0, dw_bytes);
   const vk::BufferSpan db = dbias ? dbias->sub(0, uint64_t{N} * 4) : dw_all;
   for (uint32_t t0 = 0; t0 < T; t0 += rows) {
@@ -73,7 +76,7 @@ void matmul_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan* dx,
     const std::vector<vk::BufferSpan> bindings{dw_all, db, dw_.span, xw.span};
     if (texel) {
       rec.dispatch(*grad_texel, {dw_all, dw_.span, xw.span}, push,
-                   vk::groups_for(k.device(), *grad_texel, uint64_t{K / 4} * (N / 8)));
+                   vk::groups_for(ops.device(), *grad_texel, uint64_t{K / 4} * (N / 8)));
     } else {
       if (uint64_t(vk::ceil_div(N, tile)) > caps.max_workgroup_count[0] ||
           uint64_t(vk::ceil_div(K, tile)) > caps.max_workgroup_count[1])

@@ -13,9 +13,16 @@ namespace model::gpu {
 // of its own for dx (training's Interleaved copy, as outputs K over inputs N, repacked each step
 // by gpu::interleave); otherwise dx reads w with its layout swapped.
 //   dout [T, N], x [T, K], w [K, N] or [N, K] -> dx [T, K]; dw like w, dbias [N] accumulated
-void matmul_backward(const Ops& k, vk::Recorder& rec, const vk::BufferSpan* dx,
-                     const vk::BufferSpan& dw, const vk::BufferSpan* dbias,
-                     const vk::BufferSpan& dout, const vk::BufferSpan& x, const Weight& w,
-                     uint32_t T, uint32_t K, uint32_t N, const Weight* w_t = nullptr);
+struct MatmulBackwardArgs {
+  const vk::BufferSpan* dx = nullptr;     // [T, K]
+  vk::BufferSpan dw;                      // like w, accumulated
+  const vk::BufferSpan* dbias = nullptr;  // [N], accumulated
+  vk::BufferSpan dout;                    // [T, N]
+  vk::BufferSpan x;                       // [T, K]
+  Weight w;                               // [K, N] or [N, K], fp32
+  uint32_t T = 0, K = 0, N = 0;
+  const Weight* w_t = nullptr;  // W^T in a layout of its own, for dx
+};
+void matmul_backward(const Ops& ops, vk::Recorder& rec, const MatmulBackwardArgs& args);
 
 }  // namespace model::gpu

@@ -35,13 +35,14 @@ uint64_t grad_sum_squares_scratch(const vk::DeviceCaps& caps, std::span<const ui
   return std::max<uint64_t>(total, 1);
 }
 
-void grad_sum_squares(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
-                      const vk::BufferSpan& scratch, std::span<const vk::BufferSpan> tensors,
-                      std::span<const uint64_t> counts) {
+void grad_sum_squares(const Ops& ops, vk::Recorder& rec, const GradSumSquaresArgs& a) {
+  const vk::BufferSpan &out = a.out, &scratch = a.scratch;
+  const std::span<const vk::BufferSpan> tensors = a.tensors;
+  const std::span<const uint64_t> counts = a.counts;
   if (tensors.size() != counts.size())
     fail("grad_sum_squares", std::to_string(tensors.size()) + " tensors but " +
                                  std::to_string(counts.size()) + " sizes");
-  const vk::DeviceCaps& caps = k.device().caps();
+  const vk::DeviceCaps& caps = ops.device().caps();
   const uint64_t total = grad_sum_squares_scratch(caps, counts);
   require_elements("grad_sum_squares", "out", out, 1);
   require_elements("grad_sum_squares", "scratch", scratch, total);
@@ -51,7 +52,7 @@ void grad_sum_squares(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out
     fail("grad_sum_squares", std::to_string(total) + " partial sums exceed one binding");
   const uint32_t wg = sum_workgroup(caps), chunk = wg * push::GRAD_CHUNK_PER_INVOCATION;
   require_shared_memory(caps, "grad_sum_squares", push::GRAD_MAX_WORKGROUP * 4);
-  const vk::Pipeline& p = k.get(vk::Shader::grad_sum_squares, {{wg, 1, 1}, {}});
+  const vk::Pipeline& p = ops.get(vk::Shader::grad_sum_squares, {{wg, 1, 1}, {}});
   const uint64_t align = binding_alignment(caps), piece = binding_floats(caps);
   const vk::BufferSpan all = scratch.sub(0, total * sizeof(float));
   uint64_t at = 0;  // the next partial
@@ -62,7 +63,7 @@ void grad_sum_squares(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out
       rec.dispatch(p, {dst.span, tensors[i].sub(first * sizeof(float), n * sizeof(float))},
                    push::GradSumSquaresPush{static_cast<uint32_t>(n), chunk, 0, dst.skip, 1,
                                             static_cast<uint32_t>(groups)},
-                   vk::fold_groups(k.device(), groups, "grad_sum_squares"));
+                   vk::fold_groups(ops.device(), groups, "grad_sum_squares"));
       at += groups;
     }
   // Every partial in one workgroup, in order.
@@ -71,9 +72,11 @@ void grad_sum_squares(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out
                vk::Groups{1, 1, 1});
 }
 
-void adamw(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& param, const vk::BufferSpan& m,
-           const vk::BufferSpan& v, const vk::BufferSpan& grad, const vk::BufferSpan& norm_sq,
-           uint64_t n, const OptimizerStep& o) {
+void adamw(const Ops& ops, vk::Recorder& rec, const AdamwArgs& a) {
+  const vk::BufferSpan &param = a.param, &m = a.m, &v = a.v, &grad = a.grad;
+  const vk::BufferSpan& norm_sq = a.norm_sq;
+  const uint64_t n = a.n;
+  const OptimizerStep& o = a.options;
   const char* op = o.sgd ? "sgd" : "adamw";
   for (const auto& [name, span] : {std::pair<const char*, const vk::BufferSpan*>{"param", &param},
                                    {"m", &m}, {"v", &v}, {"grad", &grad}})
@@ -81,7 +84,7 @@ void adamw(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& param, const v
   require_elements(op, "norm_sq", norm_sq, 1);
   if (o.step == 0) fail(op, "steps count from 1");
   if (n == 0) return;
-  const vk::DeviceCaps& caps = k.device().caps();
+  const vk::DeviceCaps& caps = ops.device().caps();
   const double step = static_cast<double>(o.step);
   push::AdamWPush push{0,
                        o.lr,
@@ -92,15 +95,17 @@ void adamw(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& param, const v
                        static_cast<float>(1.0 - std::pow(double(o.beta1), step)),
                        static_cast<float>(1.0 - std::pow(double(o.beta2), step)),
                        o.clip};
-  const vk::Pipeline& p = k.get(vk::Shader::adamw, {{default_workgroup(caps), 1, 1}, {o.sgd ? 1u : 0u}});
+  const vk::Pipeline& p =
+      ops.get(vk::Shader::adamw, {{default_workgroup(caps), 1, 1}, {o.sgd ? 1u : 0u}});
   const uint64_t piece = binding_floats(caps);
   for (uint64_t first = 0; first < n; first += piece) {
     const uint64_t count = std::min(piece, n - first), off = first * sizeof(float),
                    bytes = count * sizeof(float);
     push.n = static_cast<uint32_t>(count);
-    rec.dispatch(p, {param.sub(off, bytes), m.sub(off, bytes), v.sub(off, bytes), grad.sub(off, bytes),
-                     norm_sq.sub(0, sizeof(float))},
-                 push, vk::groups_for(k.device(), p, count));
+    rec.dispatch(p,
+                 {param.sub(off, bytes), m.sub(off, bytes), v.sub(off, bytes), grad.sub(off, bytes),
+                  norm_sq.sub(0, sizeof(float))},
+                 push, vk::groups_for(ops.device(), p, count));
   }
 }
 

@@ -14,9 +14,13 @@ uint64_t grad_sum_squares_scratch(const vk::DeviceCaps& caps, std::span<const ui
 // floats), the square of the global norm that clipping compares: partial sums of fixed chunks
 // into scratch, then one workgroup sums them, in an order fixed by the sizes alone.
 //   tensors -> out [1]
-void grad_sum_squares(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out,
-                      const vk::BufferSpan& scratch, std::span<const vk::BufferSpan> tensors,
-                      std::span<const uint64_t> counts);
+struct GradSumSquaresArgs {
+  vk::BufferSpan out;                       // [1]
+  vk::BufferSpan scratch;                   // grad_sum_squares_scratch(counts) floats
+  std::span<const vk::BufferSpan> tensors;  // tensors[i]: [counts[i]]
+  std::span<const uint64_t> counts;
+};
+void grad_sum_squares(const Ops& ops, vk::Recorder& rec, const GradSumSquaresArgs& a);
 
 // One step of torch.optim.AdamW (or SGD) on one tensor, as cpu::adamw / cpu::sgd, with the
 // gradient scaled by min(1, clip / (norm + 1e-6)) where clip > 0, norm the square root of
@@ -29,8 +33,15 @@ struct OptimizerStep {
   uint64_t step = 1;
 };
 //   param, m, v [n] updated in place; grad [n], norm_sq [1]
-void adamw(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& param, const vk::BufferSpan& m,
-           const vk::BufferSpan& v, const vk::BufferSpan& grad, const vk::BufferSpan& norm_sq,
-           uint64_t n, const OptimizerStep& o);
+struct AdamwArgs {
+  vk::BufferSpan param;    // [n], updated
+  vk::BufferSpan m;        // [n], updated
+  vk::BufferSpan v;        // [n], updated
+  vk::BufferSpan grad;     // [n]
+  vk::BufferSpan norm_sq;  // [1]
+  uint64_t n = 0;
+  OptimizerStep options;
+};
+void adamw(const Ops& ops, vk::Recorder& rec, const AdamwArgs& a);
 
 }  // namespace model::gpu

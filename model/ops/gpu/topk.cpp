@@ -69,9 +69,10 @@ size_t topk_scratch_bytes(const Ops& ops, uint32_t V, uint32_t k) {
   return static_cast<size_t>(plan(ops.caps(), ops.policy().topk_per_invocation, V, k).scratch_bytes);
 }
 
-void topk(const Ops& ops, vk::Recorder& rec, const vk::BufferSpan& out_ids,
-          const vk::BufferSpan& out_values, const vk::BufferSpan& logits,
-          const vk::BufferSpan& scratch, uint32_t V, uint32_t k) {
+void topk(const Ops& ops, vk::Recorder& rec, const TopkArgs& a) {
+  const vk::BufferSpan &out_ids = a.out_ids, &out_values = a.out_values, &logits = a.logits;
+  const vk::BufferSpan& scratch = a.scratch;
+  const uint32_t V = a.V, k = a.k;
   const vk::DeviceCaps& caps = ops.device().caps();
   check_args(caps, V, k);
   require_elements("topk", "out_ids", out_ids, k, sizeof(int32_t));
@@ -102,10 +103,14 @@ void topk(const Ops& ops, vk::Recorder& rec, const vk::BufferSpan& out_ids,
   }
 }
 
-void argmax(const Ops& ops, vk::Recorder& rec, const vk::BufferSpan& out_id,
-            const vk::BufferSpan& out_value, const vk::BufferSpan& logits,
-            const vk::BufferSpan& scratch, uint32_t V) {
-  topk(ops, rec, out_id, out_value, logits, scratch, V, 1);
+void argmax(const Ops& ops, vk::Recorder& rec, const ArgmaxArgs& a) {
+  topk(ops, rec,
+       {.out_ids = a.out_id,
+        .out_values = a.out_value,
+        .logits = a.logits,
+        .scratch = a.scratch,
+        .V = a.V,
+        .k = 1});
 }
 
 }  // namespace model::gpu

@@ -18,13 +18,23 @@ size_t topk_scratch_bytes(const Ops& ops, uint32_t V, uint32_t k);
 // Ties go to the lower index. Values are ordered by IEEE 754 totalOrder (+0 above -0); a NaN
 // logit counts as -inf and is reported as -inf. 1 <= k <= min(V, kTopkMax). Deterministic: the
 // order is total, so the answer does not depend on how the work was split.
-void topk(const Ops& ops, vk::Recorder& rec, const vk::BufferSpan& out_ids,
-          const vk::BufferSpan& out_values, const vk::BufferSpan& logits,
-          const vk::BufferSpan& scratch, uint32_t V, uint32_t k);
+struct TopkArgs {
+  vk::BufferSpan out_ids;     // [k] int32
+  vk::BufferSpan out_values;  // [k]
+  vk::BufferSpan logits;      // [V]
+  vk::BufferSpan scratch;     // topk_scratch_bytes(V, k)
+  uint32_t V = 0, k = 0;
+};
+void topk(const Ops& ops, vk::Recorder& rec, const TopkArgs& a);
 
 // topk with k = 1: the id [1] and value [1] of the largest logit (the lowest id among equals).
-void argmax(const Ops& ops, vk::Recorder& rec, const vk::BufferSpan& out_id,
-            const vk::BufferSpan& out_value, const vk::BufferSpan& logits,
-            const vk::BufferSpan& scratch, uint32_t V);
+struct ArgmaxArgs {
+  vk::BufferSpan out_id;     // [1] int32
+  vk::BufferSpan out_value;  // [1]
+  vk::BufferSpan logits;     // [V]
+  vk::BufferSpan scratch;    // topk_scratch_bytes(V, 1)
+  uint32_t V = 0;
+};
+void argmax(const Ops& ops, vk::Recorder& rec, const ArgmaxArgs& a);
 
 }  // namespace model::gpu
