@@ -244,10 +244,16 @@ TEST_CASE("serve: SIGTERM drains: /health 503 at once, slow clients closed, exit
   CHECK(body.find("draining") != std::string::npos);
   CHECK(exchange(server.port(), post_closing(R"({"prompt":"x","max_tokens":2})"), 5).first == 503);
   client.join();
+  const auto answered = Clock::now();
   CHECK(running.first == 200);  // the request in flight finished
   const int code = server.stop(0, 30);  // signalled already: signal 0 only waits for the exit
   CHECK(code == 0);
-  CHECK_MESSAGE(seconds_since(t0) < 10, "exit took " << seconds_since(t0) << " s");
+  // In time: soon after the request in flight is answered, not after the slow clients' 30 s
+  // request timeout. The request itself may take seconds where its pipelines compile cold under
+  // the sanitizers (the whole took 10.3 s there), so the bound runs from its answer.
+  CHECK_MESSAGE(seconds_since(answered) < 5, "exit took " << seconds_since(answered)
+                                                           << " s after the last answer");
+  CHECK_MESSAGE(seconds_since(t0) < 30, "exit took " << seconds_since(t0) << " s");
   for (auto& c : slow) CHECK(c->closed_by_server());
 }
 
