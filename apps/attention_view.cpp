@@ -204,7 +204,7 @@ std::string text_view(const AttentionMap& map, size_t layer, size_t head) {
   for (size_t j = 0; j < T; j++) out += char('0' + j % 10);
   out += '\n';
   for (size_t t = 0; t < T; t++) {
-    char num[16];
+    char num[24];  // 20 digits of a size_t, a space and the end
     std::snprintf(num, sizeof num, "%4zu ", t);
     out += num + fit(map.tokens[t], label) + " ";
     const size_t n = map.causal ? t + 1 : T;

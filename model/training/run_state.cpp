@@ -252,9 +252,12 @@ void copy_run_flag(RunFlags& to, const RunFlags& from, std::string_view key) {
 
 std::string settings_line(const RunFlags& f) {
   std::string line;
-  for (size_t i = 0; i < kShaping; i++)
-    line += (i ? " " : "") + std::string(kFields[i].key) + "=" +
-            run_flag_text(f, kFields[i].key, false);
+  // Appended piece by piece: `"literal" + std::string&&` makes GCC 12 at -O3 warn of an
+  // overlapping memcpy that cannot happen (-Wrestrict, GCC bug 105329).
+  for (size_t i = 0; i < kShaping; i++) {
+    if (i) line += ' ';
+    line.append(kFields[i].key).append("=").append(run_flag_text(f, kFields[i].key, false));
+  }
   return line;
 }
 
@@ -262,13 +265,16 @@ std::optional<RunFlags> parse_settings_line(std::string_view line) {
   RunFlags f;
   size_t at = 0;
   for (size_t i = 0; i < kShaping; i++) {
-    const std::string key = std::string(i ? " " : "") + std::string(kFields[i].key) + "=";
+    std::string key = i ? " " : "";
+    key.append(kFields[i].key).append("=");
     if (line.compare(at, key.size(), key) != 0) return std::nullopt;
     at += key.size();
     // A path may hold spaces: the value runs to the next key (the last, to the end).
     size_t end = line.size();
     if (i + 1 < kShaping) {
-      end = line.find(" " + std::string(kFields[i + 1].key) + "=", at);
+      std::string next = " ";
+      next.append(kFields[i + 1].key).append("=");
+      end = line.find(next, at);
       if (end == std::string_view::npos) return std::nullopt;
     }
     if (!read_value(f, kFields[i].member, line.substr(at, end - at))) return std::nullopt;
