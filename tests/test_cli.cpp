@@ -371,3 +371,29 @@ TEST_CASE("cli: Ctrl-C or SIGTERM ends generate's text with a newline and the su
     CHECK(err.find(" times)\n") != std::string::npos);
   }
 }
+
+TEST_CASE("cli: tokenize --text prints each token's bytes beside its id") {
+  // The bytes tokenizer: "é" is two tokens, each half of its UTF-8 encoding.
+  const std::string m = models("gpt2-tiny");
+  const std::string text = "a \"b\"\t\xc3\xa9";
+  const test::CliResult r = test::gpt2vk({"tokenize", "-m", m, "-p", text, "--text"});
+  CAPTURE(r.err);
+  CHECK(r.exit_code == 0);
+  const test::CliResult ids = test::gpt2vk({"tokenize", "-m", m, "-p", text});
+  std::string expected;
+  const char* const pieces[] = {"\"a\"", "\" \"", "\"\\\"\"", "\"b\"", "\"\\\"\"",
+                                "\"\\t\"", "\"\\xc3\"", "\"\\xa9\""};
+  size_t at = 0, i = 0;
+  for (const char* piece : pieces) {
+    const size_t end = ids.out.find_first_of(" \n", at);
+    expected += ids.out.substr(at, end - at) + "\t" + piece + "\n";
+    at = end + 1, i++;
+  }
+  CHECK(i == 8);
+  CHECK(r.out == expected);
+  const test::CliResult both =
+      test::gpt2vk({"tokenize", "-m", m, "-p", "a", "--text", "-o", "/tmp/never-written.bin"});
+  CHECK(both.exit_code == 1);
+  CHECK(both.err.find("--text prints the tokens and -o writes their ids; give one") !=
+        std::string::npos);
+}
