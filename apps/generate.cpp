@@ -1,7 +1,6 @@
 // gpt2vk generate: the prompt, then the model's continuation, streamed to stdout as it comes;
 // logs and the summary on stderr.
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -15,6 +14,7 @@
 #include "apps/options.h"
 #include "apps/progress.h"
 #include "apps/session.h"
+#include "apps/signals.h"
 #include "model/generation/generate.h"
 #include "model/text/utf8.h"
 
@@ -31,26 +31,6 @@ struct GenerateArgs {
   float top_p = 0.95f;
   uint64_t seed = 0;
   bool seed_given = false;
-};
-
-// SIGINT or SIGTERM, once one came: the token being chosen is not, the text ends with a newline,
-// the summary says why, and the command exits 128 + the signal, as a shell expects.
-std::atomic<int> g_signal{0};
-extern "C" void on_generate_signal(int signal) { g_signal = signal; }
-
-// Restores the handlers that were there before, however generate() leaves.
-struct SignalScope {
-  SignalScope() {
-    g_signal = 0;
-    previous_int = std::signal(SIGINT, on_generate_signal);
-    previous_term = std::signal(SIGTERM, on_generate_signal);
-  }
-  ~SignalScope() {
-    std::signal(SIGINT, previous_int);
-    std::signal(SIGTERM, previous_term);
-  }
-  void (*previous_int)(int);
-  void (*previous_term)(int);
 };
 
 int generate(const GenerateArgs& args) {
@@ -72,8 +52,10 @@ int generate(const GenerateArgs& args) {
                           : static_cast<uint32_t>(c.n_ctx - std::min<size_t>(prompt.size(), c.n_ctx));
   o.sampling = {args.temp, args.top_k, args.top_p, args.seed};
   if (!args.seed_given) o.sampling.seed = std::random_device{}();
-  const SignalScope signals;
-  o.interrupted = [] { return g_signal != 0; };
+  // SIGINT or SIGTERM, once one came: the token being chosen is not, the text ends with a
+  // newline, the summary says why, and the command exits 128 + the signal, as a shell expects.
+  const StopSignals signals;
+  o.interrupted = [&] { return signals.received() != 0; };
   // A line that counts the pipelines as they compile, on a terminal.
   const bool tty = stderr_is_terminal();
   bool line_open = false;  // the progress line has no newline yet
@@ -152,7 +134,7 @@ int generate(const GenerateArgs& args) {
     std::snprintf(compile, sizeof compile, ", %zu pipelines created in %.2f s%s", r.pipelines,
                   r.compile_seconds, lazy ? " (this driver compiles them at first use)" : "");
   std::string stop = args.n < 0 && r.stop == "length" ? "context full" : r.stop;
-  const int signal = g_signal;
+  const int signal = signals.received();
   if (r.stop == "interrupted") stop += signal == SIGTERM ? " (SIGTERM)" : " (SIGINT)";
   // The seed that reproduces a sampled run with --seed; greedy decoding needs none.
   const std::string sampling =

@@ -2,7 +2,6 @@
 // one command buffer per step on a Vulkan device (model/training/gpu_trainer.h), saving
 // Hugging Face-layout checkpoints that the other commands read as they are.
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -25,6 +24,7 @@
 #include "apps/options.h"
 #include "apps/progress.h"
 #include "apps/session.h"
+#include "apps/signals.h"
 #include "model/formats/checkpoint.h"
 #include "model/text/tokenizer.h"
 #include "model/training/gpu_trainer.h"
@@ -53,10 +53,6 @@ using Given = std::function<bool(const std::string& flag)>;
 
 namespace fs = std::filesystem;
 using model::training::Parameters;
-
-// SIGINT or SIGTERM, once one came: the step in flight ends, the run saves and exits 128 + it.
-std::atomic<int> g_signal{0};
-extern "C" void on_signal(int signal) { g_signal = signal; }
 
 // GPT2VK_TRAIN_KILL_AT_FILE_OP=N, for tests: SIGKILL just before the run's Nth file operation
 // on a checkpoint (a save's or a recovery's), named on stderr first, as an unlucky kill would
@@ -443,9 +439,8 @@ int train(TrainArgs a, const Given& given) {
   settings.beta1 = a.run.beta1, settings.beta2 = a.run.beta2, settings.eps = a.run.eps;
   settings.weight_decay = a.run.weight_decay, settings.clip = a.run.grad_clip;
   std::vector<int32_t> ids, targets;
-  g_signal = 0;
-  const auto previous_int = std::signal(SIGINT, on_signal);
-  const auto previous_term = std::signal(SIGTERM, on_signal);
+  // SIGINT or SIGTERM, once one came: the step in flight ends, the run saves and exits 128 + it.
+  StopSignals signals;
   // On a terminal the progress line rewrites itself; elsewhere (a log) a line every 1% of the run.
   const bool tty = stderr_is_terminal();
   const uint64_t every = std::max<uint64_t>(1, a.run.steps / 100);
@@ -494,14 +489,13 @@ int train(TrainArgs a, const Given& given) {
                    duration(per_step * double(a.run.steps - state.step)).c_str(), tty ? "   " : "\n");
     if (log) *log << line.dump() << "\n" << std::flush;
     if (!a.bench && a.run.save_every && state.step % a.run.save_every == 0 && state.step < a.run.steps) save();
-    if (g_signal) {
-      interrupted = g_signal;
+    if (signals.received()) {
+      interrupted = signals.received();
       break;
     }
   }
   // A second signal during the save below ends the process at once: the save is atomic.
-  std::signal(SIGINT, previous_int);
-  std::signal(SIGTERM, previous_term);
+  signals.restore();
   if (tty) std::fprintf(stderr, "\n");
   if (a.bench) {
     if (a.profile) print_profile(trainer);
