@@ -1,4 +1,5 @@
 #include "model/forward/cpu_model.h"
+#include "model/forward/encoder.h"
 #include "apps/session.h"
 
 #include <cstdio>
@@ -51,6 +52,7 @@ Session open_checkpoint(const ModelArgs& args) {
   Session s;
   const std::filesystem::path dir = model_dir(args);
   s.checkpoint = model::Checkpoint::load(dir);
+  model::require_family(*s.checkpoint, model::Family::Decoder);  // an encoder has its commands
   for (const std::string& w : s.checkpoint->warnings())
     std::fprintf(stderr, "gpt2vk: warning: %s\n", w.c_str());
   s.tokenizer = model::load_tokenizer(dir, s.checkpoint->config().tokenizer);

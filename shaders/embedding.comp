@@ -1,5 +1,7 @@
 #version 450
-// Token plus position embedding: out[t, c] = wte[ids[t], c] + position(pos_offset + t, c).
+// Token plus position embedding: out[t, c] = wte[ids[t], c] + position(pos_offset + t, c), and
+// with TYPES a token-type (segment) row too, added before the position as BERT adds it:
+// (wte[ids[t], c] + wtt[types[t], c]) + position.
 // One invocation per output element. Each dispatch binds one block of vocabulary rows and writes
 // only the tokens whose id falls in it, so every element is written by exactly one dispatch.
 #extension GL_GOOGLE_include_directive : require
@@ -14,6 +16,8 @@ layout(constant_id = 5) const uint POSITION = POS_LEARNED;
 // (row, c / E) at (row / B * C / E + c / E) * B + row % B, B = MATMUL_BLOCK_ROWS, E = 16 bytes
 // of elements.
 layout(constant_id = 6) const bool WTE_INTERLEAVED = false;
+layout(constant_id = 7) const bool TYPES = false;
+layout(constant_id = 8) const uint WTT_DTYPE = DTYPE_F32;
 
 layout(binding = 0) writeonly buffer Out { float out_[]; };  // [T, C]
 layout(binding = 1) readonly buffer Ids { int ids[]; };      // [T]
@@ -24,11 +28,19 @@ layout(binding = 3) readonly buffer Wpe { uint wpe[]; };
 // EmbeddingPush.dynamic_pos: 1, the position of token 0 at step[0]; 2, a batch's table of
 // {position, cache texel} per token, token t's position at step[2 t].
 layout(binding = 4) readonly buffer Step { uint step[]; };
+// With TYPES: each token's type, and the table [n_types, C] (else any buffer, not read).
+layout(binding = 5) readonly buffer Types { int types[]; };  // [T]
+layout(binding = 6) readonly buffer Wtt { uint wtt[]; };
 layout(push_constant) uniform Push { EmbeddingPush p; };
 
 float load_wte(uint i) {
   if (WTE_DTYPE == DTYPE_F16) return unpackHalf2x16(wte[i >> 1])[i & 1u];
   return uintBitsToFloat(wte[i]);
+}
+
+float load_wtt(uint i) {
+  if (WTT_DTYPE == DTYPE_F16) return unpackHalf2x16(wtt[i >> 1])[i & 1u];
+  return uintBitsToFloat(wtt[i]);
 }
 
 float load_wpe(uint i) {
@@ -81,6 +93,8 @@ void main() {
   const uint B = MATMUL_BLOCK_ROWS;
   if (WTE_INTERLEAVED) at = ((row / B * (p.C / e) + c / e) * B + row % B) * e + c % e;
   float x = load_wte(p.wte_skip + at);
+  // Types are validated on the host too; the clamp only keeps a bad buffer in bounds.
+  if (TYPES) x += load_wtt(uint(clamp(types[t], 0, int(p.n_types) - 1)) * p.C + c);
   // Rows past pos_offset, and the token's place in its sequence.
   const uint dpos = p.dynamic_pos == 2 ? step[2 * t] : p.dynamic_pos == 1 ? step[0] : 0;
   const uint tp = p.dynamic_pos == 2 ? 0 : t % p.period;

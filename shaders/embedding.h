@@ -30,6 +30,7 @@ struct EmbeddingPush {
   // Positions restart every `period` tokens: training's B sequences of T in one dispatch (the
   // host pushes T itself otherwise).
   uint period;
+  uint n_types;  // rows of the token-type table (TYPES); the shader clamps types into [0, n_types)
 };
 
 // embedding_backward.comp (training): dwte[ids[i], c] += dout[i, c] for the tokens whose id lies

@@ -62,6 +62,7 @@ struct Case {
   DType wte_dtype, wpe_dtype;
   PositionKind position;
   bool interleaved = false;  // wte in matmul's Interleaved layout
+  uint32_t n_types = 0;      // token types: a wtt [n_types, C] in wte's dtype, when not 0
 };
 
 // wte's values repacked into the Interleaved layout, in a new span.
@@ -84,13 +85,22 @@ std::pair<std::vector<float>, std::vector<float>> run_case(const model::gpu::Ops
                                                            uint32_t* dispatches = nullptr) {
   const vk::Device& device = kernels.device();
   const size_t TC = size_t{c.T} * c.C;
-  vk::Arena arena(device, (2 * size_t{c.V} + 64 + c.n_pos + c.T) * c.C * 4 + c.T * 4 + 8192,
+  vk::Arena arena(device, (2 * size_t{c.V} + 64 + c.n_pos + c.T + c.n_types) * c.C * 4 + c.T * 8 + 16384,
                    vk::MemoryKind::Device, "test embedding");
   HostWeight wte = make_weight(device, arena, size_t{c.V} * c.C, c.wte_dtype, c.V + c.C);
   HostWeight wpe = make_weight(device, arena, size_t{c.n_pos} * c.C, c.wpe_dtype, c.n_pos + 7);
   std::vector<int32_t> ids = make_ids(c.T, c.V, c.T + c.C);
   vk::BufferSpan gids = arena.alloc(c.T * sizeof(int32_t)), out = arena.alloc(TC * 4);
   model::gpu::upload_ids(device, gids, ids, c.V);
+  HostWeight wtt;
+  std::vector<int32_t> types;
+  vk::BufferSpan gtypes;
+  if (c.n_types) {
+    wtt = make_weight(device, arena, size_t{c.n_types} * c.C, c.wte_dtype, c.n_types + 11);
+    types = make_ids(c.T, c.n_types, c.T + 3);
+    gtypes = arena.alloc(c.T * sizeof(int32_t));
+    model::gpu::upload_ids(device, gtypes, types, c.n_types);
+  }
 
   vk::Recorder rec(device);
   rec.begin();
@@ -107,13 +117,17 @@ std::pair<std::vector<float>, std::vector<float>> run_case(const model::gpu::Ops
                          .n_pos = c.n_pos,
                          .pos_offset = c.pos_offset,
                          .position = c.position,
-                         .wte_interleaved = c.interleaved});
+                         .wte_interleaved = c.interleaved,
+                         .types = c.n_types ? &gtypes : nullptr,
+                         .wtt = c.n_types ? &wtt.gpu : nullptr,
+                         .n_types = c.n_types});
   rec.run();
   if (dispatches) *dispatches = rec.stats().dispatches;
 
   std::vector<float> got = test::from_gpu(device, out, TC), ref(TC);
   model::cpu::embedding(ref.data(), ids.data(), wte.seen.data(), wpe.seen.data(), c.T, c.C, c.V, c.n_pos,
-                 c.pos_offset, c.position);
+                 c.pos_offset, c.position, c.n_types ? types.data() : nullptr,
+                 c.n_types ? wtt.seen.data() : nullptr, c.n_types);
   return {got, ref};
 }
 
@@ -147,6 +161,24 @@ TEST_CASE("embedding with learned or no positions is exact") {
         }
       }
     }
+  }
+}
+
+// Token types (BERT's segments): two fp32 adds, (wte + wtt) + wpe, each correctly rounded,
+// against the double sum rounded once: within 2 ulp of a sum below 3 in magnitude, 1e-6 absolute.
+TEST_CASE("embedding adds token types") {
+  GPU_TEST(g);
+  // BERT-base's rows (C = 768) over 512 tokens and its 2 types; odd C in fp16; a third type.
+  const Case shapes[] = {
+      {512, 768, 300, 512, 0, DType::F32, DType::F32, PositionKind::Learned, false, 2},
+      {37, 33, 61, 40, 0, DType::F16, DType::F16, PositionKind::Learned, false, 3},
+      {9, 32, 20, 16, 0, DType::F32, DType::F32, PositionKind::None, false, 2},
+  };
+  for (const Case& c : shapes) {
+    CAPTURE(c.T);
+    CAPTURE(c.C);
+    auto [got, ref] = run_case(g.kernels, c);
+    CHECK(test::close("embedding with types", got, ref, {1e-6, 0}));
   }
 }
 

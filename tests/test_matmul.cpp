@@ -89,10 +89,10 @@ TEST_CASE("matmul epilogues: bias, every activation, residual separate and in pl
   // epilogue does not depend on the weight, so each activation takes one layout and dtype (all
   // four pairs appear), which keeps the number of pipelines to compile down.
   unsigned seed = 500, a = 0;
-  for (Activation act :
-       {Activation::None, Activation::GeluTanh, Activation::GeluErf, Activation::Relu}) {
+  for (Activation act : {Activation::None, Activation::GeluTanh, Activation::GeluErf,
+                         Activation::Relu, Activation::Tanh}) {
     const WeightLayout layout = a % 2 ? WeightLayout::NK : WeightLayout::KN;
-    const DType dtype = a / 2 ? DType::F16 : DType::F32;
+    const DType dtype = a / 2 % 2 ? DType::F16 : DType::F32;
     a++;
     for (bool bias : {false, true})
       for (Residual residual : {Residual::None, Residual::Separate, Residual::InPlace})

@@ -5,6 +5,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "model/formats/bert_tensors.h"
 #include "model/formats/json_util.h"
 
 namespace model {
@@ -29,6 +30,8 @@ std::vector<ExpectedTensor> expected_tensors(const Config& c) {
   };
   add("wte.weight", {V, C});
   if (c.positions == model::PositionKind::Learned) add("wpe.weight", {c.n_ctx, C});
+  if (c.n_types) add("wtt.weight", {c.n_types, C});
+  if (c.embedding_norm) add_norm("ln_e");
   for (uint32_t i = 0; i < c.n_layer; ++i) {
     const std::string h = "h." + std::to_string(i) + ".";
     if (!c.attention_only) add_norm(h + "ln_1");
@@ -40,7 +43,25 @@ std::vector<ExpectedTensor> expected_tensors(const Config& c) {
     add_linear(h + "mlp.c_proj", F, C, c.mlp_bias);
   }
   if (c.final_norm) add_norm("ln_f");
-  if (!c.tie_word_embeddings) add("lm_head.weight", {V, C});
+  const uint64_t L = c.labels.size();
+  switch (c.family == Family::Encoder ? c.head : EncoderHead::MaskedLm) {
+    case EncoderHead::None: break;
+    case EncoderHead::MaskedLm:  // (an encoder's transform first)
+      if (c.family == Family::Encoder) {
+        add_linear("mlm.dense", C, C, true);
+        add_norm("mlm.ln");
+        add("mlm.bias", {V});
+      }
+      if (!c.tie_word_embeddings) add("lm_head.weight", {V, C});
+      break;
+    case EncoderHead::SequenceClassification:
+      add_linear("pooler", C, C, true);
+      add_linear("classifier", C, L, true);
+      break;
+    case EncoderHead::TokenClassification:
+      add_linear("classifier", C, L, true);
+      break;
+  }
   return out;
 }
 
@@ -94,6 +115,10 @@ std::unique_ptr<Checkpoint> Checkpoint::load(const std::filesystem::path& dir) {
   ck->config_ = load_config(dir / "config.json");
   ck->file_ = SafeTensors::open(dir / "model.safetensors");
   const std::string file = ck->file_->path().string();
+  if (ck->config_.family == Family::Encoder) {
+    ck->load_encoder();
+    return ck;
+  }
 
   // Canonical names: GPT2LMHeadModel saves the body as "transformer.*".
   std::map<std::string, const TensorView*, std::less<>> present;
@@ -153,6 +178,33 @@ std::unique_ptr<Checkpoint> Checkpoint::load(const std::filesystem::path& dir) {
       ck->warnings_.push_back(file + ": " + show(name) + ": not used by this config, ignored");
   }
   return ck;
+}
+
+namespace {
+
+std::string listed(const std::string& file, const std::vector<std::string>& problems,
+                   const char* what) {
+  std::string msg = file + ": " + std::to_string(problems.size()) + " tensor(s) " + what + ": ";
+  for (size_t i = 0; i < problems.size() && i < kMaxListed; ++i) msg += (i ? "; " : "") + problems[i];
+  if (problems.size() > kMaxListed)
+    msg += "; and " + std::to_string(problems.size() - kMaxListed) + " more";
+  return msg;
+}
+
+}  // namespace
+
+// An encoder's file, in BERT's names and layout: bert_tensors() presents it as the canonical
+// tensors, converting what it must.
+void Checkpoint::load_encoder() {
+  const std::string file = file_->path().string();
+  converted_ = std::make_shared<BertTensors>(bert_tensors(*file_, config_));
+  if (!converted_->problems.empty())
+    throw std::runtime_error(
+        listed(file, converted_->problems, "do not match config.json (a BERT folder)"));
+  for (const ExpectedTensor& e : expected_tensors(config_))
+    by_name_.emplace_back(e.name, &converted_->views.at(e.name));
+  for (const std::string& name : converted_->unused)
+    warnings_.push_back(file + ": " + show(name) + ": not used by this config, ignored");
 }
 
 const TensorView* Checkpoint::find(std::string_view canonical_name) const {

@@ -15,6 +15,8 @@
 
 namespace model {
 
+struct BertTensors;
+
 // A tensor the config requires, with its shape as published. Conv1D weights are [in, out]
 // (y = x W + b): c_attn [C, 3C], attn.c_proj [C, C], c_fc [C, n_inner], mlp.c_proj [n_inner, C];
 // wte [V, C], wpe [n_ctx, C], lm_head [V, C], LayerNorm weight/bias [C].
@@ -44,11 +46,13 @@ class Checkpoint {
   uint64_t weight_bytes() const;  // bytes of the tensors the model uses, as stored
 
  private:
+  void load_encoder();
   std::filesystem::path dir_;
   Config config_;
   std::unique_ptr<SafeTensors> file_;
   std::vector<std::pair<std::string, const TensorView*>> by_name_;  // canonical name -> tensor
   std::vector<std::string> warnings_;
+  std::shared_ptr<BertTensors> converted_;  // an encoder's tensors as the canonical ones
 };
 
 }  // namespace model

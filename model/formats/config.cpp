@@ -180,15 +180,119 @@ void read_variants(const Reader& r, Config& c) {
     r.fail("scale_attn_by_inverse_layer_idx", "true is not supported");
 }
 
+// BERT's config.json (Hugging Face's BertConfig keys): the encoder's sizes, its variant fixed
+// (post-norm, bidirectional, learned positions, biases, no ln_f, an embedding LayerNorm), and
+// the head its "architectures" names.
+Config parse_bert(const Reader& r) {
+  Config c;
+  c.family = Family::Encoder;
+  c.n_vocab = r.count("vocab_size", kMaxVocab);
+  c.n_ctx = r.count("max_position_embeddings", kMaxCtx);
+  c.n_embd = r.count("hidden_size", kMaxEmbd);
+  c.n_layer = r.count("num_hidden_layers", kMaxLayer);
+  c.n_head = r.count("num_attention_heads", kMaxEmbd);
+  if (c.n_embd % c.n_head != 0)
+    r.fail("num_attention_heads", "hidden_size " + std::to_string(c.n_embd) +
+                                      " is not divisible by num_attention_heads " +
+                                      std::to_string(c.n_head));
+  c.n_inner = r.count("intermediate_size", kMaxInner);
+  c.layer_norm_epsilon = r.positive("layer_norm_eps").value_or(1e-12f);
+  c.activation = r.choice("hidden_act", model::Activation::GeluErf,
+                          {{"gelu", model::Activation::GeluErf},
+                           {"gelu_new", model::Activation::GeluTanh},
+                           {"gelu_pytorch_tanh", model::Activation::GeluTanh},
+                           {"relu", model::Activation::Relu}});
+  r.choice("position_embedding_type", 0, {{"absolute", 0}});
+  if (r.flag("is_decoder", false)) r.fail("is_decoder", "true is not supported (an encoder only)");
+  if (r.flag("add_cross_attention", false))
+    r.fail("add_cross_attention", "true is not supported (an encoder only)");
+  c.n_types = r.count("type_vocab_size", kMaxVocab, 2);
+  c.tie_word_embeddings = r.flag("tie_word_embeddings", true);
+  c.pre_norm = false;
+  c.final_norm = false;
+  c.causal = false;
+  c.embedding_norm = true;
+  c.tokenizer.kind = TokenizerKind::WordPiece;
+  if (const json* pad = r.get("pad_token_id")) {
+    if (!pad->is_number_unsigned() || pad->get<uint64_t>() >= c.n_vocab)
+      r.fail("pad_token_id", pad->dump() + " is not a token id (vocab_size " +
+                                 std::to_string(c.n_vocab) + ")");
+    c.pad_token_id = static_cast<int32_t>(pad->get<uint64_t>());
+  }
+
+  // The head: the first of "architectures" (absent: the bare BertModel).
+  c.head = EncoderHead::None;
+  if (const json* a = r.get("architectures")) {
+    if (!a->is_array() || a->empty() || !(*a)[0].is_string())
+      r.fail("architectures", "must be a list of class names, got " + describe(*a));
+    const std::string name = (*a)[0].get<std::string>();
+    bool known = false;
+    for (EncoderHead h : {EncoderHead::None, EncoderHead::MaskedLm,
+                          EncoderHead::SequenceClassification, EncoderHead::TokenClassification})
+      if (name == encoder_head_name(h)) c.head = h, known = true;
+    if (!known)
+      r.fail("architectures", json_util::show(name, 60) +
+                                  " is not supported (BertModel, BertForMaskedLM, "
+                                  "BertForSequenceClassification, BertForTokenClassification)");
+  }
+  if (c.head == EncoderHead::SequenceClassification || c.head == EncoderHead::TokenClassification) {
+    // id2label {"0": "NEG", ...}: every id from 0 once. Without it, Hugging Face's default of
+    // num_labels (2) labels "LABEL_i".
+    const json* labels = r.get("id2label");
+    if (labels && !labels->is_object())
+      r.fail("id2label", "must be an object of id -> label, got " + describe(*labels));
+    const uint32_t n = labels ? static_cast<uint32_t>(labels->size()) : r.count("num_labels", 1u << 16, 2);
+    if (n == 0 || n > (1u << 16)) r.fail("id2label", std::to_string(n) + " labels (expected 1 to 65536)");
+    c.labels.assign(n, "");
+    for (uint32_t i = 0; i < n; i++) c.labels[i] = "LABEL_" + std::to_string(i);
+    if (labels) {
+      std::vector<bool> seen(n);
+      for (const auto& [key, value] : labels->items()) {
+        uint32_t id = 0;
+        const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+        if (ec != std::errc() || end != key.data() + key.size() || id >= n || seen[id])
+          r.fail("id2label", "key " + json_util::show(key, 20) + " is not an id from 0 to " +
+                                 std::to_string(n - 1) + " given once");
+        if (!value.is_string()) r.fail("id2label", "label " + key + " is not a string");
+        seen[id] = true;
+        c.labels[id] = value.get<std::string>();
+      }
+    }
+  }
+  return c;
+}
+
 }  // namespace
+
+const char* encoder_head_name(EncoderHead h) {
+  switch (h) {
+    case EncoderHead::None: return "BertModel";
+    case EncoderHead::MaskedLm: return "BertForMaskedLM";
+    case EncoderHead::SequenceClassification: return "BertForSequenceClassification";
+    case EncoderHead::TokenClassification: return "BertForTokenClassification";
+  }
+  return "?";
+}
+
+uint32_t Config::head_width() const {
+  if (family == Family::Decoder || head == EncoderHead::MaskedLm) return n_vocab;
+  if (head == EncoderHead::None) return 0;
+  return static_cast<uint32_t>(labels.size());
+}
+
+uint32_t Config::head_rows(uint32_t T) const {
+  return family == Family::Encoder && head == EncoderHead::SequenceClassification ? 1 : T;
+}
 
 Config parse_config(std::string_view json_text, const std::string& file) {
   const json j = json_util::parse(json_text, file);
   if (!j.is_object())
     throw std::runtime_error(file + ": a JSON " + j.type_name() + ", not an object");
   const Reader r(j, file);
-  if (const auto type = r.text("model_type"); type && *type != "gpt2")
-    r.fail("model_type", json_util::show(*type, 40) + " is not supported (only gpt2)");
+  const auto type = r.text("model_type");
+  if (type && *type == "bert") return parse_bert(r);
+  if (type && *type != "gpt2")
+    r.fail("model_type", json_util::show(*type, 40) + " is not supported (gpt2, bert)");
 
   Config c;
   c.n_vocab = r.count("vocab_size", kMaxVocab);
@@ -251,6 +355,7 @@ const char* activation_name(model::Activation a) {
       return "gelu";
     case model::Activation::Relu:
       return "relu";
+    case model::Activation::Tanh:
     case model::Activation::None:
       break;
   }
@@ -267,9 +372,34 @@ const char* tokenizer_name(TokenizerKind k) {
   return k == TokenizerKind::Gpt2 ? "gpt2" : k == TokenizerKind::Bytes ? "bytes" : "chars";
 }
 
+// An encoder's config.json: Hugging Face's BertConfig keys.
+std::string bert_json(const Config& c) {
+  nlohmann::ordered_json j;
+  j["model_type"] = "bert";
+  j["architectures"] = {encoder_head_name(c.head)};
+  j["vocab_size"] = c.n_vocab;
+  j["max_position_embeddings"] = c.n_ctx;
+  j["hidden_size"] = c.n_embd;
+  j["num_hidden_layers"] = c.n_layer;
+  j["num_attention_heads"] = c.n_head;
+  j["intermediate_size"] = c.n_inner;
+  j["layer_norm_eps"] = float_json(c.layer_norm_epsilon);
+  j["hidden_act"] = activation_name(c.activation);
+  j["type_vocab_size"] = c.n_types;
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  if (c.pad_token_id) j["pad_token_id"] = *c.pad_token_id;
+  if (!c.labels.empty()) {
+    nlohmann::ordered_json labels = nlohmann::ordered_json::object();
+    for (size_t i = 0; i < c.labels.size(); i++) labels[std::to_string(i)] = c.labels[i];
+    j["id2label"] = labels;
+  }
+  return j.dump(2) + "\n";
+}
+
 }  // namespace
 
 std::string config_json(const Config& c) {
+  if (c.family == Family::Encoder) return bert_json(c);
   nlohmann::ordered_json j;
   j["model_type"] = "gpt2";
   j["architectures"] = {"GPT2LMHeadModel"};

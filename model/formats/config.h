@@ -18,6 +18,20 @@ enum class TokenizerKind {
   Gpt2,   // byte-level BPE from vocab.json + merges.txt in the model's folder ("gpt2", default)
   Bytes,  // raw UTF-8 bytes, id = byte value, vocab 256 ("bytes")
   Chars,  // one token per character of a list given in config.json ("chars")
+  WordPiece,  // BERT's: vocab.txt (or tokenizer.json) in the model's folder
+};
+
+// Which stack a model is: a decoder (GPT-2: causal, a cache, a next-token head) or an encoder
+// (BERT: bidirectional, each sequence whole, hidden states and a task head out).
+enum class Family { Decoder, Encoder };
+
+// An encoder's task head, from config.json's "architectures".
+enum class EncoderHead {
+  None,                    // BertModel: hidden states only (sentence embeddings)
+  MaskedLm,                // BertForMaskedLM: dense, activation, LayerNorm, then wte + bias: [T, V]
+  SequenceClassification,  // ...ForSequenceClassification: pooler (dense, tanh) on row 0, then
+                           // the classifier: [1, labels]
+  TokenClassification,     // ...ForTokenClassification: the classifier on every row: [T, labels]
 };
 
 struct TokenizerSpec {
@@ -51,9 +65,27 @@ struct Config {
 
   TokenizerSpec tokenizer;  // "tokenizer": "gpt2" | "bytes" | "chars", with "chars"
 
+  // Encoders (model_type "bert"; Hugging Face's keys in parentheses). An encoder is post-norm,
+  // bidirectional, without ln_f, and reads its linear layers as nn.Linear [out, in]
+  // (Checkpoint::load presents them as GPT-2's Conv1D names and layout).
+  Family family = Family::Decoder;
+  uint32_t n_types = 0;          // (type_vocab_size) token-type embeddings wtt [n_types, C]
+  bool embedding_norm = false;   // ln_e over the embedding sum
+  EncoderHead head = EncoderHead::None;
+  std::vector<std::string> labels;     // (id2label) the classifiers' outputs, in id order
+  std::optional<int32_t> pad_token_id;  // (pad_token_id)
+
   uint32_t head_dim() const { return n_embd / n_head; }
+  // Floats per row of the head's output: the vocabulary (a decoder, masked LM), the labels (a
+  // classifier), or 0 (an encoder without a head).
+  uint32_t head_width() const;
+  // Rows of the head's output for a sequence of T tokens (a sequence classifier's: 1).
+  uint32_t head_rows(uint32_t T) const;
   bool operator==(const Config&) const = default;
 };
+
+// "BertForMaskedLM" and the others that name an EncoderHead.
+const char* encoder_head_name(EncoderHead h);
 
 // Parses and validates config.json text; `file` names the source in error messages.
 // Throws std::runtime_error "<file>: <key>: <problem>" for a missing, mistyped, zero, negative,

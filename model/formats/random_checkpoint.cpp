@@ -5,6 +5,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "model/formats/bert_tensors.h"
 #include "model/formats/checkpoint.h"
 #include "model/formats/safetensors_writer.h"
 
@@ -43,7 +44,8 @@ bool ends_with_layer(std::string_view name, std::string_view suffix, size_t* dig
 }
 
 bool is_layer_norm_weight(std::string_view name) {
-  return name == "ln_f.weight" || name.ends_with(".ln_1.weight") || name.ends_with(".ln_2.weight");
+  return name == "ln_f.weight" || name.ends_with(".ln_1.weight") ||
+         name.ends_with(".ln_2.weight") || name.ends_with("LayerNorm.weight");
 }
 
 // Elements per chunk when streaming: 1 MiB of fp32.
@@ -94,7 +96,12 @@ void write_random_checkpoint(const std::filesystem::path& dir, const Config& con
     if (!out) throw std::runtime_error((dir / "config.json").string() + ": cannot write");
   }
   std::vector<TensorSpec> canonical;
-  for (const ExpectedTensor& e : expected_tensors(config)) {
+  // An encoder's file holds BERT's names and layout, each drawn by its own name.
+  for (const ExpectedTensor& e : config.family == Family::Encoder ? bert_file_tensors(config)
+                                                                   : std::vector<ExpectedTensor>{})
+    canonical.push_back({e.name, options.dtype, e.shape});
+  for (const ExpectedTensor& e :
+       config.family == Family::Encoder ? std::vector<ExpectedTensor>{} : expected_tensors(config)) {
     canonical.push_back({e.name, options.dtype, e.shape});
     const std::string_view n = e.name;
     if (options.mask_buffers && n.ends_with(".attn.c_attn.weight")) {  // the published place

@@ -15,6 +15,7 @@
 #include "model/ops/cpu/matmul.h"
 #include "model/ops/cpu/topk.h"
 #include "model/forward/graph.h"
+#include "model/forward/encoder.h"
 #include "model/forward/model.h"
 
 namespace model {
@@ -23,10 +24,11 @@ namespace {
 // A pass's buffers: host vectors the model keeps between passes (the caches) or refills.
 struct CpuState {
   std::vector<int32_t> ids;                           // [T]
+  std::vector<int32_t> types;                         // [T] an encoder's token types
   std::vector<float> x, h, att;                       // [T, C]
   std::vector<float> qkv;                             // [T, 3C]
   std::vector<float> fc;                              // [T, F]
-  std::vector<float> logits;                          // [rows, V]
+  std::vector<float> logits;                          // [rows, V] (an encoder's head: its width)
   std::vector<std::vector<float>> k_cache, v_cache;  // [layer][n_ctx, C]
   int32_t argmax = -1;                                // argmax_head's id
 };
@@ -46,7 +48,7 @@ struct CpuBackend {
   CpuState& s;
   const CpuPass& pass;
   float* buf(Buf b);
-  void embed(uint32_t T, uint32_t pos);
+  void embed(Buf out, uint32_t T, uint32_t pos);
   void layernorm(Buf out, Buf in, const Norm<const float*>& n, uint32_t T);
   void linear(Buf out, Buf in, const Linear<const float*>& l, uint32_t T, const Epilogue& e = {},
               uint32_t in_row = 0);
@@ -90,18 +92,26 @@ class CpuModel final : public Model {
   std::string device_name() const override { return "CPU reference"; }
   Precision precision() const override { return precision_; }
 
+  // An encoder's pass (CpuEncoder): the whole sequence from position 0.
+  void encode(std::span<const int32_t> ids, std::span<const int32_t> types, bool head,
+              Encoded& out) {
+    const Config& c = config_;
+    const auto T = static_cast<uint32_t>(ids.size());
+    start(ids, head ? size_t{c.head_rows(T)} * c.head_width() : 0);
+    s_.types.assign(types.begin(), types.end());
+    CpuPass pass;
+    CpuBackend b{c, weights_, kv_cache_, s_, pass};
+    forward(b, c, weights_, T, 0, head ? Head::AllRows : Head::None);
+    out.hidden.assign(s_.x.begin(), s_.x.begin() + size_t{T} * c.n_embd);
+    out.logits = s_.logits;
+  }
+
  protected:
   void run(std::span<const int32_t> ids, bool all_rows, uint32_t k, std::vector<float>& logits,
            std::vector<int32_t>& top_ids) override {
     const Config& c = config_;
-    const size_t T = ids.size(), C = c.n_embd, V = c.n_vocab;
-    s_.ids.assign(ids.begin(), ids.end());
-    s_.x.assign(T * C, 0);
-    s_.h.assign(T * C, 0);
-    s_.att.assign(T * C, 0);
-    s_.qkv.assign(T * 3 * C, 0);
-    s_.fc.assign(T * c.n_inner, 0);
-    s_.logits.assign((all_rows ? T : 1) * V, 0);
+    const size_t T = ids.size(), V = c.n_vocab;
+    start(ids, (all_rows ? T : 1) * V);
     CpuPass pass;
     if (taps_on_) {
       taps_.assign(c.n_layer, {});
@@ -131,6 +141,19 @@ class CpuModel final : public Model {
   }
 
  private:
+  // A pass's buffers for ids, its head's output `logits` floats.
+  void start(std::span<const int32_t> ids, size_t logits) {
+    const Config& c = config_;
+    const size_t T = ids.size(), C = c.n_embd;
+    s_.ids.assign(ids.begin(), ids.end());
+    s_.x.assign(T * C, 0);
+    s_.h.assign(T * C, 0);
+    s_.att.assign(T * C, 0);
+    s_.qkv.assign(T * 3 * C, 0);
+    s_.fc.assign(T * c.n_inner, 0);
+    s_.logits.assign(logits, 0);
+  }
+
   Config config_;
   Precision precision_;
   DType kv_cache_;  // the cache's rounding (cpu::kv_store)
@@ -151,9 +174,9 @@ float* CpuBackend::buf(Buf b) {
   return nullptr;
 }
 
-void CpuBackend::embed(uint32_t T, uint32_t pos) {
-  cpu::embedding(s.x.data(), s.ids.data(), w.wte, w.wpe, T, c.n_embd, c.n_vocab, c.n_ctx, pos,
-                 c.positions);
+void CpuBackend::embed(Buf out, uint32_t T, uint32_t pos) {
+  cpu::embedding(buf(out), s.ids.data(), w.wte, w.wpe, T, c.n_embd, c.n_vocab, c.n_ctx, pos,
+                 c.positions, c.n_types ? s.types.data() : nullptr, w.wtt, c.n_types);
 }
 
 void CpuBackend::layernorm(Buf out, Buf in, const Norm<const float*>& n, uint32_t T) {
@@ -203,11 +226,36 @@ void CpuBackend::tap(uint32_t layer, uint32_t T) {
   if (pass.taps) (*pass.taps)[layer].assign(s.x.begin(), s.x.begin() + size_t(T) * c.n_embd);
 }
 
+// The encoder interface over the same model: its passes are encode()'s.
+class CpuEncoder final : public Encoder {
+ public:
+  CpuEncoder(const Checkpoint& ckpt, Precision precision) : model_(ckpt, precision, Precision::F32) {}
+  const Config& config() const override { return model_.config(); }
+  std::string device_name() const override { return model_.device_name(); }
+  Precision precision() const override { return model_.precision(); }
+  const std::vector<std::string>& warnings() const override { return model_.warnings(); }
+
+ protected:
+  void run(std::span<const int32_t> ids, std::span<const int32_t> types, bool head,
+           Encoded& out) override {
+    model_.encode(ids, types, head, out);
+  }
+
+ private:
+  CpuModel model_;
+};
+
 }  // namespace
 
 std::unique_ptr<Model> make_cpu_model(const Checkpoint& checkpoint, Precision precision,
                                       Precision kv_cache) {
+  require_family(checkpoint, Family::Decoder);
   return std::make_unique<CpuModel>(checkpoint, precision, kv_cache);
+}
+
+std::unique_ptr<Encoder> make_cpu_encoder(const Checkpoint& checkpoint, Precision precision) {
+  require_family(checkpoint, Family::Encoder);
+  return std::make_unique<CpuEncoder>(checkpoint, precision);
 }
 
 }  // namespace model

@@ -25,11 +25,11 @@ const vk::BufferSpan& GpuBackend::buf(Buf b) const {
   return s.logits;
 }
 
-void GpuBackend::embed(uint32_t T, uint32_t pos) {
+void GpuBackend::embed(Buf out, uint32_t T, uint32_t pos) {
   const gpu::Weight& wte = *w.wte;
   if (pass.batch) {  // row b at its slot's next position, read from the batch table
     gpu::embedding_batch(k, rec,
-                         {.out = buf(Buf::X),
+                         {.out = buf(out),
                           .ids = s.ids,
                           .rows = s.batch_rows,
                           .wte = wte,
@@ -43,7 +43,7 @@ void GpuBackend::embed(uint32_t T, uint32_t pos) {
     return;
   }
   gpu::embedding(k, rec,
-                 {.out = buf(Buf::X),
+                 {.out = buf(out),
                   .ids = s.ids,
                   .wte = wte,
                   .wpe = w.wpe,
@@ -54,7 +54,10 @@ void GpuBackend::embed(uint32_t T, uint32_t pos) {
                   .pos_offset = pos,
                   .position = c.positions,
                   .wte_interleaved = wte.layout == WeightLayout::Interleaved,
-                  .step = &s.step});
+                  .step = &s.step,
+                  .types = c.n_types ? &s.types : nullptr,
+                  .wtt = w.wtt,
+                  .n_types = c.n_types});
 }
 
 void GpuBackend::layernorm(Buf out, Buf in, const GpuNorm& n, uint32_t T) {

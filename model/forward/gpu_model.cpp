@@ -39,7 +39,7 @@ WeightLayout GpuModel::matrix_layout(const ExpectedTensor& e, DType dtype,
                                           WeightLayout& from) const {
   const bool rows_out = e.name == "wte.weight" || e.name == "lm_head.weight";
   from = rows_out ? WeightLayout::NK : WeightLayout::KN;
-  const bool matmul_reads = e.name != "wpe.weight" &&
+  const bool matmul_reads = e.name != "wpe.weight" && e.name != "wtt.weight" &&
                             (e.name != "wte.weight" || config_.tie_word_embeddings);
   const vk::DeviceCaps& caps = device_.caps();
   const uint32_t K = matrix_k(e, from);
@@ -157,6 +157,7 @@ void GpuModel::plan_state() {
   ids_ = params_.add(std::max<uint64_t>(T, slots_) * 4);  // a prompt's, or a batch's one per row
   step_ = params_.add(4);
   batch_rows_ = params_.add(uint64_t{2} * 4 * slots_);
+  if (c.n_types) types_ = params_.add(T * 4);
   params_.allocate(vk::MemoryKind::Parameters);
   if (slots_ > 1) {
     gpu::AttentionOptions o;
@@ -179,7 +180,7 @@ void GpuModel::plan_state() {
 // The logits buffer holds the most rows asked for so far: one for generation, T for logits().
 void GpuModel::ensure_logits(uint32_t rows) {
   if (rows <= logit_rows_) return;
-  const uint64_t bytes = uint64_t(rows) * config_.n_vocab * 4;
+  const uint64_t bytes = uint64_t(rows) * std::max(config_.n_vocab, config_.head_width()) * 4;
   logits_arena_.reset();
   logits_arena_ = std::make_unique<vk::Arena>(device_, bytes, vk::MemoryKind::Device, "logits");
   logits_ = logits_arena_->alloc(bytes);
@@ -225,6 +226,7 @@ GpuState GpuModel::pass_state() const {
   s.slot_bytes = slot_bytes_, s.slot_stride = slot_stride_;
   s.kv_cache = kv_cache_;
   s.ids = params_.span(ids_), s.step = params_.span(step_), s.batch_rows = params_.span(batch_rows_);
+  if (types_) s.types = params_.span(*types_);
   s.partials = io_.span(partials_);
   if (split_) s.split = state_.span(*split_);
   s.batch_attention = batch_attention_;
@@ -434,6 +436,30 @@ Head GpuModel::run_pass(std::optional<uint32_t> slot, std::span<const int32_t> i
   return p.head;
 }
 
+void GpuModel::encode(std::span<const int32_t> ids, std::span<const int32_t> types, bool head,
+                      Encoded& out) {
+  const Config& c = config_;
+  const auto T = static_cast<uint32_t>(ids.size());
+  Pass p = plan_pass(T, 0, true, 0);
+  p.head = head ? Head::AllRows : Head::None;
+  const uint32_t rows = head ? c.head_rows(T) : 1;
+  ensure_logits(rows);
+  rec_.wait();  // a submission still running (after a timed-out wait) may read what follows
+  std::memcpy(params_.span(ids_).mapped, ids.data(), ids.size_bytes());
+  if (types_) std::memcpy(params_.span(*types_).mapped, types.data(), types.size_bytes());
+  const uint32_t zero = 0;
+  std::memcpy(params_.span(step_).mapped, &zero, sizeof zero);
+  submit_pass(p, 0, false);
+  rec_.wait();
+  stats_ = rec_.stats();
+  out.hidden.resize(size_t{T} * c.n_embd);
+  vk::download(device_, out.hidden.data(), state_.span(x_), out.hidden.size() * 4);
+  out.logits.clear();
+  if (!head) return;
+  out.logits.resize(size_t{rows} * c.head_width());
+  vk::download(device_, out.logits.data(), logits_, out.logits.size() * 4);
+}
+
 void GpuModel::submit_pass(const Pass& p, uint32_t k, bool replayable) {
   if (replay_ && replayable) {
     record_pass(p, k, true);
@@ -533,9 +559,42 @@ std::vector<float> GpuModel::slot_decode(std::span<const SlotToken> rows) {
   return logits;
 }
 
+namespace {
+
+// The encoder interface over the same model: its passes are encode()'s.
+class GpuEncoder final : public Encoder {
+ public:
+  GpuEncoder(const Checkpoint& ckpt, const vk::Device& device, const GpuModelOptions& o)
+      : model_(ckpt, device, o) {}
+  const Config& config() const override { return model_.config(); }
+  std::string device_name() const override { return model_.device_name(); }
+  Precision precision() const override { return model_.precision(); }
+  const std::vector<std::string>& warnings() const override { return model_.warnings(); }
+
+ protected:
+  void run(std::span<const int32_t> ids, std::span<const int32_t> types, bool head,
+           Encoded& out) override {
+    model_.encode(ids, types, head, out);
+  }
+
+ private:
+  GpuModel model_;
+};
+
+}  // namespace
+
 std::unique_ptr<Model> make_gpu_model(const Checkpoint& checkpoint, const vk::Device& device,
                                       const GpuModelOptions& options) {
+  require_family(checkpoint, Family::Decoder);
   return std::make_unique<GpuModel>(checkpoint, device, options);
+}
+
+std::unique_ptr<Encoder> make_gpu_encoder(const Checkpoint& checkpoint, const vk::Device& device,
+                                          const GpuModelOptions& options) {
+  require_family(checkpoint, Family::Encoder);
+  if (options.slots > 1)
+    throw std::runtime_error("an encoder has no cache: slots are for decoders");
+  return std::make_unique<GpuEncoder>(checkpoint, device, options);
 }
 
 double gpu_submission_timeout(const Model& model) {

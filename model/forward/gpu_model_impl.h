@@ -11,6 +11,7 @@
 
 #include "model/formats/checkpoint.h"
 #include "model/forward/gpu_model.h"
+#include "model/forward/encoder.h"
 #include "model/forward/graph.h"
 #include "model/forward/packer.h"
 #include "model/ops/gpu/common.h"
@@ -54,6 +55,7 @@ struct GpuState {
   uint64_t slot_bytes = 0, slot_stride = 0;
   DType kv_cache = DType::F32;            // GpuModelOptions::kv_cache
   vk::BufferSpan ids, step, batch_rows;  // written by the host before each pass
+  vk::BufferSpan types;                  // an encoder's token types [n_ctx], likewise
   vk::BufferSpan partials;               // the argmax head's (gpu::matmul_argmax)
   std::optional<vk::BufferSpan> split;   // the split and tiled attention's scratch
   bool batch_attention = false;          // batches run attention_store_batch
@@ -78,7 +80,7 @@ struct GpuBackend {
   const GpuState& s;
   const Pass& pass;
   const vk::BufferSpan& buf(Buf b) const;
-  void embed(uint32_t T, uint32_t pos);
+  void embed(Buf out, uint32_t T, uint32_t pos);
   void layernorm(Buf out, Buf in, const GpuNorm& n, uint32_t T);
   void linear(Buf out, Buf in, const GpuLinear& l, uint32_t T, const Epilogue& e = {},
               uint32_t in_row = 0, gpu::MatmulKernel kernel = gpu::MatmulKernel::Auto,
@@ -125,6 +127,11 @@ class GpuModel final : public Model {
   double wait_timeout() const { return rec_.timeout(); }
   std::vector<vk::DispatchTime> timings() const { return rec_.timings(); }
   const gpu::KernelPolicy& policy() const { return ops_.policy(); }
+
+  // An encoder's pass (GpuEncoder): the whole sequence from position 0, its hidden states and
+  // (with `head`) its head's output read back.
+  void encode(std::span<const int32_t> ids, std::span<const int32_t> types, bool head,
+              Encoded& out);
 
  protected:
   void run(std::span<const int32_t> ids, bool all_rows, uint32_t k, std::vector<float>& logits,
@@ -212,6 +219,7 @@ class GpuModel final : public Model {
   Packer io_;      // host-visible: the best candidates out
   Packer params_;  // host-written before each pass: the ids and the position
   size_t ids_, step_, top_ids_, top_values_, scratch_;
+  std::optional<size_t> types_;  // an encoder's token types
   size_t batch_rows_ = 0;        // a batch's {pos, cache texel} per row (attention_store_batch)
   // Partial results of split-K attention (decoding) and of the tiled kernel's key ranges, where
   // they may run.

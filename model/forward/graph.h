@@ -77,11 +77,19 @@ struct Block {
 
 template <class W>
 struct ModelWeights {
-  W wte;  // [V, C]
-  W wpe;  // [n_ctx, C], learned positions only
+  W wte;         // [V, C]
+  W wpe;         // [n_ctx, C], learned positions only
+  W wtt;         // [n_types, C], token types (an encoder's segments) only
+  Norm<W> ln_e;  // over the embedding sum (an encoder's), or empty
   Norm<W> ln_f;
-  Linear<W> head;  // [V, C] as NK: wte when tied, else lm_head.weight; no bias
+  // [V, C] as NK: wte when tied, else lm_head.weight; a bias only after a masked-LM transform
+  Linear<W> head;
   std::vector<Block<W>> layers;
+  // An encoder's task heads (Config::head), each empty where the config has another.
+  Linear<W> mlm_dense;  // [C, C], then the activation and mlm_ln, then head
+  Norm<W> mlm_ln;
+  Linear<W> pooler;      // [C, C] on row 0, then tanh
+  Linear<W> classifier;  // [C, labels]
 };
 
 // What a linear layer adds after x W + b: an activation, then a residual stream.
@@ -114,9 +122,15 @@ ModelWeights<W> map_weights(const Config& c, Get get) {
   ModelWeights<W> m;
   m.wte = get("wte.weight");
   m.wpe = get("wpe.weight");
+  m.wtt = get("wtt.weight");
+  m.ln_e = norm("ln_e");
   m.ln_f = norm("ln_f");
-  m.head = {c.tie_word_embeddings ? m.wte : get("lm_head.weight"), W{}, C, c.n_vocab,
+  m.head = {c.tie_word_embeddings ? m.wte : get("lm_head.weight"), get("mlm.bias"), C, c.n_vocab,
             WeightLayout::NK};
+  m.mlm_dense = linear("mlm.dense", C, C);
+  m.mlm_ln = norm("mlm.ln");
+  m.pooler = linear("pooler", C, C);
+  m.classifier = linear("classifier", C, static_cast<uint32_t>(c.labels.size()));
   // GPT-2's names: attention's sublayer holds ln_1 and attn.*, the MLP's ln_2 and mlp.*.
   const std::vector<SublayerKind> layout = block_layout(c);
   for (uint32_t i = 0; i < c.n_layer; i++) {
@@ -135,7 +149,7 @@ ModelWeights<W> map_weights(const Config& c, Get get) {
 }
 
 // The backend of forward(), with W its weight handle:
-//   embed(T, pos)                               X = wte[ids] + positions
+//   embed(out, T, pos)                          out = wte[ids] (+ wtt[types]) + positions
 //   layernorm(out, in, norm, T)                 per row
 //   linear(out, in, lin, T, epilogue, in_row)   out = epilogue(in[in_row..] W + b), T rows
 //   norm_linear(out, in, norm, lin, T, epilogue, in_row)
@@ -150,7 +164,7 @@ ModelWeights<W> map_weights(const Config& c, Get get) {
 template <class B, class W>
 concept ForwardBackend = requires(B& b, Buf buf, const Norm<W>& n, const Linear<W>& l,
                                   const Epilogue& e, uint32_t u) {
-  b.embed(u, u);
+  b.embed(buf, u, u);
   b.layernorm(buf, buf, n, u);
   b.linear(buf, buf, l, u, e, u);
   b.norm_linear(buf, buf, n, l, u, e, u);
@@ -183,15 +197,47 @@ void sublayer(Backend& b, const Config& c, const Sublayer<W>& s, uint32_t layer,
   }
 }
 
-// One forward pass over T new tokens at positions [pos, pos + T), their ids already in the
-// backend. Keys and values go into the cache; attention reads the cache's first pos + T rows.
+// An encoder's task head over its hidden states X, which it leaves as they are:
+// LOGITS [c.head_rows(T), c.head_width()].
+template <class W, ForwardBackend<W> Backend>
+void encoder_head(Backend& b, const Config& c, const ModelWeights<W>& w, uint32_t T) {
+  switch (c.head) {
+    case EncoderHead::None: return;
+    case EncoderHead::MaskedLm:  // LayerNorm(act(X Wd + bd)) wte^T + bias
+      b.linear(Buf::H, Buf::X, w.mlm_dense, T, activation(c.activation));
+      b.layernorm(Buf::ATT, Buf::H, w.mlm_ln, T);
+      b.linear(Buf::LOGITS, Buf::ATT, w.head, T);
+      return;
+    case EncoderHead::SequenceClassification:  // tanh(X[0] Wp + bp) Wc + bc
+      b.linear(Buf::H, Buf::X, w.pooler, 1, activation(Activation::Tanh));
+      b.linear(Buf::LOGITS, Buf::H, w.classifier, 1);
+      return;
+    case EncoderHead::TokenClassification:
+      b.linear(Buf::LOGITS, Buf::X, w.classifier, T);
+      return;
+  }
+}
+
+// One forward pass over T new tokens at positions [pos, pos + T), their ids (and an encoder's
+// token types) already in the backend. Keys and values go into the cache; attention reads the
+// cache's first pos + T rows. An encoder's pass is a whole sequence (pos 0); its head is
+// Config::head's, or none with Head::None.
 template <class W, ForwardBackend<W> Backend>
 void forward(Backend& b, const Config& c, const ModelWeights<W>& w, uint32_t T, uint32_t pos,
              Head head) {
-  b.embed(T, pos);
+  if (c.embedding_norm) {  // BERT: a LayerNorm over the embedding sum
+    b.embed(Buf::H, T, pos);
+    b.layernorm(Buf::X, Buf::H, w.ln_e, T);
+  } else {
+    b.embed(Buf::X, T, pos);
+  }
   for (uint32_t i = 0; i < c.n_layer; i++) {
     for (const Sublayer<W>& s : w.layers[i].sublayers) sublayer(b, c, s, i, T, pos);
     b.tap(i, T);
+  }
+  if (c.family == Family::Encoder) {
+    if (head != Head::None) encoder_head(b, c, w, T);
+    return;
   }
 
   // The head, after ln_f where the model has one: the logits of every row or of the last, or

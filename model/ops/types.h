@@ -23,6 +23,7 @@ enum class Activation : uint32_t {
   GeluTanh = push::ACT_GELU_TANH,  // GPT-2's gelu_new
   GeluErf = push::ACT_GELU_ERF,    // exact GELU
   Relu = push::ACT_RELU,
+  Tanh = push::ACT_TANH,  // BERT's pooler (not an MLP activation)
 };
 
 enum class LayerNormKind : uint32_t {

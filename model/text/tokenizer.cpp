@@ -127,6 +127,9 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& dir,
     case TokenizerKind::Chars:
       return std::make_unique<CharsTokenizer>(spec.chars,
                                               (dir / "config.json").string() + ": chars");
+    case TokenizerKind::WordPiece:
+      throw std::runtime_error(dir.string() + ": a BERT folder: its WordPiece vocabulary is an "
+                               "encoder's, which the text-generating commands do not run");
   }
   throw std::runtime_error("unknown tokenizer kind");
 }

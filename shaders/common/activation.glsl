@@ -37,8 +37,15 @@ float erf_approx(float x) {
 
 float gelu_erf(float x) { return 0.5 * x * (1.0 + erf_approx(x * 0.7071067811865476)); }
 
+// tanh through exp of a non-positive argument, as in gelu_tanh: no inf/inf for large |x|.
+float tanh_stable(float x) {
+  float e = exp(-2.0 * abs(x));
+  return sign(x) * (1.0 - e) / (1.0 + e);
+}
+
 float activate(float x, uint kind) {
   if (kind == ACT_GELU_TANH) return gelu_tanh(x);
+  if (kind == ACT_TANH) return tanh_stable(x);
   if (kind == ACT_GELU_ERF) return gelu_erf(x);
   if (kind == ACT_RELU) return max(x, 0.0);
   return x;
@@ -60,5 +67,9 @@ float activation_slope(float x, uint kind) {
     return 0.5 * (1.0 + erf_approx(x * 0.7071067811865476)) +
            x * exp(-0.5 * x * x) * 0.3989422804014327;
   if (kind == ACT_RELU) return x > 0.0 ? 1.0 : 0.0;
+  if (kind == ACT_TANH) {  // 1 - tanh^2 = 4e / (1 + e)^2, e = exp(-2|x|)
+    float e = exp(-2.0 * abs(x));
+    return 4.0 * e / ((1.0 + e) * (1.0 + e));
+  }
   return 1.0;
 }

@@ -13,6 +13,7 @@ inline double activate(double x, model::Activation kind) {
       return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
     case model::Activation::GeluErf: return 0.5 * x * (1.0 + std::erf(x * 0.7071067811865476));
     case model::Activation::Relu: return x > 0 ? x : 0.0;
+    case model::Activation::Tanh: return std::tanh(x);
     case model::Activation::None: break;
   }
   return x;
@@ -29,6 +30,7 @@ inline double activation_slope(double x, model::Activation kind) {
       return 0.5 * (1.0 + std::erf(x * 0.7071067811865476)) +
              x * std::exp(-0.5 * x * x) * 0.3989422804014327;
     case model::Activation::Relu: return x > 0 ? 1.0 : 0.0;
+    case model::Activation::Tanh: return 1.0 - std::tanh(x) * std::tanh(x);
     case model::Activation::None: break;
   }
   return 1.0;

@@ -18,17 +18,23 @@ double sinusoid(size_t pos, size_t c, size_t C) {
 }
 
 void embedding(float* out, const int32_t* ids, const float* wte, const float* wpe, size_t T,
-               size_t C, size_t V, size_t n_pos, size_t pos_offset, model::PositionKind position) {
+               size_t C, size_t V, size_t n_pos, size_t pos_offset, model::PositionKind position,
+               const int32_t* types, const float* wtt, size_t n_types) {
   if (position == model::PositionKind::Learned && pos_offset + T > n_pos)
     throw std::out_of_range("cpu::embedding: positions past n_pos " + std::to_string(n_pos));
   for (size_t t = 0; t < T; t++) {
     if (ids[t] < 0 || static_cast<size_t>(ids[t]) >= V)
       throw std::out_of_range("cpu::embedding: id " + std::to_string(ids[t]) + " at " +
                               std::to_string(t));
+    if (types && (types[t] < 0 || static_cast<size_t>(types[t]) >= n_types))
+      throw std::out_of_range("cpu::embedding: token type " + std::to_string(types[t]) + " at " +
+                              std::to_string(t));
     const float* row = wte + static_cast<size_t>(ids[t]) * C;
+    const float* type_row = types ? wtt + static_cast<size_t>(types[t]) * C : nullptr;
     const size_t pos = pos_offset + t;
     for (size_t c = 0; c < C; c++) {
       double x = static_cast<double>(row[c]);
+      if (type_row) x += static_cast<double>(type_row[c]);
       if (position == model::PositionKind::Learned) x += static_cast<double>(wpe[pos * C + c]);
       if (position == model::PositionKind::Sinusoidal) x += sinusoid(pos, c, C);
       out[t * C + c] = static_cast<float>(x);

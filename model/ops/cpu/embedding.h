@@ -9,11 +9,13 @@
 namespace model::cpu {
 
 // out[t, :] = wte[ids[t], :] + position(pos_offset + t)          [T] ids -> [T, C]
+// With types (BERT's segments), wtt[types[t], :] is added too: wtt [n_types, C], types [T].
 // wpe [n_pos, C] is read only for PositionKind::Learned. The sinusoid is computed in double:
 // pe[pos, 2i] = sin(pos / 10000^(2i/C)), pe[pos, 2i+1] = cos(pos / 10000^(2i/C)).
-// Throws std::out_of_range for an id outside [0, V) or a learned position at or past n_pos.
+// Throws std::out_of_range for an id outside [0, V), a type outside [0, n_types), a learned position at or past n_pos.
 void embedding(float* out, const int32_t* ids, const float* wte, const float* wpe, size_t T,
-               size_t C, size_t V, size_t n_pos, size_t pos_offset, model::PositionKind position);
+               size_t C, size_t V, size_t n_pos, size_t pos_offset, model::PositionKind position,
+               const int32_t* types = nullptr, const float* wtt = nullptr, size_t n_types = 0);
 
 // The sinusoidal encoding of one position and channel, in double.
 double sinusoid(size_t pos, size_t c, size_t C);

@@ -25,7 +25,9 @@ void check_weight(const char* what, const Weight& w, uint64_t bytes, uint64_t al
 void embed(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out, const vk::BufferSpan& ids,
            const Weight& wte, const Weight* wpe, uint32_t T, uint32_t C, uint32_t V, uint32_t n_pos,
            uint32_t pos_offset, PositionKind position, bool wte_interleaved,
-           const vk::BufferSpan* step, uint32_t dynamic, uint32_t period) {
+           const vk::BufferSpan* step, uint32_t dynamic, uint32_t period,
+           const vk::BufferSpan* types = nullptr, const Weight* wtt = nullptr,
+           uint32_t n_types = 0) {
   const vk::DeviceCaps& caps = k.device().caps();
   const uint64_t align = binding_alignment(caps);
   if (T == 0 || C == 0 || V == 0) fail("embedding", "T, C and V must be positive");
@@ -43,7 +45,15 @@ void embed(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out, const vk:
                           std::to_string(period) + " (or a period with a run-time position)");
   const uint32_t span = period != 0 ? period : T;  // the positions the tokens take
   // With the position read at run time, the push holds 0 and wpe is bound from row 0 on.
-  push::EmbeddingPush push{T, C, V, step ? 0 : pos_offset, 0, V, 0, 0, dynamic, span};
+  push::EmbeddingPush push{T, C, V, step ? 0 : pos_offset, 0, V, 0, 0, dynamic, span, n_types};
+  if (!types != !wtt) fail("embedding", "token types need both the types and the wtt table");
+  if (types) {
+    if (n_types == 0) fail("embedding", "a token-type table needs n_types >= 1");
+    require_elements("embedding", "types", *types, T, sizeof(int32_t));
+    check_weight("wtt", *wtt, weight_bytes(wtt->dtype, uint64_t{n_types} * C), align);
+    if (uint64_t{n_types} * C * dtype_bytes(wtt->dtype) > caps.max_storage_buffer_range)
+      fail("embedding", "the token-type table exceeds maxStorageBufferRange");
+  }
   Window pos{ids, 0};  // an unused binding still needs a buffer: the ids are always in range
   if (position == PositionKind::Learned) {
     if (!wpe) fail("embedding", "learned positions need a wpe table");
@@ -75,7 +85,8 @@ void embed(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out, const vk:
       k.get(vk::Shader::embedding,
             {{default_workgroup(caps), 1, 1},
              {static_cast<uint32_t>(wte.dtype), dtype_pos, static_cast<uint32_t>(position),
-              wte_interleaved ? 1u : 0u}});
+              wte_interleaved ? 1u : 0u, types ? 1u : 0u,
+              types ? static_cast<uint32_t>(wtt->dtype) : push::DTYPE_F32}});
   const vk::Groups groups = vk::groups_for(k.device(), p, uint64_t{T} * C);
   const vk::BufferSpan step_bound =
       dynamic == 2 ? step->sub(0, uint64_t{2} * T * 4) : step_binding("embedding", step, ids);
@@ -86,7 +97,10 @@ void embed(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out, const vk:
     push.v_begin = static_cast<uint32_t>(v0);
     push.v_end = static_cast<uint32_t>(v1);
     push.wte_skip = rows_bound.skip;
-    rec.dispatch(p, {out, ids, rows_bound.span, pos.span, step_bound}, push, groups);
+    rec.dispatch(p,
+                 {out, ids, rows_bound.span, pos.span, step_bound, types ? *types : ids,
+                  types ? wtt->span : ids},
+                 push, groups);
   }
 }
 
@@ -94,7 +108,7 @@ void embed(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out, const vk:
 
 void embedding(const Ops& ops, vk::Recorder& rec, const EmbeddingArgs& a) {
   embed(ops, rec, a.out, a.ids, a.wte, a.wpe, a.T, a.C, a.V, a.n_pos, a.pos_offset, a.position,
-        a.wte_interleaved, a.step, a.step ? 1 : 0, a.period);
+        a.wte_interleaved, a.step, a.step ? 1 : 0, a.period, a.types, a.wtt, a.n_types);
 }
 
 void embedding_batch(const Ops& ops, vk::Recorder& rec, const EmbeddingBatchArgs& a) {

@@ -18,6 +18,8 @@ namespace model::gpu {
 // step: the position read at run time (gpu::step_binding); it must then hold pos_offset.
 // period: positions restart every `period` tokens (training: B sequences of T = period tokens in
 // one call; T a multiple of it); 0: they do not.
+// types and wtt (both or neither): each token's type, whose row of wtt [n_types, C] is added
+// (BERT's segments). Upload the types with upload_ids(..., n_types), which checks them.
 struct EmbeddingArgs {
   vk::BufferSpan out;           // [T, C]
   vk::BufferSpan ids;           // [T] int32
@@ -28,6 +30,9 @@ struct EmbeddingArgs {
   bool wte_interleaved = false;
   const vk::BufferSpan* step = nullptr;  // [1] uint32: pos_offset
   uint32_t period = 0;
+  const vk::BufferSpan* types = nullptr;  // [T] int32
+  const Weight* wtt = nullptr;            // [n_types, C]
+  uint32_t n_types = 0;
 };
 void embedding(const Ops& ops, vk::Recorder& rec, const EmbeddingArgs& a);
 

@@ -1,0 +1,47 @@
+#include "model/forward/encoder.h"
+
+#include <stdexcept>
+
+#include "model/formats/checkpoint.h"
+
+namespace model {
+
+Encoded Encoder::encode(std::span<const int32_t> ids, std::span<const int32_t> types, bool head) {
+  const Config& c = config();
+  if (ids.empty()) throw std::runtime_error("no tokens to encode");
+  if (ids.size() > c.n_ctx)
+    throw std::runtime_error(std::to_string(ids.size()) + " tokens: the model takes at most " +
+                             std::to_string(c.n_ctx) + " (max_position_embeddings)");
+  if (!types.empty() && types.size() != ids.size())
+    throw std::runtime_error(std::to_string(types.size()) + " token types for " +
+                             std::to_string(ids.size()) + " tokens");
+  for (size_t t = 0; t < ids.size(); t++) {
+    if (ids[t] < 0 || static_cast<uint32_t>(ids[t]) >= c.n_vocab)
+      throw std::runtime_error("token id " + std::to_string(ids[t]) + " at position " +
+                               std::to_string(t) + " is outside the vocabulary [0, " +
+                               std::to_string(c.n_vocab) + ")");
+    if (!types.empty() && (types[t] < 0 || static_cast<uint32_t>(types[t]) >= c.n_types))
+      throw std::runtime_error("token type " + std::to_string(types[t]) + " at position " +
+                               std::to_string(t) + " is outside [0, " +
+                               std::to_string(c.n_types) + ") (type_vocab_size)");
+  }
+  const std::vector<int32_t> zeros(types.empty() ? ids.size() : 0, 0);
+  Encoded out;
+  run(ids, types.empty() ? std::span<const int32_t>(zeros) : types,
+      head && c.head != EncoderHead::None, out);
+  return out;
+}
+
+void require_family(const Checkpoint& checkpoint, Family family) {
+  const Family is = checkpoint.config().family;
+  if (is == family) return;
+  const std::string dir = checkpoint.dir().string();
+  if (is == Family::Encoder)
+    throw std::runtime_error(dir + ": a BERT encoder (" +
+                             encoder_head_name(checkpoint.config().head) +
+                             "): it has no next-token head; use embed, fill-mask or classify");
+  throw std::runtime_error(dir + ": a GPT-2 decoder, not an encoder; use generate, logits or "
+                           "perplexity");
+}
+
+}  // namespace model

@@ -1,0 +1,62 @@
+// An encoder (BERT) ready to run: the CPU reference or a GPU behind one interface, as Model is
+// for decoders. No cache and no next token: each sequence is encoded whole, every token
+// attending to all of its own sequence, and its hidden states and head come out. A batch of
+// sequences of different lengths is the sequences one by one, so a padded position never
+// takes part: what a padding mask gives, without the padding's work.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/formats/config.h"
+#include "model/forward/model.h"
+
+namespace vk {
+class Device;
+}
+
+namespace model {
+
+class Checkpoint;
+struct GpuModelOptions;
+
+struct Encoded {
+  std::vector<float> hidden;  // [T, C] the last block's output
+  // The head's (Config::head): masked-LM [T, V], token classes [T, labels], sequence classes
+  // [1, labels]; empty for a model without a head or when not asked for.
+  std::vector<float> logits;
+};
+
+class Encoder {
+ public:
+  virtual ~Encoder() = default;
+  virtual const Config& config() const = 0;
+  virtual std::string device_name() const = 0;
+  virtual Precision precision() const = 0;
+  // What loading found worth telling (Model::warnings()).
+  virtual const std::vector<std::string>& warnings() const = 0;
+
+  // One sequence: its ids and each token's type (BERT's segment: 0 for the first text and its
+  // [CLS] and [SEP], 1 for a pair's second; empty: all 0). Throws for an empty sequence, one
+  // longer than n_ctx, an id or a type out of range, or types of another length.
+  Encoded encode(std::span<const int32_t> ids, std::span<const int32_t> types = {},
+                 bool head = true);
+
+ protected:
+  // types has ids' length (encode() fills the zeros).
+  virtual void run(std::span<const int32_t> ids, std::span<const int32_t> types, bool head,
+                   Encoded& out) = 0;
+};
+
+// The CPU reference and a GPU encoder, from an encoder's checkpoint (Config::family Encoder;
+// a decoder's is refused, as make_cpu_model and make_gpu_model refuse an encoder's).
+std::unique_ptr<Encoder> make_cpu_encoder(const Checkpoint& checkpoint, Precision precision);
+std::unique_ptr<Encoder> make_gpu_encoder(const Checkpoint& checkpoint, const vk::Device& device,
+                                          const GpuModelOptions& options);
+
+// Throws unless the checkpoint's family is `family`, naming what to use instead.
+void require_family(const Checkpoint& checkpoint, Family family);
+
+}  // namespace model
