@@ -26,6 +26,9 @@ Command add_compare(CLI::App& cli);
 Command add_logits(CLI::App& cli);
 Command add_perplexity(CLI::App& cli);
 Command add_attention(CLI::App& cli);
+Command add_embed(CLI::App& cli);      // apps/encode.cpp: the encoder commands
+Command add_fill_mask(CLI::App& cli);
+Command add_classify(CLI::App& cli);
 Command add_serve(CLI::App& cli);  // apps/serve/serve.cpp
 Command add_make_model(CLI::App& cli);
 Command add_train(CLI::App& cli);

@@ -232,7 +232,8 @@ TEST_CASE("cli: an unknown command or option says what was likely meant") {
   const Case cases[] = {
       {{"gen", "-p", "hi"}, "gpt2vk: unknown command 'gen': did you mean 'generate'?\ncommands: "
                             "devices, opbench, bench, tokenize, generate, compare, logits, "
-                            "perplexity, attention, serve, make-model, train\n"},
+                            "perplexity, attention, embed, fill-mask, classify, serve, "
+                            "make-model, train\n"},
       {{"tokenise", "-p", "hi"}, "unknown command 'tokenise': did you mean 'tokenize'?"},
       {{"frobnicate"}, "gpt2vk: unknown command 'frobnicate'\ncommands: devices,"},
       {{"--verison"}, "gpt2vk: unknown option '--verison': did you mean '--version'?"},

@@ -1,0 +1,357 @@
+// The encoder commands (a BERT folder): embed (sentence embeddings as sentence-transformers
+// computes them), fill-mask (the masked-LM head) and classify (a sequence or token classifier).
+// Each text is tokenized by the folder's WordPiece vocabulary and encoded whole, one sequence at
+// a time (model/forward/encoder.h).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "apps/commands.h"
+#include "apps/session.h"
+#include "model/forward/cpu_model.h"
+#include "model/forward/encoder.h"
+#include "model/forward/gpu_model.h"
+#include "model/text/utf8.h"
+#include "model/text/wordpiece.h"
+
+namespace app {
+namespace {
+
+struct EncoderSession {
+  std::unique_ptr<model::Checkpoint> checkpoint;
+  std::unique_ptr<model::WordPiece> wordpiece;
+  std::unique_ptr<vk::Instance> instance;
+  std::unique_ptr<vk::Device> device;
+  std::unique_ptr<model::Encoder> encoder;
+};
+
+// The checkpoint (an encoder's, else a clear error), its WordPiece vocabulary, and the encoder
+// on the device --device names (the CPU reference for "cpu").
+EncoderSession open_encoder(const ModelArgs& args) {
+  EncoderSession s;
+  const std::filesystem::path dir = model_dir(args);
+  s.checkpoint = model::Checkpoint::load(dir);
+  model::require_family(*s.checkpoint, model::Family::Encoder);
+  for (const std::string& w : s.checkpoint->warnings())
+    std::fprintf(stderr, "gpt2vk: warning: %s\n", w.c_str());
+  s.wordpiece = model::load_wordpiece(dir);
+  if (s.wordpiece->size() > s.checkpoint->config().n_vocab)
+    throw std::runtime_error(dir.string() + ": the vocabulary has " +
+                             std::to_string(s.wordpiece->size()) + " tokens, config.json's vocab_size " +
+                             std::to_string(s.checkpoint->config().n_vocab));
+  const model::Precision precision = model::parse_precision(args.precision);
+  if (args.device == "cpu") {
+    s.encoder = model::make_cpu_encoder(*s.checkpoint, precision);
+  } else {
+    vk::InstanceOptions io = vk::InstanceOptions::from_env();
+    io.validation = io.validation || args.validation;
+    s.instance = std::make_unique<vk::Instance>(io);
+    s.device = std::make_unique<vk::Device>(*s.instance, device_options(args));
+    model::GpuModelOptions o;
+    o.precision = precision;
+    o.split_layers = args.split_layers;
+    s.encoder = model::make_gpu_encoder(*s.checkpoint, *s.device, o);
+  }
+  for (const std::string& w : s.encoder->warnings())
+    std::fprintf(stderr, "gpt2vk: warning: %s\n", w.c_str());
+  return s;
+}
+
+// The texts of --prompt (one) or --file (one per line; a final newline ends the last line, a
+// '\r' before it is dropped). Empty texts and invalid UTF-8 are errors naming the line.
+std::vector<std::string> read_texts(const std::string& prompt, const std::string& file) {
+  if (!prompt.empty() && !file.empty()) throw std::runtime_error("give --prompt or --file, not both");
+  if (prompt.empty() && file.empty()) throw std::runtime_error("give a text with --prompt or --file");
+  if (!prompt.empty()) return {read_text(prompt, "")};
+  const std::string all = read_file(file);
+  std::vector<std::string> lines;
+  std::istringstream in(all);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const std::string where = file + ":" + std::to_string(lines.size() + 1);
+    if (line.empty()) throw std::runtime_error(where + ": an empty line (one text per line)");
+    if (auto bad = model::find_invalid_utf8(line))
+      throw std::runtime_error(where + ": invalid UTF-8 at byte " + std::to_string(*bad));
+    lines.push_back(std::move(line));
+  }
+  if (lines.empty()) throw std::runtime_error(file + " is empty: one text per line");
+  return lines;
+}
+
+// [CLS] text [SEP] within the model's positions, with a note where the end was cut.
+model::WordPieceEncoding encode_text(const EncoderSession& s, const std::string& text,
+                                     const std::string& where) {
+  const uint32_t n_ctx = s.checkpoint->config().n_ctx;
+  model::WordPieceEncoding e = s.wordpiece->encode(text, n_ctx);
+  if (e.truncated)
+    std::fprintf(stderr, "gpt2vk: note: %s: %zu tokens past max_position_embeddings %u dropped\n",
+                 where.c_str(), e.truncated, n_ctx);
+  return e;
+}
+
+// Where each text came from, for notes: "the prompt" or "FILE:LINE".
+std::string where(const std::string& file, size_t i) {
+  return file.empty() ? "the prompt" : file + ":" + std::to_string(i + 1);
+}
+
+std::vector<double> softmax(std::span<const float> logits) {
+  const double top = *std::max_element(logits.begin(), logits.end());
+  std::vector<double> p(logits.size());
+  double sum = 0;
+  for (size_t i = 0; i < p.size(); i++) sum += p[i] = std::exp(double{logits[i]} - top);
+  for (double& v : p) v /= sum;
+  return p;
+}
+
+// Writes `bytes` to a temporary beside `path`, then renames it: never a half-written file.
+void write_whole(const std::string& path, const std::string& bytes) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out) throw std::runtime_error(path + ": cannot write");
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+// ---- embed
+
+struct EmbedArgs {
+  ModelArgs model;
+  std::string prompt, file, out;
+  std::string pooling;  // mean | cls; "" = the folder's 1_Pooling/config.json, else mean
+  bool normalize = false, similarity = false;
+};
+
+// What a sentence-transformers folder asks for: its pooling mode and whether a Normalize module
+// follows (modules.json).
+void folder_pooling(const std::filesystem::path& dir, std::string& pooling, bool& normalize) {
+  std::error_code ec;
+  const std::filesystem::path modules = dir / "modules.json";
+  if (!std::filesystem::exists(modules, ec)) return;
+  const nlohmann::json m = nlohmann::json::parse(read_file(modules.string()), nullptr, false);
+  if (!m.is_array()) throw std::runtime_error(modules.string() + ": not a JSON list of modules");
+  for (const nlohmann::json& module : m) {
+    const std::string type = module.value("type", ""), path = module.value("path", "");
+    if (type.ends_with(".Normalize")) normalize = true;
+    if (!type.ends_with(".Pooling") || !pooling.empty()) continue;
+    const std::filesystem::path config = dir / path / "config.json";
+    const nlohmann::json p = nlohmann::json::parse(read_file(config.string()), nullptr, false);
+    if (!p.is_object()) throw std::runtime_error(config.string() + ": not a JSON object");
+    const std::string mode = p.value("pooling_mode", "");
+    if (mode == "mean" || p.value("pooling_mode_mean_tokens", false)) pooling = "mean";
+    else if (mode == "cls" || p.value("pooling_mode_cls_token", false)) pooling = "cls";
+    else throw std::runtime_error(config.string() + ": pooling mode " + (mode.empty() ? "?" : mode) +
+                                  " is not supported (mean, cls)");
+  }
+}
+
+int embed(EmbedArgs args) {
+  const std::vector<std::string> texts = read_texts(args.prompt, args.file);
+  if (!args.out.empty() && !args.out.ends_with(".npy") && !args.out.ends_with(".json"))
+    throw std::runtime_error(args.out + ": -o writes .npy (float32 [texts, C]) or .json");
+  EncoderSession s = open_encoder(args.model);
+  bool normalize = args.normalize;
+  std::string pooling = args.pooling;
+  folder_pooling(s.checkpoint->dir(), pooling, normalize);
+  if (pooling.empty()) pooling = "mean";
+  if (pooling != "mean" && pooling != "cls")
+    throw std::runtime_error("--pooling " + pooling + ": expected mean or cls");
+  const uint32_t C = s.checkpoint->config().n_embd;
+  std::vector<float> all;  // [texts, C]
+  for (size_t i = 0; i < texts.size(); i++) {
+    const model::WordPieceEncoding e = encode_text(s, texts[i], where(args.file, i));
+    const model::Encoded out = s.encoder->encode(e.ids, e.type_ids, false);
+    // The mean over every token ([CLS] and [SEP] too, as sentence-transformers takes it), or
+    // [CLS]'s row.
+    const size_t rows = pooling == "cls" ? 1 : e.ids.size();
+    std::vector<double> v(C, 0.0);
+    for (size_t t = 0; t < rows; t++)
+      for (uint32_t c = 0; c < C; c++) v[c] += double{out.hidden[t * C + c]} / double(rows);
+    double norm = 0;
+    for (double x : v) norm += x * x;
+    const double scale = normalize && norm > 0 ? 1 / std::sqrt(norm) : 1;
+    for (double x : v) all.push_back(static_cast<float>(x * scale));
+  }
+  if (args.similarity) {
+    for (size_t i = 0; i < texts.size(); i++) {
+      for (size_t j = 0; j < texts.size(); j++) {
+        double dot = 0, a = 0, b = 0;
+        for (uint32_t c = 0; c < C; c++) {
+          dot += double{all[i * C + c]} * double{all[j * C + c]};
+          a += double{all[i * C + c]} * double{all[i * C + c]};
+          b += double{all[j * C + c]} * double{all[j * C + c]};
+        }
+        std::printf(j ? " %.4f" : "%.4f", dot / std::sqrt(a * b));
+      }
+      std::printf("\n");
+    }
+  } else if (args.out.empty()) {
+    for (size_t i = 0; i < texts.size(); i++)
+      for (uint32_t c = 0; c < C; c++) std::printf(c + 1 < C ? "%.7g " : "%.7g\n", double{all[i * C + c]});
+  }
+  if (args.out.ends_with(".npy")) {
+    // NumPy's format 1.0: magic, version, a header padded to 64 bytes, then the data.
+    std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" +
+                         std::to_string(texts.size()) + ", " + std::to_string(C) + "), }";
+    header.append(64 - (10 + header.size() + 1) % 64, ' ');
+    header += '\n';
+    std::string bytes = "\x93NUMPY\x01";
+    bytes += '\0';
+    bytes += static_cast<char>(header.size() & 0xff);
+    bytes += static_cast<char>(header.size() >> 8);
+    bytes += header;
+    bytes.append(reinterpret_cast<const char*>(all.data()), all.size() * 4);
+    write_whole(args.out, bytes);
+  } else if (args.out.ends_with(".json")) {
+    nlohmann::json j;
+    j["pooling"] = pooling;
+    j["normalized"] = normalize;
+    j["embeddings"] = nlohmann::json::array();
+    for (size_t i = 0; i < texts.size(); i++)
+      j["embeddings"].push_back(std::vector<float>(all.begin() + static_cast<long>(i * C),
+                                                   all.begin() + static_cast<long>((i + 1) * C)));
+    write_whole(args.out, j.dump() + "\n");
+  }
+  if (!args.out.empty())
+    std::fprintf(stderr, "gpt2vk: %zu embeddings of %u written to %s (%s pooling%s; %s)\n",
+                 texts.size(), C, args.out.c_str(), pooling.c_str(), normalize ? ", normalized" : "",
+                 s.encoder->device_name().c_str());
+  return 0;
+}
+
+// ---- fill-mask
+
+struct FillMaskArgs {
+  ModelArgs model;
+  std::string prompt;
+  uint32_t top_k = 5;
+};
+
+int fill_mask(const FillMaskArgs& args) {
+  const std::string text = read_text(args.prompt, "");
+  EncoderSession s = open_encoder(args.model);
+  const model::Config& c = s.checkpoint->config();
+  if (c.head != model::EncoderHead::MaskedLm)
+    throw std::runtime_error(s.checkpoint->dir().string() + ": a " + model::encoder_head_name(c.head) +
+                             ", without the masked-LM head fill-mask needs (BertForMaskedLM)");
+  const auto mask = s.wordpiece->mask();
+  if (!mask) throw std::runtime_error(s.checkpoint->dir().string() + ": the vocabulary has no " +
+                                      s.wordpiece->options().mask + " token");
+  const model::WordPieceEncoding e = encode_text(s, text, "the prompt");
+  std::vector<size_t> masks;
+  for (size_t t = 0; t < e.ids.size(); t++)
+    if (e.ids[t] == *mask) masks.push_back(t);
+  if (masks.empty())
+    throw std::runtime_error("the prompt has no " + s.wordpiece->options().mask +
+                             " token to fill (e.g. \"Paris is the " + s.wordpiece->options().mask +
+                             " of France.\")");
+  if (args.top_k == 0) throw std::runtime_error("--top-k must be at least 1");
+  const model::Encoded out = s.encoder->encode(e.ids, e.type_ids);
+  const uint32_t V = c.n_vocab, k = std::min(args.top_k, V);
+  for (size_t m = 0; m < masks.size(); m++) {
+    const std::vector<double> p = softmax(std::span(out.logits).subspan(masks[m] * V, V));
+    std::vector<uint32_t> ids(V);
+    for (uint32_t v = 0; v < V; v++) ids[v] = v;
+    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
+                      [&](uint32_t a, uint32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    if (masks.size() > 1) std::printf("%s %zu (token %zu):\n", s.wordpiece->options().mask.c_str(), m + 1, masks[m]);
+    for (uint32_t i = 0; i < k; i++) {
+      const std::string token =
+          ids[i] < s.wordpiece->size() ? s.wordpiece->token(static_cast<int32_t>(ids[i])) : "<id " + std::to_string(ids[i]) + ">";
+      std::printf("%s%-16s %.4f\n", masks.size() > 1 ? "  " : "", token.c_str(), p[ids[i]]);
+    }
+  }
+  return 0;
+}
+
+// ---- classify
+
+struct ClassifyArgs {
+  ModelArgs model;
+  std::string prompt, file;
+};
+
+int classify(const ClassifyArgs& args) {
+  const std::vector<std::string> texts = read_texts(args.prompt, args.file);
+  EncoderSession s = open_encoder(args.model);
+  const model::Config& c = s.checkpoint->config();
+  const bool tokens = c.head == model::EncoderHead::TokenClassification;
+  if (c.head != model::EncoderHead::SequenceClassification && !tokens)
+    throw std::runtime_error(s.checkpoint->dir().string() + ": a " + model::encoder_head_name(c.head) +
+                             ", without a classifier (BertForSequenceClassification or "
+                             "BertForTokenClassification)");
+  const size_t L = c.labels.size();
+  for (size_t i = 0; i < texts.size(); i++) {
+    const model::WordPieceEncoding e = encode_text(s, texts[i], where(args.file, i));
+    const model::Encoded out = s.encoder->encode(e.ids, e.type_ids);
+    if (!tokens) {  // the labels, best first, with their probabilities
+      const std::vector<double> p = softmax(out.logits);
+      std::vector<size_t> order(L);
+      for (size_t l = 0; l < L; l++) order[l] = l;
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p[a] > p[b]; });
+      for (size_t l = 0; l < L; l++)
+        std::printf(l ? "  %s %.4f" : "%s %.4f", c.labels[order[l]].c_str(), p[order[l]]);
+      std::printf("\n");
+      continue;
+    }
+    // A label per word: a word's pieces joined, labelled by its first piece (the "first"
+    // aggregation), [CLS] and [SEP] left out.
+    std::string line;
+    for (size_t t = 1; t + 1 < e.ids.size(); t++) {
+      const std::string& piece = s.wordpiece->token(e.ids[t]);
+      const std::string& prefix = s.wordpiece->options().prefix;
+      if (piece.starts_with(prefix) && !line.empty()) {
+        const size_t slash = line.rfind('/');
+        line.insert(slash, piece.substr(prefix.size()));
+        continue;
+      }
+      const std::vector<double> p = softmax(std::span(out.logits).subspan(t * L, L));
+      const size_t best = static_cast<size_t>(std::max_element(p.begin(), p.end()) - p.begin());
+      line += (line.empty() ? "" : " ") + piece + "/" + c.labels[best];
+    }
+    std::printf("%s\n", line.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_embed(CLI::App& cli) {
+  auto args = std::make_shared<EmbedArgs>();
+  CLI::App* cmd = cli.add_subcommand("embed", "sentence embeddings from a BERT folder");
+  add_model_options(*cmd, args->model);
+  cmd->add_option("-p,--prompt", args->prompt, "one text");
+  cmd->add_option("-f,--file", args->file, "texts, one per line");
+  cmd->add_option("--pooling", args->pooling,
+                  "mean | cls (default: the folder's 1_Pooling/config.json, else mean)");
+  cmd->add_flag("--normalize", args->normalize,
+                "unit length (the default where modules.json lists Normalize)");
+  cmd->add_flag("--similarity", args->similarity, "print the texts' cosine similarity matrix");
+  cmd->add_option("-o,--out", args->out, "write .npy (float32 [texts, C]) or .json");
+  return {cmd, [args] { return embed(*args); }};
+}
+
+Command add_fill_mask(CLI::App& cli) {
+  auto args = std::make_shared<FillMaskArgs>();
+  CLI::App* cmd = cli.add_subcommand("fill-mask", "the likeliest tokens for each [MASK]");
+  add_model_options(*cmd, args->model);
+  cmd->add_option("-p,--prompt", args->prompt, "a text with [MASK] in it")->required();
+  cmd->add_option("--top-k", args->top_k, "tokens per mask (default 5)");
+  return {cmd, [args] { return fill_mask(*args); }};
+}
+
+Command add_classify(CLI::App& cli) {
+  auto args = std::make_shared<ClassifyArgs>();
+  CLI::App* cmd = cli.add_subcommand("classify", "labels of texts (or of their words)");
+  add_model_options(*cmd, args->model);
+  cmd->add_option("-p,--prompt", args->prompt, "one text");
+  cmd->add_option("-f,--file", args->file, "texts, one per line");
+  return {cmd, [args] { return classify(*args); }};
+}
+
+}  // namespace app

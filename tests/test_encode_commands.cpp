@@ -1,0 +1,195 @@
+// The encoder commands (embed, fill-mask, classify) on the folders Hugging Face's libraries
+// saved (tests/data/hf), from text to output: the folder's WordPiece vocabulary, the encoder on
+// the tests' GPU with fp32 weights, and each command's reading of the head, against what the
+// libraries computed for the same texts (expected.json / expected.safetensors).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tests/cli.h"
+#include "tests/files.h"
+#include "tests/gpu.h"
+#include "tests/hf_expected.h"
+
+namespace {
+
+std::string hf(const char* name) {
+  return (test::source_dir() / "tests/data/hf" / name).string();
+}
+
+std::vector<std::string> fixture_texts(const char* name) {
+  const auto j = nlohmann::json::parse(test::read_file(hf(name) + "/expected.json"));
+  return j["texts"].get<std::vector<std::string>>();
+}
+
+std::vector<double> softmax(const std::vector<double>& x) {
+  double top = -INFINITY, sum = 0;
+  for (double v : x) top = std::max(top, v);
+  std::vector<double> p;
+  for (double v : x) sum += p.emplace_back(std::exp(v - top));
+  for (double& v : p) v /= sum;
+  return p;
+}
+
+// "LABEL p  LABEL p ..." -> label -> p.
+std::map<std::string, double> label_line(const std::string& line) {
+  std::istringstream in(line);
+  std::map<std::string, double> out;
+  std::string label;
+  double p = 0;
+  while (in >> label >> p) out[label] = p;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("embed: sentence-transformers' embeddings from the texts, as .npy and on stdout") {
+  if (!test::gpu()) return;
+  const std::vector<std::string> texts = fixture_texts("bert-st");
+  test::TempDir dir;
+  const std::string lines = (dir.path() / "texts.txt").string();
+  {
+    std::ofstream f(lines);
+    for (const std::string& t : texts) f << t << "\n";
+  }
+  const std::string npy = (dir.path() / "e.npy").string();
+  const test::CliResult r =
+      test::gpt2vk({"embed", "-m", hf("bert-st"), "-f", lines, "--precision", "f32", "-o", npy});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  CHECK(test::no_validation_messages(r));
+  CHECK(r.err.find("4 embeddings of 32 written") != std::string::npos);
+  CHECK(r.err.find("mean pooling, normalized") != std::string::npos);  // from the folder
+  // float32 [4, 32] after NumPy's 128-byte header (format 1.0, padded to 64).
+  const std::string bytes = test::read_file(npy);
+  REQUIRE(bytes.size() == 128 + 4 * 32 * 4);
+  CHECK(bytes.substr(0, 6) == "\x93NUMPY");
+  CHECK(bytes.find("'shape': (4, 32)") != std::string::npos);
+  const auto e = test::read_expected(hf("bert-st") + "/expected.safetensors");
+  for (size_t i = 0; i < texts.size(); i++) {
+    CAPTURE(i);
+    const std::vector<double> ref = e.at("embeddings").row(i);
+    double dot = 0;
+    for (size_t c = 0; c < 32; c++) {
+      float v = 0;
+      std::memcpy(&v, bytes.data() + 128 + (i * 32 + c) * 4, 4);
+      dot += double{v} * ref[c];
+    }
+    CHECK(dot >= 0.99999);  // both unit length
+  }
+
+  // One text on stdout; the similarity matrix's diagonal is 1.
+  const test::CliResult one = test::gpt2vk({"embed", "-m", hf("bert-st"), "-p", texts[0]});
+  REQUIRE_MESSAGE(one.exit_code == 0, one.err);
+  std::istringstream in(one.out);
+  size_t n = 0;
+  for (double v; in >> v;) n++;
+  CHECK(n == 32);
+  const test::CliResult sim = test::gpt2vk({"embed", "-m", hf("bert-st"), "-f", lines, "--similarity"});
+  REQUIRE_MESSAGE(sim.exit_code == 0, sim.err);
+  CHECK(sim.out.starts_with("1.0000 "));
+}
+
+TEST_CASE("fill-mask: the masked-LM head's best tokens, as transformers computes them") {
+  if (!test::gpu()) return;
+  // Text 1 of the fixture is "Paris is the [MASK] of France!", its mask at token 4.
+  const std::vector<std::string> texts = fixture_texts("bert-mlm");
+  const test::CliResult r =
+      test::gpt2vk({"fill-mask", "-m", hf("bert-mlm"), "-p", texts[1], "--precision", "f32"});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  const auto e = test::read_expected(hf("bert-mlm") + "/expected.safetensors");
+  const test::Array& logits = e.at("logits");  // [4, 21, 111]
+  const std::vector<double> p = softmax(logits.slice((1 * 21 + 4) * 111, 111));
+  size_t best = 0;
+  for (size_t v = 1; v < p.size(); v++)
+    if (p[v] > p[best]) best = v;
+  std::vector<std::string> vocab;
+  std::istringstream words(test::read_file(hf("bert-mlm") + "/vocab.txt"));
+  for (std::string w; std::getline(words, w);) vocab.push_back(w);
+  std::istringstream out(r.out);
+  std::string token;
+  double prob = 0;
+  out >> token >> prob;
+  CHECK(token == vocab[best]);
+  CHECK(prob == doctest::Approx(p[best]).epsilon(1e-3));
+  size_t lines = 0;
+  for (char ch : r.out) lines += ch == '\n';
+  CHECK(lines == 5);  // --top-k's default
+}
+
+TEST_CASE("classify: a sequence's labels and a label per word") {
+  if (!test::gpu()) return;
+  const std::vector<std::string> texts = fixture_texts("bert-seqcls");
+  const auto e = test::read_expected(hf("bert-seqcls") + "/expected.safetensors");
+  const auto labels = nlohmann::json::parse(test::read_file(hf("bert-seqcls") + "/config.json"))["id2label"];
+  test::TempDir dir;
+  const std::string lines = (dir.path() / "texts.txt").string();
+  {
+    std::ofstream f(lines);
+    for (const std::string& t : texts) f << t << "\r\n";  // Windows line ends too
+  }
+  const test::CliResult r =
+      test::gpt2vk({"classify", "-m", hf("bert-seqcls"), "-f", lines, "--precision", "f32"});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  std::istringstream out(r.out);
+  size_t i = 0;
+  for (std::string line; std::getline(out, line); i++) {
+    CAPTURE(line);
+    const std::vector<double> p = softmax(e.at("logits").row(i));
+    const auto got = label_line(line);
+    REQUIRE(got.size() == 3);
+    for (size_t l = 0; l < 3; l++)
+      CHECK(got.at(labels[std::to_string(l)].get<std::string>()) == doctest::Approx(p[l]).epsilon(1e-3));
+  }
+  CHECK(i == texts.size());
+
+  // Token classification: one label per word, a word's pieces joined ("played" from p ##l ##a
+  // ##y ##ed).
+  const test::CliResult t = test::gpt2vk({"classify", "-m", hf("bert-tokcls"), "-p", texts[2]});
+  REQUIRE_MESSAGE(t.exit_code == 0, t.err);
+  CHECK(t.out.find("played/") != std::string::npos);
+  size_t words = 0;
+  for (char ch : t.out) words += ch == '/';
+  CHECK(words == 14);  // a dog ran in the park , and the music played at night .
+}
+
+TEST_CASE("encoder commands: bad input is a clear error, exit code 1") {
+  if (!test::gpu()) return;
+  test::TempDir dir;
+  const std::string empty_line = (dir.path() / "empty.txt").string();
+  std::ofstream(empty_line) << "one\n\nthree\n";
+  const std::string bad_utf8 = (dir.path() / "bad.txt").string();
+  std::ofstream(bad_utf8) << "ok\nbad \xff text\n";
+  const std::string no_vocab = (dir.path() / "novocab").string();
+  std::filesystem::create_directories(no_vocab);
+  for (const char* f : {"config.json", "model.safetensors"})
+    std::filesystem::copy_file(hf("bert-mlm") + "/" + f, no_vocab + "/" + f);
+  const std::string gpt2 = (test::source_dir() / "tests/data/models/gpt2-tiny").string();
+  const std::string out = (dir.path() / "x.npy").string();
+  struct Case {
+    std::vector<std::string> args;
+    std::string error;
+  };
+  const Case cases[] = {
+      {{"fill-mask", "-m", hf("bert-mlm"), "-p", "no mask here"}, "the prompt has no [MASK] token"},
+      {{"fill-mask", "-m", hf("bert-seqcls"), "-p", "a [MASK]"}, "without the masked-LM head"},
+      {{"classify", "-m", hf("bert-mlm"), "-p", "a"}, "without a classifier"},
+      {{"embed", "-m", hf("bert-st"), "-p", ""}, "give a text with --prompt or --file"},
+      {{"embed", "-m", hf("bert-st"), "-f", empty_line}, "empty.txt:2: an empty line"},
+      {{"embed", "-m", hf("bert-st"), "-f", bad_utf8}, "bad.txt:2: invalid UTF-8 at byte 4"},
+      {{"embed", "-m", no_vocab, "-p", "a"}, "vocab"},
+      {{"embed", "-m", gpt2, "-p", "a"}, "a GPT-2 decoder, not an encoder"},
+      {{"generate", "-m", hf("bert-mlm"), "-p", "a"}, "a BERT encoder (BertForMaskedLM)"},
+      {{"embed", "-m", hf("bert-st"), "-p", "a", "-o", (dir.path() / "x.txt").string()},
+       "-o writes .npy"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.args);
+    const test::CliResult r = test::gpt2vk(c.args);
+    CHECK(r.exit_code == 1);
+    CHECK_MESSAGE(r.err.find(c.error) != std::string::npos, r.err);
+  }
+  CHECK(!std::filesystem::exists(out));
+}
