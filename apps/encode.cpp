@@ -3,6 +3,7 @@
 // Each text is tokenized by the folder's WordPiece vocabulary and encoded whole, one sequence at
 // a time (model/forward/encoder.h).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -11,55 +12,13 @@
 #include <sstream>
 
 #include "apps/commands.h"
+#include "apps/encoder_session.h"
 #include "apps/session.h"
-#include "model/forward/cpu_model.h"
-#include "model/forward/encoder.h"
-#include "model/forward/gpu_model.h"
 #include "model/text/utf8.h"
 #include "model/text/wordpiece.h"
 
 namespace app {
 namespace {
-
-struct EncoderSession {
-  std::unique_ptr<model::Checkpoint> checkpoint;
-  std::unique_ptr<model::WordPiece> wordpiece;
-  std::unique_ptr<vk::Instance> instance;
-  std::unique_ptr<vk::Device> device;
-  std::unique_ptr<model::Encoder> encoder;
-};
-
-// The checkpoint (an encoder's, else a clear error), its WordPiece vocabulary, and the encoder
-// on the device --device names (the CPU reference for "cpu").
-EncoderSession open_encoder(const ModelArgs& args) {
-  EncoderSession s;
-  const std::filesystem::path dir = model_dir(args);
-  s.checkpoint = model::Checkpoint::load(dir);
-  model::require_family(*s.checkpoint, model::Family::Encoder);
-  for (const std::string& w : s.checkpoint->warnings())
-    std::fprintf(stderr, "gpt2vk: warning: %s\n", w.c_str());
-  s.wordpiece = model::load_wordpiece(dir);
-  if (s.wordpiece->size() > s.checkpoint->config().n_vocab)
-    throw std::runtime_error(dir.string() + ": the vocabulary has " +
-                             std::to_string(s.wordpiece->size()) + " tokens, config.json's vocab_size " +
-                             std::to_string(s.checkpoint->config().n_vocab));
-  const model::Precision precision = model::parse_precision(args.precision);
-  if (args.device == "cpu") {
-    s.encoder = model::make_cpu_encoder(*s.checkpoint, precision);
-  } else {
-    vk::InstanceOptions io = vk::InstanceOptions::from_env();
-    io.validation = io.validation || args.validation;
-    s.instance = std::make_unique<vk::Instance>(io);
-    s.device = std::make_unique<vk::Device>(*s.instance, device_options(args));
-    model::GpuModelOptions o;
-    o.precision = precision;
-    o.split_layers = args.split_layers;
-    s.encoder = model::make_gpu_encoder(*s.checkpoint, *s.device, o);
-  }
-  for (const std::string& w : s.encoder->warnings())
-    std::fprintf(stderr, "gpt2vk: warning: %s\n", w.c_str());
-  return s;
-}
 
 // The texts of --prompt (one) or --file (one per line; a final newline ends the last line, a
 // '\r' before it is dropped). Empty texts and invalid UTF-8 are errors naming the line.
@@ -127,56 +86,25 @@ struct EmbedArgs {
   bool normalize = false, similarity = false;
 };
 
-// What a sentence-transformers folder asks for: its pooling mode and whether a Normalize module
-// follows (modules.json).
-void folder_pooling(const std::filesystem::path& dir, std::string& pooling, bool& normalize) {
-  std::error_code ec;
-  const std::filesystem::path modules = dir / "modules.json";
-  if (!std::filesystem::exists(modules, ec)) return;
-  const nlohmann::json m = nlohmann::json::parse(read_file(modules.string()), nullptr, false);
-  if (!m.is_array()) throw std::runtime_error(modules.string() + ": not a JSON list of modules");
-  for (const nlohmann::json& module : m) {
-    const std::string type = module.value("type", ""), path = module.value("path", "");
-    if (type.ends_with(".Normalize")) normalize = true;
-    if (!type.ends_with(".Pooling") || !pooling.empty()) continue;
-    const std::filesystem::path config = dir / path / "config.json";
-    const nlohmann::json p = nlohmann::json::parse(read_file(config.string()), nullptr, false);
-    if (!p.is_object()) throw std::runtime_error(config.string() + ": not a JSON object");
-    const std::string mode = p.value("pooling_mode", "");
-    if (mode == "mean" || p.value("pooling_mode_mean_tokens", false)) pooling = "mean";
-    else if (mode == "cls" || p.value("pooling_mode_cls_token", false)) pooling = "cls";
-    else throw std::runtime_error(config.string() + ": pooling mode " + (mode.empty() ? "?" : mode) +
-                                  " is not supported (mean, cls)");
-  }
-}
-
 int embed(EmbedArgs args) {
   const std::vector<std::string> texts = read_texts(args.prompt, args.file);
   if (!args.out.empty() && !args.out.ends_with(".npy") && !args.out.ends_with(".json"))
     throw std::runtime_error(args.out + ": -o writes .npy (float32 [texts, C]) or .json");
   EncoderSession s = open_encoder(args.model);
-  bool normalize = args.normalize;
-  std::string pooling = args.pooling;
-  folder_pooling(s.checkpoint->dir(), pooling, normalize);
-  if (pooling.empty()) pooling = "mean";
-  if (pooling != "mean" && pooling != "cls")
-    throw std::runtime_error("--pooling " + pooling + ": expected mean or cls");
+  const Pooling pooling = folder_pooling(s.checkpoint->dir(), {args.pooling, args.normalize});
   const uint32_t C = s.checkpoint->config().n_embd;
   std::vector<float> all;  // [texts, C]
+  size_t tokens = 0;
+  const auto start = std::chrono::steady_clock::now();
   for (size_t i = 0; i < texts.size(); i++) {
     const model::WordPieceEncoding e = encode_text(s, texts[i], where(args.file, i));
     const model::Encoded out = s.encoder->encode(e.ids, e.type_ids, false);
-    // The mean over every token ([CLS] and [SEP] too, as sentence-transformers takes it), or
-    // [CLS]'s row.
-    const size_t rows = pooling == "cls" ? 1 : e.ids.size();
-    std::vector<double> v(C, 0.0);
-    for (size_t t = 0; t < rows; t++)
-      for (uint32_t c = 0; c < C; c++) v[c] += double{out.hidden[t * C + c]} / double(rows);
-    double norm = 0;
-    for (double x : v) norm += x * x;
-    const double scale = normalize && norm > 0 ? 1 / std::sqrt(norm) : 1;
-    for (double x : v) all.push_back(static_cast<float>(x * scale));
+    tokens += e.ids.size();
+    const std::vector<float> v = pool(out.hidden, e.ids.size(), C, pooling);
+    all.insert(all.end(), v.begin(), v.end());
   }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (args.similarity) {
     for (size_t i = 0; i < texts.size(); i++) {
       for (size_t j = 0; j < texts.size(); j++) {
@@ -209,8 +137,8 @@ int embed(EmbedArgs args) {
     write_whole(args.out, bytes);
   } else if (args.out.ends_with(".json")) {
     nlohmann::json j;
-    j["pooling"] = pooling;
-    j["normalized"] = normalize;
+    j["pooling"] = pooling.mode;
+    j["normalized"] = pooling.normalize;
     j["embeddings"] = nlohmann::json::array();
     for (size_t i = 0; i < texts.size(); i++)
       j["embeddings"].push_back(std::vector<float>(all.begin() + static_cast<long>(i * C),
@@ -219,8 +147,13 @@ int embed(EmbedArgs args) {
   }
   if (!args.out.empty())
     std::fprintf(stderr, "gpt2vk: %zu embeddings of %u written to %s (%s pooling%s; %s)\n",
-                 texts.size(), C, args.out.c_str(), pooling.c_str(), normalize ? ", normalized" : "",
+                 texts.size(), C, args.out.c_str(), pooling.mode.c_str(),
+                 pooling.normalize ? ", normalized" : "",
                  s.encoder->device_name().c_str());
+  // Tokenizing and encoding, after the model loaded (the first text's pipelines compile in it).
+  std::fprintf(stderr, "gpt2vk: %zu text%s, %zu tokens in %.3f s: %.0f tokens/s\n",
+               texts.size(), texts.size() == 1 ? "" : "s", tokens, seconds,
+               double(tokens) / seconds);
   return 0;
 }
 

@@ -1,7 +1,8 @@
-// gpt2vk make-model: a checkpoint of a published GPT-2 shape with random weights, in the
-// published layout, with GPT-2's tokenizer files: benchmarks and large-model tests need no
-// download.
+// gpt2vk make-model: a checkpoint of a published GPT-2 (or BERT) shape with random weights, in
+// the published layout, with a tokenizer: benchmarks and large-model tests need no download.
+#include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -15,13 +16,85 @@ namespace app {
 namespace {
 
 struct MakeModelArgs {
-  std::string shape = "small";  // tiny | small | medium | large | xl
+  std::string arch = "gpt2";    // gpt2 | bert
+  std::string shape;            // gpt2: tiny | small | medium | large | xl (default small);
+                                // bert: tiny | minilm | base | large (default base)
+  std::string head = "mlm";     // bert: none | mlm | seqcls | tokcls
   std::string dtype = "f16";    // f32 | f16 | bf16
   std::string out;
   uint64_t seed = 1;
 };
 
+// BERT's vocabulary layout (bert-base-uncased: 30,522 tokens, [PAD] 0, [UNK] 100, [CLS] 101,
+// [SEP] 102, [MASK] 103, [unusedN] fillers), here with printable ASCII and its "##"
+// continuations as the only real tokens: enough for any ASCII text, a character at a time.
+std::string bert_vocab(uint32_t V) {
+  std::vector<std::string> v(V);
+  const std::pair<uint32_t, const char*> special[] = {
+      {0, "[PAD]"}, {100, "[UNK]"}, {101, "[CLS]"}, {102, "[SEP]"}, {103, "[MASK]"}};
+  for (const auto& [id, t] : special) v.at(id) = t;
+  uint32_t next = 104;
+  for (const char* prefix : {"", "##"})
+    for (char c = '!'; c <= '~'; c++)
+      if (!(c >= 'A' && c <= 'Z')) v.at(next++) = prefix + std::string(1, c);  // uncased
+  uint32_t unused = 0;
+  std::string out;
+  for (std::string& t : v) out += (t.empty() ? "[unused" + std::to_string(unused++) + "]" : t) + "\n";
+  return out;
+}
+
+int make_bert(const MakeModelArgs& args) {
+  struct Shape {
+    uint32_t n_embd, n_layer, n_head;
+  };
+  const std::map<std::string, Shape> shapes = {{"tiny", {128, 2, 2}},
+                                               {"minilm", {384, 6, 12}},  // all-MiniLM-L6-v2's
+                                               {"base", {768, 12, 12}},
+                                               {"large", {1024, 24, 16}}};
+  const std::string name = args.shape.empty() ? "base" : args.shape;
+  const auto it = shapes.find(name);
+  if (it == shapes.end())
+    throw std::runtime_error("unknown BERT shape '" + name + "' (tiny, minilm, base, large)");
+  model::Config c;
+  c.family = model::Family::Encoder;
+  c.n_vocab = 30522, c.n_ctx = 512, c.n_types = 2, c.pad_token_id = 0;
+  c.n_embd = it->second.n_embd, c.n_layer = it->second.n_layer, c.n_head = it->second.n_head;
+  c.n_inner = 4 * c.n_embd;
+  c.layer_norm_epsilon = 1e-12f;
+  c.activation = model::Activation::GeluErf;
+  c.pre_norm = false, c.final_norm = false, c.causal = false, c.embedding_norm = true;
+  c.tokenizer.kind = model::TokenizerKind::WordPiece;
+  const std::map<std::string, model::EncoderHead> heads = {
+      {"none", model::EncoderHead::None},
+      {"mlm", model::EncoderHead::MaskedLm},
+      {"seqcls", model::EncoderHead::SequenceClassification},
+      {"tokcls", model::EncoderHead::TokenClassification}};
+  c.head = heads.at(args.head);
+  if (c.head == model::EncoderHead::SequenceClassification) c.labels = {"NEGATIVE", "POSITIVE"};
+  if (c.head == model::EncoderHead::TokenClassification) c.labels = {"O", "B-PER", "I-PER", "B-LOC", "I-LOC"};
+
+  model::RandomCheckpointOptions o;
+  o.dtype = args.dtype == "f32"    ? model::TensorDType::F32
+            : args.dtype == "bf16" ? model::TensorDType::BF16
+                                   : model::TensorDType::F16;
+  o.seed = args.seed;
+  o.scale = 1.0f / std::sqrt(float(c.n_embd));  // activations of order 1, as a trained model's
+  const std::filesystem::path dir = args.out;
+  std::filesystem::create_directories(dir);
+  model::write_random_checkpoint(dir, c, model::config_json(c), o);
+  std::ofstream vocab(dir / "vocab.txt", std::ios::binary | std::ios::trunc);
+  vocab << bert_vocab(c.n_vocab);
+  if (!vocab) throw std::runtime_error((dir / "vocab.txt").string() + ": cannot write");
+  std::fprintf(stderr, "gpt2vk: wrote %s: BERT %s shape (%u layers, width %u, %u heads), %s, %s, seed %llu\n",
+               dir.c_str(), name.c_str(), c.n_layer, c.n_embd, c.n_head,
+               model::encoder_head_name(c.head), args.dtype.c_str(),
+               static_cast<unsigned long long>(args.seed));
+  return 0;
+}
+
 int make_model(const MakeModelArgs& args) {
+  if (args.arch == "bert") return make_bert(args);
+  if (args.head != "mlm") throw std::runtime_error("--head is for --arch bert");
   struct Shape {
     uint32_t n_embd, n_layer, n_head;
   };
@@ -29,8 +102,10 @@ int make_model(const MakeModelArgs& args) {
   const std::map<std::string, Shape> shapes = {{"tiny", {128, 4, 4}},     {"small", {768, 12, 12}},
                                                {"medium", {1024, 24, 16}}, {"large", {1280, 36, 20}},
                                                {"xl", {1600, 48, 25}}};
-  const auto it = shapes.find(args.shape);
-  if (it == shapes.end()) throw std::runtime_error("unknown shape '" + args.shape + "'");
+  const std::string name = args.shape.empty() ? "small" : args.shape;
+  const auto it = shapes.find(name);
+  if (it == shapes.end())
+    throw std::runtime_error("unknown GPT-2 shape '" + name + "' (tiny, small, medium, large, xl)");
   const model::Config c = model::gpt2_config(it->second.n_embd, it->second.n_layer, it->second.n_head);
 
   model::RandomCheckpointOptions o;
@@ -49,7 +124,7 @@ int make_model(const MakeModelArgs& args) {
   for (const char* f : {"vocab.json", "merges.txt"})
     std::filesystem::copy_file(data / f, dir / f, std::filesystem::copy_options::overwrite_existing);
   std::fprintf(stderr, "gpt2vk: wrote %s: GPT-2 %s shape (%u layers, width %u, %u heads), %s, seed %llu\n",
-               dir.c_str(), args.shape.c_str(), c.n_layer, c.n_embd, c.n_head, args.dtype.c_str(),
+               dir.c_str(), name.c_str(), c.n_layer, c.n_embd, c.n_head, args.dtype.c_str(),
                static_cast<unsigned long long>(args.seed));
   return 0;
 }
@@ -59,10 +134,15 @@ int make_model(const MakeModelArgs& args) {
 Command add_make_model(CLI::App& cli) {
   auto args = std::make_shared<MakeModelArgs>();
   CLI::App* cmd = cli.add_subcommand(
-      "make-model", "write a random-weight checkpoint of a GPT-2 shape, with GPT-2's tokenizer");
+      "make-model", "write a random-weight checkpoint of a GPT-2 or BERT shape, with a tokenizer");
+  cmd->add_option("--arch", args->arch, "gpt2 (default) or bert")
+      ->check(CLI::IsMember({"gpt2", "bert"}));
   cmd->add_option("--shape", args->shape,
-                  "tiny (2 layers, width 128), small (124M), medium, large, xl (1.5B)")
-      ->check(CLI::IsMember({"tiny", "small", "medium", "large", "xl"}));
+                  "gpt2: tiny (4 layers, width 128), small (124M, default), medium, large, xl "
+                  "(1.5B); bert: tiny, minilm (MiniLM-L6), base (default), large")
+      ->check(CLI::IsMember({"tiny", "small", "medium", "large", "xl", "minilm", "base"}));
+  cmd->add_option("--head", args->head, "bert: none, mlm (default), seqcls, tokcls")
+      ->check(CLI::IsMember({"none", "mlm", "seqcls", "tokcls"}));
   cmd->add_option("--dtype", args->dtype, "stored dtype (default f16)")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
   cmd->add_option("-o,--out", args->out, "the folder to write")->required();

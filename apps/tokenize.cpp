@@ -7,6 +7,7 @@
 
 #include "apps/commands.h"
 #include "apps/session.h"
+#include "model/text/wordpiece.h"
 
 namespace app {
 namespace {
@@ -48,8 +49,18 @@ int tokenize(const TokenizeArgs& args) {
   const std::string text = read_text(args.prompt, args.file);
   const std::filesystem::path dir = model_dir(args.model);
   const model::Config config = model::load_config(dir / "config.json");
-  const std::unique_ptr<model::Tokenizer> tok = model::load_tokenizer(dir, config.tokenizer);
-  const std::vector<int32_t> ids = tok->encode(text);
+  // An encoder's WordPiece: [CLS] text [SEP] as the model reads it, each token its own text.
+  std::unique_ptr<model::WordPiece> wordpiece;
+  std::unique_ptr<model::Tokenizer> tok;
+  std::vector<int32_t> ids;
+  if (config.tokenizer.kind == model::TokenizerKind::WordPiece) {
+    wordpiece = model::load_wordpiece(dir);
+    ids = wordpiece->encode(text).ids;
+  } else {
+    tok = model::load_tokenizer(dir, config.tokenizer);
+    ids = tok->encode(text);
+  }
+  const auto bytes = [&](int32_t id) { return wordpiece ? wordpiece->token(id) : tok->token_bytes(id); };
   if (!args.out.empty()) {
     std::ofstream out(args.out, std::ios::binary | std::ios::trunc);
     // int32 little-endian: the machines we build for are little-endian (checked in CMake).
@@ -59,7 +70,7 @@ int tokenize(const TokenizeArgs& args) {
     return 0;
   }
   if (args.text) {
-    for (const int32_t id : ids) std::printf("%d\t%s\n", id, quoted(tok->token_bytes(id)).c_str());
+    for (const int32_t id : ids) std::printf("%d\t%s\n", id, quoted(bytes(id)).c_str());
     return 0;
   }
   for (size_t i = 0; i < ids.size(); i++) std::printf(i ? " %d" : "%d", ids[i]);

@@ -193,3 +193,34 @@ TEST_CASE("encoder commands: bad input is a clear error, exit code 1") {
   }
   CHECK(!std::filesystem::exists(out));
 }
+
+TEST_CASE("make-model --arch bert: a random BERT folder every encoder command reads") {
+  if (!test::gpu()) return;
+  test::TempDir dir;
+  const std::string out = (dir.path() / "bert").string();
+  const test::CliResult made = test::gpt2vk(
+      {"make-model", "--arch", "bert", "--shape", "tiny", "--head", "seqcls", "-o", out});
+  REQUIRE_MESSAGE(made.exit_code == 0, made.err);
+  CHECK(made.err.find("BERT tiny shape (2 layers, width 128, 2 heads), "
+                      "BertForSequenceClassification") != std::string::npos);
+  // BERT's vocabulary layout: 30,522 lines, [CLS] at 101.
+  const test::CliResult tok = test::gpt2vk({"tokenize", "-m", out, "-p", "Hi!", "--text"});
+  REQUIRE_MESSAGE(tok.exit_code == 0, tok.err);
+  CHECK(tok.out.starts_with("101\t\"[CLS]\"\n"));
+  CHECK(tok.out.find("\"##i\"") != std::string::npos);  // lowercased, a character a piece
+  const test::CliResult cls = test::gpt2vk({"classify", "-m", out, "-p", "hello world"});
+  REQUIRE_MESSAGE(cls.exit_code == 0, cls.err);
+  CHECK(label_line(cls.out).size() == 2);
+  const test::CliResult emb = test::gpt2vk({"embed", "-m", out, "-p", "hello world"});
+  REQUIRE_MESSAGE(emb.exit_code == 0, emb.err);
+  std::istringstream in(emb.out);
+  size_t n = 0;
+  for (double v; in >> v;) n++;
+  CHECK(n == 128);
+  const test::CliResult wrong = test::gpt2vk({"make-model", "--head", "mlm2", "-o", out});
+  CHECK(wrong.exit_code != 0);
+  const test::CliResult gpt2_head =
+      test::gpt2vk({"make-model", "--shape", "tiny", "--head", "seqcls", "-o", out + "2"});
+  CHECK(gpt2_head.exit_code == 1);
+  CHECK(gpt2_head.err.find("--head is for --arch bert") != std::string::npos);
+}

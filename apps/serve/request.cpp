@@ -139,8 +139,9 @@ void read_prompt(const json& body, const model::Tokenizer& tokenizer, const mode
 
 }  // namespace
 
-CompletionRequest parse_completion(const std::string& body, const model::Tokenizer& tokenizer,
-                                   const model::Config& config, uint32_t context) {
+std::string json_type(const nlohmann::json& v) { return type_of(v); }
+
+nlohmann::json parse_body(const std::string& body) {
   json j;
   try {
     // A nesting bound while parsing: nlohmann parses without recursion, but copying and
@@ -160,6 +161,12 @@ CompletionRequest parse_completion(const std::string& body, const model::Tokeniz
   }
   if (!j.is_object())
     throw ApiError(400, "the request body must be a JSON object, got " + type_of(j));
+  return j;
+}
+
+CompletionRequest parse_completion(const std::string& body, const model::Tokenizer& tokenizer,
+                                   const model::Config& config, uint32_t context) {
+  const json j = parse_body(body);
 
   CompletionRequest r;
   if (const json* m = field(j, "model"); m && !m->is_string())

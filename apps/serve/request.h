@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "model/formats/config.h"
 #include "model/generation/sampler.h"
 #include "model/text/tokenizer.h"
@@ -41,6 +43,12 @@ inline constexpr uint32_t kMaxLogprobs = 20;
 inline constexpr size_t kMaxStops = 4;
 inline constexpr size_t kMaxStopBytes = 256;
 inline constexpr int kMaxJsonDepth = 32;  // arrays and objects nested in a body (OpenAI's need 3)
+
+// A request body as a JSON object, nested at most kMaxJsonDepth deep; throws ApiError (400)
+// saying what is wrong with it.
+nlohmann::json parse_body(const std::string& body);
+// The JSON type a client sent, for messages ("a string", "an array").
+std::string json_type(const nlohmann::json& v);
 
 // Parses and checks a /v1/completions body for a slot of `context` tokens: the prompt (a string,
 // or an array of token ids, or an array of one string), and that it plus max_tokens fits.

@@ -12,8 +12,10 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
+#include "apps/encoder_session.h"
 #include "apps/options.h"
 #include "apps/serve/connections.h"
+#include "apps/serve/embeddings.h"
 #include "apps/serve/engine.h"
 #include "apps/session.h"
 #include "model/text/utf8.h"
@@ -93,7 +95,11 @@ struct Server {
   Server(const ServeArgs& a, Session& s, std::string name, uint32_t ctx)
       : args(a), session(s), model_name(std::move(name)), context(ctx) {}
   const ServeArgs& args;
-  Session& session;
+  Session& session;  // a decoder's (completions); empty for an encoder
+  // An encoder's (embeddings), or null: one request encodes at a time, in arrival order.
+  EncoderSession* encoder = nullptr;
+  Pooling pooling;
+  std::mutex encode_mutex;
   const std::string model_name;
   const uint32_t context;
   Metrics metrics;
@@ -117,7 +123,7 @@ struct Server {
   }
   // Drains the engine, waits for the responses in flight to be written, stops listening.
   void shut_down() {
-    engine->drain();
+    if (engine) engine->drain();
     std::unique_lock lock(inflight_mutex);
     inflight_done.wait(lock, [&] { return inflight == 0; });
     lock.unlock();
@@ -181,7 +187,46 @@ struct Server {
     return body;
   }
 
+  const model::Config& config() const {
+    return encoder ? encoder->checkpoint->config() : session.model->config();
+  }
+  std::string device_name() const {
+    return encoder ? encoder->encoder->device_name() : session.model->device_name();
+  }
+  bool device_lost() const {
+    const vk::Device* d = encoder ? encoder->device.get() : session.device.get();
+    return d && d->lost();
+  }
+
+  // /v1/embeddings: each input encoded whole and pooled as the folder says.
+  void embeddings(const std::string& body, httplib::Response& res) {
+    if (!encoder)
+      throw ApiError(400, "this server runs a decoder (GPT-2): /v1/embeddings needs an encoder "
+                          "(a BERT folder); use /v1/completions");
+    if (draining) throw ApiError(503, "the server is shutting down");
+    const EmbeddingsRequest r = parse_embeddings(body, *encoder->wordpiece, config());
+    begin_response();
+    struct End {
+      Server& s;
+      ~End() { s.end_response(); }
+    } end{*this};
+    std::vector<std::vector<float>> out;
+    size_t tokens = 0;
+    {
+      std::lock_guard lock(encode_mutex);
+      for (const EmbeddingsRequest::Input& in : r.inputs) {
+        const model::Encoded e = encoder->encoder->encode(in.ids, in.types, false);
+        out.push_back(pool(e.hidden, in.ids.size(), config().n_embd, pooling));
+        tokens += in.ids.size();
+      }
+    }
+    res.set_content(embeddings_response(out, r.base64, model_name, tokens), "application/json");
+  }
+
   void completions(const std::string& body, httplib::Response& res) {
+    if (encoder)
+      throw ApiError(400, "this server runs an encoder (BERT): it has no next token to "
+                          "complete; use /v1/embeddings");
     const model::Config& c = session.model->config();
     CompletionRequest r = parse_completion(body, *session.tokenizer, c, context);
     // Counted before it can start, so that a shutdown waits for its response.
@@ -275,13 +320,23 @@ struct Server {
         send_error(res, e);
       }
     });
+    http.Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res,
+                                       const httplib::ContentReader& reader) {
+      try {
+        const std::string body = read_body(reader, res);
+        if (authorized(req, res)) embeddings(body, res);
+      } catch (const ApiError& e) {
+        send_error(res, e);
+      }
+    });
     http.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
       if (!authorized(req, res)) return;
-      const model::Config& c = session.model->config();
+      const model::Config& c = config();
       json m = {{"id", model_name},         {"object", "model"},
                 {"created", 0},             {"owned_by", "gpt2vk"},
                 {"context_length", context}, {"n_ctx", c.n_ctx},
-                {"n_vocab", c.n_vocab},     {"device", session.model->device_name()}};
+                {"n_vocab", c.n_vocab},     {"device", device_name()}};
+      if (encoder) m["embedding_dimension"] = c.n_embd;
       res.set_content(dump({{"object", "list"}, {"data", json::array({m})}}), "application/json");
     });
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
@@ -289,10 +344,10 @@ struct Server {
         res.status = 503;
         res.set_content(dump({{"status", "draining"}, {"reason", "the server is shutting down"}}),
                         "application/json");
-      } else if (std::optional<std::string> failure = engine->failure()) {
+      } else if (std::optional<std::string> failure = engine ? engine->failure() : std::nullopt) {
         res.status = 503;
         res.set_content(dump({{"status", "error"}, {"reason", *failure}}), "application/json");
-      } else if (session.device && session.device->lost()) {
+      } else if (device_lost()) {
         res.status = 503;
         res.set_content(dump({{"status", "error"}, {"reason", "the GPU is lost"}}), "application/json");
       } else {
@@ -325,7 +380,8 @@ struct Server {
       send_error(res, ApiError(500, "internal error: " + what));
     });
     http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-      const bool known = req.path == "/v1/completions" || req.path == "/v1/models" ||
+      const bool known = req.path == "/v1/completions" || req.path == "/v1/embeddings" ||
+                         req.path == "/v1/models" ||
                          req.path == "/health" || req.path == "/metrics";
       metrics.request(known ? req.path : "other", res.status);
       std::fprintf(stderr, "gpt2vk: %s %s %d\n", req.method.c_str(),
@@ -335,6 +391,9 @@ struct Server {
     });
   }
 };
+
+int serve_on(const ServeArgs& args, Session& s, EncoderSession* enc, uint32_t context,
+             sigset_t signals);
 
 int serve(const ServeArgs& args) {
   // SIGINT and SIGTERM go to one thread that drains the engine and stops the server; every
@@ -346,7 +405,17 @@ int serve(const ServeArgs& args) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  Session s = open_checkpoint(args.model);
+  // An encoder's folder serves embeddings; a decoder's, completions.
+  const model::Config folder = model::load_config(model_dir(args.model) / "config.json");
+  Session s;
+  EncoderSession enc;
+  if (folder.family == model::Family::Encoder) {
+    if (args.parallel > 1)
+      throw std::runtime_error("--parallel is for decoders: an encoder serves its requests one at a time");
+    enc = open_encoder(args.model);
+    return serve_on(args, s, &enc, folder.n_ctx, signals);
+  }
+  s = open_checkpoint(args.model);
   const model::Config& c = s.checkpoint->config();
   if (!c.causal)
     throw std::runtime_error("serve needs a causal model: a bidirectional one has no next token to predict");
@@ -362,11 +431,22 @@ int serve(const ServeArgs& args) {
   // slots of every batch, before the first request (an echo's every-row pass compiles at first
   // use).
   s.model->prepare(std::min<uint32_t>(context, Engine::kPrefillChunk), context, 0);
+  return serve_on(args, s, nullptr, context, signals);
+}
 
+// Serves a decoder's session (its engine made here), or an encoder's.
+int serve_on(const ServeArgs& args, Session& s, EncoderSession* enc, uint32_t context,
+             sigset_t signals) {
   std::string name = model_dir(args.model).filename().string();
   Server server(args, s, name.empty() ? "model" : name, context);
-  server.engine = std::make_unique<Engine>(*s.model, *s.tokenizer, server.metrics, args.max_queue,
-                                           [&s] { return s.device && s.device->lost(); });
+  if (enc) {
+    server.encoder = enc;
+    server.pooling = folder_pooling(enc->checkpoint->dir(), {});
+  } else {
+    server.engine = std::make_unique<Engine>(*s.model, *s.tokenizer, server.metrics,
+                                             args.max_queue,
+                                             [&s] { return s.device && s.device->lost(); });
+  }
   server.routes();
   // A thread for each connection, up to --max-connections: slow or idle clients cannot leave
   // /health or a running request waiting for a worker. httplib's read timeout bounds each read;
@@ -397,7 +477,7 @@ int serve(const ServeArgs& args) {
   if (listen_fd >= 0) ::listen(listen_fd, SOMAXCONN);
   server.guard = std::make_unique<ConnectionGuard>(port, std::chrono::seconds(args.request_timeout));
   std::fprintf(stderr, "gpt2vk: serving %s (%s) on http://%s:%d, context %u per request\n",
-               server.model_name.c_str(), s.model->device_name().c_str(), args.host.c_str(), port,
+               server.model_name.c_str(), server.device_name().c_str(), args.host.c_str(), port,
                context);
 
   std::atomic<bool> listening{true};
@@ -442,7 +522,8 @@ int serve(const ServeArgs& args) {
 Command add_serve(CLI::App& cli) {
   auto args = std::make_shared<ServeArgs>();
   CLI::App* cmd = cli.add_subcommand(
-      "serve", "an OpenAI-compatible HTTP server: /v1/completions, /v1/models, /health, /metrics");
+      "serve", "an OpenAI-compatible HTTP server: /v1/completions (a GPT-2 folder) or "
+               "/v1/embeddings (a BERT folder), /v1/models, /health, /metrics");
   add_model_options(*cmd, args->model);
   cmd->add_option("--host", args->host,
                   "address to listen on (default 127.0.0.1: this machine only)");

@@ -20,7 +20,8 @@ from types import SimpleNamespace
 import torch
 
 # safetensors dtype names <-> torch dtypes (the ones a checkpoint may hold).
-DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
+DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+          "I64": torch.int64}
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 
 

@@ -1,0 +1,134 @@
+// gpt2vk serve with an encoder (a BERT folder): OpenAI's /v1/embeddings from curl and from the
+// official openai client (npm), each embedding against what sentence-transformers computed for
+// the same texts (tests/data/hf/bert-st), every refusal against OpenAI's error object.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "tests/cli.h"
+#include "tests/files.h"
+#include "tests/hf_expected.h"
+#include "tests/process.h"
+
+namespace {
+
+using json = nlohmann::json;
+
+std::string hf(const char* name) {
+  return (test::source_dir() / "tests/data/hf" / name).string();
+}
+
+// POST body to url with curl: {status, body}.
+std::pair<int, std::string> post(const std::string& url, const std::string& body) {
+  test::TempDir dir;
+  test::write_file(dir / "body", body);
+  const test::CliResult r =
+      test::run({"curl", "-sS", "--max-time", "120", "-o", "-", "-w", "\n%{http_code}", "-H",
+                 "Content-Type: application/json", "--data-binary",
+                 "@" + (dir / "body").string(), url});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  const size_t nl = r.out.rfind('\n');
+  return {std::stoi(r.out.substr(nl + 1)), r.out.substr(0, nl)};
+}
+
+double cosine(const std::vector<double>& a, const std::vector<double>& b) {
+  double dot = 0, na = 0, nb = 0;
+  for (size_t i = 0; i < a.size(); i++) dot += a[i] * b[i], na += a[i] * a[i], nb += b[i] * b[i];
+  return dot / std::sqrt(na * nb);
+}
+
+// n words "a a a ...": n tokens, and [CLS] and [SEP].
+std::string words(int n) {
+  std::string s = "a";
+  for (int i = 1; i < n; i++) s += " a";
+  return s;
+}
+
+bool ci() { return std::getenv("CI") && std::string(std::getenv("CI")) == "true"; }
+
+}  // namespace
+
+TEST_CASE("serve: /v1/embeddings from an encoder, as sentence-transformers computes them") {
+  REQUIRE(test::on_path("curl"));
+  test::Server server({"-m", hf("bert-st"), "--precision", "f32"});
+  const std::string url = server.url() + "/v1/embeddings";
+  const auto texts = json::parse(test::read_file(hf("bert-st") + "/expected.json"))["texts"];
+  const auto e = test::read_expected(hf("bert-st") + "/expected.safetensors");
+  size_t tokens = 0;
+  for (double m : e.at("attention_mask").values) tokens += m != 0;
+
+  const auto [status, body] = post(url, json{{"input", texts}, {"model", "x"}}.dump());
+  REQUIRE_MESSAGE(status == 200, body);
+  const json r = json::parse(body);
+  CHECK(r["object"] == "list");
+  CHECK(r["usage"]["prompt_tokens"] == tokens);
+  REQUIRE(r["data"].size() == texts.size());
+  std::vector<std::vector<double>> got;
+  for (size_t i = 0; i < texts.size(); i++) {
+    CAPTURE(i);
+    CHECK(r["data"][i]["index"] == i);
+    got.push_back(r["data"][i]["embedding"].get<std::vector<double>>());
+    CHECK(cosine(got[i], e.at("embeddings").row(i)) >= 0.99999);
+  }
+
+  // The first text as the ids the model reads gives the same embedding.
+  std::vector<int64_t> ids;
+  for (size_t t = 0; t < e.at("input_ids").shape[1]; t++)
+    if (e.at("attention_mask").row(0)[t] != 0) ids.push_back(static_cast<int64_t>(e.at("input_ids").row(0)[t]));
+  const auto [s2, b2] = post(url, json{{"input", ids}}.dump());
+  REQUIRE_MESSAGE(s2 == 200, b2);
+  CHECK(json::parse(b2)["data"][0]["embedding"].get<std::vector<double>>() == got[0]);
+
+  // The official client asks for base64 and decodes it: the same floats, bit for bit.
+  if (test::on_path("node") &&
+      std::filesystem::exists(test::source_dir() / "tests/node/node_modules/openai/package.json")) {
+    const test::CliResult c = test::run(
+        {"node", (test::source_dir() / "tests/node/openai_embeddings.mjs").string(),
+         json{{"base_url", server.url()}, {"input", texts}}.dump()});
+    REQUIRE_MESSAGE(c.exit_code == 0, c.err);
+    const json o = json::parse(c.out);
+    for (size_t i = 0; i < texts.size(); i++) {
+      CHECK(o["float"][i].get<std::vector<double>>() == got[i]);
+      const std::vector<double> b = o["base64"][i].get<std::vector<double>>();
+      REQUIRE(b.size() == got[i].size());
+      for (size_t k = 0; k < b.size(); k++) CHECK(static_cast<float>(b[k]) == static_cast<float>(got[i][k]));
+    }
+    CHECK(o["usage"]["prompt_tokens"] == tokens);
+  } else if (ci()) {
+    FAIL_CHECK("node or the openai npm client is missing: run scripts/setup.sh --tests");
+  }
+
+  // Refusals: OpenAI's error object naming the field, status 400.
+  const std::pair<json, std::string> bad[] = {
+      {{{"input", json::array()}}, "input is an empty array"},
+      {{{"input", {"ok", ""}}}, "input[1] is an empty string"},
+      {{{"input", {"ok", 3.5}}}, "input[1] must be a string or an array of token ids"},
+      {{{"input", std::vector<int>{1, 2, 500}}}, "not a token id in [0, 111)"},
+      {{{"input", words(70)}}, "input is 72 tokens, more than the model's maximum of 64"},
+      {{{"input", std::vector<std::string>(2049, "a")}}, "at most 2048 per request"},
+      {{{"input", "a"}, {"dimensions", 8}}, "dimensions is not supported"},
+      {{{"input", "a"}, {"encoding_format", "int8"}}, "encoding_format must be"},
+      {{{"prompt", "a"}}, "input is required"},
+  };
+  for (const auto& [request, message] : bad) {
+    CAPTURE(message);
+    const auto [s, b] = post(url, request.dump());
+    CHECK(s == 400);
+    CHECK_MESSAGE(b.find(message) != std::string::npos, b);
+  }
+  const auto [s3, b3] = post(server.url() + "/v1/completions", R"({"prompt": "hi"})");
+  CHECK(s3 == 400);
+  CHECK(b3.find("use /v1/embeddings") != std::string::npos);
+  const auto [s4, b4] = post(url, "{\"input\": [");
+  CHECK(s4 == 400);
+  CHECK(b4.find("not valid JSON") != std::string::npos);
+}
+
+TEST_CASE("serve: a decoder refuses /v1/embeddings") {
+  REQUIRE(test::on_path("curl"));
+  test::Server server({"-m", (test::source_dir() / "tests/data/models/gpt2-tiny").string()});
+  const auto [status, body] = post(server.url() + "/v1/embeddings", R"({"input": "hi"})");
+  CHECK(status == 400);
+  CHECK(body.find("needs an encoder") != std::string::npos);
+}
