@@ -267,3 +267,39 @@ TEST_CASE("bert: MiniLM's and BERT-base's shapes, GPU against the CPU reference"
     }
   }
 }
+
+// Files stored in fp16 and bf16, and fp16 weights on the device: the GPU (both kernel sets, f16
+// weights) against the CPU reference given the same fp16-rounded weights, at the row-scale
+// tolerance above; and the f32 run of a bf16 file against the file's own values.
+TEST_CASE("bert: fp16 and bf16 files, fp16 weights on the GPU") {
+  GPU_TEST(g);
+  const model::Config c = bert_config(128, 2, 2, 500, model::EncoderHead::TokenClassification);
+  model::Config labelled = c;
+  labelled.labels = {"O", "B", "I"};
+  std::vector<int32_t> ids(100);
+  for (size_t t = 0; t < ids.size(); t++) ids[t] = static_cast<int32_t>((t * 31 + 7) % 500);
+  for (model::TensorDType dtype : {model::TensorDType::F16, model::TensorDType::BF16}) {
+    CAPTURE(static_cast<int>(dtype));
+    test::TempDir dir;
+    model::RandomCheckpointOptions options;
+    options.dtype = dtype;
+    options.scale = 1.0f / std::sqrt(128.0f);
+    model::write_random_checkpoint(dir.path(), labelled, model::config_json(labelled), options);
+    const auto checkpoint = model::Checkpoint::load(dir.path());
+    for (model::Precision precision : {model::Precision::F16, model::Precision::F32}) {
+      const model::Encoded ref = model::make_cpu_encoder(*checkpoint, precision)->encode(ids);
+      for (vk::KernelSet set : test::kKernelSets) {
+        CAPTURE(vk::kernel_set_name(set));
+        CAPTURE(model::precision_name(precision));
+        model::GpuModelOptions o;
+        o.precision = precision;
+        const model::Encoded got =
+            model::make_gpu_encoder(*checkpoint, g.with_kernels(set), o)->encode(ids);
+        const std::vector<double> h(ref.hidden.begin(), ref.hidden.end()),
+            l(ref.logits.begin(), ref.logits.end());
+        CHECK(worst_scaled(got.hidden, h, 128) < 1e-4);
+        CHECK(worst_scaled(got.logits, l, 3) < 1e-4);
+      }
+    }
+  }
+}

@@ -194,6 +194,26 @@ TEST_CASE("encoder commands: bad input is a clear error, exit code 1") {
   CHECK(!std::filesystem::exists(out));
 }
 
+// 10,000 lines in one file: every one embedded, in order (the CPU reference, so that the suite
+// stays quick; the GPU path is the one above).
+TEST_CASE("embed: 10,000 lines") {
+  test::TempDir dir;
+  const std::string lines = (dir.path() / "many.txt").string();
+  {
+    std::ofstream f(lines);
+    for (int i = 0; i < 10000; i++) f << "the cat " << (i % 2 ? "sat" : "ran") << " on the mat\n";
+  }
+  const std::string out = (dir.path() / "e.json").string();
+  const test::CliResult r =
+      test::gpt2vk({"embed", "-m", hf("bert-st"), "-f", lines, "--device", "cpu", "-o", out});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  const auto j = nlohmann::json::parse(test::read_file(out));
+  REQUIRE(j["embeddings"].size() == 10000);
+  CHECK(j["embeddings"][0] == j["embeddings"][2]);
+  CHECK(j["embeddings"][0] != j["embeddings"][1]);
+  CHECK(j["embeddings"][9999] == j["embeddings"][1]);
+}
+
 TEST_CASE("make-model --arch bert: a random BERT folder every encoder command reads") {
   if (!test::gpu()) return;
   test::TempDir dir;
