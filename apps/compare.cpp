@@ -14,6 +14,7 @@
 
 #include "model/forward/cpu_model.h"
 #include "apps/commands.h"
+#include "apps/encoder_session.h"
 #include "apps/session.h"
 #include "model/generation/generate.h"
 #include "model/forward/gpu_model.h"
@@ -41,12 +42,56 @@ std::pair<size_t, double> top(const float* row, size_t V) {
   return {best, double{row[best]} - second};
 }
 
+// The largest |gpu - cpu| over rows of width w, each relative to max(1, the row's max |cpu|).
+double worst_relative(std::span<const float> g, std::span<const float> r, size_t w) {
+  double worst = 0;
+  for (size_t row = 0; row * w < r.size(); row++) {
+    double d = 0, m = 1;
+    for (size_t i = row * w; i < (row + 1) * w; i++) {
+      d = std::max(d, std::fabs(double{g[i]} - double{r[i]}));
+      m = std::max(m, std::fabs(double{r[i]}));
+    }
+    worst = std::max(worst, std::isfinite(d) ? d / m : double{INFINITY});
+  }
+  return worst;
+}
+
+// An encoder's: the hidden states and the head's logits, each row against the tolerance.
+int compare_encoder(const CompareArgs& args, const std::string& text, double tolerance) {
+  EncoderSession s = open_encoder(args.model);
+  const model::Config& c = s.checkpoint->config();
+  const std::unique_ptr<model::Encoder> cpu =
+      model::make_cpu_encoder(*s.checkpoint, s.encoder->precision());
+  const model::WordPieceEncoding e = s.wordpiece->encode(text, c.n_ctx);
+  if (e.truncated)
+    std::fprintf(stderr, "gpt2vk: note: %zu tokens past max_position_embeddings %u dropped\n",
+                 e.truncated, c.n_ctx);
+  const model::Encoded g = s.encoder->encode(e.ids, e.type_ids), r = cpu->encode(e.ids, e.type_ids);
+  std::printf("%s vs CPU reference, %s weights, %zu tokens, tolerance %.1e x max(1, max|x|) of a "
+              "row\n",
+              s.encoder->device_name().c_str(), model::precision_name(s.encoder->precision()),
+              e.ids.size(), tolerance);
+  const double hidden = worst_relative(g.hidden, r.hidden, c.n_embd);
+  std::printf("hidden states [%zu, %u]: max relative |diff| %.3e\n", e.ids.size(), c.n_embd, hidden);
+  bool ok = hidden <= tolerance;
+  if (!r.logits.empty()) {
+    const double head = worst_relative(g.logits, r.logits, c.head_width());
+    std::printf("%s head [%u, %u]: max relative |diff| %.3e\n", model::encoder_head_name(c.head),
+                c.head_rows(static_cast<uint32_t>(e.ids.size())), c.head_width(), head);
+    ok = ok && head <= tolerance;
+  }
+  std::printf("%s\n", ok ? "OK: the GPU matches the CPU reference" : "FAIL: the GPU differs from the CPU reference");
+  return ok ? 0 : 2;
+}
+
 int compare(const CompareArgs& args) {
   const std::string text = read_text(args.prompt, args.file);
   const double tolerance =
       args.tolerance > 0 ? args.tolerance : args.model.kv_cache == "f16" ? 2e-3 : 1e-4;
   ModelArgs gpu_args = args.model;
   if (gpu_args.device == "cpu") throw std::runtime_error("compare runs a GPU against the CPU: --device cpu makes no sense here");
+  if (model::load_config(model_dir(gpu_args) / "config.json").family == model::Family::Encoder)
+    return compare_encoder(args, text, tolerance);
   Session s = open_checkpoint(gpu_args);
   open_gpu(s, gpu_args);
   const model::Precision precision = s.model->precision();

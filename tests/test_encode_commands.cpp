@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -243,4 +244,38 @@ TEST_CASE("make-model --arch bert: a random BERT folder every encoder command re
       test::gpt2vk({"make-model", "--shape", "tiny", "--head", "seqcls", "-o", out + "2"});
   CHECK(gpt2_head.exit_code == 1);
   CHECK(gpt2_head.err.find("--head is for --arch bert") != std::string::npos);
+}
+
+TEST_CASE("compare and logits: an encoder's hidden states and head") {
+  if (!test::gpu()) return;
+  const test::CliResult c =
+      test::gpt2vk({"compare", "-m", hf("bert-mlm"), "-p", "Paris is the [MASK] of France."});
+  REQUIRE_MESSAGE(c.exit_code == 0, c.err);
+  CHECK(c.out.find("hidden states [9, 32]") != std::string::npos);
+  CHECK(c.out.find("BertForMaskedLM head [9, 111]") != std::string::npos);
+  CHECK(c.out.find("OK: the GPU matches the CPU reference") != std::string::npos);
+
+  // logits: ids in, the last hidden state out, as transformers computed it for text 0.
+  const auto e = test::read_expected(hf("bert-mlm") + "/expected.safetensors");
+  std::vector<int32_t> ids;
+  for (size_t t = 0; t < e.at("input_ids").shape[1]; t++)
+    if (e.at("attention_mask").row(0)[t] != 0) ids.push_back(static_cast<int32_t>(e.at("input_ids").row(0)[t]));
+  test::TempDir dir;
+  test::write_file(dir.path() / "ids.bin",
+                   std::string(reinterpret_cast<const char*>(ids.data()), ids.size() * 4));
+  const std::string out = (dir.path() / "h.bin").string();
+  const test::CliResult l = test::gpt2vk({"logits", "-m", hf("bert-mlm"), "--ids",
+                                          (dir.path() / "ids.bin").string(), "-o", out,
+                                          "--precision", "f32"});
+  REQUIRE_MESSAGE(l.exit_code == 0, l.err);
+  const std::string bytes = test::read_file(out);
+  REQUIRE(bytes.size() == ids.size() * 32 * 4);
+  const std::vector<double> ref = e.at("hidden").slice(0, ids.size() * 32);
+  double worst = 0;
+  for (size_t i = 0; i < ref.size(); i++) {
+    float v = 0;
+    std::memcpy(&v, bytes.data() + i * 4, 4);
+    worst = std::max(worst, std::fabs(double{v} - ref[i]));
+  }
+  CHECK(worst < 1e-4);
 }
