@@ -14,7 +14,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "apps/commands.h"
+#include "apps/encoder_session.h"
 #include "apps/options.h"
 #include "apps/session.h"
 #include "model/formats/checkpoint.h"
@@ -435,7 +438,50 @@ void profile(const model::Checkpoint& ckpt, const vk::Device& device, model::Pre
   }
 }
 
+// An encoder's: for each --n-prompt P, one sequence of P tokens encoded whole (enc<P>), its
+// hidden states only, after a warm-up: sequences/s and tokens/s, mean and spread.
+int bench_encoder(const BenchArgs& args) {
+  EncoderSession s = open_encoder(args.model);
+  const model::Config& c = s.checkpoint->config();
+  std::vector<Test> tests;
+  for (uint32_t P : args.n_prompt) {
+    if (P == 0) continue;
+    if (P > c.n_ctx)
+      throw std::runtime_error("-p " + std::to_string(P) + ": the model takes at most " +
+                               std::to_string(c.n_ctx) + " tokens (max_position_embeddings)");
+    Test t{"enc" + std::to_string(P), P, 0, {}, 0};
+    std::vector<int32_t> ids(P);
+    for (uint32_t i = 0; i < P; i++) ids[i] = static_cast<int32_t>((i * 7919u + 1000) % c.n_vocab);
+    s.encoder->encode(ids, {}, false);  // warm-up: compiles its pipelines
+    for (int r = 0; r < args.repeats; r++) {
+      const Clock::time_point t0 = Clock::now();
+      s.encoder->encode(ids, {}, false);
+      t.samples.push_back(P / seconds_since(t0));
+    }
+    tests.push_back(t);
+  }
+  if (tests.empty()) throw std::runtime_error("an encoder's bench needs -p with a length > 0");
+  nlohmann::json all = nlohmann::json::array();
+  if (!args.json)
+    std::printf("%s, %s, %s weights\n%-8s %14s %14s\n", folder_name(s.checkpoint->dir()).c_str(),
+                s.encoder->device_name().c_str(), model::precision_name(s.encoder->precision()),
+                "test", "tokens/s", "sequences/s");
+  for (const Test& t : tests) {
+    const double tps = mean(t.samples);
+    if (args.json)
+      all.push_back({{"test", t.name}, {"n_prompt", t.n_prompt}, {"tokens_per_s", tps},
+                     {"sequences_per_s", tps / t.n_prompt}, {"samples", t.samples},
+                     {"device", s.encoder->device_name()}});
+    else
+      std::printf("%-8s %14.1f %14.2f\n", t.name.c_str(), tps, tps / t.n_prompt);
+  }
+  if (args.json) std::printf("%s\n", all.dump(2).c_str());
+  return 0;
+}
+
 int bench(const BenchArgs& args) {
+  if (model::load_config(model_dir(args.model) / "config.json").family == model::Family::Encoder)
+    return bench_encoder(args);
   ModelArgs margs = args.model;
   if (!args.parallel.empty()) {
     // A slot per sequence, as long as the longest test needs (slot 0 also runs the others).

@@ -279,3 +279,20 @@ TEST_CASE("compare and logits: an encoder's hidden states and head") {
   }
   CHECK(worst < 1e-4);
 }
+
+TEST_CASE("bench: an encoder's tokens/s and sequences/s") {
+  if (!test::gpu()) return;
+  const test::CliResult r =
+      test::gpt2vk({"bench", "-m", hf("bert-st"), "-p", "16,64", "-r", "2", "--json"});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  const auto j = nlohmann::json::parse(r.out);
+  REQUIRE(j.size() == 2);
+  CHECK(j[0]["test"] == "enc16");
+  CHECK(j[1]["test"] == "enc64");
+  CHECK(j[1]["samples"].size() == 2);
+  CHECK(j[1]["tokens_per_s"].get<double>() > 0);
+  CHECK(j[1]["sequences_per_s"].get<double>() == doctest::Approx(j[1]["tokens_per_s"].get<double>() / 64));
+  const test::CliResult too_long = test::gpt2vk({"bench", "-m", hf("bert-st"), "-p", "65"});
+  CHECK(too_long.exit_code == 1);
+  CHECK(too_long.err.find("the model takes at most 64 tokens") != std::string::npos);
+}
