@@ -92,7 +92,7 @@ class CpuModel final : public Model {
   std::string device_name() const override { return "CPU reference"; }
   Precision precision() const override { return precision_; }
 
-  // An encoder's pass (CpuEncoder): the whole sequence from position 0.
+  // An encoder's pass (EncoderOver<CpuModel>): the whole sequence from position 0.
   void encode(std::span<const int32_t> ids, std::span<const int32_t> types, bool head,
               Encoded& out) {
     const Config& c = config_;
@@ -226,25 +226,6 @@ void CpuBackend::tap(uint32_t layer, uint32_t T) {
   if (pass.taps) (*pass.taps)[layer].assign(s.x.begin(), s.x.begin() + size_t(T) * c.n_embd);
 }
 
-// The encoder interface over the same model: its passes are encode()'s.
-class CpuEncoder final : public Encoder {
- public:
-  CpuEncoder(const Checkpoint& ckpt, Precision precision) : model_(ckpt, precision, Precision::F32) {}
-  const Config& config() const override { return model_.config(); }
-  std::string device_name() const override { return model_.device_name(); }
-  Precision precision() const override { return model_.precision(); }
-  const std::vector<std::string>& warnings() const override { return model_.warnings(); }
-
- protected:
-  void run(std::span<const int32_t> ids, std::span<const int32_t> types, bool head,
-           Encoded& out) override {
-    model_.encode(ids, types, head, out);
-  }
-
- private:
-  CpuModel model_;
-};
-
 }  // namespace
 
 std::unique_ptr<Model> make_cpu_model(const Checkpoint& checkpoint, Precision precision,
@@ -255,7 +236,7 @@ std::unique_ptr<Model> make_cpu_model(const Checkpoint& checkpoint, Precision pr
 
 std::unique_ptr<Encoder> make_cpu_encoder(const Checkpoint& checkpoint, Precision precision) {
   require_family(checkpoint, Family::Encoder);
-  return std::make_unique<CpuEncoder>(checkpoint, precision);
+  return std::make_unique<EncoderOver<CpuModel>>(checkpoint, precision, Precision::F32);
 }
 
 }  // namespace model

@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/formats/config.h"
@@ -48,6 +49,28 @@ class Encoder {
   // types has ids' length (encode() fills the zeros).
   virtual void run(std::span<const int32_t> ids, std::span<const int32_t> types, bool head,
                    Encoded& out) = 0;
+};
+
+// The encoder interface over a model that has an encode pass (CpuModel, GpuModel: the same
+// backends a decoder runs on): each call is one of its passes.
+template <class M>
+class EncoderOver final : public Encoder {
+ public:
+  template <class... Args>
+  explicit EncoderOver(Args&&... args) : model_(std::forward<Args>(args)...) {}
+  const Config& config() const override { return model_.config(); }
+  std::string device_name() const override { return model_.device_name(); }
+  Precision precision() const override { return model_.precision(); }
+  const std::vector<std::string>& warnings() const override { return model_.warnings(); }
+
+ protected:
+  void run(std::span<const int32_t> ids, std::span<const int32_t> types, bool head,
+           Encoded& out) override {
+    model_.encode(ids, types, head, out);
+  }
+
+ private:
+  M model_;
 };
 
 // The CPU reference and a GPU encoder, from an encoder's checkpoint (Config::family Encoder;

@@ -559,30 +559,6 @@ std::vector<float> GpuModel::slot_decode(std::span<const SlotToken> rows) {
   return logits;
 }
 
-namespace {
-
-// The encoder interface over the same model: its passes are encode()'s.
-class GpuEncoder final : public Encoder {
- public:
-  GpuEncoder(const Checkpoint& ckpt, const vk::Device& device, const GpuModelOptions& o)
-      : model_(ckpt, device, o) {}
-  const Config& config() const override { return model_.config(); }
-  std::string device_name() const override { return model_.device_name(); }
-  Precision precision() const override { return model_.precision(); }
-  const std::vector<std::string>& warnings() const override { return model_.warnings(); }
-
- protected:
-  void run(std::span<const int32_t> ids, std::span<const int32_t> types, bool head,
-           Encoded& out) override {
-    model_.encode(ids, types, head, out);
-  }
-
- private:
-  GpuModel model_;
-};
-
-}  // namespace
-
 std::unique_ptr<Model> make_gpu_model(const Checkpoint& checkpoint, const vk::Device& device,
                                       const GpuModelOptions& options) {
   require_family(checkpoint, Family::Decoder);
@@ -594,7 +570,7 @@ std::unique_ptr<Encoder> make_gpu_encoder(const Checkpoint& checkpoint, const vk
   require_family(checkpoint, Family::Encoder);
   if (options.slots > 1)
     throw std::runtime_error("an encoder has no cache: slots are for decoders");
-  return std::make_unique<GpuEncoder>(checkpoint, device, options);
+  return std::make_unique<EncoderOver<GpuModel>>(checkpoint, device, options);
 }
 
 double gpu_submission_timeout(const Model& model) {

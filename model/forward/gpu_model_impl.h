@@ -128,8 +128,8 @@ class GpuModel final : public Model {
   std::vector<vk::DispatchTime> timings() const { return rec_.timings(); }
   const gpu::KernelPolicy& policy() const { return ops_.policy(); }
 
-  // An encoder's pass (GpuEncoder): the whole sequence from position 0, its hidden states and
-  // (with `head`) its head's output read back.
+  // An encoder's pass (EncoderOver<GpuModel>): the whole sequence from position 0, its hidden
+  // states and (with `head`) its head's output read back.
   void encode(std::span<const int32_t> ids, std::span<const int32_t> types, bool head,
               Encoded& out);
 
