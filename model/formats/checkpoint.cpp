@@ -91,6 +91,17 @@ bool is_mask_buffer(std::string_view name) {
 }
 
 constexpr size_t kMaxListed = 20;  // problems named in one error; the rest are counted
+// "<file>: N tensor(s) <what>: " and the first kMaxListed problems, the rest counted.
+std::string listed(const std::string& file, const std::vector<std::string>& problems,
+                   const char* what) {
+  std::string msg = file + ": " + std::to_string(problems.size()) + " tensor(s) " + what + ": ";
+  for (size_t i = 0; i < problems.size() && i < kMaxListed; ++i)
+    msg += (i ? "; " : "") + problems[i];
+  if (problems.size() > kMaxListed)
+    msg += "; and " + std::to_string(problems.size() - kMaxListed) + " more";
+  return msg;
+}
+
 constexpr const char* kFolder =
     "a model folder holds config.json and model.safetensors, as Hugging Face publishes them";
 
@@ -154,15 +165,8 @@ std::unique_ptr<Checkpoint> Checkpoint::load(const std::filesystem::path& dir) {
     ck->by_name_.emplace_back(e.name, it->second);
     present.erase(it);
   }
-  if (!problems.empty()) {
-    std::string msg =
-        file + ": " + std::to_string(problems.size()) + " tensor(s) do not match config.json: ";
-    for (size_t i = 0; i < problems.size() && i < kMaxListed; ++i)
-      msg += (i ? "; " : "") + problems[i];
-    if (problems.size() > kMaxListed)
-      msg += "; and " + std::to_string(problems.size() - kMaxListed) + " more";
-    throw std::runtime_error(msg);
-  }
+  if (!problems.empty())
+    throw std::runtime_error(listed(file, problems, "do not match config.json"));
 
   for (const auto& [name, dtype] : other)
     if (!is_mask_buffer(name))
@@ -179,19 +183,6 @@ std::unique_ptr<Checkpoint> Checkpoint::load(const std::filesystem::path& dir) {
   }
   return ck;
 }
-
-namespace {
-
-std::string listed(const std::string& file, const std::vector<std::string>& problems,
-                   const char* what) {
-  std::string msg = file + ": " + std::to_string(problems.size()) + " tensor(s) " + what + ": ";
-  for (size_t i = 0; i < problems.size() && i < kMaxListed; ++i) msg += (i ? "; " : "") + problems[i];
-  if (problems.size() > kMaxListed)
-    msg += "; and " + std::to_string(problems.size() - kMaxListed) + " more";
-  return msg;
-}
-
-}  // namespace
 
 // An encoder's file, in BERT's names and layout: bert_tensors() presents it as the canonical
 // tensors, converting what it must.
