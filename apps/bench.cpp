@@ -480,7 +480,7 @@ int bench_encoder(const BenchArgs& args) {
 }
 
 int bench(const BenchArgs& args) {
-  if (model::load_config(model_dir(args.model) / "config.json").family == model::Family::Encoder)
+  if (encoder_folder(args.model))
     return bench_encoder(args);
   ModelArgs margs = args.model;
   if (!args.parallel.empty()) {

@@ -90,7 +90,7 @@ int compare(const CompareArgs& args) {
       args.tolerance > 0 ? args.tolerance : args.model.kv_cache == "f16" ? 2e-3 : 1e-4;
   ModelArgs gpu_args = args.model;
   if (gpu_args.device == "cpu") throw std::runtime_error("compare runs a GPU against the CPU: --device cpu makes no sense here");
-  if (model::load_config(model_dir(gpu_args) / "config.json").family == model::Family::Encoder)
+  if (encoder_folder(gpu_args))
     return compare_encoder(args, text, tolerance);
   Session s = open_checkpoint(gpu_args);
   open_gpu(s, gpu_args);

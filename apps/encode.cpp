@@ -14,6 +14,7 @@
 #include "apps/commands.h"
 #include "apps/encoder_session.h"
 #include "apps/session.h"
+#include "model/ops/cpu/topk.h"
 #include "model/text/utf8.h"
 #include "model/text/wordpiece.h"
 
@@ -187,16 +188,17 @@ int fill_mask(const FillMaskArgs& args) {
   const model::Encoded out = s.encoder->encode(e.ids, e.type_ids);
   const uint32_t V = c.n_vocab, k = std::min(args.top_k, V);
   for (size_t m = 0; m < masks.size(); m++) {
-    const std::vector<double> p = softmax(std::span(out.logits).subspan(masks[m] * V, V));
-    std::vector<uint32_t> ids(V);
-    for (uint32_t v = 0; v < V; v++) ids[v] = v;
-    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
-                      [&](uint32_t a, uint32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    const std::span<const float> row = std::span(out.logits).subspan(masks[m] * V, V);
+    const std::vector<double> p = softmax(row);
+    std::vector<int32_t> ids(k);  // the best k, ties to the lower id, as the sampler's top-k
+    std::vector<float> best(k);
+    model::cpu::topk(ids.data(), best.data(), row.data(), V, k);
     if (masks.size() > 1) std::printf("%s %zu (token %zu):\n", s.wordpiece->options().mask.c_str(), m + 1, masks[m]);
     for (uint32_t i = 0; i < k; i++) {
+      const auto id = static_cast<size_t>(ids[i]);
       const std::string token =
-          ids[i] < s.wordpiece->size() ? s.wordpiece->token(static_cast<int32_t>(ids[i])) : "<id " + std::to_string(ids[i]) + ">";
-      std::printf("%s%-16s %.4f\n", masks.size() > 1 ? "  " : "", token.c_str(), p[ids[i]]);
+          id < s.wordpiece->size() ? s.wordpiece->token(ids[i]) : "<id " + std::to_string(id) + ">";
+      std::printf("%s%-16s %.4f\n", masks.size() > 1 ? "  " : "", token.c_str(), p[id]);
     }
   }
   return 0;

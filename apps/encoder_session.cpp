@@ -28,10 +28,7 @@ EncoderSession open_encoder(const ModelArgs& args) {
   if (args.device == "cpu") {
     s.encoder = model::make_cpu_encoder(*s.checkpoint, precision);
   } else {
-    vk::InstanceOptions io = vk::InstanceOptions::from_env();
-    io.validation = io.validation || args.validation;
-    s.instance = std::make_unique<vk::Instance>(io);
-    s.device = std::make_unique<vk::Device>(*s.instance, device_options(args));
+    open_device(s.instance, s.device, args);
     model::GpuModelOptions o;
     o.precision = precision;
     o.split_layers = args.split_layers;

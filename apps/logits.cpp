@@ -25,7 +25,7 @@ int logits(const LogitsArgs& args) {
   std::vector<int32_t> ids(data.size() / 4);
   std::memcpy(ids.data(), data.data(), data.size());
 
-  if (model::load_config(model_dir(args.model) / "config.json").family == model::Family::Encoder) {
+  if (encoder_folder(args.model)) {
     // An encoder's: the ids as the model reads them ([CLS] ... [SEP] included), all type 0.
     EncoderSession e = open_encoder(args.model);
     const std::vector<float> hidden = e.encoder->encode(ids, {}, false).hidden;

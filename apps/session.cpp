@@ -67,11 +67,20 @@ vk::DeviceOptions device_options(const ModelArgs& args) {
   return d;
 }
 
-void open_gpu(Session& s, const ModelArgs& args) {
+void open_device(std::unique_ptr<vk::Instance>& instance, std::unique_ptr<vk::Device>& device,
+                 const ModelArgs& args) {
   vk::InstanceOptions io = vk::InstanceOptions::from_env();
   io.validation = io.validation || args.validation;
-  s.instance = std::make_unique<vk::Instance>(io);
-  s.device = std::make_unique<vk::Device>(*s.instance, device_options(args));
+  instance = std::make_unique<vk::Instance>(io);
+  device = std::make_unique<vk::Device>(*instance, device_options(args));
+}
+
+bool encoder_folder(const ModelArgs& args) {
+  return model::load_config(model_dir(args) / "config.json").family == model::Family::Encoder;
+}
+
+void open_gpu(Session& s, const ModelArgs& args) {
+  open_device(s.instance, s.device, args);
   model::GpuModelOptions o;
   o.precision = model::parse_precision(args.precision);
   o.kv_cache = model::parse_precision(args.kv_cache);

@@ -53,6 +53,13 @@ void open_model(Session& s, const ModelArgs& args);
 void open_gpu(Session& s, const ModelArgs& args);
 // The model's load warnings (NaN or infinite weights) on stderr.
 void print_warnings(const model::Model& m);
+// The instance (validation as the environment and --validation say) and the device --device
+// names: what open_gpu and an encoder's session open.
+void open_device(std::unique_ptr<vk::Instance>& instance, std::unique_ptr<vk::Device>& device,
+                 const ModelArgs& args);
+// Whether --model names an encoder's folder (its config.json's model_type): the commands that
+// take both families choose their path by it.
+bool encoder_folder(const ModelArgs& args);
 // The device options the environment and --device, --kernels give.
 vk::DeviceOptions device_options(const ModelArgs& args);
 

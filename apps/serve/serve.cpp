@@ -406,14 +406,13 @@ int serve(const ServeArgs& args) {
   std::signal(SIGPIPE, SIG_IGN);
 
   // An encoder's folder serves embeddings; a decoder's, completions.
-  const model::Config folder = model::load_config(model_dir(args.model) / "config.json");
   Session s;
   EncoderSession enc;
-  if (folder.family == model::Family::Encoder) {
+  if (encoder_folder(args.model)) {
     if (args.parallel > 1)
       throw std::runtime_error("--parallel is for decoders: an encoder serves its requests one at a time");
     enc = open_encoder(args.model);
-    return serve_on(args, s, &enc, folder.n_ctx, signals);
+    return serve_on(args, s, &enc, enc.checkpoint->config().n_ctx, signals);
   }
   s = open_checkpoint(args.model);
   const model::Config& c = s.checkpoint->config();
