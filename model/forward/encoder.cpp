@@ -15,16 +15,12 @@ Encoded Encoder::encode(std::span<const int32_t> ids, std::span<const int32_t> t
   if (!types.empty() && types.size() != ids.size())
     throw std::runtime_error(std::to_string(types.size()) + " token types for " +
                              std::to_string(ids.size()) + " tokens");
-  for (size_t t = 0; t < ids.size(); t++) {
-    if (ids[t] < 0 || static_cast<uint32_t>(ids[t]) >= c.n_vocab)
-      throw std::runtime_error("token id " + std::to_string(ids[t]) + " at position " +
-                               std::to_string(t) + " is outside the vocabulary [0, " +
-                               std::to_string(c.n_vocab) + ")");
-    if (!types.empty() && (types[t] < 0 || static_cast<uint32_t>(types[t]) >= c.n_types))
+  check_vocabulary(ids, c.n_vocab);
+  for (size_t t = 0; t < types.size(); t++)
+    if (types[t] < 0 || static_cast<uint32_t>(types[t]) >= c.n_types)
       throw std::runtime_error("token type " + std::to_string(types[t]) + " at position " +
                                std::to_string(t) + " is outside [0, " +
                                std::to_string(c.n_types) + ") (type_vocab_size)");
-  }
   const std::vector<int32_t> zeros(types.empty() ? ids.size() : 0, 0);
   Encoded out;
   run(ids, types.empty() ? std::span<const int32_t>(zeros) : types,

@@ -29,11 +29,15 @@ void Model::check(std::span<const int32_t> ids, uint32_t length, uint32_t contex
   if (length + ids.size() > context)
     throw std::runtime_error(std::to_string(length + ids.size()) + " tokens would pass " + whose +
                              " context of " + std::to_string(context));
+  check_vocabulary(ids, c.n_vocab, length);
+}
+
+void check_vocabulary(std::span<const int32_t> ids, uint32_t V, size_t first) {
   for (size_t t = 0; t < ids.size(); t++)
-    if (ids[t] < 0 || static_cast<uint32_t>(ids[t]) >= c.n_vocab)
+    if (ids[t] < 0 || static_cast<uint32_t>(ids[t]) >= V)
       throw std::runtime_error("token id " + std::to_string(ids[t]) + " at position " +
-                               std::to_string(length + t) + " is outside the vocabulary [0, " +
-                               std::to_string(c.n_vocab) + ")");
+                               std::to_string(first + t) + " is outside the vocabulary [0, " +
+                               std::to_string(V) + ")");
 }
 
 void Model::check_slot(uint32_t slot) const {

@@ -17,6 +17,10 @@ class Checkpoint;
 
 enum class Precision { F32, F16 };  // how weight matrices are stored; activations are fp32
 const char* precision_name(Precision p);
+
+// Throws unless every id is in [0, V), naming the first that is not at its position (ids[0] at
+// `first`).
+void check_vocabulary(std::span<const int32_t> ids, uint32_t V, size_t first = 0);
 Precision parse_precision(const std::string& name);  // "f32" | "f16"; throws otherwise
 
 // The k largest logits of one position, best first (ties to the lower id); with k == 0, all V
