@@ -62,10 +62,7 @@ int compare_encoder(const CompareArgs& args, const std::string& text, double tol
   const model::Config& c = s.checkpoint->config();
   const std::unique_ptr<model::Encoder> cpu =
       model::make_cpu_encoder(*s.checkpoint, s.encoder->precision());
-  const model::WordPieceEncoding e = s.wordpiece->encode(text, c.n_ctx);
-  if (e.truncated)
-    std::fprintf(stderr, "gpt2vk: note: %zu tokens past max_position_embeddings %u dropped\n",
-                 e.truncated, c.n_ctx);
+  const model::WordPieceEncoding e = encode_text(s, text, "the prompt");
   const model::Encoded g = s.encoder->encode(e.ids, e.type_ids), r = cpu->encode(e.ids, e.type_ids);
   std::printf("%s vs CPU reference, %s weights, %zu tokens, tolerance %.1e x max(1, max|x|) of a "
               "row\n",

@@ -42,17 +42,6 @@ std::vector<std::string> read_texts(const std::string& prompt, const std::string
   return lines;
 }
 
-// [CLS] text [SEP] within the model's positions, with a note where the end was cut.
-model::WordPieceEncoding encode_text(const EncoderSession& s, const std::string& text,
-                                     const std::string& where) {
-  const uint32_t n_ctx = s.checkpoint->config().n_ctx;
-  model::WordPieceEncoding e = s.wordpiece->encode(text, n_ctx);
-  if (e.truncated)
-    std::fprintf(stderr, "gpt2vk: note: %s: %zu tokens past max_position_embeddings %u dropped\n",
-                 where.c_str(), e.truncated, n_ctx);
-  return e;
-}
-
 // Where each text came from, for notes: "the prompt" or "FILE:LINE".
 std::string where(const std::string& file, size_t i) {
   return file.empty() ? "the prompt" : file + ":" + std::to_string(i + 1);

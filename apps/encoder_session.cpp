@@ -39,6 +39,17 @@ EncoderSession open_encoder(const ModelArgs& args) {
   return s;
 }
 
+// [CLS] text [SEP] within the model's positions, with a note where the end was cut.
+model::WordPieceEncoding encode_text(const EncoderSession& s, const std::string& text,
+                                     const std::string& where) {
+  const uint32_t n_ctx = s.checkpoint->config().n_ctx;
+  model::WordPieceEncoding e = s.wordpiece->encode(text, n_ctx);
+  if (e.truncated)
+    std::fprintf(stderr, "gpt2vk: note: %s: %zu tokens past max_position_embeddings %u dropped\n",
+                 where.c_str(), e.truncated, n_ctx);
+  return e;
+}
+
 // What a sentence-transformers folder asks for: its pooling mode and whether a Normalize module
 // follows (modules.json).
 Pooling folder_pooling(const std::filesystem::path& dir, Pooling asked) {

@@ -24,6 +24,11 @@ struct EncoderSession {
 // on the device --device names (the CPU reference for "cpu"); warnings on stderr.
 EncoderSession open_encoder(const ModelArgs& args);
 
+// [CLS] text [SEP] within the model's positions, with a note on stderr naming `where` when the
+// end was cut.
+model::WordPieceEncoding encode_text(const EncoderSession& s, const std::string& text,
+                                     const std::string& where);
+
 struct Pooling {
   std::string mode;  // "mean" (every token, [CLS] and [SEP] too) or "cls"
   bool normalize = false;
