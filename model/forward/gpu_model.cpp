@@ -402,6 +402,15 @@ void GpuModel::run_at(std::optional<uint32_t> slot, uint32_t pos, std::span<cons
   stats_ = sum;
 }
 
+void GpuModel::write_params(std::span<const int32_t> ids, std::span<const int32_t> types,
+                            uint32_t pos) {
+  rec_.wait();  // a submission still running (after a timed-out wait) may read what follows
+  std::memcpy(params_.span(ids_).mapped, ids.data(), ids.size_bytes());
+  if (types_ && !types.empty())
+    std::memcpy(params_.span(*types_).mapped, types.data(), types.size_bytes());
+  std::memcpy(params_.span(step_).mapped, &pos, sizeof pos);
+}
+
 Head GpuModel::run_pass(std::optional<uint32_t> slot, std::span<const int32_t> ids, uint32_t pos,
                         bool all_rows, uint32_t k, bool last) {
   const auto T = static_cast<uint32_t>(ids.size());
@@ -412,9 +421,7 @@ Head GpuModel::run_pass(std::optional<uint32_t> slot, std::span<const int32_t> i
   ensure_logits(all_rows ? T : 1);
   if (p.taps) ensure_taps();
   if (p.attention_taps) ensure_attention_taps(T, pos + T);
-  rec_.wait();  // a submission still running (after a timed-out wait) may read what follows
-  std::memcpy(params_.span(ids_).mapped, ids.data(), ids.size_bytes());
-  std::memcpy(params_.span(step_).mapped, &pos, sizeof pos);
+  write_params(ids, {}, pos);
 
   // A decode step: a dry recording says whether the last recording would be recorded again;
   // then it is submitted as it is (no descriptor writes, no commands), else recorded anew.
@@ -444,11 +451,7 @@ void GpuModel::encode(std::span<const int32_t> ids, std::span<const int32_t> typ
   p.head = head ? Head::AllRows : Head::None;
   const uint32_t rows = head ? c.head_rows(T) : 1;
   ensure_logits(rows);
-  rec_.wait();  // a submission still running (after a timed-out wait) may read what follows
-  std::memcpy(params_.span(ids_).mapped, ids.data(), ids.size_bytes());
-  if (types_) std::memcpy(params_.span(*types_).mapped, types.data(), types.size_bytes());
-  const uint32_t zero = 0;
-  std::memcpy(params_.span(step_).mapped, &zero, sizeof zero);
+  write_params(ids, types, 0);
   submit_pass(p, 0, false);
   rec_.wait();
   stats_ = rec_.stats();

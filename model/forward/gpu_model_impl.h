@@ -169,6 +169,9 @@ class GpuModel final : public Model {
   // Runs the pass of ids at `pos` (one chunk of run_at's) and waits for it.
   Head run_pass(std::optional<uint32_t> slot, std::span<const int32_t> ids, uint32_t pos,
                 bool all_rows, uint32_t k, bool last);
+  // What the host writes before a pass of ids at `pos` (an encoder's token types too), once the
+  // last submission is done with them.
+  void write_params(std::span<const int32_t> ids, std::span<const int32_t> types, uint32_t pos);
   // The state a pass's ops see now.
   GpuState pass_state() const;
   // Whether passes are cut by their estimated cost (on a GPU, or wherever the options give
