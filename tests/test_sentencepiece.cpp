@@ -141,8 +141,7 @@ TEST_CASE("sentencepiece t5: <extra_id_k> is id vocab_size - 1 - k, in text and 
   specials.push_back(1);
   CHECK(tok->encode("Hello</s><pad><unk>world") == specials);
   CHECK(tok->decode(specials) == "Hello world");
-  CHECK(tok->token_bytes(1) == "");
-  CHECK(tok->token_bytes(0) == "");
+  for (int32_t id : {0, 1, 2}) CHECK(tok->token_bytes(id) == "");
 
   CHECK_THROWS_WITH_AS(tok->decode(std::vector<int32_t>{4100}), doctest::Contains("[0, 4100)"),
                        std::runtime_error);
@@ -220,6 +219,14 @@ TEST_CASE("sentencepiece marian: pieces through vocab.json, </s>, <unk>, languag
   CHECK(src->encode(">>de<< " + text) == coded);
   CHECK(src->encode(">>xx<<" + text).front() == 1);
   CHECK(src->encode("a >>de<<").size() > 2);  // not at the start: text
+  // </s> and <unk> in the text are vocab.json's ids; the text after a special token may open
+  // with a language code again (MarianTokenizer looks at each text between special tokens).
+  const std::vector<int32_t> a = without_eos(src->encode("a"));
+  std::vector<int32_t> specials = a;
+  for (int32_t id : {0, 1, vocab[">>de<<"].get<int32_t>()}) specials.push_back(id);
+  specials.insert(specials.end(), a.begin(), a.end());
+  specials.push_back(0);
+  CHECK(src->encode("a</s><unk>>>de<<a") == specials);
 
   // Decode: the target model detokenizes; </s>, <pad>, <unk> are left out.
   const std::string target_text = "Guten Tag, καλημέρα, 你好";
