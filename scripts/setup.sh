@@ -24,6 +24,7 @@ packages=(
   mesa-vulkan-drivers    # lavapipe: a Vulkan device on any machine
   doctest-dev libpcre2-dev nlohmann-json3-dev libcli11-dev
   libicu-dev             # BERT's WordPiece normaliser: NFD, lowercase, Unicode categories
+  libsentencepiece-dev   # T5's and Marian's tokenizers run SentencePiece models
   libcpp-httplib-dev     # gpt2vk serve's HTTP
 )
 test_packages=(
@@ -33,6 +34,8 @@ test_packages=(
   chromium               # the attention page's test renders it headless
   curl                   # the server's tests call it with curl ...
   python3-torch          # the float64 PyTorch references the training tests run (tools/reference)
+  python3-sentencepiece  # the SentencePiece check: Google's Python library gives the reference ids
+  sentencepiece          # spm_train, which made tests/data/spm's models (tests/data/spm/README.md)
 )
 if ((tests)); then packages+=("${test_packages[@]}"); fi
 
@@ -43,11 +46,13 @@ On other systems install:
   - a C++17 compiler, CMake >= 3.20
   - the Vulkan SDK (LunarG, https://vulkan.lunarg.com): loader, headers, volk, glslangValidator,
     spirv-val, spirv-cross, validation layers; on macOS it also carries MoltenVK
-  - doctest, PCRE2, nlohmann-json, CLI11, ICU (Homebrew: doctest pcre2 nlohmann-json cli11
-    icu4c; vcpkg: doctest pcre2 nlohmann-json cli11 icu)
+  - doctest, PCRE2, nlohmann-json, CLI11, ICU, SentencePiece (Homebrew: doctest pcre2
+    nlohmann-json cli11 icu4c sentencepiece; vcpkg: doctest pcre2 nlohmann-json cli11 icu
+    sentencepiece)
   - for the fuzz targets only: clang with libFuzzer (LLVM's compiler-rt)
   - for the attention page's test only: Chromium at /usr/bin/chromium
-  - for the training tests: Python 3 with PyTorch at /usr/bin/python3
+  - for the training tests: Python 3 with PyTorch at /usr/bin/python3; for the SentencePiece
+    check, the same Python with the sentencepiece module
   - for `gpt2vk serve`: cpp-httplib (Homebrew: cpp-httplib; vcpkg: cpp-httplib; else fetched);
     for its tests and the WordPiece check: curl, Node.js >= 18 with npm, then:
     npm ci --prefix tests/node

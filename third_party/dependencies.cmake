@@ -94,3 +94,19 @@ else()
   target_include_directories(httplib SYSTEM INTERFACE ${HTTPLIB_INCLUDE_DIR})
   target_link_libraries(httplib INTERFACE Threads::Threads)
 endif()
+
+# SentencePiece for T5's spiece.model and Marian's source.spm/target.spm: the models are its
+# protobufs, read and run by its processor rather than by a reader written here. Only the
+# processor library is linked (pkg-config's flags add the trainer, which nothing here runs).
+if(PkgConfig_FOUND)
+  pkg_check_modules(SENTENCEPIECE_PC QUIET sentencepiece)
+endif()
+find_path(SENTENCEPIECE_INCLUDE_DIR sentencepiece_processor.h
+          HINTS ${SENTENCEPIECE_PC_INCLUDE_DIRS})
+find_library(SENTENCEPIECE_LIBRARY NAMES sentencepiece HINTS ${SENTENCEPIECE_PC_LIBRARY_DIRS})
+if(NOT SENTENCEPIECE_INCLUDE_DIR OR NOT SENTENCEPIECE_LIBRARY)
+  message(FATAL_ERROR "SentencePiece not found: install libsentencepiece-dev (Debian), sentencepiece (Homebrew) or sentencepiece (vcpkg)")
+endif()
+add_library(sentencepiece UNKNOWN IMPORTED)
+set_target_properties(sentencepiece PROPERTIES IMPORTED_LOCATION ${SENTENCEPIECE_LIBRARY}
+                      INTERFACE_INCLUDE_DIRECTORIES ${SENTENCEPIECE_INCLUDE_DIR})

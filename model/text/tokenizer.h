@@ -25,7 +25,9 @@ class Tokenizer {
   virtual uint32_t vocab_size() const = 0;
   virtual std::optional<int32_t> end_of_text() const { return std::nullopt; }
   // Joins the tokens' bytes; invalid UTF-8 becomes U+FFFD, as GPT-2's decoder (errors="replace").
-  std::string decode(std::span<const int32_t> ids) const;
+  // Virtual for SentencePiece, whose detokenizer is more than the joined pieces (the first
+  // word's space dropped, special tokens left out).
+  virtual std::string decode(std::span<const int32_t> ids) const;
 };
 
 // Builds the tokenizer a model's config asks for; Gpt2 reads dir/vocab.json and dir/merges.txt.
