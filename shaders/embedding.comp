@@ -1,5 +1,5 @@
 #version 450
-// Token plus position embedding: out[t, c] = wte[ids[t], c] + position(pos_offset + t, c), and
+// Token plus position embedding: out[t, c] = scale wte[ids[t], c] + position(pos_offset + t, c), and
 // with TYPES a token-type (segment) row too, added before the position as BERT adds it:
 // (wte[ids[t], c] + wtt[types[t], c]) + position.
 // One invocation per output element. Each dispatch binds one block of vocabulary rows and writes
@@ -60,7 +60,9 @@ float exp2_accurate(float x) {
   return ldexp(q, int(n));
 }
 
-// "Attention Is All You Need": pe[pos, 2i] = sin(pos / 10000^(2i/C)), pe[pos, 2i+1] = cos(same).
+// "Attention Is All You Need": pe[pos, 2i] = sin(pos / 10000^(2i/C)), pe[pos, 2i+1] = cos(same);
+// POS_SINUSOIDAL_HALVES lays the same table out as pe[pos, i] = sin(...2i/C) for i < ceil(C/2)
+// and pe[pos, ceil(C/2) + i] = cos(...2i/C).
 // The angle pos * freq is never rounded as a whole: freq splits into a 10-bit head (pos * head is
 // exact for pos < 2^14) and a tail, and the head's product is reduced by k * 2pi (Cody-Waite, 2pi
 // as an 8-bit head plus a tail, so k * TWO_PI_HI is exact) before the tail's product is added.
@@ -71,13 +73,17 @@ float sinusoid(uint pos, uint c) {
   const float TWO_PI_HI = 6.28125;
   const float TWO_PI_LO = 0.0019353071795864769;  // 2pi - 6.28125
   const float INV_TWO_PI = 0.15915494309189535;
-  float freq = exp2_accurate(-float(c & ~1u) * (LOG2_10000 / float(p.C)));
+  const uint half_c = (p.C + 1) / 2;
+  const bool halves = POSITION == POS_SINUSOIDAL_HALVES;
+  const bool is_sin = halves ? c < half_c : (c & 1u) == 0u;
+  const uint even = halves ? 2 * (is_sin ? c : c - half_c) : c & ~1u;  // 2i
+  float freq = exp2_accurate(-float(even) * (LOG2_10000 / float(p.C)));
   float head = uintBitsToFloat(floatBitsToUint(freq) & 0xffffc000u);
   precise float tail = float(pos) * (freq - head);
   precise float angle = float(pos) * head;
   precise float k = round((angle + tail) * INV_TWO_PI);
   precise float r = ((angle - k * TWO_PI_HI) - k * TWO_PI_LO) + tail;
-  return (c & 1u) == 0u ? sin(r) : cos(r);
+  return is_sin ? sin(r) : cos(r);
 }
 
 void main() {
@@ -92,13 +98,14 @@ void main() {
   uint at = row * p.C + c;
   const uint B = MATMUL_BLOCK_ROWS;
   if (WTE_INTERLEAVED) at = ((row / B * (p.C / e) + c / e) * B + row % B) * e + c % e;
-  float x = load_wte(p.wte_skip + at);
+  float x = load_wte(p.wte_skip + at) * p.scale;
   // Types are validated on the host too; the clamp only keeps a bad buffer in bounds.
   if (TYPES) x += load_wtt(uint(clamp(types[t], 0, int(p.n_types) - 1)) * p.C + c);
   // Rows past pos_offset, and the token's place in its sequence.
   const uint dpos = p.dynamic_pos == 2 ? step[2 * t] : p.dynamic_pos == 1 ? step[0] : 0;
   const uint tp = p.dynamic_pos == 2 ? 0 : t % p.period;
   if (POSITION == POS_LEARNED) x += load_wpe(p.wpe_skip + (dpos + tp) * p.C + c);
-  if (POSITION == POS_SINUSOIDAL) x += sinusoid(p.pos_offset + dpos + tp, c);
+  if (POSITION == POS_SINUSOIDAL || POSITION == POS_SINUSOIDAL_HALVES)
+    x += sinusoid(p.pos_offset + dpos + tp, c);
   out_[i] = x;
 }

@@ -8,8 +8,11 @@ PUSH_NAMESPACE_BEGIN
 CONST POS_LEARNED = 0;     // a table row wpe[pos_offset + t] (GPT-2)
 CONST POS_SINUSOIDAL = 1;  // sin/cos of the position, computed in the shader
 CONST POS_NONE = 2;        // token embedding only
+// sin of every frequency in the first half of the channels, their cos in the second (Marian's
+// and fairseq's layout of the same table)
+CONST POS_SINUSOIDAL_HALVES = 3;
 
-// out[t, c] = wte[ids[t], c] + position(pos_offset + t % period, c)     [T] ids -> [T, C]
+// out[t, c] = scale wte[ids[t], c] + position(pos_offset + t % period, c)   [T] ids -> [T, C]
 // One dispatch covers the rows of wte whose id lies in [v_begin, v_end): a vocabulary larger
 // than maxStorageBufferRange is bound block by block.
 struct EmbeddingPush {
@@ -31,6 +34,7 @@ struct EmbeddingPush {
   // host pushes T itself otherwise).
   uint period;
   uint n_types;  // rows of the token-type table (TYPES); the shader clamps types into [0, n_types)
+  float scale;   // multiplies the token's row (Marian's sqrt(C)); 1 otherwise, which is exact
 };
 
 // embedding_backward.comp (training): dwte[ids[i], c] += dout[i, c] for the tokens whose id lies

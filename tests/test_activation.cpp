@@ -100,6 +100,9 @@ TEST_CASE("activation matches the CPU reference") {
   SUBCASE("tanh") {
     check_kind(g, Act::Tanh, {1e-6, 1e-6});
   }
+  SUBCASE("silu") {
+    check_kind(g, Act::Silu, {1e-6, 1e-6});
+  }
   SUBCASE("relu") {
     check_kind(g, Act::Relu, {0, 0});
   }  // exact: max(x, 0)
@@ -154,9 +157,9 @@ TEST_CASE("activation_backward matches the CPU reference, both kernel sets") {
       x.resize(x.size() - drop);
       const std::vector<float> dout = test::random_floats(x.size(), 9);
       const size_t bytes = x.size() * sizeof(float);
-      vk::Arena arena(dev, 7 * bytes + 65536, vk::MemoryKind::Device, "test activation_backward");
+      vk::Arena arena(dev, 8 * bytes + 65536, vk::MemoryKind::Device, "test activation_backward");
       const vk::BufferSpan gx = test::to_gpu(dev, arena, x), gd = test::to_gpu(dev, arena, dout);
-      for (Act kind : {Act::GeluTanh, Act::GeluErf, Act::Tanh, Act::Relu, Act::None}) {
+      for (Act kind : {Act::GeluTanh, Act::GeluErf, Act::Tanh, Act::Silu, Act::Relu, Act::None}) {
         std::vector<float> ref(x.size());
         model::cpu::activation_backward(ref.data(), dout.data(), x.data(), x.size(), kind);
         const vk::BufferSpan dx = arena.alloc(bytes);

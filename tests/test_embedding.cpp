@@ -63,6 +63,7 @@ struct Case {
   PositionKind position;
   bool interleaved = false;  // wte in matmul's Interleaved layout
   uint32_t n_types = 0;      // token types: a wtt [n_types, C] in wte's dtype, when not 0
+  float scale = 1.0f;        // multiplies wte's row (Marian's sqrt(C))
 };
 
 // wte's values repacked into the Interleaved layout, in a new span.
@@ -120,14 +121,15 @@ std::pair<std::vector<float>, std::vector<float>> run_case(const model::gpu::Ops
                          .wte_interleaved = c.interleaved,
                          .types = c.n_types ? &gtypes : nullptr,
                          .wtt = c.n_types ? &wtt.gpu : nullptr,
-                         .n_types = c.n_types});
+                         .n_types = c.n_types,
+                         .scale = c.scale});
   rec.run();
   if (dispatches) *dispatches = rec.stats().dispatches;
 
   std::vector<float> got = test::from_gpu(device, out, TC), ref(TC);
   model::cpu::embedding(ref.data(), ids.data(), wte.seen.data(), wpe.seen.data(), c.T, c.C, c.V, c.n_pos,
                  c.pos_offset, c.position, c.n_types ? types.data() : nullptr,
-                 c.n_types ? wtt.seen.data() : nullptr, c.n_types);
+                 c.n_types ? wtt.seen.data() : nullptr, c.n_types, c.scale);
   return {got, ref};
 }
 
@@ -198,11 +200,15 @@ TEST_CASE("embedding with sinusoidal positions") {
       {1024, 64, 50, 1, 0, DType::F32, DType::F32, PositionKind::Sinusoidal},
       {3, 1600, 100, 1, 1021, DType::F16, DType::F32, PositionKind::Sinusoidal},
       {16, 30, 20, 1, 8176, DType::F32, DType::F32, PositionKind::Sinusoidal},
+      // Marian's layout: opus-mt's C = 512 over its 512 positions; odd C (ceil(C/2) sines).
+      {512, 512, 60, 1, 0, DType::F32, DType::F32, PositionKind::SinusoidalHalves},
+      {5, 33, 20, 1, 1019, DType::F16, DType::F32, PositionKind::SinusoidalHalves},
   };
   for (const Case& c : shapes) {
     CAPTURE(c.T);
     CAPTURE(c.C);
     CAPTURE(c.pos_offset);
+    CAPTURE(static_cast<int>(c.position));
     auto [got, ref] = run_case(g.kernels, c);
     const double last = c.pos_offset + c.T - 1;
     double worst = 0;
@@ -211,6 +217,19 @@ TEST_CASE("embedding with sinusoidal positions") {
     MESSAGE("sinusoid up to pos " << last << ": max |error| " << worst);
     CHECK(test::close("embedding sinusoid", got, ref, {1e-6 + last * std::ldexp(1.0, -22), 0}));
   }
+}
+
+// Marian scales the token's row by sqrt(C) before the position is added: one more fp32 product,
+// correctly rounded, so 2^-23 relative on top of the sinusoid's bound above.
+TEST_CASE("embedding scales the token's row") {
+  GPU_TEST(g);
+  Case c{64, 512, 60, 1, 0, DType::F16, DType::F32, PositionKind::SinusoidalHalves};
+  c.scale = std::sqrt(512.0f);
+  auto [got, ref] = run_case(g.kernels, c);
+  CHECK(test::close("embedding scaled", got, ref, {1e-6 + 63 * std::ldexp(1.0, -22), 0x1p-23}));
+  c.position = PositionKind::None;  // the product alone: exact
+  auto [alone, alone_ref] = run_case(g.kernels, c);
+  CHECK(test::close("embedding scaled, no positions", alone, alone_ref, {0, 0}));
 }
 
 TEST_CASE("embedding splits a vocabulary larger than maxStorageBufferRange") {

@@ -117,7 +117,8 @@ TEST_CASE("matmul_backward against central differences, both layouts, with and w
 
 TEST_CASE("activation_backward against central differences") {
   for (model::Activation kind : {model::Activation::GeluTanh, model::Activation::GeluErf,
-                                 model::Activation::Relu, model::Activation::None}) {
+                                 model::Activation::Relu, model::Activation::Silu,
+                                 model::Activation::None}) {
     const size_t n = 40;
     Floats x = test::random_floats(n, 30, -4, 4), w = test::random_floats(n, 31), dx(n), out(n);
     // ReLU's kink: keep every x at least 0.05 from it (h = 0.01).

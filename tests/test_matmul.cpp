@@ -90,7 +90,7 @@ TEST_CASE("matmul epilogues: bias, every activation, residual separate and in pl
   // four pairs appear), which keeps the number of pipelines to compile down.
   unsigned seed = 500, a = 0;
   for (Activation act : {Activation::None, Activation::GeluTanh, Activation::GeluErf,
-                         Activation::Relu, Activation::Tanh}) {
+                         Activation::Relu, Activation::Tanh, Activation::Silu}) {
     const WeightLayout layout = a % 2 ? WeightLayout::NK : WeightLayout::KN;
     const DType dtype = a / 2 % 2 ? DType::F16 : DType::F32;
     a++;

@@ -128,7 +128,8 @@ TEST_CASE("matmul with interleaved weights matches the CPU reference") {
   // with 8 rows.
   static_assert(model::gpu::kInterleavedRows == 32, "40 rows must span a partial second workgroup");
   for (Activation act :
-       {Activation::None, Activation::GeluTanh, Activation::GeluErf, Activation::Relu})
+       {Activation::None, Activation::GeluTanh, Activation::GeluErf, Activation::Relu,
+        Activation::Silu})
     for (Residual residual : {Residual::None, Residual::Separate, Residual::InPlace})
       check(g.device, g.kernels, {40, 40, 50, true, act, residual, WeightLayout::KN, DType::F32},
             seed += 10);

@@ -24,6 +24,7 @@ enum class Activation : uint32_t {
   GeluErf = push::ACT_GELU_ERF,    // exact GELU
   Relu = push::ACT_RELU,
   Tanh = push::ACT_TANH,  // BERT's pooler (not an MLP activation)
+  Silu = push::ACT_SILU,  // x sigmoid(x), Marian's "swish"
 };
 
 enum class LayerNormKind : uint32_t {
@@ -39,6 +40,8 @@ enum class PositionKind : uint32_t {
   Learned = push::POS_LEARNED,        // wpe [n_pos, C], GPT-2
   Sinusoidal = push::POS_SINUSOIDAL,  // sin/cos of "Attention Is All You Need"
   None = push::POS_NONE,              // no position term
+  // The same sinusoids, sin in the first half of the channels and cos in the second (Marian)
+  SinusoidalHalves = push::POS_SINUSOIDAL_HALVES,
 };
 
 enum class WeightLayout : uint32_t {

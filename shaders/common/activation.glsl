@@ -43,11 +43,18 @@ float tanh_stable(float x) {
   return sign(x) * (1.0 - e) / (1.0 + e);
 }
 
+// x sigmoid(x), the sigmoid through exp of a non-positive argument (no overflow for large |x|).
+float sigmoid_stable(float x) {
+  float e = exp(-abs(x));
+  return x >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
+}
+
 float activate(float x, uint kind) {
   if (kind == ACT_GELU_TANH) return gelu_tanh(x);
   if (kind == ACT_TANH) return tanh_stable(x);
   if (kind == ACT_GELU_ERF) return gelu_erf(x);
   if (kind == ACT_RELU) return max(x, 0.0);
+  if (kind == ACT_SILU) return x * sigmoid_stable(x);
   return x;
 }
 
@@ -70,6 +77,10 @@ float activation_slope(float x, uint kind) {
   if (kind == ACT_TANH) {  // 1 - tanh^2 = 4e / (1 + e)^2, e = exp(-2|x|)
     float e = exp(-2.0 * abs(x));
     return 4.0 * e / ((1.0 + e) * (1.0 + e));
+  }
+  if (kind == ACT_SILU) {  // s + x s (1 - s)
+    float s = sigmoid_stable(x);
+    return s + x * s * (1.0 - s);
   }
   return 1.0;
 }

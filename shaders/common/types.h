@@ -30,6 +30,7 @@ CONST ACT_GELU_TANH = 1;  // GPT-2's gelu_new
 CONST ACT_GELU_ERF = 2;   // exact GELU
 CONST ACT_RELU = 3;
 CONST ACT_TANH = 4;        // BERT's pooler
+CONST ACT_SILU = 5;        // x sigmoid(x): Marian's "swish"
 PUSH_NAMESPACE_END
 
 #endif

@@ -14,6 +14,7 @@ inline double activate(double x, model::Activation kind) {
     case model::Activation::GeluErf: return 0.5 * x * (1.0 + std::erf(x * 0.7071067811865476));
     case model::Activation::Relu: return x > 0 ? x : 0.0;
     case model::Activation::Tanh: return std::tanh(x);
+    case model::Activation::Silu: return x / (1.0 + std::exp(-x));
     case model::Activation::None: break;
   }
   return x;
@@ -31,6 +32,10 @@ inline double activation_slope(double x, model::Activation kind) {
              x * std::exp(-0.5 * x * x) * 0.3989422804014327;
     case model::Activation::Relu: return x > 0 ? 1.0 : 0.0;
     case model::Activation::Tanh: return 1.0 - std::tanh(x) * std::tanh(x);
+    case model::Activation::Silu: {
+      const double s = 1.0 / (1.0 + std::exp(-x));
+      return s + x * s * (1.0 - s);
+    }
     case model::Activation::None: break;
   }
   return 1.0;

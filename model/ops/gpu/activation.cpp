@@ -21,7 +21,7 @@ void elementwise(const Ops& k, vk::Recorder& rec, const char* op, vk::Shader sha
                  vk::Shader texel_shader, std::initializer_list<Named> spans, uint32_t n,
                  Activation kind) {
   const auto kind_id = static_cast<uint32_t>(kind);
-  if (kind_id > push::ACT_TANH)
+  if (kind_id > push::ACT_SILU)
     throw vk::Error(std::string(op) + ": unknown kind " + std::to_string(kind_id));
   for (const auto& [name, span] : spans) require_elements(op, name, *span, n);
   if (n == 0) return;

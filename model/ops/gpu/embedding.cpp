@@ -27,7 +27,7 @@ void embed(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out, const vk:
            uint32_t pos_offset, PositionKind position, bool wte_interleaved,
            const vk::BufferSpan* step, uint32_t dynamic, uint32_t period,
            const vk::BufferSpan* types = nullptr, const Weight* wtt = nullptr,
-           uint32_t n_types = 0) {
+           uint32_t n_types = 0, float scale = 1.0f) {
   const vk::DeviceCaps& caps = k.device().caps();
   const uint64_t align = binding_alignment(caps);
   if (T == 0 || C == 0 || V == 0) fail("embedding", "T, C and V must be positive");
@@ -45,7 +45,8 @@ void embed(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out, const vk:
                           std::to_string(period) + " (or a period with a run-time position)");
   const uint32_t span = period != 0 ? period : T;  // the positions the tokens take
   // With the position read at run time, the push holds 0 and wpe is bound from row 0 on.
-  push::EmbeddingPush push{T, C, V, step ? 0 : pos_offset, 0, V, 0, 0, dynamic, span, n_types};
+  push::EmbeddingPush push{T, C, V, step ? 0 : pos_offset, 0, V, 0, 0, dynamic, span, n_types,
+                           scale};
   if (!types != !wtt) fail("embedding", "token types need both the types and the wtt table");
   if (types) {
     if (n_types == 0) fail("embedding", "a token-type table needs n_types >= 1");
@@ -108,7 +109,7 @@ void embed(const Ops& k, vk::Recorder& rec, const vk::BufferSpan& out, const vk:
 
 void embedding(const Ops& ops, vk::Recorder& rec, const EmbeddingArgs& a) {
   embed(ops, rec, a.out, a.ids, a.wte, a.wpe, a.T, a.C, a.V, a.n_pos, a.pos_offset, a.position,
-        a.wte_interleaved, a.step, a.step ? 1 : 0, a.period, a.types, a.wtt, a.n_types);
+        a.wte_interleaved, a.step, a.step ? 1 : 0, a.period, a.types, a.wtt, a.n_types, a.scale);
 }
 
 void embedding_batch(const Ops& ops, vk::Recorder& rec, const EmbeddingBatchArgs& a) {
@@ -118,7 +119,7 @@ void embedding_batch(const Ops& ops, vk::Recorder& rec, const EmbeddingBatchArgs
   // Each row a sequence of period 1 at a position read from the table: wpe is bound whole (from
   // row 0, as for dynamic_pos 1); the host keeps every row's position below n_pos.
   embed(ops, rec, out, ids, a.wte, a.wpe, T, C, V, n_pos, 0, a.position, a.wte_interleaved, &rows,
-        2, 1);
+        2, 1, nullptr, nullptr, 0, a.scale);
 }
 
 void upload_ids(const vk::Device& device, const vk::BufferSpan& dst, std::span<const int32_t> ids,

@@ -8,7 +8,7 @@
 
 namespace model::gpu {
 
-// out[t, :] = wte[ids[t], :] + position(pos_offset + t)          [T] ids -> [T, C]
+// out[t, :] = scale wte[ids[t], :] + position(pos_offset + t)    [T] ids -> [T, C]
 // wpe is [n_pos, C] for PositionKind::Learned (pos_offset + T <= n_pos) and ignored otherwise
 // (may be null; n_pos is then unused). Ids must already be valid (upload them with upload_ids);
 // the shader clamps out-of-range ids into [0, V) only so a bad buffer cannot read out of bounds.
@@ -33,6 +33,7 @@ struct EmbeddingArgs {
   const vk::BufferSpan* types = nullptr;  // [T] int32
   const Weight* wtt = nullptr;            // [n_types, C]
   uint32_t n_types = 0;
+  float scale = 1.0f;  // multiplies wte's row (Marian's sqrt(C))
 };
 void embedding(const Ops& ops, vk::Recorder& rec, const EmbeddingArgs& a);
 
@@ -51,6 +52,7 @@ struct EmbeddingBatchArgs {
   uint32_t T = 0, C = 0, V = 0, n_pos = 0;
   PositionKind position = PositionKind::Learned;
   bool wte_interleaved = false;
+  float scale = 1.0f;
 };
 void embedding_batch(const Ops& ops, vk::Recorder& rec, const EmbeddingBatchArgs& a);
 
