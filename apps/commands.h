@@ -29,6 +29,7 @@ Command add_attention(CLI::App& cli);
 Command add_embed(CLI::App& cli);      // apps/encode.cpp: the encoder commands
 Command add_fill_mask(CLI::App& cli);
 Command add_classify(CLI::App& cli);
+Command add_seq2seq(CLI::App& cli);  // apps/seq2seq.cpp: encoder-decoders
 Command add_serve(CLI::App& cli);  // apps/serve/serve.cpp
 Command add_make_model(CLI::App& cli);
 Command add_train(CLI::App& cli);

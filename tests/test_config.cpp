@@ -232,9 +232,9 @@ TEST_CASE("config: bad values name the file, the key and the problem") {
   rejects(with("layer_norm_epsilon", "1e300"), "layer_norm_epsilon: must be a finite number > 0");
   rejects(with("layer_norm_epsilon", "\"1e-5\""),
           "cfg.json: layer_norm_epsilon: must be a number, got string 1e-5");
-  rejects(with("activation_function", "\"swish\""),
-          "cfg.json: activation_function: unknown value swish (expected one of: gelu_new, "
-          "gelu_pytorch_tanh, gelu, relu)");
+  rejects(with("activation_function", "\"mish\""),
+          "cfg.json: activation_function: unknown value mish (expected one of: gelu_new, "
+          "gelu_pytorch_tanh, gelu, relu, silu, swish)");
   rejects(with("activation_function", "1"), "activation_function: must be a string, got 1");
   rejects(with("tie_word_embeddings", "\"yes\""),
           "cfg.json: tie_word_embeddings: must be true or false, got string yes");
@@ -256,7 +256,7 @@ TEST_CASE("config: bad values name the file, the key and the problem") {
   rejects(with("eos_token_id", "-1"), "eos_token_id: -1 is not a token id");
   rejects(with("eos_token_id", "[1]"), "eos_token_id: must be an integer, got an array");
   rejects(with("model_type", "\"llama\""),
-          "cfg.json: model_type: llama is not supported (gpt2, bert)");
+          "cfg.json: model_type: llama is not supported (gpt2, bert, marian)");
 }
 
 TEST_CASE("config: text that is not a JSON object") {

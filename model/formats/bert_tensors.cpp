@@ -5,22 +5,15 @@
 #include <set>
 
 #include "model/formats/checkpoint.h"
+#include "model/formats/converted_tensors.h"
 #include "model/formats/json_util.h"
 
 namespace model {
 namespace {
 
-// Where a canonical tensor comes from: one or more of the file's tensors (query, key, value
-// for c_attn), each transposed where `linear` (an nn.Linear weight [out, in]), and laid side by
-// side along the output dimension.
-struct Source {
-  std::vector<std::string> parts;
-  bool linear = false;
-};
-
 // The file's name for each canonical tensor of expected_tensors(c).
-std::map<std::string, Source> sources(const Config& c) {
-  std::map<std::string, Source> m;
+std::map<std::string, TensorSource> sources(const Config& c) {
+  std::map<std::string, TensorSource> m;
   auto vector = [&](const std::string& to, const std::string& from) { m[to] = {{from}, false}; };
   auto linear = [&](const std::string& to, const std::string& from) {
     m[to + ".weight"] = {{from + ".weight"}, true};
@@ -65,22 +58,13 @@ std::string plain_name(std::string_view name) {
   return s;
 }
 
-// A part's shape in the file: [N / parts, K] for a linear layer's canonical [K, N], else the
-// canonical shape split along its one dimension.
-std::vector<uint64_t> part_shape(const ExpectedTensor& e, const Source& src) {
-  const auto parts = static_cast<uint64_t>(src.parts.size());
-  if (src.linear) return {e.shape[1] / parts, e.shape[0]};
-  if (parts == 1) return e.shape;
-  return {e.shape[0] / parts};
-}
-
 }  // namespace
 
 std::vector<ExpectedTensor> bert_file_tensors(const Config& c) {
-  const std::map<std::string, Source> from = sources(c);
+  const std::map<std::string, TensorSource> from = sources(c);
   std::vector<ExpectedTensor> out;
   for (const ExpectedTensor& e : expected_tensors(c)) {
-    const Source& src = from.at(e.name);
+    const TensorSource& src = from.at(e.name);
     for (const std::string& name : src.parts) {
       const bool body = !name.starts_with("cls.") && !name.starts_with("classifier.");
       out.push_back({(body && c.head != EncoderHead::None ? "bert." : "") + name, part_shape(e, src)});
@@ -89,14 +73,14 @@ std::vector<ExpectedTensor> bert_file_tensors(const Config& c) {
   return out;
 }
 
-BertTensors bert_tensors(const SafeTensors& file, const Config& c) {
-  BertTensors out;
-  std::map<std::string, const TensorView*, std::less<>> present;
+ConvertedTensors bert_tensors(const SafeTensors& file, const Config& c) {
+  ConvertedTensors out;
+  PresentTensors present;
   for (const TensorView& t : file.tensors())
     if (!present.emplace(plain_name(t.name), &t).second)
       out.problems.push_back(json_util::show(t.name) + ": stored twice (with and without \"bert.\", "
                              "or as LayerNorm weight and gamma)");
-  std::map<std::string, std::string, std::less<>> other;  // name -> a dtype this engine does not read
+  OtherTensors other;  // name -> a dtype this engine does not read
   for (const SafeTensors::Unsupported& t : file.unsupported()) other.emplace(plain_name(t.name), t.dtype);
   // The decoder's bias is the predictions' bias, tied (older files hold both, or only it).
   if (!present.contains("cls.predictions.bias"))
@@ -104,63 +88,7 @@ BertTensors bert_tensors(const SafeTensors& file, const Config& c) {
       present.emplace("cls.predictions.bias", it->second);
   std::set<std::string, std::less<>> used{"cls.predictions.decoder.bias"};
 
-  const std::map<std::string, Source> from = sources(c);
-  for (const ExpectedTensor& e : expected_tensors(c)) {
-    const Source& src = from.at(e.name);
-    // The shape each part must have: [N / parts, K] for a linear layer's [K, N], else e's own
-    // split along its one dimension.
-    const auto parts = static_cast<uint64_t>(src.parts.size());
-    const std::vector<uint64_t> shape = part_shape(e, src);
-    std::vector<const TensorView*> found;
-    for (const std::string& name : src.parts) {
-      const auto it = present.find(name);
-      if (it == present.end()) {
-        const auto o = other.find(name);
-        out.problems.push_back(o == other.end() ? "missing " + name + " " + json_util::shape_str(shape)
-                                                : name + ": unsupported dtype " + o->second +
-                                                      " (supported: F32, F16, BF16)");
-        continue;
-      }
-      used.insert(name);
-      if (it->second->shape != shape) {
-        out.problems.push_back(name + ": shape " + json_util::shape_str(it->second->shape) +
-                               " but the config implies " + json_util::shape_str(shape));
-        continue;
-      }
-      if (!found.empty() && it->second->dtype != found[0]->dtype) {
-        out.problems.push_back(name + ": dtype " + dtype_name(it->second->dtype) + " but " +
-                               src.parts[0] + " is " + dtype_name(found[0]->dtype));
-        continue;
-      }
-      found.push_back(it->second);
-    }
-    if (found.size() != src.parts.size()) continue;
-    if (found.size() == 1 && !src.linear) {  // as stored
-      TensorView v = *found[0];
-      v.name = e.name;
-      out.views.emplace(e.name, v);
-      continue;
-    }
-    // Transposed and side by side: out[k, p * n + j] = part_p[j, k] (a linear layer), or the
-    // parts one after another (biases).
-    const size_t es = dtype_size(found[0]->dtype);
-    std::vector<std::byte>& bytes = out.storage.emplace_back(e.elements() * es);
-    if (!src.linear) {
-      size_t at = 0;
-      for (const TensorView* t : found) {
-        std::memcpy(bytes.data() + at, t->bytes.data(), t->bytes.size());
-        at += t->bytes.size();
-      }
-    } else {
-      const uint64_t K = e.shape[0], N = e.shape[1], n = N / parts;
-      for (uint64_t p = 0; p < parts; p++)
-        for (uint64_t j = 0; j < n; j++)
-          for (uint64_t k = 0; k < K; k++)
-            std::memcpy(bytes.data() + (k * N + p * n + j) * es,
-                        found[p]->bytes.data() + (j * K + k) * es, es);
-    }
-    out.views.emplace(e.name, TensorView{e.name, found[0]->dtype, e.shape, bytes});
-  }
+  used.merge(convert_tensors(present, other, expected_tensors(c), sources(c), out));
 
   for (const auto& [name, t] : present) {
     if (used.contains(name)) continue;

@@ -11,23 +11,15 @@
 
 #include "model/formats/checkpoint.h"
 #include "model/formats/config.h"
+#include "model/formats/converted_tensors.h"
 #include "model/formats/safetensors.h"
 
 namespace model {
 
-struct BertTensors {
-  // Canonical name -> the tensor: a view into the file where it is stored as used (embeddings,
-  // LayerNorm parameters, biases), else into `storage`.
-  std::map<std::string, TensorView, std::less<>> views;
-  std::vector<std::vector<std::byte>> storage;  // the transposed and fused tensors' bytes
-  std::vector<std::string> problems;  // missing or misshapen tensors, in the file's own names
-  std::vector<std::string> unused;    // the file's tensors this config does not read
-};
-
 // Every tensor expected_tensors(c) names, made from `file`'s (c.family must be Encoder). Old
 // names (LayerNorm.gamma / .beta) are read too; the position_ids buffer and a pooler the head
 // does not use are skipped without a word.
-BertTensors bert_tensors(const SafeTensors& file, const Config& c);
+ConvertedTensors bert_tensors(const SafeTensors& file, const Config& c);
 
 // The tensors a BERT file of config c holds, with their names and shapes as Hugging Face saves
 // them (the body as "bert.*" under a head, unprefixed for the bare BertModel): what

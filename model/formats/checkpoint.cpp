@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "model/formats/bert_tensors.h"
+#include "model/formats/seq2seq_tensors.h"
 #include "model/formats/json_util.h"
 
 namespace model {
@@ -16,6 +17,12 @@ using json_util::show;
 std::vector<ExpectedTensor> expected_tensors(const Config& c) {
   const uint64_t C = c.n_embd, V = c.n_vocab, F = c.n_inner;
   std::vector<ExpectedTensor> out;
+  if (c.family == Family::EncoderDecoder) {  // the encoder's under "enc.", the shared wte once
+    for (ExpectedTensor& e : expected_tensors(encoder_side(c)))
+      if (e.name != "wte.weight") out.push_back({"enc." + e.name, std::move(e.shape)});
+    for (ExpectedTensor& e : expected_tensors(decoder_side(c))) out.push_back(std::move(e));
+    return out;
+  }
   auto add = [&](std::string name, std::vector<uint64_t> shape) {
     out.push_back({std::move(name), std::move(shape)});
   };
@@ -38,6 +45,11 @@ std::vector<ExpectedTensor> expected_tensors(const Config& c) {
     add_linear(h + "attn.c_attn", C, 3 * C, c.attention_bias);
     add_linear(h + "attn.c_proj", C, C, c.attention_bias);
     if (c.attention_only) continue;
+    if (c.cross_attention) {
+      add_norm(h + "ln_x");
+      for (const char* name : {"cross.c_q", "cross.c_k", "cross.c_v", "cross.c_proj"})
+        add_linear(h + name, C, C, c.attention_bias);
+    }
     add_norm(h + "ln_2");
     add_linear(h + "mlp.c_fc", C, F, c.mlp_bias);
     add_linear(h + "mlp.c_proj", F, C, c.mlp_bias);
@@ -53,6 +65,7 @@ std::vector<ExpectedTensor> expected_tensors(const Config& c) {
         add("mlm.bias", {V});
       }
       if (!c.tie_word_embeddings) add("lm_head.weight", {V, C});
+      if (c.logits_bias && c.family == Family::Decoder) add("head.bias", {V});
       break;
     case EncoderHead::SequenceClassification:
       add_linear("pooler", C, C, true);
@@ -127,7 +140,11 @@ std::unique_ptr<Checkpoint> Checkpoint::load(const std::filesystem::path& dir) {
   ck->file_ = SafeTensors::open(dir / "model.safetensors");
   const std::string file = ck->file_->path().string();
   if (ck->config_.family == Family::Encoder) {
-    ck->load_encoder();
+    ck->load_converted(bert_tensors(*ck->file_, ck->config_), "a BERT folder");
+    return ck;
+  }
+  if (ck->config_.family == Family::EncoderDecoder) {
+    ck->load_converted(seq2seq_tensors(*ck->file_, ck->config_), "a Marian folder");
     return ck;
   }
 
@@ -184,18 +201,34 @@ std::unique_ptr<Checkpoint> Checkpoint::load(const std::filesystem::path& dir) {
   return ck;
 }
 
-// An encoder's file, in BERT's names and layout: bert_tensors() presents it as the canonical
-// tensors, converting what it must.
-void Checkpoint::load_encoder() {
+void Checkpoint::load_converted(ConvertedTensors tensors, const char* kind) {
   const std::string file = file_->path().string();
-  converted_ = std::make_shared<BertTensors>(bert_tensors(*file_, config_));
+  converted_ = std::make_shared<ConvertedTensors>(std::move(tensors));
   if (!converted_->problems.empty())
-    throw std::runtime_error(
-        listed(file, converted_->problems, "do not match config.json (a BERT folder)"));
+    throw std::runtime_error(listed(file, converted_->problems,
+                                    ("do not match config.json (" + std::string(kind) + ")").c_str()));
   for (const ExpectedTensor& e : expected_tensors(config_))
     by_name_.emplace_back(e.name, &converted_->views.at(e.name));
   for (const std::string& name : converted_->unused)
     warnings_.push_back(file + ": " + show(name) + ": not used by this config, ignored");
+}
+
+std::unique_ptr<Checkpoint> Checkpoint::side(Family family) const {
+  if (config_.family != Family::EncoderDecoder || family == Family::EncoderDecoder)
+    throw std::invalid_argument(dir_.string() + ": side() of a checkpoint that is not an "
+                                "encoder-decoder's, or for both sides");
+  std::unique_ptr<Checkpoint> ck(new Checkpoint());
+  ck->dir_ = dir_;
+  ck->config_ = family == Family::Encoder ? encoder_side(config_) : decoder_side(config_);
+  ck->file_ = file_;
+  ck->converted_ = converted_;
+  // The encoder's tensors are "enc." + a lone encoder's names; the shared wte is both sides'.
+  const std::string prefix = family == Family::Encoder ? "enc." : "";
+  for (const ExpectedTensor& e : expected_tensors(ck->config_)) {
+    const std::string whole = e.name == "wte.weight" ? e.name : prefix + e.name;
+    ck->by_name_.emplace_back(e.name, &tensor(whole));
+  }
+  return ck;
 }
 
 const TensorView* Checkpoint::find(std::string_view canonical_name) const {

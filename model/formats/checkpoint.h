@@ -15,7 +15,7 @@
 
 namespace model {
 
-struct BertTensors;
+struct ConvertedTensors;
 
 // A tensor the config requires, with its shape as published. Conv1D weights are [in, out]
 // (y = x W + b): c_attn [C, 3C], attn.c_proj [C, C], c_fc [C, n_inner], mlp.c_proj [n_inner, C];
@@ -45,14 +45,21 @@ class Checkpoint {
   const std::vector<std::string>& warnings() const { return warnings_; }
   uint64_t weight_bytes() const;  // bytes of the tensors the model uses, as stored
 
+  // One stack of an encoder-decoder's checkpoint (Family Encoder or Decoder) as a checkpoint
+  // of its own: encoder_side() or decoder_side() of the config, the stack's tensors under the
+  // names a lone encoder or decoder has. It shares this one's file and tensors; it may outlive
+  // it. Throws for a checkpoint that is not an encoder-decoder's.
+  std::unique_ptr<Checkpoint> side(Family family) const;
+
  private:
-  void load_encoder();
+  // A file in another library's names (BERT, Marian), converted into the canonical tensors.
+  void load_converted(ConvertedTensors tensors, const char* kind);
   std::filesystem::path dir_;
   Config config_;
-  std::unique_ptr<SafeTensors> file_;
+  std::shared_ptr<SafeTensors> file_;
   std::vector<std::pair<std::string, const TensorView*>> by_name_;  // canonical name -> tensor
   std::vector<std::string> warnings_;
-  std::shared_ptr<BertTensors> converted_;  // an encoder's tensors as the canonical ones
+  std::shared_ptr<ConvertedTensors> converted_;  // an encoder's tensors as the canonical ones
 };
 
 }  // namespace model

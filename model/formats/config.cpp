@@ -160,6 +160,7 @@ void read_variants(const Reader& r, Config& c) {
   c.positions = r.choice("position_embedding", model::PositionKind::Learned,
                          {{"learned", model::PositionKind::Learned},
                           {"sinusoidal", model::PositionKind::Sinusoidal},
+                          {"sinusoidal_halves", model::PositionKind::SinusoidalHalves},
                           {"none", model::PositionKind::None}});
   c.attention_bias = r.flag("attention_bias", true);
   c.mlp_bias = r.flag("mlp_bias", true);
@@ -275,13 +276,96 @@ const char* encoder_head_name(EncoderHead h) {
 }
 
 uint32_t Config::head_width() const {
-  if (family == Family::Decoder || head == EncoderHead::MaskedLm) return n_vocab;
+  if (family != Family::Encoder || head == EncoderHead::MaskedLm) return n_vocab;
   if (head == EncoderHead::None) return 0;
   return static_cast<uint32_t>(labels.size());
 }
 
 uint32_t Config::head_rows(uint32_t T) const {
   return family == Family::Encoder && head == EncoderHead::SequenceClassification ? 1 : T;
+}
+
+namespace {
+
+// A token id key, or nullopt where it is absent or null.
+std::optional<int32_t> token_id(const Reader& r, std::string_view key, uint32_t vocab) {
+  const json* v = r.get(key);
+  if (!v) return std::nullopt;
+  if (!v->is_number_unsigned() || v->get<uint64_t>() >= vocab)
+    r.fail(key, v->dump() + " is not a token id (vocab_size " + std::to_string(vocab) + ")");
+  return static_cast<int32_t>(v->get<uint64_t>());
+}
+
+// Marian's config.json (Hugging Face's MarianConfig): the 2017 Transformer, post-norm on both
+// sides, sinusoidal positions in halves, embeddings scaled by sqrt(d_model), one vocabulary.
+Config parse_marian(const Reader& r) {
+  Config c;
+  c.family = Family::EncoderDecoder;
+  c.n_vocab = r.count("vocab_size", kMaxVocab);
+  if (r.count("decoder_vocab_size", kMaxVocab, c.n_vocab) != c.n_vocab)
+    r.fail("decoder_vocab_size", "differs from vocab_size: separate source and target "
+                                 "vocabularies are not supported");
+  if (!r.flag("share_encoder_decoder_embeddings", true))
+    r.fail("share_encoder_decoder_embeddings", "false is not supported (one shared embedding)");
+  c.n_ctx = r.count("max_position_embeddings", kMaxCtx);
+  c.n_embd = r.count("d_model", kMaxEmbd);
+  c.n_layer = r.count("decoder_layers", kMaxLayer);
+  c.n_encoder_layer = r.count("encoder_layers", kMaxLayer);
+  c.n_head = r.count("decoder_attention_heads", kMaxEmbd);
+  if (r.count("encoder_attention_heads", kMaxEmbd) != c.n_head)
+    r.fail("encoder_attention_heads", "differs from decoder_attention_heads (not supported)");
+  if (c.n_embd % c.n_head != 0)
+    r.fail("decoder_attention_heads", "d_model " + std::to_string(c.n_embd) +
+                                          " is not divisible by " + std::to_string(c.n_head));
+  c.n_inner = r.count("decoder_ffn_dim", kMaxInner);
+  if (r.count("encoder_ffn_dim", kMaxInner) != c.n_inner)
+    r.fail("encoder_ffn_dim", "differs from decoder_ffn_dim (not supported)");
+  c.activation = r.choice("activation_function", model::Activation::GeluErf,
+                          {{"swish", model::Activation::Silu},
+                           {"silu", model::Activation::Silu},
+                           {"gelu", model::Activation::GeluErf},
+                           {"gelu_new", model::Activation::GeluTanh},
+                           {"relu", model::Activation::Relu}});
+  if (r.flag("normalize_before", false)) r.fail("normalize_before", "true is not supported");
+  c.layer_norm_epsilon = 1e-5f;  // nn.LayerNorm's default: Marian's config has no key for it
+  c.pre_norm = false;
+  c.final_norm = false;
+  c.positions = model::PositionKind::SinusoidalHalves;
+  c.embed_scale = r.flag("scale_embedding", false) ? std::sqrt(static_cast<float>(c.n_embd)) : 1.0f;
+  c.logits_bias = true;
+  c.tie_word_embeddings = r.flag("tie_word_embeddings", true);
+  c.eos_token_id = token_id(r, "eos_token_id", c.n_vocab);
+  c.pad_token_id = token_id(r, "pad_token_id", c.n_vocab);
+  c.decoder_start_token_id = token_id(r, "decoder_start_token_id", c.n_vocab);
+  c.forced_eos_token_id = token_id(r, "forced_eos_token_id", c.n_vocab);
+  if (!c.decoder_start_token_id) c.decoder_start_token_id = c.pad_token_id;
+  if (!c.decoder_start_token_id)
+    r.fail("decoder_start_token_id", "missing (and no pad_token_id to start from)");
+  c.tokenizer.kind = TokenizerKind::MarianSpm;
+  return c;
+}
+
+}  // namespace
+
+Config encoder_side(const Config& c) {
+  Config e = c;
+  e.family = Family::Encoder;
+  e.head = EncoderHead::None;
+  e.n_layer = c.n_encoder_layer;
+  e.n_encoder_layer = 0;
+  e.causal = false;
+  e.cross_attention = false;
+  e.logits_bias = false;
+  return e;
+}
+
+Config decoder_side(const Config& c) {
+  Config d = c;
+  d.family = Family::Decoder;
+  d.n_encoder_layer = 0;
+  d.causal = true;
+  d.cross_attention = true;
+  return d;
 }
 
 Config parse_config(std::string_view json_text, const std::string& file) {
@@ -291,8 +375,9 @@ Config parse_config(std::string_view json_text, const std::string& file) {
   const Reader r(j, file);
   const auto type = r.text("model_type");
   if (type && *type == "bert") return parse_bert(r);
+  if (type && *type == "marian") return parse_marian(r);
   if (type && *type != "gpt2")
-    r.fail("model_type", json_util::show(*type, 40) + " is not supported (gpt2, bert)");
+    r.fail("model_type", json_util::show(*type, 40) + " is not supported (gpt2, bert, marian)");
 
   Config c;
   c.n_vocab = r.count("vocab_size", kMaxVocab);
@@ -310,7 +395,9 @@ Config parse_config(std::string_view json_text, const std::string& file) {
                           {{"gelu_new", model::Activation::GeluTanh},
                            {"gelu_pytorch_tanh", model::Activation::GeluTanh},
                            {"gelu", model::Activation::GeluErf},
-                           {"relu", model::Activation::Relu}});
+                           {"relu", model::Activation::Relu},
+                           {"silu", model::Activation::Silu},
+                           {"swish", model::Activation::Silu}});
   c.tie_word_embeddings = r.flag("tie_word_embeddings", true);
   if (const json* eos = r.get("eos_token_id")) {
     if (!eos->is_number_integer())
@@ -355,6 +442,8 @@ const char* activation_name(model::Activation a) {
       return "gelu";
     case model::Activation::Relu:
       return "relu";
+    case model::Activation::Silu:
+      return "silu";
     case model::Activation::Tanh:
     case model::Activation::None:
       break;
@@ -365,6 +454,7 @@ const char* activation_name(model::Activation a) {
 const char* position_name(model::PositionKind p) {
   return p == model::PositionKind::Learned      ? "learned"
          : p == model::PositionKind::Sinusoidal ? "sinusoidal"
+         : p == model::PositionKind::SinusoidalHalves ? "sinusoidal_halves"
                                               : "none";
 }
 
@@ -396,10 +486,39 @@ std::string bert_json(const Config& c) {
   return j.dump(2) + "\n";
 }
 
+// An encoder-decoder's config.json: Hugging Face's MarianConfig keys.
+std::string marian_json(const Config& c) {
+  nlohmann::ordered_json j;
+  j["model_type"] = "marian";
+  j["architectures"] = {"MarianMTModel"};
+  j["is_encoder_decoder"] = true;
+  j["vocab_size"] = c.n_vocab;
+  j["decoder_vocab_size"] = c.n_vocab;
+  j["share_encoder_decoder_embeddings"] = true;
+  j["max_position_embeddings"] = c.n_ctx;
+  j["d_model"] = c.n_embd;
+  j["encoder_layers"] = c.n_encoder_layer;
+  j["decoder_layers"] = c.n_layer;
+  j["encoder_attention_heads"] = c.n_head;
+  j["decoder_attention_heads"] = c.n_head;
+  j["encoder_ffn_dim"] = c.n_inner;
+  j["decoder_ffn_dim"] = c.n_inner;
+  j["activation_function"] = c.activation == model::Activation::Silu ? "swish"
+                                                                     : activation_name(c.activation);
+  j["scale_embedding"] = c.embed_scale != 1.0f;
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  if (c.eos_token_id) j["eos_token_id"] = *c.eos_token_id;
+  if (c.forced_eos_token_id) j["forced_eos_token_id"] = *c.forced_eos_token_id;
+  if (c.pad_token_id) j["pad_token_id"] = *c.pad_token_id;
+  if (c.decoder_start_token_id) j["decoder_start_token_id"] = *c.decoder_start_token_id;
+  return j.dump(2) + "\n";
+}
+
 }  // namespace
 
 std::string config_json(const Config& c) {
   if (c.family == Family::Encoder) return bert_json(c);
+  if (c.family == Family::EncoderDecoder) return marian_json(c);
   nlohmann::ordered_json j;
   j["model_type"] = "gpt2";
   j["architectures"] = {"GPT2LMHeadModel"};

@@ -19,11 +19,15 @@ enum class TokenizerKind {
   Bytes,  // raw UTF-8 bytes, id = byte value, vocab 256 ("bytes")
   Chars,  // one token per character of a list given in config.json ("chars")
   WordPiece,  // BERT's: vocab.txt (or tokenizer.json) in the model's folder
+  // Marian's: source.spm and target.spm (SentencePiece) with vocab.json in the model's folder
+  MarianSpm,
 };
 
-// Which stack a model is: a decoder (GPT-2: causal, a cache, a next-token head) or an encoder
-// (BERT: bidirectional, each sequence whole, hidden states and a task head out).
-enum class Family { Decoder, Encoder };
+// Which stack a model is: a decoder (GPT-2: causal, a cache, a next-token head), an encoder
+// (BERT: bidirectional, each sequence whole, hidden states and a task head out), or both, the
+// decoder attending to the encoder's output (Marian, T5: a folder's config, whose two sides
+// encoder_side() and decoder_side() give as the configs the backends run).
+enum class Family { Decoder, Encoder, EncoderDecoder };
 
 // An encoder's task head, from config.json's "architectures".
 enum class EncoderHead {
@@ -75,6 +79,16 @@ struct Config {
   std::vector<std::string> labels;     // (id2label) the classifiers' outputs, in id order
   std::optional<int32_t> pad_token_id;  // (pad_token_id)
 
+  // Encoder-decoders (model_type "marian"). Both stacks share n_embd, n_head, n_inner, the
+  // vocabulary and its embedding; n_layer is the decoder's.
+  uint32_t n_encoder_layer = 0;  // (encoder_layers)
+  bool cross_attention = false;  // a decoder whose blocks attend to an encoder's output
+  float embed_scale = 1.0f;      // (scale_embedding: sqrt(n_embd)) multiplies wte's rows
+  bool logits_bias = false;      // (final_logits_bias) added to the head's logits
+  std::optional<int32_t> decoder_start_token_id;
+  // (forced_eos_token_id) the token generation must end with when it reaches its length limit
+  std::optional<int32_t> forced_eos_token_id;
+
   uint32_t head_dim() const { return n_embd / n_head; }
   // Floats per row of the head's output: the vocabulary (a decoder, masked LM), the labels (a
   // classifier), or 0 (an encoder without a head).
@@ -83,6 +97,12 @@ struct Config {
   uint32_t head_rows(uint32_t T) const;
   bool operator==(const Config&) const = default;
 };
+
+// The two stacks of an encoder-decoder's config: the encoder (Family::Encoder, no head) and the
+// decoder (Family::Decoder with cross_attention). The config's tensors carry the encoder's under
+// "enc." (expected_tensors), the shared wte without it.
+Config encoder_side(const Config& c);
+Config decoder_side(const Config& c);
 
 // "BertForMaskedLM" and the others that name an EncoderHead.
 const char* encoder_head_name(EncoderHead h);

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "model/formats/bert_tensors.h"
+#include "model/formats/seq2seq_tensors.h"
 #include "model/formats/checkpoint.h"
 #include "model/formats/safetensors_writer.h"
 
@@ -45,7 +46,8 @@ bool ends_with_layer(std::string_view name, std::string_view suffix, size_t* dig
 
 bool is_layer_norm_weight(std::string_view name) {
   return name == "ln_f.weight" || name.ends_with(".ln_1.weight") ||
-         name.ends_with(".ln_2.weight") || name.ends_with("LayerNorm.weight");
+         name.ends_with(".ln_2.weight") || name.ends_with("LayerNorm.weight") ||
+         name.ends_with("layer_norm.weight");  // Marian's
 }
 
 // Elements per chunk when streaming: 1 MiB of fp32.
@@ -96,12 +98,14 @@ void write_random_checkpoint(const std::filesystem::path& dir, const Config& con
     if (!out) throw std::runtime_error((dir / "config.json").string() + ": cannot write");
   }
   std::vector<TensorSpec> canonical;
-  // An encoder's file holds BERT's names and layout, each drawn by its own name.
+  // An encoder's file holds BERT's names and layout, an encoder-decoder's Marian's, each drawn
+  // by its own name.
+  const bool gpt2 = config.family == Family::Decoder;
   for (const ExpectedTensor& e : config.family == Family::Encoder ? bert_file_tensors(config)
-                                                                   : std::vector<ExpectedTensor>{})
+                                 : gpt2 ? std::vector<ExpectedTensor>{}
+                                        : seq2seq_file_tensors(config))
     canonical.push_back({e.name, options.dtype, e.shape});
-  for (const ExpectedTensor& e :
-       config.family == Family::Encoder ? std::vector<ExpectedTensor>{} : expected_tensors(config)) {
+  for (const ExpectedTensor& e : gpt2 ? expected_tensors(config) : std::vector<ExpectedTensor>{}) {
     canonical.push_back({e.name, options.dtype, e.shape});
     const std::string_view n = e.name;
     if (options.mask_buffers && n.ends_with(".attn.c_attn.weight")) {  // the published place

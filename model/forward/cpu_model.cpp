@@ -30,6 +30,9 @@ struct CpuState {
   std::vector<float> fc;                              // [T, F]
   std::vector<float> logits;                          // [rows, V] (an encoder's head: its width)
   std::vector<std::vector<float>> k_cache, v_cache;  // [layer][n_ctx, C]
+  // A decoder's source keys and values (cross-attention): [layer][S, C], S = source_len.
+  std::vector<std::vector<float>> source_k, source_v;
+  uint32_t source_len = 0;
   int32_t argmax = -1;                                // argmax_head's id
 };
 
@@ -55,6 +58,9 @@ struct CpuBackend {
   void norm_linear(Buf out, Buf in, const Norm<const float*>& n, const Linear<const float*>& l,
                    uint32_t T, const Epilogue& e = {}, uint32_t in_row = 0);
   void attention_store(uint32_t layer, uint32_t T, uint32_t pos);
+  void source_store(uint32_t layer, const Linear<const float*>& k, const Linear<const float*>& v,
+                    uint32_t S);
+  void cross_attention(uint32_t layer, uint32_t T);
   void argmax_head(Buf in, const Linear<const float*>& l, uint32_t row);
   void tap(uint32_t layer, uint32_t T);
 };
@@ -86,6 +92,10 @@ class CpuModel final : public Model {
     const size_t C = c.n_embd, T = c.n_ctx;
     s_.k_cache.assign(c.n_layer, std::vector<float>(T * C));
     s_.v_cache.assign(c.n_layer, std::vector<float>(T * C));
+    if (c.cross_attention) {
+      s_.source_k.assign(c.n_layer, std::vector<float>(T * C));
+      s_.source_v.assign(c.n_layer, std::vector<float>(T * C));
+    }
   }
 
   const Config& config() const override { return config_; }
@@ -107,6 +117,14 @@ class CpuModel final : public Model {
   }
 
  protected:
+  void run_source(std::span<const float> hidden, uint32_t S) override {
+    s_.x.assign(hidden.begin(), hidden.end());
+    CpuPass pass;
+    CpuBackend b{config_, weights_, kv_cache_, s_, pass};
+    source(b, weights_, S);
+    s_.source_len = S;
+  }
+
   void run(std::span<const int32_t> ids, bool all_rows, uint32_t k, std::vector<float>& logits,
            std::vector<int32_t>& top_ids) override {
     const Config& c = config_;
@@ -176,7 +194,8 @@ float* CpuBackend::buf(Buf b) {
 
 void CpuBackend::embed(Buf out, uint32_t T, uint32_t pos) {
   cpu::embedding(buf(out), s.ids.data(), w.wte, w.wpe, T, c.n_embd, c.n_vocab, c.n_ctx, pos,
-                 c.positions, c.n_types ? s.types.data() : nullptr, w.wtt, c.n_types);
+                 c.positions, c.n_types ? s.types.data() : nullptr, w.wtt, c.n_types,
+                 c.embed_scale);
 }
 
 void CpuBackend::layernorm(Buf out, Buf in, const Norm<const float*>& n, uint32_t T) {
@@ -220,6 +239,22 @@ void CpuBackend::attention_store(uint32_t layer, uint32_t T, uint32_t pos) {
   }
   cpu::attention(s.att.data(), s.qkv.data(), 3 * C, kc, vc, T, pos + T, C, c.n_head,
                  {c.causal, c.attention_scale}, probs);
+}
+
+void CpuBackend::source_store(uint32_t layer, const Linear<const float*>& k,
+                              const Linear<const float*>& v, uint32_t S) {
+  cpu::matmul(s.source_k[layer].data(), s.x.data(), k.w, k.b, nullptr, S, k.K, k.N, k.layout,
+              Activation::None);
+  cpu::matmul(s.source_v[layer].data(), s.x.data(), v.w, v.b, nullptr, S, v.K, v.N, v.layout,
+              Activation::None);
+}
+
+// Every query sees every source row: no mask, the queries' positions play no part.
+void CpuBackend::cross_attention(uint32_t layer, uint32_t T) {
+  const size_t C = c.n_embd;
+  cpu::attention(s.att.data(), s.qkv.data(), C, s.source_k[layer].data(),
+                 s.source_v[layer].data(), T, s.source_len, C, c.n_head,
+                 {false, c.attention_scale}, nullptr);
 }
 
 void CpuBackend::tap(uint32_t layer, uint32_t T) {

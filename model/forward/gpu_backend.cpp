@@ -39,7 +39,8 @@ void GpuBackend::embed(Buf out, uint32_t T, uint32_t pos) {
                           .V = c.n_vocab,
                           .n_pos = c.n_ctx,
                           .position = c.positions,
-                          .wte_interleaved = wte.layout == WeightLayout::Interleaved});
+                          .wte_interleaved = wte.layout == WeightLayout::Interleaved,
+                          .scale = c.embed_scale});
     return;
   }
   gpu::embedding(k, rec,
@@ -57,7 +58,8 @@ void GpuBackend::embed(Buf out, uint32_t T, uint32_t pos) {
                   .step = &s.step,
                   .types = c.n_types ? &s.types : nullptr,
                   .wtt = w.wtt,
-                  .n_types = c.n_types});
+                  .n_types = c.n_types,
+                  .scale = c.embed_scale});
 }
 
 void GpuBackend::layernorm(Buf out, Buf in, const GpuNorm& n, uint32_t T) {
@@ -165,6 +167,40 @@ void GpuBackend::attention_store(uint32_t layer, uint32_t T, uint32_t pos) {
                         .C = c.n_embd,
                         .H = c.n_head,
                         .options = o});
+}
+
+void GpuBackend::source_store(uint32_t layer, const GpuLinear& kw, const GpuLinear& vw,
+                              uint32_t S) {
+  for (auto [out, l] : {std::pair{&s.source_k[layer], &kw}, std::pair{&s.source_v[layer], &vw}})
+    gpu::matmul(k, rec,
+                {.out = *out,
+                 .x = buf(Buf::X),
+                 .w = *l->w,
+                 .bias = l->b ? &l->b->span : nullptr,
+                 .T = S,
+                 .K = l->K,
+                 .N = l->N,
+                 .options = {.layout = l->w->layout}});
+}
+
+// Every query sees every source row (no mask): T queries, [T, C] in QKV, over S keys, whatever
+// their positions. A batch's rows are independent queries of the same source.
+void GpuBackend::cross_attention(uint32_t layer, uint32_t T) {
+  gpu::AttentionOptions o;
+  o.causal = false;
+  o.scale = c.attention_scale;
+  if (s.split) o.scratch = &*s.split;
+  gpu::attention(k, rec,
+                 {.out = buf(Buf::ATT),
+                  .q = buf(Buf::QKV),
+                  .k_cache = s.source_k[layer],
+                  .v_cache = s.source_v[layer],
+                  .q_stride = c.n_embd,
+                  .T = T,
+                  .L = s.source_len,
+                  .C = c.n_embd,
+                  .H = c.n_head,
+                  .options = o});
 }
 
 void GpuBackend::tap(uint32_t layer, uint32_t T) {

@@ -10,6 +10,7 @@
 
 #include "model/formats/checkpoint.h"
 #include "model/forward/gpu_model_impl.h"
+#include "model/ops/gpu/activation.h"
 #include "model/ops/gpu/attention.h"
 #include "model/ops/gpu/choose.h"
 #include "model/ops/gpu/common.h"
@@ -135,6 +136,10 @@ void GpuModel::plan_state() {
     k_cache_.push_back(state_.add(layer_bytes));
     v_cache_.push_back(state_.add(layer_bytes));
   }
+  for (uint32_t i = 0; i < (c.cross_attention ? c.n_layer : 0); i++) {
+    source_k_.push_back(state_.add(T * C * f));
+    source_v_.push_back(state_.add(T * C * f));
+  }
   slot_len_.assign(slots_, 0);
   // The split kernel's partial results; the tiled kernel splits a short prompt's keys in the
   // same scratch.
@@ -223,6 +228,11 @@ GpuState GpuModel::pass_state() const {
     s.k_cache.push_back(state_.span(k_cache_[i]));
     s.v_cache.push_back(state_.span(v_cache_[i]));
   }
+  for (size_t i = 0; i < source_k_.size(); i++) {
+    s.source_k.push_back(state_.span(source_k_[i]));
+    s.source_v.push_back(state_.span(source_v_[i]));
+  }
+  s.source_len = source_len_;
   s.slot_bytes = slot_bytes_, s.slot_stride = slot_stride_;
   s.kv_cache = kv_cache_;
   s.ids = params_.span(ids_), s.step = params_.span(step_), s.batch_rows = params_.span(batch_rows_);
@@ -240,7 +250,9 @@ Pass GpuModel::plan_pass(uint32_t T, uint32_t pos, bool all_rows, uint32_t k, bo
   Pass p;
   p.T = T, p.pos = pos;
   // Greedy decoding on an interleaved head finds the best logit in the head's own pass.
-  const bool argmax = !all_rows && k == 1 && gpu::argmax_head(w_.head.w->layout, c.n_vocab);
+  // (matmul_argmax adds no bias: a head with one takes the logits and the top-k.)
+  const bool argmax = !all_rows && k == 1 && !w_.head.b &&
+                      gpu::argmax_head(w_.head.w->layout, c.n_vocab);
   p.head = all_rows ? Head::AllRows
            : !last   ? Head::None
            : argmax  ? Head::LastArgmax
@@ -443,6 +455,22 @@ Head GpuModel::run_pass(std::optional<uint32_t> slot, std::span<const int32_t> i
   return p.head;
 }
 
+// The source pass: the encoder's output into X, then every layer's source keys and values.
+void GpuModel::run_source(std::span<const float> hidden, uint32_t S) {
+  rec_.wait();  // a submission still running may read X
+  vk::upload(device_, state_.span(x_), hidden.data(), hidden.size_bytes());
+  source_len_ = S;
+  rec_.begin();
+  const GpuState s = pass_state();
+  Pass p;
+  p.T = S;
+  GpuBackend b{ops_, rec_, config_, w_, s, p};
+  source(b, w_, S);
+  rec_.end();
+  rec_.submit();
+  rec_.wait();
+}
+
 void GpuModel::encode(std::span<const int32_t> ids, std::span<const int32_t> types, bool head,
                       Encoded& out) {
   const Config& c = config_;
@@ -560,6 +588,41 @@ std::vector<float> GpuModel::slot_decode(std::span<const SlotToken> rows) {
   vk::download(device_, logits.data(), logits_, logits.size() * 4);
   for (const SlotToken& r : rows) slot_len_[r.slot]++;
   return logits;
+}
+
+// Copies of the cached rows only, as identity activations (a compute copy the recorder orders
+// like any other op): each of a layer's keys and values, in one submission.
+void GpuModel::slot_copy(std::span<const SlotCopy> copies) {
+  if (slots_ == 1) return Model::slot_copy(copies);
+  std::vector<bool> source(slots_), dest(slots_);
+  for (const SlotCopy& c : copies) {
+    check_slot(c.from);
+    check_slot(c.to);
+    source[c.from] = true;
+    if (dest[c.to]) throw std::runtime_error("slot_copy: slot " + std::to_string(c.to) + " written twice");
+    dest[c.to] = true;
+  }
+  for (uint32_t i = 0; i < slots_; i++)
+    if (source[i] && dest[i])
+      throw std::runtime_error("slot_copy: slot " + std::to_string(i) + " both read and written");
+  rec_.wait();  // a submission still running may read the caches
+  rec_.begin();
+  const GpuState s = pass_state();
+  // Whole 32-bit words: an fp16 cache's rows hold C halves, C even (check_slots).
+  const uint64_t row_words = uint64_t{config_.n_embd} * dtype_bytes(kv_cache_) / 4;
+  for (const SlotCopy& c : copies) {
+    const auto n = static_cast<uint32_t>(slot_len_[c.from] * row_words);
+    for (uint32_t layer = 0; layer < config_.n_layer; layer++) {
+      gpu::activation(ops_, rec_, {.out = s.k(layer, c.to), .x = s.k(layer, c.from), .n = n,
+                                   .kind = Activation::None});
+      gpu::activation(ops_, rec_, {.out = s.v(layer, c.to), .x = s.v(layer, c.from), .n = n,
+                                   .kind = Activation::None});
+    }
+  }
+  rec_.end();
+  rec_.submit();
+  rec_.wait();
+  for (const SlotCopy& c : copies) slot_len_[c.to] = slot_len_[c.from];
 }
 
 std::unique_ptr<Model> make_gpu_model(const Checkpoint& checkpoint, const vk::Device& device,

@@ -52,6 +52,9 @@ struct GpuState {
   vk::BufferSpan logits;     // [rows, V]
   // [layer]: a layer's caches, [slots, slot rows, C], one slot every slot_stride bytes.
   std::vector<vk::BufferSpan> k_cache, v_cache;
+  // [layer]: a decoder's source keys and values (cross-attention), [S, C] fp32, S = source_len.
+  std::vector<vk::BufferSpan> source_k, source_v;
+  uint32_t source_len = 0;
   uint64_t slot_bytes = 0, slot_stride = 0;
   DType kv_cache = DType::F32;            // GpuModelOptions::kv_cache
   vk::BufferSpan ids, step, batch_rows;  // written by the host before each pass
@@ -88,6 +91,8 @@ struct GpuBackend {
   void norm_linear(Buf out, Buf in, const GpuNorm& n, const GpuLinear& l, uint32_t T,
                    const Epilogue& e = {}, uint32_t in_row = 0);
   void attention_store(uint32_t layer, uint32_t T, uint32_t pos);
+  void source_store(uint32_t layer, const GpuLinear& k, const GpuLinear& v, uint32_t S);
+  void cross_attention(uint32_t layer, uint32_t T);
   void argmax_head(Buf in, const GpuLinear& l, uint32_t row);
   void tap(uint32_t layer, uint32_t T);
 };
@@ -134,6 +139,7 @@ class GpuModel final : public Model {
               Encoded& out);
 
  protected:
+  void run_source(std::span<const float> hidden, uint32_t S) override;
   void run(std::span<const int32_t> ids, bool all_rows, uint32_t k, std::vector<float>& logits,
            std::vector<int32_t>& top_ids) override {
     run_at(std::nullopt, length(), ids, all_rows, k, logits, top_ids);
@@ -147,6 +153,7 @@ class GpuModel final : public Model {
   std::vector<float> slot_prefill(uint32_t slot, std::span<const int32_t> ids,
                                   bool all_rows) override;
   std::vector<float> slot_decode(std::span<const SlotToken> rows) override;
+  void slot_copy(std::span<const SlotCopy> copies) override;
 
  public:
   size_t prepare(uint32_t prompt_tokens, uint32_t max_new, uint32_t k,
@@ -215,6 +222,8 @@ class GpuModel final : public Model {
   Packer state_;  // activations and the KV cache
   size_t x_, h_, qkv_, att_, fc_;
   std::vector<size_t> k_cache_, v_cache_;  // [layer]: [slots, slot rows, C], slot_stride_ apart
+  std::vector<size_t> source_k_, source_v_;  // [layer]: [n_ctx, C] fp32 (cross-attention)
+  uint32_t source_len_ = 0;
   uint64_t slot_bytes_ = 0, slot_stride_ = 0;
   // Batches run attention_store_batch (the same dispatches for any number of rows) where it
   // can, else each row's own.

@@ -19,7 +19,7 @@ namespace model {
 enum class Buf {
   X,       // [T, C] the residual stream
   H,       // [T, C] a LayerNorm's output, or a residual sum before a post-norm
-  QKV,     // [T, 3C] the fused query/key/value projection
+  QKV,     // [T, 3C] the fused query/key/value projection; cross-attention's queries [T, C]
   ATT,     // [T, C] attention output, heads side by side
   FC,      // [T, n_inner] the MLP's hidden layer
   LOGITS,  // [R, V] logits of the R rows asked for (all T, or the last)
@@ -42,8 +42,11 @@ struct Norm {     // LayerNorm: gamma * normalise(x) + beta, [T, C] -> [T, C]
 
 // A block, as data: its sublayers in order, each a body between a norm and a residual.
 enum class Body {
-  SelfAttention,  // in: the Q, K, V projection [C, 3C]; attention; out: [C, C]
-  Mlp,            // in: [C, F] and the config's activation; out: [F, C]
+  SelfAttention,   // in: the Q, K, V projection [C, 3C]; attention; out: [C, C]
+  // in: the query projection [C, C]; attention over the source's keys and values (an
+  // encoder's output projected once per source: source()); out: [C, C]
+  CrossAttention,
+  Mlp,             // in: [C, F] and the config's activation; out: [F, C]
 };
 // Where a sublayer's norm sits: before its body (pre-norm, GPT-2: x + body(norm(x))), after the
 // residual sum (post-norm, the 2017 Transformer and BERT: norm(x + body(x))), or nowhere
@@ -59,6 +62,7 @@ struct SublayerKind {
 inline std::vector<SublayerKind> block_layout(const Config& c) {
   if (c.attention_only) return {{Body::SelfAttention, NormAt::None}};
   const NormAt at = c.pre_norm ? NormAt::Before : NormAt::After;
+  if (c.cross_attention) return {{Body::SelfAttention, at}, {Body::CrossAttention, at}, {Body::Mlp, at}};
   return {{Body::SelfAttention, at}, {Body::Mlp, at}};
 }
 
@@ -66,8 +70,10 @@ template <class W>
 struct Sublayer {
   SublayerKind kind;
   Norm<W> norm;   // empty where kind.norm is None
-  Linear<W> in;   // [C, 3C] (attention) or [C, F] (MLP)
+  Linear<W> in;   // [C, 3C] (self-attention), [C, C] (cross-attention's queries) or [C, F] (MLP)
   Linear<W> out;  // [C, C] or [F, C]
+  // Cross-attention's key and value projections of the source, [C, C] each (else empty).
+  Linear<W> source_k, source_v;
 };
 
 template <class W>
@@ -82,7 +88,8 @@ struct ModelWeights {
   W wtt;         // [n_types, C], token types (an encoder's segments) only
   Norm<W> ln_e;  // over the embedding sum (an encoder's), or empty
   Norm<W> ln_f;
-  // [V, C] as NK: wte when tied, else lm_head.weight; a bias only after a masked-LM transform
+  // [V, C] as NK: wte when tied, else lm_head.weight; a bias after a masked-LM transform
+  // (mlm.bias) or where the config has logits_bias (head.bias, Marian's final_logits_bias)
   Linear<W> head;
   std::vector<Block<W>> layers;
   // An encoder's task heads (Config::head), each empty where the config has another.
@@ -125,24 +132,39 @@ ModelWeights<W> map_weights(const Config& c, Get get) {
   m.wtt = get("wtt.weight");
   m.ln_e = norm("ln_e");
   m.ln_f = norm("ln_f");
-  m.head = {c.tie_word_embeddings ? m.wte : get("lm_head.weight"), get("mlm.bias"), C, c.n_vocab,
+  m.head = {c.tie_word_embeddings ? m.wte : get("lm_head.weight"),
+            get(c.family == Family::Encoder ? "mlm.bias" : "head.bias"), C, c.n_vocab,
             WeightLayout::NK};
   m.mlm_dense = linear("mlm.dense", C, C);
   m.mlm_ln = norm("mlm.ln");
   m.pooler = linear("pooler", C, C);
   m.classifier = linear("classifier", C, static_cast<uint32_t>(c.labels.size()));
-  // GPT-2's names: attention's sublayer holds ln_1 and attn.*, the MLP's ln_2 and mlp.*.
+  // GPT-2's names: attention's sublayer holds ln_1 and attn.*, the MLP's ln_2 and mlp.*; ours
+  // for cross-attention: ln_x and cross.*.
   const std::vector<SublayerKind> layout = block_layout(c);
   for (uint32_t i = 0; i < c.n_layer; i++) {
     const std::string h = "h." + std::to_string(i) + ".";
     Block<W>& b = m.layers.emplace_back();
     for (const SublayerKind& k : layout) {
-      const bool attn = k.body == Body::SelfAttention;
-      const Norm<W> n = k.norm == NormAt::None ? Norm<W>{} : norm(h + (attn ? "ln_1" : "ln_2"));
-      b.sublayers.push_back(attn ? Sublayer<W>{k, n, linear(h + "attn.c_attn", C, 3 * C),
-                                               linear(h + "attn.c_proj", C, C)}
-                                 : Sublayer<W>{k, n, linear(h + "mlp.c_fc", C, F),
-                                               linear(h + "mlp.c_proj", F, C)});
+      const char* ln = k.body == Body::SelfAttention ? "ln_1" : k.body == Body::Mlp ? "ln_2" : "ln_x";
+      Sublayer<W>& s = b.sublayers.emplace_back(
+          Sublayer<W>{k, k.norm == NormAt::None ? Norm<W>{} : norm(h + ln), {}, {}, {}, {}});
+      switch (k.body) {
+        case Body::SelfAttention:
+          s.in = linear(h + "attn.c_attn", C, 3 * C);
+          s.out = linear(h + "attn.c_proj", C, C);
+          break;
+        case Body::CrossAttention:
+          s.in = linear(h + "cross.c_q", C, C);
+          s.out = linear(h + "cross.c_proj", C, C);
+          s.source_k = linear(h + "cross.c_k", C, C);
+          s.source_v = linear(h + "cross.c_v", C, C);
+          break;
+        case Body::Mlp:
+          s.in = linear(h + "mlp.c_fc", C, F);
+          s.out = linear(h + "mlp.c_proj", F, C);
+          break;
+      }
     }
   }
   return m;
@@ -158,6 +180,10 @@ ModelWeights<W> map_weights(const Config& c, Get get) {
 //                                               kernel may skip
 //   attention_store(layer, T, pos)              QKV's keys and values into the cache at pos,
 //                                               then attention of its queries -> ATT
+//   source_store(layer, k, v, S)                X's S rows (the encoder's output) through k
+//                                               and v into the layer's source caches
+//   cross_attention(layer, T)                   attention of QKV's T queries ([T, C]) over
+//                                               the source caches -> ATT
 //   argmax_head(in, lin, row)                   the best id of in[row] W (logits not kept)
 //   tap(layer, T)                               X after block `layer` (for comparisons)
 // The compiler holds each backend (CPU, GPU) to it.
@@ -169,6 +195,8 @@ concept ForwardBackend = requires(B& b, Buf buf, const Norm<W>& n, const Linear<
   b.linear(buf, buf, l, u, e, u);
   b.norm_linear(buf, buf, n, l, u, e, u);
   b.attention_store(u, u, u);
+  b.source_store(u, l, l, u);
+  b.cross_attention(u, u);
   b.argmax_head(buf, l, u);
   b.tap(u, u);
 };
@@ -179,7 +207,7 @@ template <class W, ForwardBackend<W> Backend>
 void sublayer(Backend& b, const Config& c, const Sublayer<W>& s, uint32_t layer, uint32_t T,
               uint32_t pos) {
   const Buf X = Buf::X, H = Buf::H;
-  const bool attn = s.kind.body == Body::SelfAttention;
+  const bool attn = s.kind.body != Body::Mlp;
   const Buf mid = attn ? Buf::QKV : Buf::FC;      // what `in` writes
   const Buf inner = attn ? Buf::ATT : Buf::FC;    // what `out` reads
   const Epilogue e = attn ? Epilogue{} : activation(c.activation);  // the MLP's GELU or ReLU
@@ -188,7 +216,8 @@ void sublayer(Backend& b, const Config& c, const Sublayer<W>& s, uint32_t layer,
   } else {
     b.linear(mid, X, s.in, T, e);
   }
-  if (attn) b.attention_store(layer, T, pos);
+  if (s.kind.body == Body::SelfAttention) b.attention_store(layer, T, pos);
+  if (s.kind.body == Body::CrossAttention) b.cross_attention(layer, T);
   if (s.kind.norm == NormAt::After) {
     b.linear(H, inner, s.out, T, residual(X));
     b.layernorm(X, H, s.norm, T);
@@ -216,6 +245,15 @@ void encoder_head(Backend& b, const Config& c, const ModelWeights<W>& w, uint32_
       b.linear(Buf::LOGITS, Buf::X, w.classifier, T);
       return;
   }
+}
+
+// A decoder's source pass (Config::cross_attention): the encoder's output, S rows in X, projected
+// into every layer's source keys and values, which its cross-attention then reads at every step.
+template <class W, ForwardBackend<W> Backend>
+void source(Backend& b, const ModelWeights<W>& w, uint32_t S) {
+  for (uint32_t i = 0; i < w.layers.size(); i++)
+    for (const Sublayer<W>& s : w.layers[i].sublayers)
+      if (s.kind.body == Body::CrossAttention) b.source_store(i, s.source_k, s.source_v, S);
 }
 
 // One forward pass over T new tokens at positions [pos, pos + T), their ids (and an encoder's

@@ -26,6 +26,8 @@ void Model::check(std::span<const int32_t> ids, uint32_t length, uint32_t contex
                   const std::string& whose) const {
   const Config& c = config();
   if (ids.empty()) throw std::runtime_error("no tokens to run");
+  if (c.cross_attention && source_length_ == 0)
+    throw std::runtime_error("a decoder with cross-attention runs after set_source()");
   if (length + ids.size() > context)
     throw std::runtime_error(std::to_string(length + ids.size()) + " tokens would pass " + whose +
                              " context of " + std::to_string(context));
@@ -68,6 +70,22 @@ Candidates Model::next(std::span<const int32_t> ids, uint32_t k) {
   return c;
 }
 
+void Model::set_source(std::span<const float> hidden) {
+  const Config& c = config();
+  if (!c.cross_attention)
+    throw std::runtime_error("set_source: this decoder has no cross-attention");
+  if (hidden.empty() || hidden.size() % c.n_embd != 0)
+    throw std::runtime_error("set_source: " + std::to_string(hidden.size()) +
+                             " floats are not whole rows of " + std::to_string(c.n_embd));
+  const auto S = static_cast<uint32_t>(hidden.size() / c.n_embd);
+  if (S > c.n_ctx)
+    throw std::runtime_error("set_source: a source of " + std::to_string(S) +
+                             " tokens; the model takes at most " + std::to_string(c.n_ctx));
+  source_length_ = 0;  // until the pass has run
+  run_source(hidden, S);
+  source_length_ = S;
+}
+
 // One slot: the model's own cache.
 uint32_t Model::slot_length(uint32_t slot) const {
   check_slot(slot);
@@ -83,6 +101,14 @@ std::vector<float> Model::slot_prefill(uint32_t slot, std::span<const int32_t> i
                                        bool all_rows) {
   check_slot(slot);
   return all_rows ? logits(ids) : next(ids, 0).logits;
+}
+
+void Model::slot_copy(std::span<const SlotCopy> copies) {
+  for (const SlotCopy& c : copies) {
+    check_slot(c.from);
+    check_slot(c.to);
+    if (c.from != c.to) throw std::runtime_error("slot_copy: this model has one slot");
+  }
 }
 
 std::vector<float> Model::slot_decode(std::span<const SlotToken> rows) {

@@ -40,6 +40,14 @@ class Model {
   uint32_t length() const { return length_; }  // tokens in the cache
   void reset() { length_ = 0; }
 
+  // A decoder with cross-attention (Config::cross_attention, an encoder-decoder's decoder_side):
+  // the encoder's output its cross-attention reads from now on, hidden [S, C] row-major,
+  // 1 <= S <= n_ctx. Each layer's source keys and values are projected from it once, here, and
+  // kept for every pass and slot until the next set_source(); the caches are not reset. Passes
+  // of such a decoder throw until it has a source.
+  void set_source(std::span<const float> hidden);
+  uint32_t source_length() const { return source_length_; }
+
   // Runs ids at positions [length(), length() + n) and appends them to the cache. Throws when
   // they would pass n_ctx or an id is outside the vocabulary.
   // All n positions' logits, [n, V] row-major:
@@ -88,6 +96,13 @@ class Model {
   // the logits after rows[b].id. A row's logits do not depend on the other rows: its matmuls
   // reduce in the same order whatever their count, and each row attends alone.
   virtual std::vector<float> slot_decode(std::span<const SlotToken> rows);
+  // Beam search's reorder: for each (from, to), slot to's cache becomes a copy of slot from's,
+  // its length too, on the device (nothing passes through the host). No slot may be both a
+  // source and a destination, nor a destination twice.
+  struct SlotCopy {
+    uint32_t from, to;
+  };
+  virtual void slot_copy(std::span<const SlotCopy> copies);
 
   // Makes ready what generate() will use to continue a prompt of `prompt_tokens` ids by
   // `max_new` tokens, each pass with this k: a GPU model compiles exactly those pipelines now,
@@ -100,6 +115,10 @@ class Model {
   }
 
  protected:
+  // The source pass of set_source(): S rows, checked.
+  virtual void run_source(std::span<const float> hidden, uint32_t S) {
+    (void)hidden, (void)S;
+  }
   // One forward pass over ids at position length_; all rows' logits or the last row's best k.
   virtual void run(std::span<const int32_t> ids, bool all_rows, uint32_t k, std::vector<float>& logits,
                    std::vector<int32_t>& top_ids) = 0;
@@ -126,6 +145,7 @@ class Model {
 
  private:
   uint32_t length_ = 0;
+  uint32_t source_length_ = 0;
 };
 
 }  // namespace model

@@ -38,8 +38,10 @@ class Normal {
 Parameters::Parameters(const Config& config) : config_(config), expected_(expected_tensors(config)) {
   // Training's graph (train_graph.h) is the decoder's: no token types, no embedding norm, no
   // encoder heads.
-  if (config.family != Family::Decoder)
+  if (config.family == Family::Encoder)
     throw std::invalid_argument("training runs decoders (GPT-2) only; this is a BERT encoder");
+  if (config.family != Family::Decoder || config.cross_attention)
+    throw std::invalid_argument("training runs decoders (GPT-2) only; this is an encoder-decoder");
   for (const ExpectedTensor& e : expected_) values_[e.name].assign(e.elements(), 0.0f);
 }
 

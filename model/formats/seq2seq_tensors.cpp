@@ -1,0 +1,90 @@
+// Marian's names and layout -> the canonical ones (seq2seq_tensors.h).
+#include "model/formats/seq2seq_tensors.h"
+
+#include <map>
+#include <string>
+
+#include "model/formats/json_util.h"
+
+namespace model {
+namespace {
+
+// The file's name for each canonical tensor of expected_tensors(c).
+std::map<std::string, TensorSource> sources(const Config& c) {
+  std::map<std::string, TensorSource> m;
+  auto vector = [&](const std::string& to, const std::string& from) { m[to] = {{from}, false}; };
+  auto linear = [&](const std::string& to, const std::string& from) {
+    m[to + ".weight"] = {{from + ".weight"}, true};
+    vector(to + ".bias", from + ".bias");
+  };
+  auto norm = [&](const std::string& to, const std::string& from) {
+    vector(to + ".weight", from + ".weight");
+    vector(to + ".bias", from + ".bias");
+  };
+  // One stack's layers: "enc.h.{i}." <- "model.encoder.layers.{i}.", "h.{i}." <- the decoder's.
+  auto layers = [&](const std::string& to, const std::string& from, uint32_t n, bool cross) {
+    for (uint32_t i = 0; i < n; i++) {
+      const std::string h = to + "h." + std::to_string(i) + ".";
+      const std::string l = from + std::to_string(i) + ".";
+      const std::string a = l + "self_attn.";
+      m[h + "attn.c_attn.weight"] = {{a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"}, true};
+      m[h + "attn.c_attn.bias"] = {{a + "q_proj.bias", a + "k_proj.bias", a + "v_proj.bias"}, false};
+      linear(h + "attn.c_proj", a + "out_proj");
+      norm(h + "ln_1", l + "self_attn_layer_norm");
+      if (cross) {
+        linear(h + "cross.c_q", l + "encoder_attn.q_proj");
+        linear(h + "cross.c_k", l + "encoder_attn.k_proj");
+        linear(h + "cross.c_v", l + "encoder_attn.v_proj");
+        linear(h + "cross.c_proj", l + "encoder_attn.out_proj");
+        norm(h + "ln_x", l + "encoder_attn_layer_norm");
+      }
+      linear(h + "mlp.c_fc", l + "fc1");
+      linear(h + "mlp.c_proj", l + "fc2");
+      norm(h + "ln_2", l + "final_layer_norm");
+    }
+  };
+  vector("wte.weight", "model.shared.weight");
+  layers("enc.", "model.encoder.layers.", c.n_encoder_layer, false);
+  layers("", "model.decoder.layers.", c.n_layer, true);
+  m["head.bias"] = {{"final_logits_bias"}, false, {1, c.n_vocab}};
+  vector("lm_head.weight", "lm_head.weight");
+  return m;
+}
+
+// What a file may hold that the engine has no use for: the sinusoid tables, and the stacks'
+// and the head's copies of the shared embedding (tied).
+bool skipped(const std::string& name, const Config& c) {
+  return name == "model.encoder.embed_positions.weight" ||
+         name == "model.decoder.embed_positions.weight" ||
+         name == "model.encoder.embed_tokens.weight" ||
+         name == "model.decoder.embed_tokens.weight" ||
+         (name == "lm_head.weight" && c.tie_word_embeddings);
+}
+
+}  // namespace
+
+std::vector<ExpectedTensor> seq2seq_file_tensors(const Config& c) {
+  const std::map<std::string, TensorSource> from = sources(c);
+  std::vector<ExpectedTensor> out;
+  for (const ExpectedTensor& e : expected_tensors(c)) {
+    const TensorSource& src = from.at(e.name);
+    for (const std::string& name : src.parts) out.push_back({name, part_shape(e, src)});
+  }
+  return out;
+}
+
+ConvertedTensors seq2seq_tensors(const SafeTensors& file, const Config& c) {
+  ConvertedTensors out;
+  PresentTensors present;
+  for (const TensorView& t : file.tensors()) present.emplace(t.name, &t);
+  OtherTensors other;  // name -> a dtype this engine does not read
+  for (const SafeTensors::Unsupported& t : file.unsupported()) other.emplace(t.name, t.dtype);
+  const auto used = convert_tensors(present, other, expected_tensors(c), sources(c), out);
+  for (const auto& [name, t] : present)
+    if (!used.contains(name) && !skipped(name, c)) out.unused.push_back(t->name);
+  for (const auto& [name, dtype] : other)
+    if (!used.contains(name) && !skipped(name, c)) out.unused.push_back(name + " (" + dtype + ")");
+  return out;
+}
+
+}  // namespace model

@@ -1,0 +1,25 @@
+// A Hugging Face encoder-decoder file (MarianMTModel) presented under the canonical names and
+// layout of checkpoint.h: the encoder's tensors under "enc.", the decoder's as a decoder's, its
+// cross-attention as h.{i}.ln_x and h.{i}.cross.{c_q,c_k,c_v,c_proj}, final_logits_bias as
+// head.bias; nn.Linear weights [out, in] become [in, out], and the self-attention's query, key
+// and value are fused into one c_attn [C, 3C].
+#pragma once
+#include <vector>
+
+#include "model/formats/checkpoint.h"
+#include "model/formats/config.h"
+#include "model/formats/converted_tensors.h"
+#include "model/formats/safetensors.h"
+
+namespace model {
+
+// Every tensor expected_tensors(c) names, made from `file`'s (c.family must be
+// EncoderDecoder). Position tables (Marian's sinusoids, which the engine computes) and the
+// stacks' copies of the shared embedding are skipped without a word.
+ConvertedTensors seq2seq_tensors(const SafeTensors& file, const Config& c);
+
+// The tensors a MarianMTModel file of config c holds, with the names and shapes Hugging Face
+// saves: what seq2seq_tensors() reads, for writing random checkpoints.
+std::vector<ExpectedTensor> seq2seq_file_tensors(const Config& c);
+
+}  // namespace model

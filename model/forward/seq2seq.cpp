@@ -1,0 +1,55 @@
+#include "model/forward/seq2seq.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "model/formats/checkpoint.h"
+#include "model/forward/cpu_model.h"
+#include "model/forward/gpu_model.h"
+
+namespace model {
+
+Seq2Seq::Seq2Seq(const Config& config, std::unique_ptr<Encoder> encoder,
+                 std::unique_ptr<Model> decoder)
+    : config_(config), encoder_(std::move(encoder)), decoder_(std::move(decoder)) {}
+
+std::vector<float> Seq2Seq::set_source(std::span<const int32_t> source) {
+  if (source.empty()) throw std::runtime_error("an empty source: nothing to translate");
+  Encoded e = encoder_->encode(source, {}, false);
+  decoder_->set_source(e.hidden);
+  decoder_->reset();
+  return std::move(e.hidden);
+}
+
+namespace {
+
+void require_seq2seq(const Checkpoint& checkpoint) {
+  if (checkpoint.config().family == Family::EncoderDecoder) return;
+  throw std::runtime_error(checkpoint.dir().string() + ": not an encoder-decoder (" +
+                           (checkpoint.config().family == Family::Encoder
+                                ? "a BERT encoder: use embed, fill-mask or classify"
+                                : "a GPT-2 decoder: use generate") +
+                           ")");
+}
+
+}  // namespace
+
+std::unique_ptr<Seq2Seq> make_cpu_seq2seq(const Checkpoint& checkpoint, Precision precision) {
+  require_seq2seq(checkpoint);
+  return std::make_unique<Seq2Seq>(
+      checkpoint.config(), make_cpu_encoder(*checkpoint.side(Family::Encoder), precision),
+      make_cpu_model(*checkpoint.side(Family::Decoder), precision, Precision::F32));
+}
+
+std::unique_ptr<Seq2Seq> make_gpu_seq2seq(const Checkpoint& checkpoint, const vk::Device& device,
+                                          const GpuModelOptions& options) {
+  require_seq2seq(checkpoint);
+  GpuModelOptions encoder_options = options;
+  encoder_options.slots = 1;
+  return std::make_unique<Seq2Seq>(
+      checkpoint.config(),
+      make_gpu_encoder(*checkpoint.side(Family::Encoder), device, encoder_options),
+      make_gpu_model(*checkpoint.side(Family::Decoder), device, options));
+}
+
+}  // namespace model

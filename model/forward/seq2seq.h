@@ -1,0 +1,49 @@
+// An encoder-decoder ready to run (Marian): its encoder (encoder.h) and its decoder (a Model
+// with cross-attention) on the CPU reference or a GPU, from one checkpoint. A source is encoded
+// once; the decoder's cross-attention reads its output, projected once per source, at every
+// step. Generation over it: model/generation/seq2seq_generate.h.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "model/formats/config.h"
+#include "model/forward/encoder.h"
+#include "model/forward/model.h"
+
+namespace vk {
+class Device;
+}
+
+namespace model {
+
+class Checkpoint;
+struct GpuModelOptions;
+
+class Seq2Seq {
+ public:
+  // config: the whole model's (Family::EncoderDecoder); the two sides from Checkpoint::side().
+  Seq2Seq(const Config& config, std::unique_ptr<Encoder> encoder, std::unique_ptr<Model> decoder);
+  const Config& config() const { return config_; }
+  Encoder& encoder() { return *encoder_; }
+  Model& decoder() { return *decoder_; }
+
+  // Encodes the source ids and gives the output to the decoder, whose cache it resets: the
+  // decoder then starts from decoder_start_token_id. Returns the encoder's output [S, C]. Throws
+  // for an empty source, one past n_ctx, or an id outside the vocabulary.
+  std::vector<float> set_source(std::span<const int32_t> source);
+
+ private:
+  Config config_;
+  std::unique_ptr<Encoder> encoder_;
+  std::unique_ptr<Model> decoder_;
+};
+
+// Both sides on the CPU reference, or on one GPU (the options apply to both; slots to the
+// decoder). A checkpoint of another family is refused, naming what to use.
+std::unique_ptr<Seq2Seq> make_cpu_seq2seq(const Checkpoint& checkpoint, Precision precision);
+std::unique_ptr<Seq2Seq> make_gpu_seq2seq(const Checkpoint& checkpoint, const vk::Device& device,
+                                          const GpuModelOptions& options);
+
+}  // namespace model

@@ -1,0 +1,103 @@
+#include "model/generation/seq2seq_generate.h"
+
+#include <algorithm>
+#include <memory>
+
+namespace model {
+namespace {
+
+// Beam search's steps on a decoder with a slot per beam: beam b's cache lives in slot slot[b].
+// A step's beams continue from their parents: the first child of a parent takes over its slot,
+// any other child a copy of it in a slot no beam continues (on the device), then every beam's
+// new token runs in one batched pass.
+BeamStep slot_steps(Model& decoder) {
+  auto slot = std::make_shared<std::vector<uint32_t>>();
+  return [&decoder, slot](std::span<const uint32_t> parents, std::span<const int32_t> tokens,
+                          std::vector<float>& logits) {
+    const auto B = static_cast<uint32_t>(parents.size());
+    std::vector<uint32_t> next(B);
+    std::vector<Model::SlotCopy> copies;
+    if (slot->empty()) {  // the first step: every beam from the fresh state
+      for (uint32_t b = 0; b < B; b++) decoder.slot_reset(next[b] = b);
+    } else {
+      std::vector<bool> taken(decoder.slots());
+      std::vector<uint32_t> children;  // beams that need a copy of their parent's slot
+      for (uint32_t b = 0; b < B; b++) {
+        const uint32_t from = (*slot)[parents[b]];
+        if (!taken[from]) {
+          taken[from] = true;
+          next[b] = from;
+        } else {
+          children.push_back(b);
+        }
+      }
+      uint32_t free = 0;
+      for (uint32_t b : children) {
+        while (taken[free]) free++;
+        taken[free] = true;
+        copies.push_back({(*slot)[parents[b]], free});
+        next[b] = free;
+      }
+      decoder.slot_copy(copies);
+    }
+    *slot = next;
+    std::vector<Model::SlotToken> rows(B);
+    for (uint32_t b = 0; b < B; b++) rows[b] = {next[b], tokens[b]};
+    logits = decoder.slot_decode(rows);
+  };
+}
+
+// Beam search's steps on a decoder with fewer slots than beams (the CPU reference): every step
+// runs each beam's whole prefix again from an empty cache, so no cache is ever copied.
+BeamStep rerun_steps(Model& decoder, const Config& c) {
+  auto prefixes = std::make_shared<std::vector<std::vector<int32_t>>>();
+  return [&decoder, &c, prefixes](std::span<const uint32_t> parents,
+                                  std::span<const int32_t> tokens, std::vector<float>& logits) {
+    const size_t V = c.n_vocab;
+    std::vector<std::vector<int32_t>> next(parents.size());
+    logits.resize(parents.size() * V);
+    for (size_t b = 0; b < parents.size(); b++) {
+      if (!prefixes->empty()) next[b] = (*prefixes)[parents[b]];
+      next[b].push_back(tokens[b]);
+      decoder.reset();
+      const std::vector<float> row = decoder.next(next[b], 0).logits;
+      std::copy(row.begin(), row.end(), logits.begin() + static_cast<std::ptrdiff_t>(b * V));
+    }
+    *prefixes = std::move(next);
+  };
+}
+
+}  // namespace
+
+std::vector<int32_t> greedy(Seq2Seq& m, std::span<const int32_t> source, uint32_t max_new) {
+  m.set_source(source);
+  const Config& c = m.config();
+  std::vector<int32_t> out;
+  int32_t next = *c.decoder_start_token_id;
+  // The decoder's context bounds the start token and the new ids together.
+  const uint32_t limit = std::min<uint32_t>(max_new, c.n_ctx - 1);
+  for (uint32_t i = 0; i < limit; i++) {
+    const Candidates best = m.decoder().next(std::span(&next, 1), 1);
+    next = i + 1 == limit && c.forced_eos_token_id ? *c.forced_eos_token_id : best.ids[0];
+    out.push_back(next);
+    if (c.eos_token_id && next == *c.eos_token_id) break;
+  }
+  return out;
+}
+
+std::vector<int32_t> beam(Seq2Seq& m, std::span<const int32_t> source, BeamSettings settings) {
+  const Config& c = m.config();
+  settings.start = *c.decoder_start_token_id;
+  settings.eos = c.eos_token_id.value_or(-1);
+  settings.forced_eos = c.forced_eos_token_id;
+  // The decoder's context bounds the start token and the new ids together.
+  settings.max_new_tokens = std::min<uint32_t>(settings.max_new_tokens, c.n_ctx - 1);
+  m.set_source(source);
+  const BeamStep step = m.decoder().slots() >= settings.beams ? slot_steps(m.decoder())
+                                                               : rerun_steps(m.decoder(), c);
+  std::vector<int32_t> out = beam_search(settings, c.n_vocab, step);
+  out.erase(out.begin());  // the start token
+  return out;
+}
+
+}  // namespace model

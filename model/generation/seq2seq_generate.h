@@ -1,0 +1,23 @@
+// Generation from an encoder-decoder (model/forward/seq2seq.h), as Hugging Face's generate()
+// runs it: greedy, or beam search (beam.h).
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/forward/seq2seq.h"
+#include "model/generation/beam.h"
+
+namespace model {
+
+// Greedy decoding of the source: the start token, then up to max_new ids, each the best of its
+// step, ending at eos (kept); where the config has a forced eos, the last step allowed is that
+// token. Returns the ids after the start token.
+std::vector<int32_t> greedy(Seq2Seq& m, std::span<const int32_t> source, uint32_t max_new);
+
+// Beam search of the source, with the config's start, eos and forced eos over `settings`' own.
+// Returns the ids after the start token. Each step runs every beam's prefix again from an empty
+// cache: the beams' caches are never copied, at the cost of a step that grows with the prefix.
+std::vector<int32_t> beam(Seq2Seq& m, std::span<const int32_t> source, BeamSettings settings);
+
+}  // namespace model

@@ -1,0 +1,235 @@
+// Encoder-decoders against Hugging Face's own outputs: tests/data/hf/marian was saved by
+// transformers' save_pretrained (MarianMTModel), with the encoder's output, the decoder's
+// teacher-forced logits and generate()'s ids on fixed sources (tests/data/hf/README.md). The
+// layout check against an implementation nobody here wrote: the file's names, the fused
+// self-attention, the cross-attention over the encoder's output, Marian's scaled embeddings and
+// sinusoids in halves, final_logits_bias, and generation's forced eos.
+//
+// Tolerance: 1e-4 of the row's scale (its largest |value|, at least 1) for the encoder's output
+// and the logits, fp32 weights, from the CPU reference and from the GPU under both kernel sets:
+// the references are float64 runs of the saved float32 weights, and the engine's fp32 sums over
+// C = 32 and F = 64 stay far inside it. Generated ids: identical.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "model/formats/checkpoint.h"
+#include "model/forward/cpu_model.h"
+#include "model/forward/gpu_model.h"
+#include "model/forward/seq2seq.h"
+#include "model/generation/seq2seq_generate.h"
+#include "tests/files.h"
+#include "tests/gpu.h"
+#include "tests/hf_expected.h"
+#include "tests/model_fixture.h"
+#include "model/formats/random_checkpoint.h"
+
+namespace {
+
+std::filesystem::path hf(const char* name) {
+  return test::source_dir() / "tests/data/hf" / name;
+}
+
+// The largest |a - b| over rows of width w, each divided by its row's scale.
+double worst_scaled(std::span<const float> got, std::span<const double> ref, size_t w) {
+  double worst = 0;
+  for (size_t r = 0; r * w < ref.size(); r++) {
+    double scale = 1;
+    for (size_t i = 0; i < w; i++) scale = std::max(scale, std::fabs(ref[r * w + i]));
+    for (size_t i = 0; i < w; i++)
+      worst = std::max(worst, std::fabs(double{got[r * w + i]} - ref[r * w + i]) / scale);
+  }
+  return worst;
+}
+
+// Row b of an id array, without the positions its mask (if given) leaves out.
+std::vector<int32_t> ids_of(const test::Array& ids, size_t b, const test::Array* mask = nullptr) {
+  std::vector<int32_t> out;
+  for (size_t t = 0; t < ids.shape[1]; t++)
+    if (!mask || mask->row(b)[t] != 0) out.push_back(static_cast<int32_t>(ids.row(b)[t]));
+  return out;
+}
+
+nlohmann::json expected_json(const char* name) {
+  std::ifstream in(hf(name) / "expected.json");
+  return nlohmann::json::parse(in);
+}
+
+// The encoder's output, the teacher-forced logits and the greedy ids of every source.
+void check_fixture(model::Seq2Seq& m, const char* name, const std::string& device) {
+  const auto e = test::read_expected(hf(name) / "expected.safetensors");
+  const nlohmann::json ids = expected_json(name);
+  const model::Config& c = m.config();
+  const size_t C = c.n_embd, V = c.n_vocab;
+  const test::Array &input = e.at("input_ids"), &mask = e.at("attention_mask");
+  const test::Array &dec = e.at("decoder_input_ids"), &hidden = e.at("encoder_hidden");
+  const test::Array& logits = e.at("logits");
+  for (size_t b = 0; b < input.shape[0]; b++) {
+    CAPTURE(name);
+    CAPTURE(device);
+    CAPTURE(b);
+    const std::vector<int32_t> source = ids_of(input, b, &mask);
+    const std::vector<float> h = m.set_source(source);
+    REQUIRE(h.size() == source.size() * C);
+    CHECK(worst_scaled(h, hidden.slice(b * input.shape[1] * C, source.size() * C), C) < 1e-4);
+
+    const std::vector<int32_t> target = ids_of(dec, b);
+    const std::vector<float> got = m.decoder().logits(target);
+    REQUIRE(got.size() == target.size() * V);
+    CHECK(worst_scaled(got, logits.slice(b * target.size() * V, target.size() * V), V) < 1e-4);
+
+    const std::vector<int32_t> greedy = model::greedy(m, source, ids["generate"]["max_new_tokens"]);
+    std::vector<int32_t> want = ids["greedy"][b];
+    want.erase(want.begin());  // the start token
+    CHECK(greedy == want);
+
+    // Beam search with the settings the fixture's generate() ran.
+    for (const char* key : {"beams4", "beams4_ngram"}) {
+      CAPTURE(key);
+      const nlohmann::json& js = ids[std::string(key) == "beams4" ? "beam_settings" : "beam_ngram_settings"];
+      model::BeamSettings s;
+      s.beams = js["num_beams"];
+      s.length_penalty = js["length_penalty"];
+      s.early_stopping = js["early_stopping"] ? model::BeamSettings::Stop::Early
+                                              : model::BeamSettings::Stop::Heuristic;
+      s.no_repeat_ngram = js.value("no_repeat_ngram_size", 0u);
+      s.max_new_tokens = ids["generate"]["max_new_tokens"];
+      std::vector<int32_t> beam_want = ids[key][b];
+      beam_want.erase(beam_want.begin());
+      CHECK(model::beam(m, source, s) == beam_want);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("seq2seq: a Marian folder loads as an encoder-decoder") {
+  auto ck = model::Checkpoint::load(hf("marian"));
+  const model::Config& c = ck->config();
+  CHECK(c.family == model::Family::EncoderDecoder);
+  CHECK(c.n_encoder_layer == 2);
+  CHECK(c.activation == model::Activation::Silu);
+  CHECK(c.embed_scale == doctest::Approx(std::sqrt(32.0)));
+  CHECK(c.decoder_start_token_id == 63);
+  CHECK(c.forced_eos_token_id == 0);
+  CHECK(ck->warnings().empty());
+  auto enc = ck->side(model::Family::Encoder);
+  CHECK(enc->config().family == model::Family::Encoder);
+  CHECK_FALSE(enc->config().causal);
+  CHECK(enc->tensor("h.1.attn.c_attn.weight").shape == std::vector<uint64_t>{32, 96});
+  auto dec = ck->side(model::Family::Decoder);
+  CHECK(dec->config().cross_attention);
+  CHECK(dec->tensor("h.0.cross.c_k.weight").shape == std::vector<uint64_t>{32, 32});
+  CHECK(dec->tensor("head.bias").shape == std::vector<uint64_t>{64});
+  // A decoder command or an encoder's is told what to use.
+  CHECK_THROWS_WITH(model::make_cpu_model(*ck, model::Precision::F32),
+                    doctest::Contains("an encoder-decoder (Marian): use seq2seq"));
+}
+
+TEST_CASE("seq2seq: the CPU reference matches Hugging Face's Marian") {
+  auto ck = model::Checkpoint::load(hf("marian"));
+  auto m = model::make_cpu_seq2seq(*ck, model::Precision::F32);
+  check_fixture(*m, "marian", "CPU reference");
+}
+
+TEST_CASE("seq2seq: the GPU matches Hugging Face's Marian under both kernel sets") {
+  GPU_TEST(g);
+  auto ck = model::Checkpoint::load(hf("marian"));
+  for (vk::KernelSet set : test::kKernelSets)
+    for (uint32_t slots : {1u, 4u}) {  // beams rerun from scratch, or each in a slot of its own
+      model::GpuModelOptions o;
+      o.precision = model::Precision::F32;
+      o.slots = slots;
+      auto m = model::make_gpu_seq2seq(*ck, g.with_kernels(set), o);
+      check_fixture(*m, "marian", m->decoder().device_name() + ", slots " + std::to_string(slots));
+    }
+}
+
+TEST_CASE("seq2seq: a decoder with cross-attention needs its source") {
+  auto ck = model::Checkpoint::load(hf("marian"));
+  auto m = model::make_cpu_seq2seq(*ck, model::Precision::F32);
+  const std::vector<int32_t> start{63};
+  CHECK_THROWS_WITH(m->decoder().logits(start), doctest::Contains("after set_source()"));
+  CHECK_THROWS_WITH(m->set_source({}), doctest::Contains("an empty source"));
+  CHECK_THROWS_WITH(m->set_source(std::vector<int32_t>(65, 5)),
+                    doctest::Contains("65 tokens: the model takes at most 64"));
+  CHECK_THROWS_WITH(m->set_source(std::vector<int32_t>{5, 64}),
+                    doctest::Contains("token id 64 at position 1"));
+}
+
+namespace {
+
+// A Marian config (what make-model --arch marian writes): opus-mt's width and heads by default.
+model::Config marian_config(uint32_t C, uint32_t layers, uint32_t heads, uint32_t V) {
+  model::Config c = model::parse_config(
+      nlohmann::json{{"model_type", "marian"},
+                     {"vocab_size", V},
+                     {"max_position_embeddings", 512},
+                     {"d_model", C},
+                     {"encoder_layers", layers},
+                     {"decoder_layers", layers},
+                     {"encoder_attention_heads", heads},
+                     {"decoder_attention_heads", heads},
+                     {"encoder_ffn_dim", 4 * C},
+                     {"decoder_ffn_dim", 4 * C},
+                     {"activation_function", "swish"},
+                     {"scale_embedding", true},
+                     {"eos_token_id", 0},
+                     {"forced_eos_token_id", 0},
+                     {"pad_token_id", V - 1},
+                     {"decoder_start_token_id", V - 1}}
+          .dump(),
+      "marian_config");
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("seq2seq: the config round-trips through config.json") {
+  const model::Config c = marian_config(64, 2, 4, 100);
+  CHECK(model::parse_config(model::config_json(c), "x") == c);
+  const auto file = model::parse_config(
+      test::read_file(hf("marian") / "config.json"), "marian/config.json");
+  CHECK(model::parse_config(model::config_json(file), "x") == file);
+}
+
+// The shapes users run: opus-mt's width (C = 512, 8 heads of 64, F = 2048, swish), one layer a
+// side, a 200-token source and 64 target tokens teacher-forced (so cross-attention's 64 queries
+// read 200 keys, and the causal self-attention 64), an 8,000-token vocabulary. Random weights in
+// Marian's own file layout with std 1 / sqrt(C) (activations of order 1); the GPU under both
+// kernel sets against the CPU reference, 1e-4 of the row's scale as above, for the encoder's
+// output and the logits.
+TEST_CASE("seq2seq: opus-mt's width, GPU against the CPU reference") {
+  GPU_TEST(g);
+  const model::Config c = marian_config(512, 1, 8, 8000);
+  test::TempDir dir;
+  model::RandomCheckpointOptions options;
+  options.scale = 1.0f / std::sqrt(float(c.n_embd));
+  model::write_random_checkpoint(dir.path(), c, model::config_json(c), options);
+  const auto checkpoint = model::Checkpoint::load(dir.path());
+  CHECK(checkpoint->warnings().empty());
+  std::vector<int32_t> source(200), target(64);
+  for (uint32_t t = 0; t < source.size(); t++) source[t] = static_cast<int32_t>((t * 7919u + 3) % 7999);
+  for (uint32_t t = 0; t < target.size(); t++) target[t] = static_cast<int32_t>((t * 104729u + 5) % 7999);
+  target[0] = 7999;  // the start token
+  auto cpu = model::make_cpu_seq2seq(*checkpoint, model::Precision::F32);
+  const std::vector<float> hidden = cpu->set_source(source);
+  const std::vector<float> logits = cpu->decoder().logits(target);
+  for (vk::KernelSet set : test::kKernelSets) {
+    CAPTURE(vk::kernel_set_name(set));
+    model::GpuModelOptions o;
+    o.precision = model::Precision::F32;
+    auto gpu = model::make_gpu_seq2seq(*checkpoint, g.with_kernels(set), o);
+    CHECK(test::close_rows("encoder output", gpu->set_source(source), hidden, c.n_embd, 1e-4));
+    CHECK(test::close_rows("logits", gpu->decoder().logits(target), logits, c.n_vocab, 1e-4));
+    // One token at a time from the cache: the same logits as the teacher-forced rows.
+    gpu->decoder().reset();
+    for (size_t t = 0; t < 8; t++) {
+      const std::vector<float> row = gpu->decoder().next(std::span(&target[t], 1), 0).logits;
+      CHECK(test::close_rows("decoded step", row,
+                             std::span(logits).subspan(t * c.n_vocab, c.n_vocab), c.n_vocab, 1e-4));
+    }
+  }
+}

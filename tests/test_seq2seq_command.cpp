@@ -1,0 +1,141 @@
+// gpt2vk seq2seq from text to text: the Marian fixture saved by transformers
+// (tests/data/hf/marian, random weights over a 64-token vocabulary) given SentencePiece models
+// trained here (tests/data/spm) and a vocab.json of 64 of their pieces, on the CPU reference and
+// the tests' GPU; and every bad input a clear error with exit 1.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "model/formats/checkpoint.h"
+#include "model/forward/cpu_model.h"
+#include "model/forward/seq2seq.h"
+#include "model/generation/seq2seq_generate.h"
+#include "model/text/sentencepiece.h"
+#include "tests/cli.h"
+#include "tests/files.h"
+#include "tests/gpu.h"
+
+namespace {
+
+std::filesystem::path source(const char* path) {
+  return test::source_dir() / path;
+}
+
+// The fixture's config, weights and generation_config.json, with source.spm and target.spm the
+// unigram model and vocab.json "</s>" 0, "<unk>" 1, 61 of the model's pieces, "<pad>" 63.
+void marian_folder(const std::filesystem::path& dir) {
+  for (const char* f : {"config.json", "model.safetensors", "generation_config.json"})
+    std::filesystem::copy_file(source("tests/data/hf/marian") / f, dir / f);
+  const std::string spm = test::read_file(source("tests/data/spm/unigram.model"));
+  test::write_file(dir / "source.spm", spm);
+  test::write_file(dir / "target.spm", spm);
+  test::TempDir t5;
+  test::write_file(t5.path() / "spiece.model", spm);
+  const auto tok = model::load_sentencepiece(t5.path(), model::SpmFlavor::T5);
+  nlohmann::json vocab = {{"</s>", 0}, {"<unk>", 1}};
+  for (int32_t id = 0; vocab.size() < 63; id++) {
+    const std::string p = tok->piece(id);
+    if (p.front() != '<' && !vocab.contains(p)) vocab[p] = vocab.size();
+  }
+  vocab["<pad>"] = 63;
+  test::write_file(dir / "vocab.json", vocab.dump());
+}
+
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("seq2seq command: text in, the library's translation out, CPU and GPU alike") {
+  test::TempDir dir;
+  marian_folder(dir.path());
+  const std::string m = dir.path().string();
+  const std::string text = "Hello world, this is a test.";
+
+  // What the library gives for the same text: the command adds only the text around it.
+  auto ck = model::Checkpoint::load(dir.path());
+  auto s2s = model::make_cpu_seq2seq(*ck, model::Precision::F32);
+  const auto src = model::load_sentencepiece(dir.path(), model::SpmFlavor::Marian);
+  const auto tgt =
+      model::load_sentencepiece(dir.path(), model::SpmFlavor::Marian, model::SpmSide::Target);
+  const std::vector<int32_t> ids = src->encode(text);
+  const std::string greedy = tgt->decode(model::greedy(*s2s, ids, 12));
+  model::BeamSettings b;
+  b.beams = 4, b.max_new_tokens = 12, b.early_stopping = model::BeamSettings::Stop::Heuristic;
+  const std::string beams = tgt->decode(model::beam(*s2s, ids, b));
+
+  std::vector<std::string> devices{"cpu"};
+  if (test::gpu()) devices.push_back("");  // the tests' GPU: the default device
+  for (const std::string& device : devices) {
+    CAPTURE(device);
+    std::vector<std::string> base{"seq2seq", "-m", m, "--precision", "f32", "-n", "12"};
+    if (!device.empty()) base.insert(base.end(), {"--device", device});
+    auto with = [&](std::vector<std::string> more) {
+      std::vector<std::string> a = base;
+      a.insert(a.end(), more.begin(), more.end());
+      return a;
+    };
+    const test::CliResult g = test::gpt2vk(with({"-p", text}));
+    REQUIRE_MESSAGE(g.exit_code == 0, g.err);
+    CHECK(g.out == greedy + "\n");
+    CHECK(g.err.find("1 source(s)") != std::string::npos);
+    CHECK(test::no_validation_messages(g));
+    const test::CliResult bs = test::gpt2vk(with({"-p", text, "--beams", "4"}));
+    REQUIRE_MESSAGE(bs.exit_code == 0, bs.err);
+    CHECK(bs.out == beams + "\n");
+    CHECK(bs.err.find("(4 beams)") != std::string::npos);
+    // A file: one output line per source line.
+    const std::string file = (dir.path() / "sources.txt").string();
+    test::write_file(file, text + "\nAnother line.\n");
+    const test::CliResult f = test::gpt2vk(with({"-f", file}));
+    REQUIRE_MESSAGE(f.exit_code == 0, f.err);
+    CHECK(lines(f.out).size() == 2);
+    CHECK(lines(f.out)[0] == greedy);
+  }
+}
+
+TEST_CASE("seq2seq command: bad input is a clear error, exit 1") {
+  test::TempDir dir;
+  marian_folder(dir.path());
+  const std::string m = dir.path().string();
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"seq2seq", "-m", m, "--device", "cpu"});
+    return test::gpt2vk(args);
+  };
+  auto fails = [&](const std::vector<std::string>& args, const std::string& says) {
+    CAPTURE(says);
+    const test::CliResult r = run(args);
+    CHECK(r.exit_code == 1);
+    CHECK_MESSAGE(r.err.find(says) != std::string::npos, r.err);
+  };
+  fails({"-p", "hi", "--beams", "0"}, "--beams 0: 1 to 64");
+  fails({"-p", "hi", "--beams", "1000"}, "--beams 1000: 1 to 64");
+  fails({"-p", "hi", "--beams", "40"}, "at most half the vocabulary (32)");
+  fails({"-p", "hi", "-n", "0"}, "-n 0: nothing to generate");
+  fails({"-p", "hi", "--early-stopping", "maybe"}, "expected true, false or never");
+  fails({}, "give one source with --prompt or a file of them with --file");
+  std::string long_text;
+  for (int i = 0; i < 100; i++) long_text += "word ";
+  fails({"-p", long_text}, "tokens; the model takes at most 64");
+  const std::string file = (dir.path() / "bad.txt").string();
+  test::write_file(file, "one\n\nthree\n");
+  fails({"-f", file}, "bad.txt:2: an empty line");
+  test::write_file(file, std::string("caf\xC3", 4) + "\n");
+  fails({"-f", file}, "bad.txt:1: invalid UTF-8 at byte 3");
+  // Another family's folder, and a corrupt or missing tokenizer.
+  {
+    const test::CliResult r = test::gpt2vk({"seq2seq", "-m", source("tests/data/models/gpt2-tiny").string(),
+                                            "-p", "hi", "--device", "cpu"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("not an encoder-decoder") != std::string::npos);
+  }
+  test::write_file(dir.path() / "source.spm", "not a model");
+  fails({"-p", "hi"}, "source.spm");
+  std::filesystem::remove(dir.path() / "source.spm");
+  fails({"-p", "hi"}, "source.spm");
+}
