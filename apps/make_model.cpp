@@ -1,24 +1,31 @@
-// gpt2vk make-model: a checkpoint of a published GPT-2 (or BERT) shape with random weights, in
-// the published layout, with a tokenizer: benchmarks and large-model tests need no download.
+// gpt2vk make-model: a checkpoint of a published GPT-2 (or BERT, or Marian) shape with random
+// weights, in the published layout, with a tokenizer: benchmarks and large-model tests need no
+// download.
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
+#include <unistd.h>
 
 #include "apps/commands.h"
 #include "apps/options.h"
 #include "apps/shipped.h"
+#include "model/formats/config.h"
 #include "model/formats/random_checkpoint.h"
+#include "model/text/sentencepiece.h"
 
 namespace app {
 namespace {
 
 struct MakeModelArgs {
-  std::string arch = "gpt2";    // gpt2 | bert
+  std::string arch = "gpt2";    // gpt2 | bert | marian
   std::string shape;            // gpt2: tiny | small | medium | large | xl (default small);
-                                // bert: tiny | minilm | base | large (default base)
+                                // bert: tiny | minilm | base | large (default base);
+                                // marian: tiny | base (opus-mt's, the default)
+  std::string spm;              // marian: the SentencePiece model of both sides
   std::string head = "mlm";     // bert: none | mlm | seqcls | tokcls
   std::string dtype = "f16";    // f32 | f16 | bf16
   std::string out;
@@ -92,8 +99,84 @@ int make_bert(const MakeModelArgs& args) {
   return 0;
 }
 
+// Marian's vocab.json over a SentencePiece model's pieces, in Marian's order: "</s>" 0, "<unk>"
+// 1, the pieces, "<unusedN>" fillers, "<pad>" last (V - 1, also the decoder's start).
+nlohmann::json marian_vocab(const std::filesystem::path& spm, uint32_t V) {
+  const std::filesystem::path tmp =
+      std::filesystem::temp_directory_path() / ("gpt2vk-spm-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(tmp);
+  std::filesystem::copy_file(spm, tmp / "spiece.model", std::filesystem::copy_options::overwrite_existing);
+  std::unique_ptr<model::SentencePieceTokenizer> t;
+  try {
+    t = model::load_sentencepiece(tmp, model::SpmFlavor::T5);
+  } catch (...) {
+    std::filesystem::remove_all(tmp);
+    throw;
+  }
+  std::filesystem::remove_all(tmp);
+  nlohmann::json vocab = {{"</s>", 0}, {"<unk>", 1}};
+  for (int32_t id = 0; id + 100 < static_cast<int32_t>(t->vocab_size()) && vocab.size() + 1 < V; id++) {
+    const std::string p = t->piece(id);
+    if (p.front() != '<' && !vocab.contains(p)) vocab[p] = vocab.size();
+  }
+  for (uint32_t filler = 0; vocab.size() + 1 < V; filler++)
+    vocab["<unused" + std::to_string(filler) + ">"] = vocab.size();
+  vocab["<pad>"] = V - 1;
+  return vocab;
+}
+
+int make_marian(const MakeModelArgs& args) {
+  struct Shape {
+    uint32_t n_embd, layers, n_head, V;
+  };
+  // opus-mt-en-de's (d_model 512, 6 + 6 layers, 8 heads, F 2048, 58,101 tokens), and a tiny one.
+  const std::map<std::string, Shape> shapes = {{"tiny", {64, 2, 4, 4096}},
+                                               {"base", {512, 6, 8, 58101}}};
+  const std::string name = args.shape.empty() ? "base" : args.shape;
+  const auto it = shapes.find(name);
+  if (it == shapes.end()) throw std::runtime_error("unknown Marian shape '" + name + "' (tiny, base)");
+  const Shape& s = it->second;
+  std::filesystem::path spm = args.spm;
+  if (spm.empty()) {
+    const auto shipped = find_shipped("tests/data/spm/unigram.model");
+    if (!shipped)
+      throw std::runtime_error("--arch marian needs a SentencePiece model: give one with --spm");
+    spm = *shipped;
+  }
+  const model::Config c = model::parse_config(
+      nlohmann::json{{"model_type", "marian"}, {"vocab_size", s.V}, {"max_position_embeddings", 512},
+                     {"d_model", s.n_embd}, {"encoder_layers", s.layers}, {"decoder_layers", s.layers},
+                     {"encoder_attention_heads", s.n_head}, {"decoder_attention_heads", s.n_head},
+                     {"encoder_ffn_dim", 4 * s.n_embd}, {"decoder_ffn_dim", 4 * s.n_embd},
+                     {"activation_function", "swish"}, {"scale_embedding", true},
+                     {"eos_token_id", 0}, {"forced_eos_token_id", 0}, {"pad_token_id", s.V - 1},
+                     {"decoder_start_token_id", s.V - 1}}
+          .dump(),
+      "make-model");
+  const nlohmann::json vocab = marian_vocab(spm, c.n_vocab);
+  model::RandomCheckpointOptions o;
+  o.dtype = args.dtype == "f32"    ? model::TensorDType::F32
+            : args.dtype == "bf16" ? model::TensorDType::BF16
+                                   : model::TensorDType::F16;
+  o.seed = args.seed;
+  o.scale = 1.0f / std::sqrt(float(c.n_embd));  // activations of order 1, as a trained model's
+  const std::filesystem::path dir = args.out;
+  std::filesystem::create_directories(dir);
+  model::write_random_checkpoint(dir, c, model::config_json(c), o);
+  for (const char* side : {"source.spm", "target.spm"})
+    std::filesystem::copy_file(spm, dir / side, std::filesystem::copy_options::overwrite_existing);
+  std::ofstream out(dir / "vocab.json", std::ios::binary | std::ios::trunc);
+  out << vocab.dump(1) << "\n";
+  if (!out) throw std::runtime_error((dir / "vocab.json").string() + ": cannot write");
+  std::fprintf(stderr, "gpt2vk: wrote %s: Marian %s shape (%u + %u layers, width %u, %u heads, %u tokens), %s, seed %llu\n",
+               dir.c_str(), name.c_str(), c.n_encoder_layer, c.n_layer, c.n_embd, c.n_head,
+               c.n_vocab, args.dtype.c_str(), static_cast<unsigned long long>(args.seed));
+  return 0;
+}
+
 int make_model(const MakeModelArgs& args) {
   if (args.arch == "bert") return make_bert(args);
+  if (args.arch == "marian") return make_marian(args);
   if (args.head != "mlm") throw std::runtime_error("--head is for --arch bert");
   struct Shape {
     uint32_t n_embd, n_layer, n_head;
@@ -134,13 +217,16 @@ int make_model(const MakeModelArgs& args) {
 Command add_make_model(CLI::App& cli) {
   auto args = std::make_shared<MakeModelArgs>();
   CLI::App* cmd = cli.add_subcommand(
-      "make-model", "write a random-weight checkpoint of a GPT-2 or BERT shape, with a tokenizer");
-  cmd->add_option("--arch", args->arch, "gpt2 (default) or bert")
-      ->check(CLI::IsMember({"gpt2", "bert"}));
+      "make-model", "write a random-weight checkpoint of a GPT-2, BERT or Marian shape, with a tokenizer");
+  cmd->add_option("--arch", args->arch, "gpt2 (default), bert or marian")
+      ->check(CLI::IsMember({"gpt2", "bert", "marian"}));
   cmd->add_option("--shape", args->shape,
                   "gpt2: tiny (4 layers, width 128), small (124M, default), medium, large, xl "
-                  "(1.5B); bert: tiny, minilm (MiniLM-L6), base (default), large")
+                  "(1.5B); bert: tiny, minilm (MiniLM-L6), base (default), large; marian: tiny, "
+                  "base (opus-mt's, default)")
       ->check(CLI::IsMember({"tiny", "small", "medium", "large", "xl", "minilm", "base"}));
+  cmd->add_option("--spm", args->spm,
+                  "marian: the SentencePiece model of both sides (default: tests/data/spm's)");
   cmd->add_option("--head", args->head, "bert: none, mlm (default), seqcls, tokcls")
       ->check(CLI::IsMember({"none", "mlm", "seqcls", "tokcls"}));
   cmd->add_option("--dtype", args->dtype, "stored dtype (default f16)")

@@ -121,6 +121,8 @@ int seq2seq(const Seq2SeqArgs& a) {
     model::GpuModelOptions o;
     o.precision = precision;
     o.split_layers = a.model.split_layers;
+    // A slot per beam keeps every beam's caches on the device (seq2seq_generate.h).
+    if (s.beams > 1 && s.beams <= model::kMaxSlots) o.slots = s.beams;
     m = model::make_gpu_seq2seq(*checkpoint, *device, o);
   }
 
