@@ -5,9 +5,7 @@
 #include <sentencepiece_processor.h>
 
 #include <array>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <stdexcept>
 #include <unordered_map>
 #include <utility>
@@ -21,18 +19,6 @@ using json = nlohmann::json;
 namespace {
 
 constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581: SentencePiece's word boundary
-
-std::string read_file(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    throw std::runtime_error(file.string() +
-                             (std::filesystem::exists(file) ? ": cannot open" : ": no such file"));
-  }
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (in.bad()) throw std::runtime_error(file.string() + ": read failed");
-  return std::move(s).str();
-}
 
 std::string spaces_for_boundaries(std::string_view piece) {
   std::string out;
@@ -103,7 +89,7 @@ std::string top_level_problem(std::string_view bytes) {
 // tokenizer file; a corrupt one by the field walk above or by SentencePiece's parse status (it
 // returns one for random bytes and cut files alike, never aborts: tests/test_sentencepiece.cpp).
 void load_model(sentencepiece::SentencePieceProcessor& spm, const std::filesystem::path& file) {
-  const std::string bytes = read_file(file);
+  const std::string bytes = read_tokenizer_file(file);
   if (bytes.empty()) throw std::runtime_error(file.string() + ": empty, not a SentencePiece model");
   if (const std::string problem = top_level_problem(bytes); !problem.empty()) {
     throw std::runtime_error(file.string() + ": not a SentencePiece model (" + problem + ")");
@@ -316,7 +302,7 @@ int32_t t5_extra_ids(const std::filesystem::path& dir, int32_t n_pieces) {
   if (!std::filesystem::exists(file)) return 100;
   json config;
   try {
-    config = json::parse(read_file(file));
+    config = json::parse(read_tokenizer_file(file));
   } catch (const json::parse_error& e) {
     throw std::runtime_error(file.string() + ": not JSON (" + e.what() + ")");
   }
@@ -352,7 +338,7 @@ void setup_marian(SentencePieceTokenizer::State& s, const std::filesystem::path&
   const std::string where = file.string();
   json vocab;
   try {
-    vocab = json::parse(read_file(file));
+    vocab = json::parse(read_tokenizer_file(file));
   } catch (const json::parse_error& e) {
     throw std::runtime_error(where + ": not JSON (" + e.what() + ")");
   }

@@ -93,7 +93,9 @@ class CharsTokenizer final : public Tokenizer {
   std::unordered_map<char32_t, int32_t> id_of_;
 };
 
-std::string read_text(const std::filesystem::path& file) {
+}  // namespace
+
+std::string read_tokenizer_file(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
   if (!in) {
     throw std::runtime_error(file.string() +
@@ -104,8 +106,6 @@ std::string read_text(const std::filesystem::path& file) {
   if (in.bad()) throw std::runtime_error(file.string() + ": read failed");
   return std::move(s).str();
 }
-
-}  // namespace
 
 std::string Tokenizer::decode(std::span<const int32_t> ids) const {
   std::string bytes;
@@ -118,8 +118,8 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& dir,
   switch (spec.kind) {
     case TokenizerKind::Gpt2: {
       const std::filesystem::path vocab = dir / "vocab.json", merges = dir / "merges.txt";
-      const std::string vocab_text = read_text(vocab);  // in this order, for the first missing file
-      const std::string merges_text = read_text(merges);
+      const std::string vocab_text = read_tokenizer_file(vocab);  // in this order, for the first missing file
+      const std::string merges_text = read_tokenizer_file(merges);
       return make_gpt2_tokenizer(vocab_text, merges_text, vocab.string(), merges.string());
     }
     case TokenizerKind::Bytes:
@@ -130,6 +130,9 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& dir,
     case TokenizerKind::WordPiece:
       throw std::runtime_error(dir.string() + ": a BERT folder: its WordPiece vocabulary is an "
                                "encoder's, which the text-generating commands do not run");
+    case TokenizerKind::MarianSpm:
+      throw std::runtime_error(dir.string() + ": a Marian folder: its SentencePiece models are an "
+                               "encoder-decoder's; use seq2seq");
   }
   throw std::runtime_error("unknown tokenizer kind");
 }

@@ -30,6 +30,10 @@ class Tokenizer {
   virtual std::string decode(std::span<const int32_t> ids) const;
 };
 
+// A tokenizer file's bytes (every tokenizer reads its files through this). Throws
+// std::runtime_error "<file>: no such file", ": cannot open" or ": read failed".
+std::string read_tokenizer_file(const std::filesystem::path& file);
+
 // Builds the tokenizer a model's config asks for; Gpt2 reads dir/vocab.json and dir/merges.txt.
 // Errors name the file and the key or line (Chars: dir/config.json and the index in "chars").
 std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& dir,

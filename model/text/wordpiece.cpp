@@ -3,11 +3,10 @@
 #include "model/text/wordpiece.h"
 
 #include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <stdexcept>
 
+#include "model/text/tokenizer.h"
 #include "model/text/utf8.h"
 
 namespace model {
@@ -217,18 +216,9 @@ WordPieceEncoding WordPiece::encode(std::string_view a, std::string_view b,
 
 namespace {
 
-std::string read_file(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw std::runtime_error(file.string() + ": cannot open");
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (in.bad()) throw std::runtime_error(file.string() + ": read failed");
-  return std::move(s).str();
-}
-
 json read_json(const std::filesystem::path& file) {
   try {
-    return json::parse(read_file(file));
+    return json::parse(read_tokenizer_file(file));
   } catch (const json::exception& e) {
     throw std::runtime_error(file.string() + ": invalid JSON: " + e.what());
   }
@@ -237,7 +227,7 @@ json read_json(const std::filesystem::path& file) {
 // vocab.txt: one token a line, the id its line number; "\r\n" endings allowed, nothing else
 // trimmed (a token may end in a space).
 std::vector<std::string> read_vocab_txt(const std::filesystem::path& file) {
-  const std::string text = read_file(file);
+  const std::string text = read_tokenizer_file(file);
   if (const auto bad = find_invalid_utf8(text)) {
     throw std::runtime_error(file.string() + ": invalid UTF-8 at byte offset " +
                              std::to_string(*bad));
