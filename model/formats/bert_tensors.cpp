@@ -13,39 +13,29 @@ namespace {
 
 // The file's name for each canonical tensor of expected_tensors(c).
 std::map<std::string, TensorSource> sources(const Config& c) {
-  std::map<std::string, TensorSource> m;
-  auto vector = [&](const std::string& to, const std::string& from) { m[to] = {{from}, false}; };
-  auto linear = [&](const std::string& to, const std::string& from) {
-    m[to + ".weight"] = {{from + ".weight"}, true};
-    vector(to + ".bias", from + ".bias");
-  };
-  auto norm = [&](const std::string& to, const std::string& from) {
-    vector(to + ".weight", from + ".weight");
-    vector(to + ".bias", from + ".bias");
-  };
-  vector("wte.weight", "embeddings.word_embeddings.weight");
-  vector("wpe.weight", "embeddings.position_embeddings.weight");
-  vector("wtt.weight", "embeddings.token_type_embeddings.weight");
-  norm("ln_e", "embeddings.LayerNorm");
+  TensorSources m;
+  m.vector("wte.weight", "embeddings.word_embeddings.weight");
+  m.vector("wpe.weight", "embeddings.position_embeddings.weight");
+  m.vector("wtt.weight", "embeddings.token_type_embeddings.weight");
+  m.norm("ln_e", "embeddings.LayerNorm");
   for (uint32_t i = 0; i < c.n_layer; i++) {
     const std::string h = "h." + std::to_string(i) + ".";
     const std::string l = "encoder.layer." + std::to_string(i) + ".";
     const std::string self = l + "attention.self.";
-    m[h + "attn.c_attn.weight"] = {{self + "query.weight", self + "key.weight", self + "value.weight"}, true};
-    m[h + "attn.c_attn.bias"] = {{self + "query.bias", self + "key.bias", self + "value.bias"}, false};
-    linear(h + "attn.c_proj", l + "attention.output.dense");
-    norm(h + "ln_1", l + "attention.output.LayerNorm");
-    linear(h + "mlp.c_fc", l + "intermediate.dense");
-    linear(h + "mlp.c_proj", l + "output.dense");
-    norm(h + "ln_2", l + "output.LayerNorm");
+    m.fused_qkv(h + "attn.c_attn", self + "query", self + "key", self + "value");
+    m.linear(h + "attn.c_proj", l + "attention.output.dense");
+    m.norm(h + "ln_1", l + "attention.output.LayerNorm");
+    m.linear(h + "mlp.c_fc", l + "intermediate.dense");
+    m.linear(h + "mlp.c_proj", l + "output.dense");
+    m.norm(h + "ln_2", l + "output.LayerNorm");
   }
-  linear("mlm.dense", "cls.predictions.transform.dense");
-  norm("mlm.ln", "cls.predictions.transform.LayerNorm");
-  vector("mlm.bias", "cls.predictions.bias");
-  vector("lm_head.weight", "cls.predictions.decoder.weight");
-  linear("pooler", "pooler.dense");
-  linear("classifier", "classifier");
-  return m;
+  m.linear("mlm.dense", "cls.predictions.transform.dense");
+  m.norm("mlm.ln", "cls.predictions.transform.LayerNorm");
+  m.vector("mlm.bias", "cls.predictions.bias");
+  m.vector("lm_head.weight", "cls.predictions.decoder.weight");
+  m.linear("pooler", "pooler.dense");
+  m.linear("classifier", "classifier");
+  return m.map;
 }
 
 // The file's name without the "bert." of BertFor*, and with LayerNorm's old gamma / beta.

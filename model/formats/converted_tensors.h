@@ -24,6 +24,27 @@ struct TensorSource {
   std::vector<uint64_t> stored_shape;
 };
 
+// Canonical name -> source, written the ways a file's names map (BERT's, Marian's).
+struct TensorSources {
+  std::map<std::string, TensorSource> map;
+  void vector(const std::string& to, const std::string& from) { map[to] = {{from}, false, {}}; }
+  // An nn.Linear "from" (.weight transposed, .bias as stored) as the canonical linear "to".
+  void linear(const std::string& to, const std::string& from) {
+    map[to + ".weight"] = {{from + ".weight"}, true, {}};
+    vector(to + ".bias", from + ".bias");
+  }
+  void norm(const std::string& to, const std::string& from) {
+    vector(to + ".weight", from + ".weight");
+    vector(to + ".bias", from + ".bias");
+  }
+  // Query, key and value linears side by side as one c_attn [C, 3C] (and its bias [3C]).
+  void fused_qkv(const std::string& to, const std::string& q, const std::string& k,
+                 const std::string& v) {
+    map[to + ".weight"] = {{q + ".weight", k + ".weight", v + ".weight"}, true, {}};
+    map[to + ".bias"] = {{q + ".bias", k + ".bias", v + ".bias"}, false, {}};
+  }
+};
+
 struct ConvertedTensors {
   // Canonical name -> the tensor: a view into the file where it is stored as used (embeddings,
   // LayerNorm parameters, biases), else into `storage`.

@@ -11,44 +11,34 @@ namespace {
 
 // The file's name for each canonical tensor of expected_tensors(c).
 std::map<std::string, TensorSource> sources(const Config& c) {
-  std::map<std::string, TensorSource> m;
-  auto vector = [&](const std::string& to, const std::string& from) { m[to] = {{from}, false}; };
-  auto linear = [&](const std::string& to, const std::string& from) {
-    m[to + ".weight"] = {{from + ".weight"}, true};
-    vector(to + ".bias", from + ".bias");
-  };
-  auto norm = [&](const std::string& to, const std::string& from) {
-    vector(to + ".weight", from + ".weight");
-    vector(to + ".bias", from + ".bias");
-  };
+  TensorSources m;
   // One stack's layers: "enc.h.{i}." <- "model.encoder.layers.{i}.", "h.{i}." <- the decoder's.
   auto layers = [&](const std::string& to, const std::string& from, uint32_t n, bool cross) {
     for (uint32_t i = 0; i < n; i++) {
       const std::string h = to + "h." + std::to_string(i) + ".";
       const std::string l = from + std::to_string(i) + ".";
       const std::string a = l + "self_attn.";
-      m[h + "attn.c_attn.weight"] = {{a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"}, true};
-      m[h + "attn.c_attn.bias"] = {{a + "q_proj.bias", a + "k_proj.bias", a + "v_proj.bias"}, false};
-      linear(h + "attn.c_proj", a + "out_proj");
-      norm(h + "ln_1", l + "self_attn_layer_norm");
+      m.fused_qkv(h + "attn.c_attn", a + "q_proj", a + "k_proj", a + "v_proj");
+      m.linear(h + "attn.c_proj", a + "out_proj");
+      m.norm(h + "ln_1", l + "self_attn_layer_norm");
       if (cross) {
-        linear(h + "cross.c_q", l + "encoder_attn.q_proj");
-        linear(h + "cross.c_k", l + "encoder_attn.k_proj");
-        linear(h + "cross.c_v", l + "encoder_attn.v_proj");
-        linear(h + "cross.c_proj", l + "encoder_attn.out_proj");
-        norm(h + "ln_x", l + "encoder_attn_layer_norm");
+        m.linear(h + "cross.c_q", l + "encoder_attn.q_proj");
+        m.linear(h + "cross.c_k", l + "encoder_attn.k_proj");
+        m.linear(h + "cross.c_v", l + "encoder_attn.v_proj");
+        m.linear(h + "cross.c_proj", l + "encoder_attn.out_proj");
+        m.norm(h + "ln_x", l + "encoder_attn_layer_norm");
       }
-      linear(h + "mlp.c_fc", l + "fc1");
-      linear(h + "mlp.c_proj", l + "fc2");
-      norm(h + "ln_2", l + "final_layer_norm");
+      m.linear(h + "mlp.c_fc", l + "fc1");
+      m.linear(h + "mlp.c_proj", l + "fc2");
+      m.norm(h + "ln_2", l + "final_layer_norm");
     }
   };
-  vector("wte.weight", "model.shared.weight");
+  m.vector("wte.weight", "model.shared.weight");
   layers("enc.", "model.encoder.layers.", c.n_encoder_layer, false);
   layers("", "model.decoder.layers.", c.n_layer, true);
-  m["head.bias"] = {{"final_logits_bias"}, false, {1, c.n_vocab}};
-  vector("lm_head.weight", "lm_head.weight");
-  return m;
+  m.map["head.bias"] = {{"final_logits_bias"}, false, {1, c.n_vocab}};
+  m.vector("lm_head.weight", "lm_head.weight");
+  return m.map;
 }
 
 // What a file may hold that the engine has no use for: the sinusoid tables, and the stacks'
