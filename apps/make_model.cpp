@@ -32,6 +32,16 @@ struct MakeModelArgs {
   uint64_t seed = 1;
 };
 
+// The weights' dtype and seed as the flags give them.
+model::RandomCheckpointOptions random_options(const MakeModelArgs& args) {
+  model::RandomCheckpointOptions o;
+  o.dtype = args.dtype == "f32"    ? model::TensorDType::F32
+            : args.dtype == "bf16" ? model::TensorDType::BF16
+                                   : model::TensorDType::F16;
+  o.seed = args.seed;
+  return o;
+}
+
 // BERT's vocabulary layout (bert-base-uncased: 30,522 tokens, [PAD] 0, [UNK] 100, [CLS] 101,
 // [SEP] 102, [MASK] 103, [unusedN] fillers), here with printable ASCII and its "##"
 // continuations as the only real tokens: enough for any ASCII text, a character at a time.
@@ -80,11 +90,7 @@ int make_bert(const MakeModelArgs& args) {
   if (c.head == model::EncoderHead::SequenceClassification) c.labels = {"NEGATIVE", "POSITIVE"};
   if (c.head == model::EncoderHead::TokenClassification) c.labels = {"O", "B-PER", "I-PER", "B-LOC", "I-LOC"};
 
-  model::RandomCheckpointOptions o;
-  o.dtype = args.dtype == "f32"    ? model::TensorDType::F32
-            : args.dtype == "bf16" ? model::TensorDType::BF16
-                                   : model::TensorDType::F16;
-  o.seed = args.seed;
+  model::RandomCheckpointOptions o = random_options(args);
   o.scale = 1.0f / std::sqrt(float(c.n_embd));  // activations of order 1, as a trained model's
   const std::filesystem::path dir = args.out;
   std::filesystem::create_directories(dir);
@@ -143,22 +149,9 @@ int make_marian(const MakeModelArgs& args) {
       throw std::runtime_error("--arch marian needs a SentencePiece model: give one with --spm");
     spm = *shipped;
   }
-  const model::Config c = model::parse_config(
-      nlohmann::json{{"model_type", "marian"}, {"vocab_size", s.V}, {"max_position_embeddings", 512},
-                     {"d_model", s.n_embd}, {"encoder_layers", s.layers}, {"decoder_layers", s.layers},
-                     {"encoder_attention_heads", s.n_head}, {"decoder_attention_heads", s.n_head},
-                     {"encoder_ffn_dim", 4 * s.n_embd}, {"decoder_ffn_dim", 4 * s.n_embd},
-                     {"activation_function", "swish"}, {"scale_embedding", true},
-                     {"eos_token_id", 0}, {"forced_eos_token_id", 0}, {"pad_token_id", s.V - 1},
-                     {"decoder_start_token_id", s.V - 1}}
-          .dump(),
-      "make-model");
+  const model::Config c = model::marian_config(s.n_embd, s.layers, s.n_head, s.V);
   const nlohmann::json vocab = marian_vocab(spm, c.n_vocab);
-  model::RandomCheckpointOptions o;
-  o.dtype = args.dtype == "f32"    ? model::TensorDType::F32
-            : args.dtype == "bf16" ? model::TensorDType::BF16
-                                   : model::TensorDType::F16;
-  o.seed = args.seed;
+  model::RandomCheckpointOptions o = random_options(args);
   o.scale = 1.0f / std::sqrt(float(c.n_embd));  // activations of order 1, as a trained model's
   const std::filesystem::path dir = args.out;
   std::filesystem::create_directories(dir);
@@ -191,11 +184,7 @@ int make_model(const MakeModelArgs& args) {
     throw std::runtime_error("unknown GPT-2 shape '" + name + "' (tiny, small, medium, large, xl)");
   const model::Config c = model::gpt2_config(it->second.n_embd, it->second.n_layer, it->second.n_head);
 
-  model::RandomCheckpointOptions o;
-  o.dtype = args.dtype == "f32"    ? model::TensorDType::F32
-            : args.dtype == "bf16" ? model::TensorDType::BF16
-                                   : model::TensorDType::F16;
-  o.seed = args.seed;
+  const model::RandomCheckpointOptions o = random_options(args);
   const std::filesystem::path dir = args.out;
   std::filesystem::create_directories(dir);
   model::write_random_checkpoint(dir, c, model::config_json(c), o);

@@ -1,5 +1,7 @@
 #include "tests/hf_expected.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -52,6 +54,21 @@ std::map<std::string, Array> read_expected(const std::filesystem::path& file) {
     out.emplace(name, std::move(a));
   }
   return out;
+}
+
+std::filesystem::path hf(const char* name) {
+  return source_dir() / "tests/data/hf" / name;
+}
+
+double worst_scaled(std::span<const float> got, std::span<const double> ref, size_t w) {
+  double worst = 0;
+  for (size_t r = 0; r * w < ref.size(); r++) {
+    double scale = 1;
+    for (size_t i = 0; i < w; i++) scale = std::max(scale, std::fabs(ref[r * w + i]));
+    for (size_t i = 0; i < w; i++)
+      worst = std::max(worst, std::fabs(double{got[r * w + i]} - ref[r * w + i]) / scale);
+  }
+  return worst;
 }
 
 }  // namespace test

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -22,5 +23,12 @@ struct Array {
 
 // Every tensor of the file, by name; F64, F32, I64 and I32 are read, any other dtype throws.
 std::map<std::string, Array> read_expected(const std::filesystem::path& file);
+
+// tests/data/hf/<name>: a folder the libraries saved.
+std::filesystem::path hf(const char* name);
+
+// The largest |got - ref| over rows of width w, each divided by its row's scale (its largest
+// |ref|, at least 1): the fixtures' tolerance is stated in it.
+double worst_scaled(std::span<const float> got, std::span<const double> ref, size_t w);
 
 }  // namespace test

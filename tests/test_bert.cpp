@@ -26,22 +26,6 @@
 
 namespace {
 
-std::filesystem::path hf(const char* name) {
-  return test::source_dir() / "tests/data/hf" / name;
-}
-
-// The largest |a - b| over rows of width w, each divided by its row's scale.
-double worst_scaled(std::span<const float> got, std::span<const double> ref, size_t w) {
-  double worst = 0;
-  for (size_t r = 0; r * w < ref.size(); r++) {
-    double scale = 1;
-    for (size_t i = 0; i < w; i++) scale = std::max(scale, std::fabs(ref[r * w + i]));
-    for (size_t i = 0; i < w; i++)
-      worst = std::max(worst, std::fabs(double{got[r * w + i]} - ref[r * w + i]) / scale);
-  }
-  return worst;
-}
-
 // One input of a fixture: a sequence's ids and types without its padding, and where its rows
 // sit in the expected arrays.
 struct Input {
@@ -77,7 +61,7 @@ std::vector<Input> inputs(const std::map<std::string, test::Array>& e) {
 
 // The hidden states and head of every input, checked against the fixture's float64 outputs.
 void check_fixture(model::Encoder& enc, const char* name) {
-  const auto e = test::read_expected(hf(name) / "expected.safetensors");
+  const auto e = test::read_expected(test::hf(name) / "expected.safetensors");
   const model::Config& c = enc.config();
   for (const Input& in : inputs(e)) {
     CAPTURE(name);
@@ -90,7 +74,7 @@ void check_fixture(model::Encoder& enc, const char* name) {
     const test::Array& hidden = e.at(pair ? "pair_hidden" : "hidden");
     const std::vector<double> h = hidden.slice(in.row * hidden.shape[1] * C, T * C);
     REQUIRE(out.hidden.size() == T * C);
-    CHECK(worst_scaled(out.hidden, h, C) < 1e-4);
+    CHECK(test::worst_scaled(out.hidden, h, C) < 1e-4);
 
     const test::Array& logits = e.at(pair ? "pair_logits" : "logits");
     const size_t W = c.head_width(), rows = c.head_rows(static_cast<uint32_t>(T));
@@ -98,7 +82,7 @@ void check_fixture(model::Encoder& enc, const char* name) {
     const size_t per_input = logits.shape.size() == 3 ? logits.shape[1] * W : W;
     const std::vector<double> l = logits.slice(in.row * per_input, rows * W);
     REQUIRE(out.logits.size() == rows * W);
-    CHECK(worst_scaled(out.logits, l, W) < 1e-4);
+    CHECK(test::worst_scaled(out.logits, l, W) < 1e-4);
   }
 }
 
@@ -107,15 +91,15 @@ const char* const kFixtures[] = {"bert-mlm", "bert-seqcls", "bert-tokcls"};
 }  // namespace
 
 TEST_CASE("bert: the folders load with the config their architectures name") {
-  auto mlm = model::Checkpoint::load(hf("bert-mlm"));
+  auto mlm = model::Checkpoint::load(test::hf("bert-mlm"));
   CHECK(mlm->config().family == model::Family::Encoder);
   CHECK(mlm->config().head == model::EncoderHead::MaskedLm);
   CHECK(mlm->config().n_types == 2);
   CHECK(mlm->warnings().empty());
-  auto cls = model::Checkpoint::load(hf("bert-seqcls"));
+  auto cls = model::Checkpoint::load(test::hf("bert-seqcls"));
   CHECK(cls->config().labels == std::vector<std::string>{"NEG", "NEU", "POS"});
   // A sentence-transformers folder: BertModel with a pooler that mean pooling does not read.
-  auto st = model::Checkpoint::load(hf("bert-st"));
+  auto st = model::Checkpoint::load(test::hf("bert-st"));
   CHECK(st->config().head == model::EncoderHead::None);
   CHECK(st->warnings().empty());
   // Query, key and value fused as GPT-2's c_attn [C, 3C]: column C + j of row k is key's [j, k].
@@ -125,7 +109,7 @@ TEST_CASE("bert: the folders load with the config their architectures name") {
 
 TEST_CASE("bert: the CPU reference matches Hugging Face's hidden states and heads") {
   for (const char* name : kFixtures) {
-    auto ckpt = model::Checkpoint::load(hf(name));
+    auto ckpt = model::Checkpoint::load(test::hf(name));
     auto enc = model::make_cpu_encoder(*ckpt, model::Precision::F32);
     check_fixture(*enc, name);
   }
@@ -134,7 +118,7 @@ TEST_CASE("bert: the CPU reference matches Hugging Face's hidden states and head
 TEST_CASE("bert: the GPU matches Hugging Face's under both kernel sets") {
   GPU_TEST(g);
   for (const char* name : kFixtures) {
-    auto ckpt = model::Checkpoint::load(hf(name));
+    auto ckpt = model::Checkpoint::load(test::hf(name));
     for (vk::KernelSet set : test::kKernelSets) {
       model::GpuModelOptions o;
       o.precision = model::Precision::F32;
@@ -146,8 +130,8 @@ TEST_CASE("bert: the GPU matches Hugging Face's under both kernel sets") {
 
 TEST_CASE("bert: sentence embeddings as sentence-transformers computes them") {
   GPU_TEST(g);
-  const auto e = test::read_expected(hf("bert-st") / "expected.safetensors");
-  auto ckpt = model::Checkpoint::load(hf("bert-st"));
+  const auto e = test::read_expected(test::hf("bert-st") / "expected.safetensors");
+  auto ckpt = model::Checkpoint::load(test::hf("bert-st"));
   std::vector<std::unique_ptr<model::Encoder>> encoders;
   encoders.push_back(model::make_cpu_encoder(*ckpt, model::Precision::F32));
   for (vk::KernelSet set : test::kKernelSets) {
@@ -178,7 +162,7 @@ TEST_CASE("bert: sentence embeddings as sentence-transformers computes them") {
 }
 
 TEST_CASE("bert: a decoder is not an encoder, nor the other way round") {
-  auto bert = model::Checkpoint::load(hf("bert-mlm"));
+  auto bert = model::Checkpoint::load(test::hf("bert-mlm"));
   CHECK_THROWS_WITH(model::make_cpu_model(*bert, model::Precision::F32),
                     doctest::Contains("a BERT encoder (BertForMaskedLM): it has no next-token head"));
   auto gpt2 = model::Checkpoint::load(test::source_dir() / "tests/data/models/gpt2-tiny");

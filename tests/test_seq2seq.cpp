@@ -28,22 +28,6 @@
 
 namespace {
 
-std::filesystem::path hf(const char* name) {
-  return test::source_dir() / "tests/data/hf" / name;
-}
-
-// The largest |a - b| over rows of width w, each divided by its row's scale.
-double worst_scaled(std::span<const float> got, std::span<const double> ref, size_t w) {
-  double worst = 0;
-  for (size_t r = 0; r * w < ref.size(); r++) {
-    double scale = 1;
-    for (size_t i = 0; i < w; i++) scale = std::max(scale, std::fabs(ref[r * w + i]));
-    for (size_t i = 0; i < w; i++)
-      worst = std::max(worst, std::fabs(double{got[r * w + i]} - ref[r * w + i]) / scale);
-  }
-  return worst;
-}
-
 // Row b of an id array, without the positions its mask (if given) leaves out.
 std::vector<int32_t> ids_of(const test::Array& ids, size_t b, const test::Array* mask = nullptr) {
   std::vector<int32_t> out;
@@ -53,13 +37,13 @@ std::vector<int32_t> ids_of(const test::Array& ids, size_t b, const test::Array*
 }
 
 nlohmann::json expected_json(const char* name) {
-  std::ifstream in(hf(name) / "expected.json");
+  std::ifstream in(test::hf(name) / "expected.json");
   return nlohmann::json::parse(in);
 }
 
 // The encoder's output, the teacher-forced logits and the greedy ids of every source.
 void check_fixture(model::Seq2Seq& m, const char* name, const std::string& device) {
-  const auto e = test::read_expected(hf(name) / "expected.safetensors");
+  const auto e = test::read_expected(test::hf(name) / "expected.safetensors");
   const nlohmann::json ids = expected_json(name);
   const model::Config& c = m.config();
   const size_t C = c.n_embd, V = c.n_vocab;
@@ -73,12 +57,12 @@ void check_fixture(model::Seq2Seq& m, const char* name, const std::string& devic
     const std::vector<int32_t> source = ids_of(input, b, &mask);
     const std::vector<float> h = m.set_source(source);
     REQUIRE(h.size() == source.size() * C);
-    CHECK(worst_scaled(h, hidden.slice(b * input.shape[1] * C, source.size() * C), C) < 1e-4);
+    CHECK(test::worst_scaled(h, hidden.slice(b * input.shape[1] * C, source.size() * C), C) < 1e-4);
 
     const std::vector<int32_t> target = ids_of(dec, b);
     const std::vector<float> got = m.decoder().logits(target);
     REQUIRE(got.size() == target.size() * V);
-    CHECK(worst_scaled(got, logits.slice(b * target.size() * V, target.size() * V), V) < 1e-4);
+    CHECK(test::worst_scaled(got, logits.slice(b * target.size() * V, target.size() * V), V) < 1e-4);
 
     const std::vector<int32_t> greedy = model::greedy(m, source, ids["generate"]["max_new_tokens"]);
     std::vector<int32_t> want = ids["greedy"][b];
@@ -106,7 +90,7 @@ void check_fixture(model::Seq2Seq& m, const char* name, const std::string& devic
 }  // namespace
 
 TEST_CASE("seq2seq: a Marian folder loads as an encoder-decoder") {
-  auto ck = model::Checkpoint::load(hf("marian"));
+  auto ck = model::Checkpoint::load(test::hf("marian"));
   const model::Config& c = ck->config();
   CHECK(c.family == model::Family::EncoderDecoder);
   CHECK(c.n_encoder_layer == 2);
@@ -129,14 +113,14 @@ TEST_CASE("seq2seq: a Marian folder loads as an encoder-decoder") {
 }
 
 TEST_CASE("seq2seq: the CPU reference matches Hugging Face's Marian") {
-  auto ck = model::Checkpoint::load(hf("marian"));
+  auto ck = model::Checkpoint::load(test::hf("marian"));
   auto m = model::make_cpu_seq2seq(*ck, model::Precision::F32);
   check_fixture(*m, "marian", "CPU reference");
 }
 
 TEST_CASE("seq2seq: the GPU matches Hugging Face's Marian under both kernel sets") {
   GPU_TEST(g);
-  auto ck = model::Checkpoint::load(hf("marian"));
+  auto ck = model::Checkpoint::load(test::hf("marian"));
   for (vk::KernelSet set : test::kKernelSets)
     for (uint32_t slots : {1u, 4u}) {  // beams rerun from scratch, or each in a slot of its own
       model::GpuModelOptions o;
@@ -148,7 +132,7 @@ TEST_CASE("seq2seq: the GPU matches Hugging Face's Marian under both kernel sets
 }
 
 TEST_CASE("seq2seq: a decoder with cross-attention needs its source") {
-  auto ck = model::Checkpoint::load(hf("marian"));
+  auto ck = model::Checkpoint::load(test::hf("marian"));
   auto m = model::make_cpu_seq2seq(*ck, model::Precision::F32);
   const std::vector<int32_t> start{63};
   CHECK_THROWS_WITH(m->decoder().logits(start), doctest::Contains("after set_source()"));
@@ -159,39 +143,12 @@ TEST_CASE("seq2seq: a decoder with cross-attention needs its source") {
                     doctest::Contains("token id 64 at position 1"));
 }
 
-namespace {
-
-// A Marian config (what make-model --arch marian writes): opus-mt's width and heads by default.
-model::Config marian_config(uint32_t C, uint32_t layers, uint32_t heads, uint32_t V) {
-  model::Config c = model::parse_config(
-      nlohmann::json{{"model_type", "marian"},
-                     {"vocab_size", V},
-                     {"max_position_embeddings", 512},
-                     {"d_model", C},
-                     {"encoder_layers", layers},
-                     {"decoder_layers", layers},
-                     {"encoder_attention_heads", heads},
-                     {"decoder_attention_heads", heads},
-                     {"encoder_ffn_dim", 4 * C},
-                     {"decoder_ffn_dim", 4 * C},
-                     {"activation_function", "swish"},
-                     {"scale_embedding", true},
-                     {"eos_token_id", 0},
-                     {"forced_eos_token_id", 0},
-                     {"pad_token_id", V - 1},
-                     {"decoder_start_token_id", V - 1}}
-          .dump(),
-      "marian_config");
-  return c;
-}
-
-}  // namespace
 
 TEST_CASE("seq2seq: the config round-trips through config.json") {
-  const model::Config c = marian_config(64, 2, 4, 100);
+  const model::Config c = model::marian_config(64, 2, 4, 100);
   CHECK(model::parse_config(model::config_json(c), "x") == c);
   const auto file = model::parse_config(
-      test::read_file(hf("marian") / "config.json"), "marian/config.json");
+      test::read_file(test::hf("marian") / "config.json"), "marian/config.json");
   CHECK(model::parse_config(model::config_json(file), "x") == file);
 }
 
@@ -203,7 +160,7 @@ TEST_CASE("seq2seq: the config round-trips through config.json") {
 // output and the logits.
 TEST_CASE("seq2seq: opus-mt's width, GPU against the CPU reference") {
   GPU_TEST(g);
-  const model::Config c = marian_config(512, 1, 8, 8000);
+  const model::Config c = model::marian_config(512, 1, 8, 8000);
   test::TempDir dir;
   model::RandomCheckpointOptions options;
   options.scale = 1.0f / std::sqrt(float(c.n_embd));

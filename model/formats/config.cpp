@@ -548,6 +548,28 @@ std::string config_json(const Config& c) {
   return j.dump(2) + "\n";
 }
 
+Config marian_config(uint32_t n_embd, uint32_t n_layer, uint32_t n_head, uint32_t n_vocab) {
+  // Through parse_marian, so that the derived fields are the ones a folder gets.
+  return parse_config(nlohmann::json{{"model_type", "marian"},
+                                     {"vocab_size", n_vocab},
+                                     {"max_position_embeddings", 512},
+                                     {"d_model", n_embd},
+                                     {"encoder_layers", n_layer},
+                                     {"decoder_layers", n_layer},
+                                     {"encoder_attention_heads", n_head},
+                                     {"decoder_attention_heads", n_head},
+                                     {"encoder_ffn_dim", 4 * n_embd},
+                                     {"decoder_ffn_dim", 4 * n_embd},
+                                     {"activation_function", "swish"},
+                                     {"scale_embedding", true},
+                                     {"eos_token_id", 0},
+                                     {"forced_eos_token_id", 0},
+                                     {"pad_token_id", n_vocab - 1},
+                                     {"decoder_start_token_id", n_vocab - 1}}
+                          .dump(),
+                      "marian_config");
+}
+
 Config gpt2_config(uint32_t n_embd, uint32_t n_layer, uint32_t n_head) {
   Config c;
   c.n_vocab = 50257;

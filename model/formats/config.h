@@ -121,4 +121,9 @@ std::string config_json(const Config& config);
 // (1024): small is (768, 12, 12), medium (1024, 24, 16), large (1280, 36, 20), XL (1600, 48, 25).
 Config gpt2_config(uint32_t n_embd, uint32_t n_layer, uint32_t n_head);
 
+// A Marian encoder-decoder as OPUS-MT's are made: n_layer layers a side, F = 4 C, swish, scaled
+// embeddings, 512 positions, eos 0, and pad = the decoder's start = V - 1 (opus-mt-en-de is
+// (512, 6, 8) with 58,101 tokens).
+Config marian_config(uint32_t n_embd, uint32_t n_layer, uint32_t n_head, uint32_t n_vocab);
+
 }  // namespace model
