@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <vector>
 #include <string>
 
 namespace app {
@@ -39,5 +40,9 @@ std::string read_file(const std::string& file);
 
 // The text of --prompt or --file (exactly one must be given), checked to be valid UTF-8.
 std::string read_text(const std::string& prompt, const std::string& file);
+
+// The texts of --prompt (one) or --file (one per line; a final newline ends the last line, a
+// '\r' before it is dropped). Empty texts and invalid UTF-8 are errors naming the line.
+std::vector<std::string> read_texts(const std::string& prompt, const std::string& file);
 
 }  // namespace app

@@ -4,11 +4,9 @@
 // seq2seq_generate.h), with generation_config.json's settings where the command line gives none.
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 
 #include "apps/commands.h"
 #include "apps/session.h"
@@ -17,7 +15,6 @@
 #include "model/forward/seq2seq.h"
 #include "model/generation/seq2seq_generate.h"
 #include "model/text/sentencepiece.h"
-#include "model/text/utf8.h"
 
 namespace app {
 namespace {
@@ -29,25 +26,6 @@ struct Seq2SeqArgs {
   std::optional<double> length_penalty;
   std::string early_stopping;  // true | false | never; "" = generation_config.json's
 };
-
-// The sources: --prompt, or --file's lines (an empty line or invalid UTF-8 names its line).
-std::vector<std::string> sources(const Seq2SeqArgs& a) {
-  if (a.prompt.empty() == a.file.empty())
-    throw std::runtime_error("give one source with --prompt or a file of them with --file");
-  if (!a.prompt.empty()) return {read_text(a.prompt, "")};
-  std::istringstream in(read_file(a.file));
-  std::vector<std::string> out;
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    const std::string where = a.file + ":" + std::to_string(out.size() + 1);
-    if (line.empty()) throw std::runtime_error(where + ": an empty line (one source per line)");
-    if (auto bad = model::find_invalid_utf8(line))
-      throw std::runtime_error(where + ": invalid UTF-8 at byte " + std::to_string(*bad));
-    out.push_back(std::move(line));
-  }
-  if (out.empty()) throw std::runtime_error(a.file + " is empty: one source per line");
-  return out;
-}
 
 // The search generate() would run: generation_config.json's keys (absent: transformers'
 // defaults, 1 beam and max_length 20, the start token included), the command line over them.
@@ -89,7 +67,7 @@ model::BeamSettings settings(const std::filesystem::path& dir, const Seq2SeqArgs
 }
 
 int seq2seq(const Seq2SeqArgs& a) {
-  const std::vector<std::string> texts = sources(a);
+  const std::vector<std::string> texts = read_texts(a.prompt, a.file);
   const std::filesystem::path dir = model_dir(a.model);
   auto checkpoint = model::Checkpoint::load(dir);
   if (checkpoint->config().family != model::Family::EncoderDecoder)

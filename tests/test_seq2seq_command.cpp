@@ -118,7 +118,7 @@ TEST_CASE("seq2seq command: bad input is a clear error, exit 1") {
   fails({"-p", "hi", "--beams", "40"}, "at most half the vocabulary (32)");
   fails({"-p", "hi", "-n", "0"}, "-n 0: nothing to generate");
   fails({"-p", "hi", "--early-stopping", "maybe"}, "expected true, false or never");
-  fails({}, "give one source with --prompt or a file of them with --file");
+  fails({}, "give a text with --prompt or --file");
   std::string long_text;
   for (int i = 0; i < 100; i++) long_text += "word ";
   fails({"-p", long_text}, "tokens; the model takes at most 64");
