@@ -13,6 +13,9 @@
 // softmax weights exp(s - m) / sum, each score recomputed as the sum computed it, once the final
 // maximum and sum are known; masked keys get 0. A separate module, so that the forward pass
 // that does not look never pays for it.
+//
+// With p.bias_span (T5's relative position bias) score() adds the table's entry for the key's
+// distance from the query; without it score() is the unbiased one, operation for operation.
 #include "attention.h"
 
 layout(local_size_x_id = 0) in;
@@ -29,8 +32,10 @@ layout(binding = 3) readonly buffer V { uint v_cache[]; };  // [L, C]
 #if ATTENTION_PROBS
 layout(binding = 4) writeonly buffer Probs { float probs[]; };  // [H, T, L]
 #endif
-// The pass's position (AttentionPush.dynamic_pos), the last binding.
+// The pass's position (AttentionPush.dynamic_pos).
 layout(binding = ATTENTION_PROBS != 0 ? 5 : 4) readonly buffer Step { uint step_pos; };
+// The relative position bias [H, bias_span] (AttentionPush.bias_span), the last binding.
+layout(binding = ATTENTION_PROBS != 0 ? 6 : 5) readonly buffer Bias { float bias[]; };
 layout(push_constant) uniform Push { AttentionPush p; };
 
 const uint WG = gl_WorkGroupSize.x;
@@ -42,7 +47,8 @@ shared float q_sh[ATTENTION_MAX_D];  // this query's head slice, read by every k
 shared REDUCE_T red[ATTENTION_MAX_WORKGROUP];  // the max reduction; then the parts' results
 #include "common/reduce.glsl"
 
-uint L;  // keys: p.L, plus the Step position when dynamic
+uint L;      // keys: p.L, plus the Step position when dynamic
+uint q_pos;  // the query's absolute position, L - T + query
 
 // Element e of a cache.
 float key_at(uint e) {
@@ -60,7 +66,8 @@ float score(uint j, uint col) {
   const uint row = j * p.C + col;
   float s = 0.0;
   for (uint d = 0; d < D; d++) s += q_sh[d] * key_at(row + d);
-  return s * p.scale;
+  if (p.bias_span == 0) return s * p.scale;
+  return s * p.scale + ATTENTION_BIAS(gl_WorkGroupID.y, q_pos, j);
 }
 
 void main() {
@@ -70,6 +77,7 @@ void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint col = gl_WorkGroupID.y * D;  // first column of this head
   const uint n_keys = p.causal != 0 ? L - p.T + query + 1 : L;
+  q_pos = L - p.T + query;
 
   for (uint d = tid; d < D; d += WG) q_sh[d] = q[query * p.q_stride + col + d];
 

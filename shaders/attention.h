@@ -36,7 +36,8 @@ CONST ATTENTION_TILED_MAX_D = 128;
 CONST ATTENTION_TILED_KEYS = 32;
 CONST ATTENTION_TILED_TILE = 32 * (64 / 4 + 1);  // texels
 
-// out[t, head h] = softmax(scale * q[t, h] . k_cache[j, h]) v_cache[j, h] over the visible keys j
+// out[t, head h] = softmax(scale * q[t, h] . k_cache[j, h] + bias[h, j - p]) v_cache[j, h] over
+// the visible keys j (bias: only with bias_span)
 struct AttentionPush {
   uint T;         // queries; they sit at absolute positions L-T .. L-1
   uint L;         // keys: valid rows of the caches
@@ -56,7 +57,21 @@ struct AttentionPush {
   // and the workgroups of one query (the last; in a batch each) write them into the caches, so
   // no dispatch of kv_store runs before. 0: every key from the caches.
   uint store;
+  // T5's relative position bias: 0, none (the Bias binding is not read); else 2R + 1, the row
+  // length of the Bias binding's table [H, bias_span]. The score of head h's query at absolute
+  // position p against key j gains bias[h * bias_span + R + (j - p)] after the scale (the host
+  // keeps every visible j - p within [-R, R]).
+  uint bias_span;
 };
 PUSH_NAMESPACE_END
+
+// The relative position bias of head h, query position pos, key j: the table's entry, clamped
+// into head h's row, so that lanes scoring keys no query sees never read past the table. Needs
+// the Bias binding declared as `float bias[]` and a push block named p.
+#ifndef __cplusplus
+#define ATTENTION_BIAS(h, pos, j)                                                           \
+  bias[(h) * p.bias_span +                                                                   \
+       uint(clamp(int(p.bias_span / 2) + int(j) - int(pos), 0, int(p.bias_span) - 1))]
+#endif
 
 #endif

@@ -26,6 +26,9 @@
 // its own) copy their block's new rows of their head there, before a block past the query's
 // keys leaves. The values read are the ones written, so the results are the bits of kv_store
 // then attention.
+//
+// With p.bias_span (T5's relative position bias) each scaled score gains the table's entry for
+// its key's distance from the query, so the partial results, and the merge, include it.
 #extension GL_GOOGLE_include_directive : require
 #include "attention.h"
 #include "common/half.glsl"
@@ -43,6 +46,8 @@ layout(binding = 3) buffer V { uint v_cache[]; };             // [L, C], words
 // The position (dynamic_pos 1), or per query its sequence's {position, first texel of its cache}
 // (dynamic_pos 2: [T, 2]).
 layout(binding = 4) readonly buffer Step { uint step[]; };
+// The relative position bias [H, bias_span] (AttentionPush.bias_span).
+layout(binding = 5) readonly buffer Bias { float bias[]; };
 layout(push_constant) uniform Push { AttentionPush p; };
 
 const uint WG = ATTENTION_SPLIT_WG;
@@ -137,6 +142,7 @@ void main() {
   q_first = sequences ? t : 0;
   // A batch's query is the last of its sequence's L positions.
   const uint n_keys = p.causal != 0 && !sequences ? L - p.T + t + 1 : L;
+  const uint q_pos = sequences ? L - 1 : L - p.T + t;  // the query's absolute position
   const uint k0 = block * ATTENTION_SPLIT_BLOCK;
   const uint n = k0 < n_keys ? min(ATTENTION_SPLIT_BLOCK, n_keys - k0) : 0;
   const uint dst = ((t * H + h) * p.splits + block) * (D + 2);
@@ -172,7 +178,10 @@ void main() {
     for (uint j = tid; j < nb; j += WG) {
       float s = 0.0;
       for (uint l = 0; l < LK; l++) s += dots[j * (LK + 1) + l];
-      w_sh[b0 + j] = s * p.scale;
+      if (p.bias_span == 0)
+        w_sh[b0 + j] = s * p.scale;
+      else
+        w_sh[b0 + j] = s * p.scale + ATTENTION_BIAS(h, q_pos, k0 + b0 + j);
     }
     barrier();
   }

@@ -22,6 +22,9 @@
 // softmax weights exp(s - m) / l of every query, each score recomputed as the sums computed it
 // once the final maximum and sum are known; masked keys get 0.
 //
+// With p.bias_span (T5's relative position bias) each score, summed as without, gains the
+// table's entry for its key's distance from its query before the block's maximum is taken.
+//
 // Keys go in blocks of KB with an online softmax: the block's scores, their maximum m, the
 // running sums rescaled by exp(m_old - m_new) once per block. A masked key is read only when a
 // later query of the same invocation sees it (rows past the last visible one are never read),
@@ -48,8 +51,10 @@ layout(binding = 5) writeonly buffer VStore { vec4 v_store[]; };   // [>= L, C /
 layout(binding = ATTENTION_STORE != 0 ? 6 : 4) writeonly buffer Probs { float probs[]; };  // [H, T, L]
 #endif
 // The pass's position (AttentionPush.dynamic_pos 1), or per query its sequence's position and the
-// first texel of its sequence's cache (dynamic_pos 2: [T, 2]); the last binding.
+// first texel of its sequence's cache (dynamic_pos 2: [T, 2]).
 layout(binding = 4 + 2 * ATTENTION_STORE + ATTENTION_PROBS) readonly buffer Step { uint step[]; };
+// The relative position bias [H, bias_span] (AttentionPush.bias_span), the last binding.
+layout(binding = 5 + 2 * ATTENTION_STORE + ATTENTION_PROBS) readonly buffer Bias { float bias[]; };
 layout(push_constant) uniform Push { AttentionPush p; };
 
 const uint WG = gl_WorkGroupSize.x;
@@ -66,6 +71,7 @@ uint head;                // first texel of the head in a row
 uint cached;              // keys below this come from the caches, the others from q
 uint seq_T;               // new tokens of this invocation's sequence: p.T, or 1 in a batch
 uint q0;                  // the q (and out) row of the sequence's first new token
+uint pos0;                // the absolute position of this invocation's first query, t0
 uint cache0;              // the texel of the sequence's cache row 0 in the cache bindings
 uint n[QPL];              // visible keys of each query; 0 for queries past T
 uint lim[QPL], lim_max;   // the keys of the current segment: below lim[r] for query r
@@ -97,6 +103,8 @@ void keys(uint j0, bool masked, bool from_q) {
         kv = imageLoad(k_cache, int(k_at[b] + i));
       for (uint r = 0; r < QPL; r++) s[r][b] += dot(qv[r][i], kv);
     }
+    if (p.bias_span != 0)
+      for (uint r = 0; r < QPL; r++) s[r][b] += ATTENTION_BIAS(gl_WorkGroupID.y, pos0 + r, j);
   }
   float alpha[QPL];
   for (uint r = 0; r < QPL; r++) {
@@ -137,6 +145,7 @@ void new_key(uint split) {
   const uint k_at = q0 * (p.q_stride / 4) + p.C / 4 + head, v_at = k_at + p.C / 4;
   float s = 0.0;
   for (uint i = 0; i < DT; i++) s += dot(qv[0][i], imageLoad(q, int(k_at + i)));
+  if (p.bias_span != 0) s += ATTENTION_BIAS(gl_WorkGroupID.y, pos0, cached);
   const float m_new = max(m[0], s);
   const float alpha = exp(m[0] - m_new);
   m[0] = m_new;
@@ -166,6 +175,7 @@ float score(uint r, uint j) {
       kv = imageLoad(k_cache, int(at + i));
     s += dot(qv[r][i], kv);
   }
+  if (p.bias_span != 0) s += ATTENTION_BIAS(gl_WorkGroupID.y, pos0 + r, j);
   return s;
 }
 
@@ -208,6 +218,7 @@ void main() {
   cache0 = batch ? step[2 * row + 1] : 0;
   L = batch ? step[2 * row] + 1 : p.L + (p.dynamic_pos != 0 ? step[0] : 0);
   cached = ATTENTION_STORE != 0 ? L - seq_T : L;
+  pos0 = L - seq_T + (t0 - q0);
 
   for (uint r = 0; r < QPL; r++) {
     const uint t = t0 + r;

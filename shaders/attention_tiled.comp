@@ -22,6 +22,9 @@
 //
 // Masked keys are never read: a causal query's scores stop at its position, and its weighted
 // sum at its last key, so a NaN in a later row cannot reach it.
+//
+// With p.bias_span (T5's relative position bias) each scaled score of a visible key gains the
+// table's entry for the key's distance from its query.
 #extension GL_GOOGLE_include_directive : require
 #include "attention.h"
 
@@ -35,8 +38,10 @@ layout(binding = 1) readonly buffer Q { vec4 q4[]; };       // [T, q_stride], q 
 // The caches: 16 bytes are 4 fp32 values or 8 fp16 ones (kv_store.comp's packing).
 layout(binding = 2) readonly buffer K { uvec4 k4[]; };  // [L, C]
 layout(binding = 3) readonly buffer V { uvec4 v4[]; };  // [L, C]
-// The pass's position (AttentionPush.dynamic_pos 1), the last binding.
+// The pass's position (AttentionPush.dynamic_pos 1).
 layout(binding = 4) readonly buffer Step { uint step_pos; };
+// The relative position bias [H, bias_span] (AttentionPush.bias_span), the last binding.
+layout(binding = 5) readonly buffer Bias { float bias[]; };
 layout(push_constant) uniform Push { AttentionPush p; };
 
 const uint WG = ATTENTION_TILED_WG, BQ = ATTENTION_TILED_QUERIES;
@@ -120,7 +125,10 @@ void main() {
       if (k0 + j < n_keys) {
         float d = 0.0;
         for (uint c = 0; c < D4; c++) d += dot(qv[c], tile[j * RS + c]);
-        s[i] = d * p.scale;
+        if (p.bias_span == 0)
+          s[i] = d * p.scale;
+        else
+          s[i] = d * p.scale + ATTENTION_BIAS(h, L - p.T + t, k0 + j);
       }
       lane_max = max(lane_max, s[i]);
     }

@@ -55,7 +55,7 @@ void check_store(const model::gpu::Ops& kernels, model::gpu::AttentionKernel ker
   std::vector<vk::BufferSpan> qkv_gpu, out_gpu, probs_gpu;
   vk::Recorder rec(device, tap);  // with the tap, timestamps name the shaders that ran
   rec.begin();
-  model::gpu::AttentionOptions options{causal, 0, kernel};
+  model::gpu::AttentionOptions options{{causal, 0}, kernel};
   options.cache = cache;
   const bool split = kernel == model::gpu::AttentionKernel::Split;
   const bool tiled = kernel == model::gpu::AttentionKernel::Tiled;

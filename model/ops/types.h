@@ -57,6 +57,13 @@ enum class WeightLayout : uint32_t {
 struct AttentionSpec {
   bool causal = true;  // false: bidirectional (an encoder), every query sees all L keys
   float scale = 0;     // multiplies q . k; 0 means 1 / sqrt(D)
+  // T5's relative position bias: 0, none; else an odd 2R + 1, the row length of a table
+  // [H, bias_span] whose entry h * bias_span + R + (j - p) is added to the scaled score of head
+  // h's query at position p against key j, before the mask and the softmax. The host keeps every
+  // visible j - p within [-R, R] (the ops check R >= L - 1, or n_ctx - 1 for positions read at
+  // run time). The table is the op's argument (cpu::attention's bias,
+  // gpu::AttentionOptions::bias). Training's attention has no kernels for it yet and throws.
+  uint32_t bias_span = 0;
 };
 
 }  // namespace model

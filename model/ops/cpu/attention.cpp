@@ -2,29 +2,60 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "model/ops/cpu/common.h"
 
 namespace model::cpu {
 
+namespace {
+
+// Throws unless bias and options.bias_span agree and the table reaches every distance of L
+// positions.
+void check_bias(const AttentionSpec& options, const float* bias, size_t L) {
+  const size_t span = options.bias_span;
+  if (span == 0 && bias)
+    throw std::invalid_argument("cpu::attention: a relative position bias table with bias_span 0");
+  if (span == 0) return;
+  if (!bias)
+    throw std::invalid_argument("cpu::attention: bias_span = " + std::to_string(span) +
+                                " but no relative position bias table");
+  if (span % 2 == 0)
+    throw std::invalid_argument("cpu::attention: the relative position bias's bias_span = " +
+                                std::to_string(span) + " is even; it must be 2R + 1");
+  if (L > 0 && span / 2 < L - 1)
+    throw std::invalid_argument(
+        "cpu::attention: the relative position bias reaches R = " + std::to_string(span / 2) +
+        ", but L = " + std::to_string(L) + " positions need R >= " + std::to_string(L - 1));
+}
+
+}  // namespace
+
 void attention(float* out, const float* q, size_t q_stride, const float* k_cache,
                const float* v_cache, size_t T, size_t L, size_t C, size_t H,
-               const AttentionSpec& options, float* probs) {
+               const AttentionSpec& options, float* probs, const float* bias) {
+  check_bias(options, bias, L);
+  const size_t span = options.bias_span, R = span / 2;
   const size_t D = C / H;
   const double scale =
       options.scale != 0 ? double{options.scale} : 1.0 / std::sqrt(static_cast<double>(D));
   std::vector<double> w(L), acc(D);
   for (size_t t = 0; t < T; t++) {
     const size_t n = options.causal ? L - T + t + 1 : L;  // visible keys
+    const size_t p = L - T + t;                           // the query's position
     for (size_t h = 0; h < H; h++) {
       const float* qh = q + t * q_stride + h * D;
+      // Head h's bias row, at distance 0 from this query: entry j is key j's (j - p in -R .. R).
+      const float* bias_row = bias ? bias + h * span + R - p : nullptr;
       double m = -INFINITY;
       for (size_t j = 0; j < n; j++) {
         const float* kh = k_cache + j * C + h * D;
         double s = 0;
         for (size_t d = 0; d < D; d++) s += double{qh[d]} * double{kh[d]};
         w[j] = s * scale;
+        if (bias_row) w[j] += double{bias_row[j]};
         m = std::max(m, w[j]);
       }
       double sum = 0;
@@ -47,6 +78,9 @@ void attention(float* out, const float* q, size_t q_stride, const float* k_cache
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, size_t B, size_t T,
                         size_t C, size_t H, const AttentionSpec& spec) {
+  if (spec.bias_span != 0)
+    throw std::invalid_argument(
+        "cpu::attention_backward: relative position bias has no training kernels yet");
   const size_t D = C / H, row = 3 * C;
   const double scale = spec.scale != 0 ? wide(spec.scale) : 1.0 / std::sqrt(static_cast<double>(D));
   std::vector<double> grad(T * row), p(T), dp(T);

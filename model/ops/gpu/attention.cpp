@@ -88,6 +88,8 @@ struct Call {
   // A batch (attention_store_batch): each query's position and cache, [T, 2], or null.
   const vk::BufferSpan* rows = nullptr;
   DType cache = DType::F32;  // the caches' elements
+  const vk::BufferSpan* bias = nullptr;  // the relative position bias [H, bias_span], or null
+  uint32_t bias_span = 0;
   uint64_t row_bytes() const { return uint64_t{C} * sizeof(float); }  // of q's head and out
   uint64_t cache_row_bytes() const { return uint64_t{C} * dtype_bytes(cache); }
   // The cache rows a kernel that reads the first L binds: those, or all with the position read
@@ -101,6 +103,10 @@ struct Call {
     if (!rows) return step_binding("attention", step, q.sub(0, 4));
     require_elements("attention", "rows", *rows, uint64_t{T} * 2, sizeof(uint32_t));
     return rows->sub(0, uint64_t{T} * 2 * sizeof(uint32_t));
+  }
+  // The Bias binding: the table, or (not read: bias_span 0) 4 bytes of q, bound read-only anyway.
+  vk::BufferSpan bias_binding() const {
+    return bias ? bias->sub(0, uint64_t{H} * bias_span * sizeof(float)) : q.sub(0, 4);
   }
   uint64_t q_floats() const {
     return store ? uint64_t{T} * q_stride : uint64_t{T - 1} * q_stride + C;
@@ -134,6 +140,7 @@ void dispatch_portable(const Ops& k, vk::Recorder& rec, const Call& c,
       c.k_cache.sub(0, c.cache_bytes(caps)), c.v_cache.sub(0, c.cache_bytes(caps))};
   if (c.probs) bindings.push_back(probs_binding(caps, *c.probs, c.T, c.L, c.H));
   bindings.push_back(c.step_span());
+  bindings.push_back(c.bias_binding());
   rec.dispatch(p, bindings, push, groups(caps, c.T, c.H));
 }
 
@@ -199,6 +206,7 @@ void dispatch_texel(const Ops& k, vk::Recorder& rec, const Call& c,
   if (c.store) bindings.insert(bindings.end(), {kc, vc});  // texel reads, storage-buffer writes
   if (c.probs) bindings.push_back(probs_binding(caps, *c.probs, c.T, c.L, c.H));
   bindings.push_back(c.step_span());
+  bindings.push_back(c.bias_binding());
   rec.dispatch(p, bindings, push, g);
 }
 
@@ -247,10 +255,11 @@ void dispatch_split(const Ops& k, vk::Recorder& rec, const Call& c,
   const vk::BufferSpan part =
       c.scratch->sub(0, attention_split_scratch_bytes(c.T, c.L, c.C, c.H));
   const uint64_t cache = c.cache_bytes(k.device().caps());
-  rec.dispatch(k.get(vk::Shader::attention_split, {{wg, 1, 1}, {D, static_cast<uint32_t>(c.cache)}}),
-               {part, c.q.sub(0, c.q_floats() * sizeof(float)), c.k_cache.sub(0, cache),
-                c.v_cache.sub(0, cache), c.step_span()},
-               p, {blocks, c.H, c.T});
+  rec.dispatch(
+      k.get(vk::Shader::attention_split, {{wg, 1, 1}, {D, static_cast<uint32_t>(c.cache)}}),
+      {part, c.q.sub(0, c.q_floats() * sizeof(float)), c.k_cache.sub(0, cache),
+       c.v_cache.sub(0, cache), c.step_span(), c.bias_binding()},
+      p, {blocks, c.H, c.T});
   rec.dispatch(k.get(vk::Shader::attention_merge, {{wg, 1, 1}, {D}}),
                {c.out.sub(0, c.T * c.row_bytes()), part}, p, {c.H, c.T, 1});
 }
@@ -319,12 +328,13 @@ void dispatch_tiled(const Ops& k, vk::Recorder& rec, const Call& c, push::Attent
   const vk::BufferSpan kc = c.k_cache.sub(0, cache), vc = c.v_cache.sub(0, cache);
   p.splits = tiled_splits(caps, c, k.policy().tuning.attention_groups);
   if (p.splits == 0) {
-    rec.dispatch(pipeline, {out, q, kc, vc, c.step_span()}, p, groups(caps, blocks, c.H));
+    rec.dispatch(pipeline, {out, q, kc, vc, c.step_span(), c.bias_binding()}, p,
+                 groups(caps, blocks, c.H));
     return;
   }
   const vk::BufferSpan part =
       c.scratch->sub(0, uint64_t{c.T} * c.H * p.splits * (D + 2) * sizeof(float));
-  rec.dispatch(pipeline, {part, q, kc, vc, c.step_span()}, p,
+  rec.dispatch(pipeline, {part, q, kc, vc, c.step_span(), c.bias_binding()}, p,
                groups(caps, blocks * p.splits, c.H));
   rec.dispatch(k.get(vk::Shader::attention_merge, {{push::ATTENTION_SPLIT_WG, 1, 1}, {D}}), {out, part}, p,
                {c.H, c.T, 1});
@@ -371,9 +381,46 @@ push::AttentionPush make_push(const Call& c, const AttentionOptions& options) {
   const float scale = options.scale != 0 ? options.scale : 1.0f / std::sqrt(D);
   // With the position read at run time, L counts only the keys past it: the T new ones (in a
   // batch, each sequence's one).
-  if (c.rows) return {c.T, 1, c.C, c.q_stride, options.causal ? 1u : 0u, scale, 0, 2u};
-  return {c.T, c.step ? c.T : c.L, c.C, c.q_stride, options.causal ? 1u : 0u, scale, 0,
-          c.step ? 1u : 0u};
+  push::AttentionPush p{};
+  if (c.rows)
+    p = {c.T, 1, c.C, c.q_stride, options.causal ? 1u : 0u, scale, 0, 2u};
+  else
+    p = {c.T, c.step ? c.T : c.L, c.C, c.q_stride, options.causal ? 1u : 0u, scale};
+  if (c.step) p.dynamic_pos = 1;
+  p.bias_span = options.bias_span;
+  return p;
+}
+
+// Checks the relative position bias of `options` against H heads whose queries and keys lie in
+// `rows` positions (`rows_what` names them: the L keys, or with positions read at run time the
+// cache's n_ctx rows): a table with bias_span = 2R + 1, R >= rows - 1, so every j - p fits.
+void check_bias(const char* op, const vk::DeviceCaps& caps, const AttentionOptions& options,
+                uint32_t H, uint64_t rows, const char* rows_what) {
+  const uint32_t span = options.bias_span;
+  if (span == 0) {
+    if (options.bias) fail(op, "a relative position bias table was given with bias_span = 0");
+    return;
+  }
+  if (!options.bias)
+    fail(op, "bias_span = " + str(span) + " but no relative position bias table was given");
+  if (span % 2 == 0)
+    fail(op, "the relative position bias's bias_span = " + str(span) +
+                 " is even; it must be 2R + 1 (distances -R .. R)");
+  const uint64_t R = span / 2;
+  if (rows > 0 && R < rows - 1)
+    fail(op, "the relative position bias reaches distances up to R = " + str(R) + ", but " +
+                 rows_what + " = " + str(rows) + " positions need R >= " + str(rows - 1));
+  const uint64_t floats = uint64_t{H} * span;
+  require_elements(op, "bias", *options.bias, floats);
+  if (floats * sizeof(float) > caps.max_storage_buffer_range)
+    fail(op, "the relative position bias's " + str(floats * sizeof(float)) +
+                 " bytes exceed maxStorageBufferRange " + str(caps.max_storage_buffer_range));
+}
+
+// The rows both caches hold, of C elements of `cache`.
+uint64_t cache_rows(const vk::BufferSpan& k_cache, const vk::BufferSpan& v_cache, uint32_t C,
+                    DType cache) {
+  return std::min(k_cache.size, v_cache.size) / (uint64_t{C} * dtype_bytes(cache));
 }
 
 // A batch's call: L is every row of the caches, which it binds whole.
@@ -383,8 +430,11 @@ Call batch_call(const vk::BufferSpan& out, const vk::BufferSpan& k_caches,
                 const AttentionOptions& options) {
   const auto L = static_cast<uint32_t>(std::min(k_caches.size, v_caches.size) /
                                        (uint64_t{C} * dtype_bytes(options.cache)));
-  return {out, qkv, k_caches, v_caches, 3 * C, T, L, C, H, true, nullptr, options.scratch,
-          nullptr, &rows, options.cache};
+  Call c{out, qkv, k_caches, v_caches, 3 * C, T, L, C, H, true, nullptr, options.scratch,
+         nullptr, &rows, options.cache};
+  c.bias = options.bias;
+  c.bias_span = options.bias_span;
+  return c;
 }
 
 }  // namespace
@@ -413,9 +463,16 @@ void attention(const Ops& ops, vk::Recorder& rec, const AttentionArgs& a) {
   const uint32_t q_stride = a.q_stride, T = a.T, L = a.L, C = a.C, H = a.H;
   const AttentionOptions& options = a.options;
   check_shapes(out, q, q_stride, k_cache, v_cache, T, L, C, H, options.causal, options.cache);
+  if (options.step)
+    check_bias("attention", ops.caps(), options, H, cache_rows(k_cache, v_cache, C, options.cache),
+               "the cache's n_ctx");
+  else
+    check_bias("attention", ops.caps(), options, H, L, "L");
   Call c{out, q, k_cache, v_cache, q_stride, T, L, C, H, false, options.probs,
          options.scratch, options.step};
   c.cache = options.cache;
+  c.bias = options.bias;
+  c.bias_span = options.bias_span;
   const AttentionKernel kernel = choose_kernel(ops, c, options.kernel);
   if (kernel == AttentionKernel::Texel)
     dispatch_texel(ops, rec, c, make_push(c, options));
@@ -500,6 +557,7 @@ void attention_store_batch(const Ops& ops, vk::Recorder& rec, const AttentionSto
     throw vk::Error("attention_store_batch cannot run on device '" + caps.name + "': " + why_not);
   require_elements("attention_store_batch", "qkv", qkv, uint64_t{T} * 3 * C);
   require_elements("attention_store_batch", "out", out, uint64_t{T} * C);
+  check_bias("attention_store_batch", caps, options, H, max_len, "the longest row's max_len");
   push::AttentionPush push = make_push(c, options);
   if (kernel == AttentionKernel::Texel) {
     dispatch_texel(ops, rec, c, push);
@@ -518,8 +576,7 @@ void attention_store(const Ops& ops, vk::Recorder& rec, const AttentionStoreArgs
   const uint32_t T = a.T, pos = a.pos, C = a.C, H = a.H;
   const AttentionOptions& options = a.options;
   if (C == 0) throw vk::Error("attention_store: C must be positive");
-  const uint64_t n_ctx =
-      std::min(k_cache.size, v_cache.size) / (uint64_t{C} * dtype_bytes(options.cache));
+  const uint64_t n_ctx = cache_rows(k_cache, v_cache, C, options.cache);
   const uint64_t end = uint64_t{pos} + T;
   if (end > n_ctx)
     throw vk::Error("attention_store: rows " + str(pos) + ".." + str(end - 1) +
@@ -527,9 +584,15 @@ void attention_store(const Ops& ops, vk::Recorder& rec, const AttentionStoreArgs
   const uint32_t L = pos + T;
   require_elements("attention_store", "qkv", qkv, uint64_t{T} * 3 * C);
   check_shapes(out, qkv, 3 * C, k_cache, v_cache, T, L, C, H, options.causal, options.cache);
+  if (options.step)
+    check_bias("attention_store", ops.caps(), options, H, n_ctx, "the cache's n_ctx");
+  else
+    check_bias("attention_store", ops.caps(), options, H, L, "L");
   Call c{out, qkv, k_cache, v_cache, 3 * C, T, L, C, H, true, options.probs,
          options.scratch, options.step};
   c.cache = options.cache;
+  c.bias = options.bias;
+  c.bias_span = options.bias_span;
   const AttentionKernel kernel = choose_kernel(ops, c, options.kernel);
   if (kernel == AttentionKernel::Texel) {
     dispatch_texel(ops, rec, c, make_push(c, options));

@@ -41,6 +41,10 @@ struct AttentionOptions : AttentionSpec {
   // fp32 caches: with F16, Auto takes Split (C % 8 == 0: whole 16-byte rows) or Portable, and a
   // batch Split.
   DType cache = DType::F32;
+  // T5's relative position bias, fp32 [H, bias_span] (AttentionSpec::bias_span): row h is head
+  // h's bias by distance, entry R + (j - p) for key j and the query at position p. Required iff
+  // bias_span != 0. Every kernel and the tap take it; training's attention does not.
+  const vk::BufferSpan* bias = nullptr;
 };
 
 // Multi-head scaled dot-product attention of T queries against the first L rows of a KV cache.

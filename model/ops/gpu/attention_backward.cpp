@@ -26,6 +26,7 @@ namespace {
 push::AttentionBackwardPush sequences_push(const char* op, const vk::DeviceCaps& caps,
                                            uint32_t B, uint32_t T, uint32_t C, uint32_t H,
                                            const AttentionSpec& spec) {
+  if (spec.bias_span != 0) fail(op, "relative position bias has no training kernels yet");
   if (H == 0 || C == 0 || C % H != 0)
     fail(op, "C=" + str(C) + " is not a positive multiple of H=" + str(H) + " heads");
   const uint32_t D = C / H;
