@@ -2,6 +2,7 @@
 // LayerNorm over the last dimension: one workgroup per row, looping over C, so any C works.
 //   Standard:   out = gamma (x - mean) / sqrt(var + eps) + beta   (population variance)
 //   StdPlusEps: out = gamma (x - mean) / (std + eps) + beta       (unbiased std, / (C - 1))
+//   Rms:        out = gamma x / sqrt(mean(x^2) + eps)             (beta not read)
 // The corrected two-pass statistics and the formulas are common/norm.glsl's: pass 1 gives a
 // provisional mean m1; pass 2 sums d = x - m1 and d^2, each a tree over the workgroup.
 #extension GL_GOOGLE_include_directive : require
@@ -14,7 +15,7 @@ layout(constant_id = 3) const uint KIND = LAYERNORM_STANDARD;
 layout(binding = 0) writeonly buffer Out { float out_[]; };  // [T, C]
 layout(binding = 1) readonly buffer X { float x[]; };        // [T, C]
 layout(binding = 2) readonly buffer Gamma { float gamma[]; };  // [C]
-layout(binding = 3) readonly buffer Beta { float beta[]; };    // [C]
+layout(binding = 3) readonly buffer Beta { float beta[]; };    // [C]; Rms: not read
 layout(push_constant) uniform Push { LayerNormPush p; };
 
 const uint WG = gl_WorkGroupSize.x;
@@ -31,7 +32,7 @@ void main() {
 
   float s = 0.0;
   for (uint i = tid; i < p.C; i += WG) s += x[base + i];
-  float m1 = workgroup_sum(vec2(s, 0.0)).x / n;
+  float m1 = norm_provisional_mean(KIND, workgroup_sum(vec2(s, 0.0)).x, n);
 
   vec2 acc = vec2(0.0);
   for (uint i = tid; i < p.C; i += WG) {
@@ -42,5 +43,5 @@ void main() {
   const NormStats st = norm_row_stats(KIND, acc.x, acc.y, n, p.eps);
 
   for (uint i = tid; i < p.C; i += WG)
-    out_[base + i] = norm_apply(x[base + i], m1, st.shift, st.scale, gamma[i], beta[i]);
+    out_[base + i] = norm_apply(KIND, x[base + i], m1, st.shift, st.scale, gamma[i], beta[i]);
 }

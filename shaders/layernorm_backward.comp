@@ -3,10 +3,12 @@
 //   PARAMS = false: one workgroup per row, with layernorm.comp's two-pass statistics (the same
 //     m1, shift and scale a, from common/norm.glsl): g = dout * gamma, then
 //       dx = a (g - mean(g)) + sum(g * dev) * da * dev,  dev = (x - m1) - shift,
-//     da = d a / d x_j / dev_j: -a^3 / C (Standard) or -a^2 / ((C - 1) std) (StdPlusEps);
+//     da = d a / d x_j / dev_j: -a^3 / C (Standard, Rms) or -a^2 / ((C - 1) std) (StdPlusEps);
+//     Rms: m1 = shift = 0, so dev = x, and mean(g) is 0 (no mean subtracted);
 //     the row's m1, shift and a go to stats for the second pass.
 //   PARAMS = true: one invocation per channel, over the rows in order:
 //       dgamma[c] += sum_t dout[t, c] dev[t, c] a[t],  dbeta[c] += sum_t dout[t, c]
+//     (Rms has no beta: dbeta is not written, and its binding holds something else.)
 //     No float atomics: the same bits every run.
 #extension GL_GOOGLE_include_directive : require
 #include "layernorm.h"
@@ -41,7 +43,7 @@ void params() {
     db += g;
   }
   dgamma[c] += dg;
-  dbeta[c] += db;
+  if (KIND != LAYERNORM_RMS) dbeta[c] += db;
 }
 
 void main() {
@@ -56,7 +58,7 @@ void main() {
 
   float s = 0.0;
   for (uint i = tid; i < p.C; i += WG) s += x[base + i];
-  const float m1 = workgroup_sum(vec2(s, 0.0)).x / n;
+  const float m1 = norm_provisional_mean(KIND, workgroup_sum(vec2(s, 0.0)).x, n);
   vec2 acc = vec2(0.0);
   for (uint i = tid; i < p.C; i += WG) {
     const float d = x[base + i] - m1;
@@ -73,7 +75,7 @@ void main() {
     gs += vec2(g, g * norm_dev(x[base + i], m1, st.shift));
   }
   gs = workgroup_sum(gs);
-  const float g_mean = gs.x / n;
+  const float g_mean = norm_g_mean(KIND, gs.x, n);
   for (uint i = tid; i < p.C; i += WG) {
     const float dev = norm_dev(x[base + i], m1, st.shift);
     dx[base + i] = norm_dx(dout[base + i] * gamma[i], g_mean, gs.y, st.scale, da, dev);

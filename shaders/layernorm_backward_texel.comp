@@ -6,6 +6,7 @@
 //     barriers), the row summed in vec4 partials; dx and the row's m1, shift, a written.
 //   PARAMS = true: one invocation per texel of 4 channels, over the rows in order:
 //       dgamma[c] += sum_t dout[t, c] dev[t, c] a[t],  dbeta[c] += sum_t dout[t, c]
+//     (Rms has no beta: dbeta is not written, and its binding holds something else.)
 //     No float atomics: the same bits every run.
 // llvmpipe ran layernorm_backward.comp's per-channel pass, whose loads differ per lane, as a
 // scalar loop over lanes: 14% of a training step at 16 x 256 tokens. The host guarantees
@@ -41,7 +42,7 @@ void params() {
     db += g;
   }
   dgamma[c4] += dg;
-  dbeta[c4] += db;
+  if (KIND != LAYERNORM_RMS) dbeta[c4] += db;
 }
 
 void main() {
@@ -56,7 +57,7 @@ void main() {
 
   vec4 s = vec4(0.0);
   for (uint i = 0; i < texels; i++) s += imageLoad(x, int(base + i));
-  const float m1 = total(s) / n;
+  const float m1 = norm_provisional_mean(KIND, total(s), n);
   vec4 d = vec4(0.0), d2 = vec4(0.0);
   for (uint i = 0; i < texels; i++) {
     const vec4 v = imageLoad(x, int(base + i)) - m1;
@@ -73,7 +74,7 @@ void main() {
     gs += g;
     gd += g * norm_dev(imageLoad(x, int(base + i)), m1, st.shift);
   }
-  const float g_mean = total(gs) / n, g_dev = total(gd);
+  const float g_mean = norm_g_mean(KIND, total(gs), n), g_dev = total(gd);
   for (uint i = 0; i < texels; i++) {
     const vec4 dev = norm_dev(imageLoad(x, int(base + i)), m1, st.shift);
     const vec4 g = imageLoad(dout, int(base + i)) * imageLoad(gamma, int(i));

@@ -15,7 +15,7 @@ layout(constant_id = 3) const uint KIND = LAYERNORM_STANDARD;
 layout(binding = 0) writeonly buffer Out { vec4 out_[]; };        // [T, C / 4]
 layout(binding = 1, rgba32f) uniform readonly imageBuffer x;      // [T, C / 4]
 layout(binding = 2, rgba32f) uniform readonly imageBuffer gamma;  // [C / 4]
-layout(binding = 3, rgba32f) uniform readonly imageBuffer beta;   // [C / 4]
+layout(binding = 3, rgba32f) uniform readonly imageBuffer beta;   // [C / 4]; Rms: not read
 layout(push_constant) uniform Push { LayerNormPush p; };
 
 float total(vec4 v) { return (v.x + v.y) + (v.z + v.w); }
@@ -28,7 +28,7 @@ void main() {
 
   vec4 s = vec4(0.0);
   for (uint i = 0; i < texels; i++) s += imageLoad(x, int(base + i));
-  const float m1 = total(s) / n;
+  const float m1 = norm_provisional_mean(KIND, total(s), n);
 
   vec4 d = vec4(0.0), d2 = vec4(0.0);
   for (uint i = 0; i < texels; i++) {
@@ -39,6 +39,6 @@ void main() {
   const NormStats st = norm_row_stats(KIND, total(d), total(d2), n, p.eps);
 
   for (uint i = 0; i < texels; i++)
-    out_[base + i] = norm_apply(imageLoad(x, int(base + i)), m1, st.shift, st.scale,
+    out_[base + i] = norm_apply(KIND, imageLoad(x, int(base + i)), m1, st.shift, st.scale,
                                 imageLoad(gamma, int(i)), imageLoad(beta, int(i)));
 }

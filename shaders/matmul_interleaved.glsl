@@ -46,7 +46,7 @@ layout(constant_id = 8) const uint NORM = 0;
 layout(binding = 1, rgba32f) uniform readonly imageBuffer xt;     // [T, K / 4]
 layout(binding = 2, rgba32ui) uniform readonly uimageBuffer wt;   // [N / B, K / E, B]
 layout(binding = 5, rgba32f) uniform readonly imageBuffer gamma;  // [K / 4], NORM only
-layout(binding = 6, rgba32f) uniform readonly imageBuffer beta;   // [K / 4], NORM only
+layout(binding = 6, rgba32f) uniform readonly imageBuffer beta;   // [K / 4], NORM only (not Rms)
 
 // Invocations per block of W's rows: each owns BLOCK / LANES of them. ARGMAX needs 8.
 layout(constant_id = 9) const uint LANES = 8;
@@ -84,7 +84,7 @@ void norm_stats(uint rows) {
     const uint r = own_row(t, rows - 1);
     vec4 s = vec4(0.0);
     for (uint k = 0; k < p.k_count; k += 4) s += x_raw(r, k);
-    m1[t] = (s.x + s.y + s.z + s.w) / n;
+    m1[t] = norm_provisional_mean(NORM - 1, s.x + s.y + s.z + s.w, n);
     vec4 d = vec4(0.0), d2 = vec4(0.0);
     for (uint k = 0; k < p.k_count; k += 4) {
       const vec4 v = x_raw(r, k) - m1[t];
@@ -103,7 +103,7 @@ void norm_stats(uint rows) {
 vec4 x_texel(uint i, uint last, uint k, vec4 g, vec4 b) {
   const vec4 v = x_raw(own_row(i, last), k);
   if (NORM == 0) return v;
-  return norm_apply(v, m1[i], shift[i], scale[i], g, b);
+  return norm_apply(NORM - 1, v, m1[i], shift[i], scale[i], g, b);
 }
 
 void main() {

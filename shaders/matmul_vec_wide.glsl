@@ -31,7 +31,7 @@ layout(constant_id = 8) const uint NORM = 0;  // 1 + a LAYERNORM_* kind: the fus
 layout(binding = 1) readonly buffer X { vec4 x4[]; };   // [T, K / 4]
 layout(binding = 2) readonly buffer W { uvec4 w4[]; };  // [N, K / E]
 layout(binding = 5) readonly buffer Gamma { vec4 gamma4[]; };  // [K / 4], NORM only
-layout(binding = 6) readonly buffer Beta { vec4 beta4[]; };    // [K / 4], NORM only
+layout(binding = 6) readonly buffer Beta { vec4 beta4[]; };    // [K / 4], NORM only (not Rms)
 
 const uint WG = gl_WorkGroupSize.x;
 const uint E = DTYPE == DTYPE_F16 ? 8 : 4;  // weights per 16-byte load
@@ -50,7 +50,7 @@ float m1[MAX_ROWS], shift[MAX_ROWS], scale[MAX_ROWS];
 vec4 x_at(uint t, uint j) {
   const vec4 v = x4[x0 + t * x_texels + j];
   if (NORM == 0) return v;
-  return norm_apply(v, m1[t], shift[t], scale[t], gamma4[j], beta4[j]);
+  return norm_apply(NORM - 1, v, m1[t], shift[t], scale[t], gamma4[j], beta4[j]);
 }
 
 // One texel of weights times the x values it meets in row t, starting at x texel j.
@@ -103,7 +103,7 @@ void norm_stats() {
     v[t] = s.x + s.y + s.z + s.w;
   }
   workgroup_sums(v, ROWS);
-  for (uint t = 0; t < ROWS; t++) m1[t] = v[t] / n;
+  for (uint t = 0; t < ROWS; t++) m1[t] = norm_provisional_mean(NORM - 1, v[t], n);
   for (uint t = 0; t < ROWS; t++) {
     vec4 d = vec4(0.0), d2 = vec4(0.0);
     if (t < p.rows)

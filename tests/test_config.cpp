@@ -194,6 +194,7 @@ TEST_CASE("config: config_json writes what parse_config reads back") {
   d.n_vocab = 256;
   d.eos_token_id = 0;
   d.tokenizer.kind = model::TokenizerKind::Bytes;
+  d.layer_norm = model::LayerNormKind::Rms;
   for (const model::Config& c : {a, b, d}) {
     const std::string text = model::config_json(c);
     CAPTURE(text);
@@ -242,7 +243,7 @@ TEST_CASE("config: bad values name the file, the key and the problem") {
   rejects(with("norm_position", "\"middle\""),
           "norm_position: unknown value middle (expected one of: pre, post)");
   rejects(with("position_embedding", "\"rotary\""), "position_embedding: unknown value rotary");
-  rejects(with("layer_norm_formula", "\"rms\""), "layer_norm_formula: unknown value rms");
+  rejects(with("layer_norm_formula", "\"rmsnorm\""), "layer_norm_formula: unknown value rmsnorm");
   rejects(R"({"vocab_size": 16, "n_positions": 8, "n_embd": 1, "n_layer": 2, "n_head": 1,
               "layer_norm_formula": "std_plus_eps"})",
           "cfg.json: layer_norm_formula: std_plus_eps (unbiased std) needs n_embd >= 2");

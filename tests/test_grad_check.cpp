@@ -65,25 +65,30 @@ void check_grad(const std::string& what, Floats& x, const Floats& grad,
 }  // namespace
 
 TEST_CASE("layernorm_backward against central differences") {
-  for (model::LayerNormKind kind :
-       {model::LayerNormKind::Standard, model::LayerNormKind::StdPlusEps}) {
+  for (model::LayerNormKind kind : {model::LayerNormKind::Standard,
+                                    model::LayerNormKind::StdPlusEps, model::LayerNormKind::Rms}) {
+    const bool rms = kind == model::LayerNormKind::Rms;  // no beta: null, and no dbeta
     const size_t T = 3, C = 17;
     Floats x = test::random_floats(T * C, 10, -2, 2), gamma = test::random_floats(C, 11, 0.5f, 1.5f),
            beta = test::random_floats(C, 12), w = test::random_floats(T * C, 13);
     Floats dx(T * C), dgamma(C, 0.0f), dbeta(C, 0.0f), out(T * C);
-    model::cpu::layernorm_backward(dx.data(), dgamma.data(), dbeta.data(), w.data(), x.data(),
+    float* db = rms ? nullptr : dbeta.data();
+    model::cpu::layernorm_backward(dx.data(), dgamma.data(), db, w.data(), x.data(),
                                    gamma.data(), T, C, 1e-5f, kind);
     const auto loss = [&] {
-      model::cpu::layernorm(out.data(), x.data(), gamma.data(), beta.data(), T, C, 1e-5f, kind);
+      model::cpu::layernorm(out.data(), x.data(), gamma.data(), rms ? nullptr : beta.data(), T, C,
+                            1e-5f, kind);
       return dot(out, w);
     };
-    const std::string k = kind == model::LayerNormKind::Standard ? "standard" : "std + eps";
+    const std::string k = kind == model::LayerNormKind::Standard ? "standard"
+                          : rms                                  ? "rms"
+                                                                 : "std + eps";
     check_grad("layernorm " + k + ": dx", x, dx, loss);
     check_grad("layernorm " + k + ": dgamma", gamma, dgamma, loss);
-    check_grad("layernorm " + k + ": dbeta", beta, dbeta, loss);
+    if (!rms) check_grad("layernorm " + k + ": dbeta", beta, dbeta, loss);
     // dgamma and dbeta accumulate: a second call adds the same again.
     Floats again = dgamma;
-    model::cpu::layernorm_backward(dx.data(), again.data(), dbeta.data(), w.data(), x.data(),
+    model::cpu::layernorm_backward(dx.data(), again.data(), db, w.data(), x.data(),
                                    gamma.data(), T, C, 1e-5f, kind);
     for (size_t c = 0; c < C; c++) CHECK(again[c] == doctest::Approx(2 * dgamma[c]).epsilon(1e-6));
   }

@@ -167,7 +167,8 @@ void read_variants(const Reader& r, Config& c) {
   c.causal = r.flag("causal", true);
   c.layer_norm = r.choice("layer_norm_formula", model::LayerNormKind::Standard,
                           {{"standard", model::LayerNormKind::Standard},
-                           {"std_plus_eps", model::LayerNormKind::StdPlusEps}});
+                           {"std_plus_eps", model::LayerNormKind::StdPlusEps},
+                           {"rms", model::LayerNormKind::Rms}});
   if (c.layer_norm == model::LayerNormKind::StdPlusEps && c.n_embd < 2)
     r.fail("layer_norm_formula", "std_plus_eps (unbiased std) needs n_embd >= 2");
   c.attention_only = r.flag("attention_only", false);
@@ -539,8 +540,9 @@ std::string config_json(const Config& c) {
   j["attention_bias"] = c.attention_bias;
   j["mlp_bias"] = c.mlp_bias;
   j["causal"] = c.causal;
-  j["layer_norm_formula"] =
-      c.layer_norm == model::LayerNormKind::Standard ? "standard" : "std_plus_eps";
+  j["layer_norm_formula"] = c.layer_norm == model::LayerNormKind::Standard     ? "standard"
+                            : c.layer_norm == model::LayerNormKind::StdPlusEps ? "std_plus_eps"
+                                                                               : "rms";
   j["attention_only"] = c.attention_only;
   if (c.attention_scale != 0) j["attention_scale"] = float_json(c.attention_scale);
   j["tokenizer"] = tokenizer_name(c.tokenizer.kind);

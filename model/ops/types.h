@@ -34,6 +34,9 @@ enum class LayerNormKind : uint32_t {
   // The Annotated Transformer's LayerNorm: gamma (x - mean) / (std + eps) + beta, where std is
   // x.std(-1), torch's default UNBIASED estimate (divide by C - 1). Needs C >= 2.
   StdPlusEps = push::LAYERNORM_STD_PLUS_EPS,
+  // T5's T5LayerNorm (RMSNorm): gamma x / sqrt(mean(x^2) + eps). No mean subtracted and no
+  // beta: the ops take an empty beta (GPU) or null (CPU) for it and ignore one given.
+  Rms = push::LAYERNORM_RMS,
 };
 
 enum class PositionKind : uint32_t {

@@ -46,7 +46,9 @@ bool use_texel(const Ops& ops, const vk::BufferSpan& x, const vk::BufferSpan& ga
 }  // namespace
 
 void check_layernorm_args(const char* op, uint32_t C, float eps, LayerNormKind kind) {
-  if (kind != LayerNormKind::Standard && kind != LayerNormKind::StdPlusEps) fail(op, "unknown kind");
+  if (kind != LayerNormKind::Standard && kind != LayerNormKind::StdPlusEps &&
+      kind != LayerNormKind::Rms)
+    fail(op, "unknown kind");
   if (C == 0) fail(op, "C must be at least 1");
   if (kind == LayerNormKind::StdPlusEps && C < 2)
     fail(op, "StdPlusEps needs C >= 2 (the unbiased std divides by C - 1)");
@@ -62,7 +64,9 @@ void check_layernorm_range(const char* op, const vk::DeviceCaps& caps, uint32_t 
 }
 
 void layernorm(const Ops& ops, vk::Recorder& rec, const LayerNormArgs& a) {
-  const vk::BufferSpan &out = a.out, &x = a.x, &gamma = a.gamma, &beta = a.beta;
+  // Rms reads no beta: gamma fills its binding.
+  const bool rms = a.kind == LayerNormKind::Rms;
+  const vk::BufferSpan &out = a.out, &x = a.x, &gamma = a.gamma, &beta = rms ? a.gamma : a.beta;
   const uint32_t T = a.T, C = a.C;
   const float eps = a.eps;
   const LayerNormKind kind = a.kind;

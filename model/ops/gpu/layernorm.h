@@ -8,7 +8,8 @@ namespace model::gpu {
 
 
 // out[t, :] = gamma * normalise(x[t, :]) + beta              [T, C] -> [T, C]
-// gamma, beta: fp32 [C]. out must not overlap x. The mean and variance are exact to fp32
+// gamma, beta: fp32 [C]; Rms has no beta (beta may be empty, and is not read). out must not
+// overlap x. The mean and variance are exact to fp32
 // rounding even for rows with a large mean and small spread (two passes).
 // Throws vk::Error for C == 0, StdPlusEps with C < 2, a negative or non-finite eps, spans too
 // small, or [T, C] beyond one binding (maxStorageBufferRange; layernorm does not split rows).
@@ -17,7 +18,7 @@ struct LayerNormArgs {
   vk::BufferSpan out;    // [T, C]
   vk::BufferSpan x;      // [T, C]
   vk::BufferSpan gamma;  // [C]
-  vk::BufferSpan beta;   // [C]
+  vk::BufferSpan beta;   // [C]; Rms: none (empty)
   uint32_t T = 0, C = 0;
   float eps = 1e-5f;
   LayerNormKind kind = LayerNormKind::Standard;

@@ -9,7 +9,10 @@
 namespace model::gpu {
 
 void layernorm_backward(const Ops& ops, vk::Recorder& rec, const LayerNormBackwardArgs& a) {
-  const vk::BufferSpan &dx = a.dx, &dgamma = a.dgamma, &dbeta = a.dbeta, &stats = a.stats;
+  // Rms has no beta: dgamma fills dbeta's binding, which its shaders then do not write.
+  const bool rms = a.kind == LayerNormKind::Rms;
+  const vk::BufferSpan &dx = a.dx, &dgamma = a.dgamma, &dbeta = rms ? a.dgamma : a.dbeta,
+                       &stats = a.stats;
   const vk::BufferSpan &dout = a.dout, &x = a.x, &gamma = a.gamma;
   const uint32_t T = a.T, C = a.C;
   const float eps = a.eps;

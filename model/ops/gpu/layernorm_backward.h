@@ -13,12 +13,12 @@ namespace model::gpu {
 // invocation per channel for dgamma and dbeta. Where the policy asks for texel LayerNorms (and
 // C % 4 == 0, dout, x, gamma and stats texel-aligned), layernorm_backward_texel.comp: an
 // invocation per row, then one per 4 channels. stats is scratch of 4 floats per row. The same
-// limits and errors as layernorm().
+// limits and errors as layernorm(). Rms has no beta: dbeta may be empty, and is not written.
 //   dout [T, C], x [T, C], gamma [C] -> dx [T, C]; dgamma, dbeta [C] accumulated
 struct LayerNormBackwardArgs {
   vk::BufferSpan dx;      // [T, C]
   vk::BufferSpan dgamma;  // [C], accumulated
-  vk::BufferSpan dbeta;   // [C], accumulated
+  vk::BufferSpan dbeta;   // [C], accumulated; Rms: none (empty)
   vk::BufferSpan stats;   // scratch: [T, 4]
   vk::BufferSpan dout;    // [T, C]
   vk::BufferSpan x;       // [T, C]

@@ -76,6 +76,7 @@ void matmul(const Ops& ops, vk::Recorder& rec, const MatmulArgs& a) {
   const uint32_t T = a.T, K = a.K, N = a.N;
   const MatmulOptions& o = a.options;
   check_arguments(out, x, w, bias, residual, T, K, N, o);
+  if (o.norm) check_layernorm_args("matmul", K, o.norm->eps, o.norm->kind);
   const MatmulPlan plan = plan_matmul(ops, o, x, w, T, K, N);
   const uint64_t align = plan.align;
   const bool nk = o.layout != WeightLayout::KN;
@@ -87,10 +88,13 @@ void matmul(const Ops& ops, vk::Recorder& rec, const MatmulArgs& a) {
   if (o.norm && !plan.norm_bindings)
     fail("matmul", "a fused LayerNorm needs interleaved weights or the wide matrix-vector kernel "
                    "(VectorWide, W [N, K])");
+  // Rms reads no beta: gamma fills its binding.
+  const vk::BufferSpan* beta =
+      o.norm ? (o.norm->kind == LayerNormKind::Rms ? &o.norm->gamma : &o.norm->beta) : nullptr;
   if (o.norm) {
     require_elements("matmul", "gamma", o.norm->gamma, K);
-    require_elements("matmul", "beta", o.norm->beta, K);
-    if (o.norm->gamma.offset % plan.align != 0 || o.norm->beta.offset % plan.align != 0)
+    require_elements("matmul", "beta", *beta, K);
+    if (o.norm->gamma.offset % plan.align != 0 || beta->offset % plan.align != 0)
       fail("matmul", "gamma and beta must start on the kernel's binding alignment (" +
                      std::to_string(plan.align) + " bytes)");
   }
@@ -132,7 +136,7 @@ void matmul(const Ops& ops, vk::Recorder& rec, const MatmulArgs& a) {
       if (plan.norm_bindings)  // gamma and beta, or x again where no LayerNorm reads them
         rec.dispatch(pipe, {ow.span, xw.span, ww.span, bs, rw.span,
                             o.norm ? o.norm->gamma.sub(0, uint64_t{K} * 4) : xw.span,
-                            o.norm ? o.norm->beta.sub(0, uint64_t{K} * 4) : xw.span},
+                            beta ? beta->sub(0, uint64_t{K} * 4) : xw.span},
                      p, g);
       else
         rec.dispatch(pipe, {ow.span, xw.span, ww.span, bs, rw.span}, p, g);

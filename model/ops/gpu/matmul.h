@@ -19,7 +19,7 @@ constexpr uint32_t kInterleavedRows = 32;
 constexpr uint32_t kInterleavedLanes = 4;
 
 struct MatmulNorm {
-  vk::BufferSpan gamma, beta;
+  vk::BufferSpan gamma, beta;  // [K]; Rms has no beta (empty, not read)
   LayerNormKind kind = LayerNormKind::Standard;
   float eps = 1e-5f;
 };
