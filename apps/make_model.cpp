@@ -1,4 +1,4 @@
-// gpt2vk make-model: a checkpoint of a published GPT-2 (or BERT, or Marian) shape with random
+// gpt2vk make-model: a checkpoint of a published GPT-2 (or BERT, Marian, T5) shape with random
 // weights, in the published layout, with a tokenizer: benchmarks and large-model tests need no
 // download.
 #include <cmath>
@@ -21,11 +21,12 @@ namespace app {
 namespace {
 
 struct MakeModelArgs {
-  std::string arch = "gpt2";    // gpt2 | bert | marian
+  std::string arch = "gpt2";    // gpt2 | bert | marian | t5
   std::string shape;            // gpt2: tiny | small | medium | large | xl (default small);
                                 // bert: tiny | minilm | base | large (default base);
-                                // marian: tiny | base (opus-mt's, the default)
-  std::string spm;              // marian: the SentencePiece model of both sides
+                                // marian: tiny | base (opus-mt's, the default);
+                                // t5: tiny | tiny-gated | small | small-gated (default small)
+  std::string spm;              // marian, t5: the SentencePiece model
   std::string head = "mlm";     // bert: none | mlm | seqcls | tokcls
   std::string dtype = "f16";    // f32 | f16 | bf16
   std::string out;
@@ -105,6 +106,15 @@ int make_bert(const MakeModelArgs& args) {
   return 0;
 }
 
+// The SentencePiece model --spm names, or the one tests/data/spm ships.
+std::filesystem::path spm_model(const MakeModelArgs& args) {
+  if (!args.spm.empty()) return args.spm;
+  const auto shipped = find_shipped("tests/data/spm/unigram.model");
+  if (!shipped)
+    throw std::runtime_error("--arch " + args.arch + " needs a SentencePiece model: give one with --spm");
+  return *shipped;
+}
+
 // Marian's vocab.json over a SentencePiece model's pieces, in Marian's order: "</s>" 0, "<unk>"
 // 1, the pieces, "<unusedN>" fillers, "<pad>" last (V - 1, also the decoder's start).
 nlohmann::json marian_vocab(const std::filesystem::path& spm, uint32_t V) {
@@ -142,13 +152,7 @@ int make_marian(const MakeModelArgs& args) {
   const auto it = shapes.find(name);
   if (it == shapes.end()) throw std::runtime_error("unknown Marian shape '" + name + "' (tiny, base)");
   const Shape& s = it->second;
-  std::filesystem::path spm = args.spm;
-  if (spm.empty()) {
-    const auto shipped = find_shipped("tests/data/spm/unigram.model");
-    if (!shipped)
-      throw std::runtime_error("--arch marian needs a SentencePiece model: give one with --spm");
-    spm = *shipped;
-  }
+  const std::filesystem::path spm = spm_model(args);
   const model::Config c = model::marian_config(s.n_embd, s.layers, s.n_head, s.V);
   const nlohmann::json vocab = marian_vocab(spm, c.n_vocab);
   model::RandomCheckpointOptions o = random_options(args);
@@ -167,9 +171,59 @@ int make_marian(const MakeModelArgs& args) {
   return 0;
 }
 
+// T5's vocabulary size for a SentencePiece model: its pieces, then the 100 <extra_id_k> sentinels.
+uint32_t t5_vocab(const std::filesystem::path& spm) {
+  const std::filesystem::path tmp =
+      std::filesystem::temp_directory_path() / ("gpt2vk-spm-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(tmp);
+  std::filesystem::copy_file(spm, tmp / "spiece.model", std::filesystem::copy_options::overwrite_existing);
+  uint32_t V = 0;
+  try {
+    V = model::load_sentencepiece(tmp, model::SpmFlavor::T5)->vocab_size();
+  } catch (...) {
+    std::filesystem::remove_all(tmp);
+    throw;
+  }
+  std::filesystem::remove_all(tmp);
+  return V;
+}
+
+int make_t5(const MakeModelArgs& args) {
+  struct Shape {
+    uint32_t n_embd, n_inner, layers, n_head;
+    bool gated;
+  };
+  // t5-small's (d_model 512, d_ff 2048, 6 + 6 layers, 8 heads; v1.0: ReLU, tied head), the
+  // same with v1.1's gated GELU and untied head, and tiny ones. The vocabulary is the
+  // SentencePiece model's with T5's 100 sentinels (t5-small's is 32,128).
+  const std::map<std::string, Shape> shapes = {{"tiny", {64, 128, 2, 4, false}},
+                                               {"tiny-gated", {64, 128, 2, 4, true}},
+                                               {"small", {512, 2048, 6, 8, false}},
+                                               {"small-gated", {512, 2048, 6, 8, true}}};
+  const std::string name = args.shape.empty() ? "small" : args.shape;
+  const auto it = shapes.find(name);
+  if (it == shapes.end())
+    throw std::runtime_error("unknown T5 shape '" + name + "' (tiny, tiny-gated, small, small-gated)");
+  const Shape& s = it->second;
+  const std::filesystem::path spm = spm_model(args);
+  const model::Config c =
+      model::t5_config(s.n_embd, s.n_inner, s.layers, s.n_head, t5_vocab(spm), s.gated);
+  model::RandomCheckpointOptions o = random_options(args);
+  o.scale = 1.0f / std::sqrt(float(c.n_embd));  // activations of order 1, as a trained model's
+  const std::filesystem::path dir = args.out;
+  std::filesystem::create_directories(dir);
+  model::write_random_checkpoint(dir, c, model::config_json(c), o);
+  std::filesystem::copy_file(spm, dir / "spiece.model", std::filesystem::copy_options::overwrite_existing);
+  std::fprintf(stderr, "gpt2vk: wrote %s: T5 %s shape (%u + %u layers, width %u, %u heads, %u tokens), %s, seed %llu\n",
+               dir.c_str(), name.c_str(), c.n_encoder_layer, c.n_layer, c.n_embd, c.n_head,
+               c.n_vocab, args.dtype.c_str(), static_cast<unsigned long long>(args.seed));
+  return 0;
+}
+
 int make_model(const MakeModelArgs& args) {
   if (args.arch == "bert") return make_bert(args);
   if (args.arch == "marian") return make_marian(args);
+  if (args.arch == "t5") return make_t5(args);
   if (args.head != "mlm") throw std::runtime_error("--head is for --arch bert");
   struct Shape {
     uint32_t n_embd, n_layer, n_head;
@@ -206,16 +260,18 @@ int make_model(const MakeModelArgs& args) {
 Command add_make_model(CLI::App& cli) {
   auto args = std::make_shared<MakeModelArgs>();
   CLI::App* cmd = cli.add_subcommand(
-      "make-model", "write a random-weight checkpoint of a GPT-2, BERT or Marian shape, with a tokenizer");
-  cmd->add_option("--arch", args->arch, "gpt2 (default), bert or marian")
-      ->check(CLI::IsMember({"gpt2", "bert", "marian"}));
+      "make-model", "write a random-weight checkpoint of a GPT-2, BERT, Marian or T5 shape, with a tokenizer");
+  cmd->add_option("--arch", args->arch, "gpt2 (default), bert, marian or t5")
+      ->check(CLI::IsMember({"gpt2", "bert", "marian", "t5"}));
   cmd->add_option("--shape", args->shape,
                   "gpt2: tiny (4 layers, width 128), small (124M, default), medium, large, xl "
                   "(1.5B); bert: tiny, minilm (MiniLM-L6), base (default), large; marian: tiny, "
-                  "base (opus-mt's, default)")
-      ->check(CLI::IsMember({"tiny", "small", "medium", "large", "xl", "minilm", "base"}));
+                  "base (opus-mt's, default); t5: tiny, tiny-gated, small (t5-small's, default), "
+                  "small-gated (v1.1's gated GELU)")
+      ->check(CLI::IsMember({"tiny", "small", "medium", "large", "xl", "minilm", "base",
+                             "tiny-gated", "small-gated"}));
   cmd->add_option("--spm", args->spm,
-                  "marian: the SentencePiece model of both sides (default: tests/data/spm's)");
+                  "marian, t5: the SentencePiece model (default: tests/data/spm's)");
   cmd->add_option("--head", args->head, "bert: none, mlm (default), seqcls, tokcls")
       ->check(CLI::IsMember({"none", "mlm", "seqcls", "tokcls"}));
   cmd->add_option("--dtype", args->dtype, "stored dtype (default f16)")

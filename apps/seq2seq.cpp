@@ -72,7 +72,7 @@ int seq2seq(const Seq2SeqArgs& a) {
   auto checkpoint = model::Checkpoint::load(dir);
   if (checkpoint->config().family != model::Family::EncoderDecoder)
     throw std::runtime_error(dir.string() + ": not an encoder-decoder (seq2seq takes a Marian "
-                             "folder; " + (checkpoint->config().family == model::Family::Encoder
+                             "or T5 folder; " + (checkpoint->config().family == model::Family::Encoder
                                                ? "a BERT encoder: use embed, fill-mask or classify)"
                                                : "a GPT-2 decoder: use generate)"));
   for (const std::string& w : checkpoint->warnings()) std::fprintf(stderr, "gpt2vk: warning: %s\n", w.c_str());
@@ -81,11 +81,14 @@ int seq2seq(const Seq2SeqArgs& a) {
   if (2 * s.beams > c.n_vocab)
     throw std::runtime_error("--beams " + std::to_string(s.beams) + ": at most half the vocabulary (" +
                              std::to_string(c.n_vocab / 2) + ")");
-  auto source = model::load_sentencepiece(dir, model::SpmFlavor::Marian, model::SpmSide::Source);
-  auto target = model::load_sentencepiece(dir, model::SpmFlavor::Marian, model::SpmSide::Target);
+  // Marian's two sides have a model each; T5's one model serves both.
+  const model::SpmFlavor flavor =
+      c.tokenizer.kind == model::TokenizerKind::T5Spm ? model::SpmFlavor::T5 : model::SpmFlavor::Marian;
+  auto source = model::load_sentencepiece(dir, flavor, model::SpmSide::Source);
+  auto target = model::load_sentencepiece(dir, flavor, model::SpmSide::Target);
   for (auto* t : {source.get(), target.get()})
     if (t->vocab_size() > c.n_vocab)
-      throw std::runtime_error(dir.string() + "/vocab.json: " + std::to_string(t->vocab_size()) +
+      throw std::runtime_error(dir.string() + ": the tokenizer has " + std::to_string(t->vocab_size()) +
                                " tokens, config.json's vocab_size " + std::to_string(c.n_vocab));
 
   const model::Precision precision = model::parse_precision(a.model.precision);

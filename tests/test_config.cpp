@@ -257,7 +257,7 @@ TEST_CASE("config: bad values name the file, the key and the problem") {
   rejects(with("eos_token_id", "-1"), "eos_token_id: -1 is not a token id");
   rejects(with("eos_token_id", "[1]"), "eos_token_id: must be an integer, got an array");
   rejects(with("model_type", "\"llama\""),
-          "cfg.json: model_type: llama is not supported (gpt2, bert, marian)");
+          "cfg.json: model_type: llama is not supported (gpt2, bert, marian, t5)");
 }
 
 TEST_CASE("config: text that is not a JSON object") {

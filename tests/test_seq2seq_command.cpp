@@ -139,3 +139,33 @@ TEST_CASE("seq2seq command: bad input is a clear error, exit 1") {
   std::filesystem::remove(dir.path() / "source.spm");
   fails({"-p", "hi"}, "source.spm");
 }
+
+// A T5 folder as make-model writes it (t5's tiny gated shape, random weights over the unigram
+// model's 4,000 pieces and 100 sentinels): one spiece.model for both sides.
+TEST_CASE("seq2seq command: a T5 folder and its spiece.model, CPU and GPU alike") {
+  test::TempDir dir;
+  const std::string m = dir.path().string();
+  const test::CliResult made = test::gpt2vk(
+      {"make-model", "--arch", "t5", "--shape", "tiny-gated", "--dtype", "f32", "-o", m});
+  REQUIRE_MESSAGE(made.exit_code == 0, made.err);
+  const std::string text = "translate English to German: The house is wonderful.";
+  auto ck = model::Checkpoint::load(dir.path());
+  auto s2s = model::make_cpu_seq2seq(*ck, model::Precision::F32);
+  const auto tok = model::load_sentencepiece(dir.path(), model::SpmFlavor::T5);
+  const std::string greedy = tok->decode(model::greedy(*s2s, tok->encode(text), 12));
+  std::vector<std::string> devices{"cpu"};
+  if (test::gpu()) devices.push_back("");
+  for (const std::string& device : devices) {
+    CAPTURE(device);
+    std::vector<std::string> args{"seq2seq", "-m", m, "--precision", "f32", "-n", "12", "-p", text};
+    if (!device.empty()) args.insert(args.end(), {"--device", device});
+    const test::CliResult r = test::gpt2vk(args);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(r.out == greedy + "\n");
+    CHECK(test::no_validation_messages(r));
+  }
+  std::filesystem::remove(dir.path() / "spiece.model");
+  const test::CliResult r = test::gpt2vk({"seq2seq", "-m", m, "-p", "hi", "--device", "cpu"});
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("spiece.model: no such file") != std::string::npos);
+}

@@ -28,7 +28,7 @@ std::vector<ExpectedTensor> expected_tensors(const Config& c) {
   };
   auto add_norm = [&](const std::string& name) {
     add(name + ".weight", {C});
-    add(name + ".bias", {C});
+    if (c.layer_norm != model::LayerNormKind::Rms) add(name + ".bias", {C});  // RMSNorm has none
   };
   // Conv1D: weight [in, out], y = x W + b.
   auto add_linear = [&](const std::string& name, uint64_t in, uint64_t out_dim, bool bias) {
@@ -39,6 +39,7 @@ std::vector<ExpectedTensor> expected_tensors(const Config& c) {
   if (c.positions == model::PositionKind::Learned) add("wpe.weight", {c.n_ctx, C});
   if (c.n_types) add("wtt.weight", {c.n_types, C});
   if (c.embedding_norm) add_norm("ln_e");
+  if (c.relative_buckets) add("rel_bias.weight", {c.relative_buckets, c.n_head});
   for (uint32_t i = 0; i < c.n_layer; ++i) {
     const std::string h = "h." + std::to_string(i) + ".";
     if (!c.attention_only) add_norm(h + "ln_1");
@@ -51,7 +52,7 @@ std::vector<ExpectedTensor> expected_tensors(const Config& c) {
         add_linear(h + name, C, C, c.attention_bias);
     }
     add_norm(h + "ln_2");
-    add_linear(h + "mlp.c_fc", C, F, c.mlp_bias);
+    add_linear(h + "mlp.c_fc", C, c.gated_mlp ? 2 * F : F, c.mlp_bias);  // gated: act, gate
     add_linear(h + "mlp.c_proj", F, C, c.mlp_bias);
   }
   if (c.final_norm) add_norm("ln_f");
@@ -144,7 +145,8 @@ std::unique_ptr<Checkpoint> Checkpoint::load(const std::filesystem::path& dir) {
     return ck;
   }
   if (ck->config_.family == Family::EncoderDecoder) {
-    ck->load_converted(seq2seq_tensors(*ck->file_, ck->config_), "a Marian folder");
+    ck->load_converted(seq2seq_tensors(*ck->file_, ck->config_),
+                       ck->config_.relative_buckets ? "a T5 folder" : "a Marian folder");
     return ck;
   }
 

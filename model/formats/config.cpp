@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -44,6 +45,12 @@ class Reader {
   const json* get(std::string_view key) const {
     const auto it = j_.find(key);
     return it == j_.end() || it->is_null() ? nullptr : &*it;
+  }
+
+  // Whether the key is there with null: Hugging Face's None, where the absent key means a default.
+  bool is_null(std::string_view key) const {
+    const auto it = j_.find(key);
+    return it != j_.end() && it->is_null();
   }
 
   uint32_t count(std::string_view key, uint64_t max, std::optional<uint32_t> fallback = {}) const {
@@ -346,6 +353,75 @@ Config parse_marian(const Reader& r) {
   return c;
 }
 
+// T5's config.json (Hugging Face's T5Config): pre-norm RMSNorm blocks without biases, no position
+// embeddings but a relative position bias in each stack's self-attention, attention scores not
+// scaled by 1/sqrt(d), a final norm on both sides, one vocabulary.
+Config parse_t5(const Reader& r) {
+  Config c;
+  c.family = Family::EncoderDecoder;
+  c.n_vocab = r.count("vocab_size", kMaxVocab);
+  // T5 has no position table: the context is what the models were trained at (512) unless the
+  // config says otherwise; the bias table is built for it.
+  c.n_ctx = r.count("n_positions", kMaxCtx, 512);
+  c.n_embd = r.count("d_model", kMaxEmbd);
+  c.n_head = r.count("num_heads", kMaxEmbd);
+  const uint32_t d_kv = r.count("d_kv", kMaxEmbd);
+  if (uint64_t{d_kv} * c.n_head != c.n_embd)
+    r.fail("d_kv", std::to_string(d_kv) + " x num_heads " + std::to_string(c.n_head) +
+                       " differs from d_model " + std::to_string(c.n_embd) +
+                       " (attention wider or narrower than the model is not supported)");
+  c.n_inner = r.count("d_ff", kMaxInner);
+  c.n_encoder_layer = r.count("num_layers", kMaxLayer);
+  c.n_layer = r.count("num_decoder_layers", kMaxLayer, c.n_encoder_layer);
+  c.relative_buckets = r.count("relative_attention_num_buckets", 1024, 32);
+  c.relative_max_distance = r.count("relative_attention_max_distance", kMaxCtx, 128);
+  if (c.relative_buckets < 4)
+    r.fail("relative_attention_num_buckets", "must be at least 4, got " +
+                                                 std::to_string(c.relative_buckets));
+  c.layer_norm_epsilon = r.positive("layer_norm_epsilon").value_or(1e-6f);
+  // feed_forward_proj "ACT" or "gated-ACT", as T5Config splits it; transformers reads
+  // "gated-gelu" as gelu_new (the tanh form), and a saved dense_act_fn names the activation.
+  const json* proj = r.get("feed_forward_proj");
+  const std::string ff = proj && proj->is_string() ? proj->get<std::string>() : "relu";
+  if (proj && !proj->is_string()) r.fail("feed_forward_proj", "must be a string, got " + describe(*proj));
+  const size_t dash = ff.find('-');
+  c.gated_mlp = dash != std::string::npos;
+  if (c.gated_mlp && (ff.substr(0, dash) != "gated" || ff.find('-', dash + 1) != std::string::npos))
+    r.fail("feed_forward_proj", json_util::show(ff, 40) + " is not ACT or gated-ACT");
+  std::string act = r.text("dense_act_fn").value_or(ff.substr(c.gated_mlp ? dash + 1 : 0));
+  if (ff == "gated-gelu") act = "gelu_new";
+  const std::map<std::string, model::Activation> acts{{"relu", model::Activation::Relu},
+                                                      {"gelu", model::Activation::GeluErf},
+                                                      {"gelu_new", model::Activation::GeluTanh},
+                                                      {"gelu_pytorch_tanh", model::Activation::GeluTanh},
+                                                      {"silu", model::Activation::Silu},
+                                                      {"swish", model::Activation::Silu}};
+  const auto a = acts.find(act);
+  if (a == acts.end())
+    r.fail("feed_forward_proj", "activation " + json_util::show(act, 40) +
+                                    " is not supported (relu, gelu, gelu_new, silu)");
+  c.activation = a->second;
+  c.layer_norm = model::LayerNormKind::Rms;
+  c.pre_norm = true;
+  c.final_norm = true;
+  c.positions = model::PositionKind::None;
+  c.attention_bias = false;
+  c.mlp_bias = false;
+  c.attention_scale = 1.0f;
+  c.tie_word_embeddings = r.flag("tie_word_embeddings", true);
+  // transformers 5 saves scale_decoder_outputs; before, a tied head implied the scale.
+  if (r.flag("scale_decoder_outputs", c.tie_word_embeddings))
+    c.output_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd));
+  // T5Config's defaults where the keys are absent; null: none (generation then never stops early).
+  c.eos_token_id = token_id(r, "eos_token_id", c.n_vocab);
+  if (!c.eos_token_id && !r.is_null("eos_token_id")) c.eos_token_id = 1;
+  c.pad_token_id = token_id(r, "pad_token_id", c.n_vocab).value_or(0);
+  c.decoder_start_token_id = token_id(r, "decoder_start_token_id", c.n_vocab);
+  if (!c.decoder_start_token_id) c.decoder_start_token_id = c.pad_token_id;
+  c.tokenizer.kind = TokenizerKind::T5Spm;
+  return c;
+}
+
 }  // namespace
 
 Config encoder_side(const Config& c) {
@@ -357,6 +433,7 @@ Config encoder_side(const Config& c) {
   e.causal = false;
   e.cross_attention = false;
   e.logits_bias = false;
+  e.output_scale = 1.0f;
   return e;
 }
 
@@ -377,8 +454,9 @@ Config parse_config(std::string_view json_text, const std::string& file) {
   const auto type = r.text("model_type");
   if (type && *type == "bert") return parse_bert(r);
   if (type && *type == "marian") return parse_marian(r);
+  if (type && *type == "t5") return parse_t5(r);
   if (type && *type != "gpt2")
-    r.fail("model_type", json_util::show(*type, 40) + " is not supported (gpt2, bert, marian)");
+    r.fail("model_type", json_util::show(*type, 40) + " is not supported (gpt2, bert, marian, t5)");
 
   Config c;
   c.n_vocab = r.count("vocab_size", kMaxVocab);
@@ -515,11 +593,42 @@ std::string marian_json(const Config& c) {
   return j.dump(2) + "\n";
 }
 
+// T5's config.json: Hugging Face's T5Config keys.
+std::string t5_json(const Config& c) {
+  nlohmann::ordered_json j;
+  j["model_type"] = "t5";
+  j["architectures"] = {"T5ForConditionalGeneration"};
+  j["is_encoder_decoder"] = true;
+  j["vocab_size"] = c.n_vocab;
+  j["n_positions"] = c.n_ctx;
+  j["d_model"] = c.n_embd;
+  j["d_kv"] = c.head_dim();
+  j["d_ff"] = c.n_inner;
+  j["num_layers"] = c.n_encoder_layer;
+  j["num_decoder_layers"] = c.n_layer;
+  j["num_heads"] = c.n_head;
+  j["relative_attention_num_buckets"] = c.relative_buckets;
+  j["relative_attention_max_distance"] = c.relative_max_distance;
+  j["layer_norm_epsilon"] = float_json(c.layer_norm_epsilon);
+  const std::string act = activation_name(c.activation);
+  j["feed_forward_proj"] = c.gated_mlp ? "gated-" + act : act;
+  j["dense_act_fn"] = act;
+  j["is_gated_act"] = c.gated_mlp;
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["scale_decoder_outputs"] = c.output_scale != 1.0f;
+  // null, not absent, for none: absent means T5's default, 1.
+  j["eos_token_id"] = c.eos_token_id ? nlohmann::ordered_json(*c.eos_token_id) : nullptr;
+  if (c.pad_token_id) j["pad_token_id"] = *c.pad_token_id;
+  if (c.decoder_start_token_id) j["decoder_start_token_id"] = *c.decoder_start_token_id;
+  return j.dump(2) + "\n";
+}
+
 }  // namespace
 
 std::string config_json(const Config& c) {
   if (c.family == Family::Encoder) return bert_json(c);
-  if (c.family == Family::EncoderDecoder) return marian_json(c);
+  if (c.family == Family::EncoderDecoder)
+    return c.relative_buckets ? t5_json(c) : marian_json(c);
   nlohmann::ordered_json j;
   j["model_type"] = "gpt2";
   j["architectures"] = {"GPT2LMHeadModel"};
@@ -570,6 +679,26 @@ Config marian_config(uint32_t n_embd, uint32_t n_layer, uint32_t n_head, uint32_
                                      {"decoder_start_token_id", n_vocab - 1}}
                           .dump(),
                       "marian_config");
+}
+
+Config t5_config(uint32_t n_embd, uint32_t n_inner, uint32_t n_layer, uint32_t n_head,
+                 uint32_t n_vocab, bool gated) {
+  // Through parse_t5, so that the derived fields are the ones a folder gets.
+  return parse_config(nlohmann::json{{"model_type", "t5"},
+                                     {"vocab_size", n_vocab},
+                                     {"d_model", n_embd},
+                                     {"d_kv", n_embd / n_head},
+                                     {"d_ff", n_inner},
+                                     {"num_layers", n_layer},
+                                     {"num_decoder_layers", n_layer},
+                                     {"num_heads", n_head},
+                                     {"feed_forward_proj", gated ? "gated-gelu" : "relu"},
+                                     {"tie_word_embeddings", !gated},
+                                     {"eos_token_id", 1},
+                                     {"pad_token_id", 0},
+                                     {"decoder_start_token_id", 0}}
+                          .dump(),
+                      "t5_config");
 }
 
 Config gpt2_config(uint32_t n_embd, uint32_t n_layer, uint32_t n_head) {

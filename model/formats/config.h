@@ -21,6 +21,7 @@ enum class TokenizerKind {
   WordPiece,  // BERT's: vocab.txt (or tokenizer.json) in the model's folder
   // Marian's: source.spm and target.spm (SentencePiece) with vocab.json in the model's folder
   MarianSpm,
+  T5Spm,  // T5's: spiece.model (SentencePiece) in the model's folder
 };
 
 // Which stack a model is: a decoder (GPT-2: causal, a cache, a next-token head), an encoder
@@ -79,7 +80,7 @@ struct Config {
   std::vector<std::string> labels;     // (id2label) the classifiers' outputs, in id order
   std::optional<int32_t> pad_token_id;  // (pad_token_id)
 
-  // Encoder-decoders (model_type "marian"). Both stacks share n_embd, n_head, n_inner, the
+  // Encoder-decoders (model_type "marian", "t5"). Both stacks share n_embd, n_head, n_inner, the
   // vocabulary and its embedding; n_layer is the decoder's.
   uint32_t n_encoder_layer = 0;  // (encoder_layers)
   bool cross_attention = false;  // a decoder whose blocks attend to an encoder's output
@@ -88,6 +89,16 @@ struct Config {
   std::optional<int32_t> decoder_start_token_id;
   // (forced_eos_token_id) the token generation must end with when it reaches its length limit
   std::optional<int32_t> forced_eos_token_id;
+  // T5 (Hugging Face's T5Config keys): a learned bias per head on each attention score of a
+  // stack's self-attention, by the bucket of the relative position (key - query): 0 buckets =
+  // none. Block 0's table ("rel_bias.weight" [buckets, H]) serves every layer of its stack.
+  uint32_t relative_buckets = 0;       // (relative_attention_num_buckets)
+  uint32_t relative_max_distance = 0;  // (relative_attention_max_distance)
+  // (feed_forward_proj "gated-*") the MLP's input projection is [C, 2F]: act(first F) * second F
+  bool gated_mlp = false;
+  // (scale_decoder_outputs, or a tied head before transformers 5) multiplies the decoder's
+  // output before the head: d_model^-0.5. Applied to ln_f.weight as it loads (seq2seq_tensors).
+  float output_scale = 1.0f;
 
   uint32_t head_dim() const { return n_embd / n_head; }
   // Floats per row of the head's output: the vocabulary (a decoder, masked LM), the labels (a
@@ -125,5 +136,12 @@ Config gpt2_config(uint32_t n_embd, uint32_t n_layer, uint32_t n_head);
 // embeddings, 512 positions, eos 0, and pad = the decoder's start = V - 1 (opus-mt-en-de is
 // (512, 6, 8) with 58,101 tokens).
 Config marian_config(uint32_t n_embd, uint32_t n_layer, uint32_t n_head, uint32_t n_vocab);
+
+// A T5 as Google's are made: n_layer layers a side, 32 buckets up to 128 apart, eps 1e-6, pad =
+// the decoder's start = 0, eos 1, 512 positions. v1.0 (t5-small is (512, 2048, 6, 8) with
+// 32,128 tokens): ReLU, a tied head scaled by d_model^-0.5; v1.1 (gated): gated GELU (tanh), an
+// untied head.
+Config t5_config(uint32_t n_embd, uint32_t n_inner, uint32_t n_layer, uint32_t n_head,
+                 uint32_t n_vocab, bool gated);
 
 }  // namespace model

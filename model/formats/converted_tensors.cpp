@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "model/formats/dtype.h"
 #include "model/formats/json_util.h"
 
 namespace model {
@@ -50,6 +51,14 @@ std::set<std::string, std::less<>> convert_tensors(const PresentTensors& present
       found.push_back(it->second);
     }
     if (found.size() != src.parts.size()) continue;
+    if (src.scale != 1.0f) {  // one part, multiplied, in fp32
+      std::vector<float> v = to_f32(*found[0]);
+      for (float& x : v) x *= src.scale;
+      std::vector<std::byte>& bytes = out.storage.emplace_back(v.size() * sizeof(float));
+      std::memcpy(bytes.data(), v.data(), bytes.size());
+      out.views.emplace(e.name, TensorView{e.name, TensorDType::F32, e.shape, bytes});
+      continue;
+    }
     if (found.size() == 1 && !src.linear) {  // as stored (a unit dimension dropped at most)
       TensorView v = *found[0];
       v.name = e.name;

@@ -22,12 +22,25 @@ struct TensorSource {
   // The one part's shape in the file where it differs from the canonical one only by unit
   // dimensions (Marian's final_logits_bias [1, V] for [V]); empty: as part_shape() says.
   std::vector<uint64_t> stored_shape;
+  // Multiplies every element (T5's output scale, folded into ln_f.weight); the tensor is then
+  // fp32 whatever the file's dtype, so the product is rounded once, as the forward would.
+  float scale = 1.0f;
 };
 
 // Canonical name -> source, written the ways a file's names map (BERT's, Marian's).
 struct TensorSources {
   std::map<std::string, TensorSource> map;
   void vector(const std::string& to, const std::string& from) { map[to] = {{from}, false, {}}; }
+  // A vector times a constant.
+  void scaled(const std::string& to, const std::string& from, float scale) {
+    map[to] = {{from}, false, {}, scale};
+  }
+  // Linear weights without biases (T5): "from" + ".weight" for each part, side by side.
+  void weights(const std::string& to, const std::vector<std::string>& from) {
+    std::vector<std::string> parts;
+    for (const std::string& f : from) parts.push_back(f + ".weight");
+    map[to + ".weight"] = {parts, true, {}};
+  }
   // An nn.Linear "from" (.weight transposed, .bias as stored) as the canonical linear "to".
   void linear(const std::string& to, const std::string& from) {
     map[to + ".weight"] = {{from + ".weight"}, true, {}};

@@ -1,4 +1,4 @@
-// Marian's names and layout -> the canonical ones (seq2seq_tensors.h).
+// Marian's and T5's names and layouts -> the canonical ones (seq2seq_tensors.h).
 #include "model/formats/seq2seq_tensors.h"
 
 #include <map>
@@ -41,10 +41,55 @@ std::map<std::string, TensorSource> sources(const Config& c) {
   return m.map;
 }
 
+// T5's: "encoder.block.{i}.layer.{j}." with j the sublayer (self-attention, then the decoder's
+// EncDecAttention, then DenseReluDense), no biases, RMSNorm weights only, block 0's
+// relative_attention_bias for the whole stack, and the decoder's output scale folded into its
+// final norm.
+std::map<std::string, TensorSource> t5_sources(const Config& c) {
+  TensorSources m;
+  auto stack = [&](const std::string& to, const std::string& from, uint32_t n, bool cross) {
+    m.vector(to + "rel_bias.weight", from + "block.0.layer.0.SelfAttention.relative_attention_bias.weight");
+    for (uint32_t i = 0; i < n; i++) {
+      const std::string h = to + "h." + std::to_string(i) + ".";
+      const std::string l = from + "block." + std::to_string(i) + ".layer.";
+      const std::string a = l + "0.SelfAttention.";
+      m.weights(h + "attn.c_attn", {a + "q", a + "k", a + "v"});
+      m.weights(h + "attn.c_proj", {a + "o"});
+      m.vector(h + "ln_1.weight", l + "0.layer_norm.weight");
+      if (cross) {
+        const std::string x = l + "1.EncDecAttention.";
+        for (auto [ours, theirs] : {std::pair{"c_q", "q"}, {"c_k", "k"}, {"c_v", "v"}, {"c_proj", "o"}})
+          m.weights(h + "cross." + ours, {x + theirs});
+        m.vector(h + "ln_x.weight", l + "1.layer_norm.weight");
+      }
+      const std::string f = l + (cross ? "2" : "1") + ".";
+      if (c.gated_mlp)
+        m.weights(h + "mlp.c_fc", {f + "DenseReluDense.wi_0", f + "DenseReluDense.wi_1"});
+      else
+        m.weights(h + "mlp.c_fc", {f + "DenseReluDense.wi"});
+      m.weights(h + "mlp.c_proj", {f + "DenseReluDense.wo"});
+      m.vector(h + "ln_2.weight", f + "layer_norm.weight");
+    }
+  };
+  m.vector("wte.weight", "shared.weight");
+  stack("enc.", "encoder.", c.n_encoder_layer, false);
+  m.vector("enc.ln_f.weight", "encoder.final_layer_norm.weight");
+  stack("", "decoder.", c.n_layer, true);
+  m.scaled("ln_f.weight", "decoder.final_layer_norm.weight", c.output_scale);
+  m.vector("lm_head.weight", "lm_head.weight");
+  return m.map;
+}
+
+// Which library's names the config's folder uses: T5's has the relative position bias.
+std::map<std::string, TensorSource> file_sources(const Config& c) {
+  return c.relative_buckets ? t5_sources(c) : sources(c);
+}
+
 // What a file may hold that the engine has no use for: the sinusoid tables, and the stacks'
 // and the head's copies of the shared embedding (tied).
 bool skipped(const std::string& name, const Config& c) {
-  return name == "model.encoder.embed_positions.weight" ||
+  return name == "encoder.embed_tokens.weight" || name == "decoder.embed_tokens.weight" ||
+         name == "model.encoder.embed_positions.weight" ||
          name == "model.decoder.embed_positions.weight" ||
          name == "model.encoder.embed_tokens.weight" ||
          name == "model.decoder.embed_tokens.weight" ||
@@ -54,7 +99,7 @@ bool skipped(const std::string& name, const Config& c) {
 }  // namespace
 
 std::vector<ExpectedTensor> seq2seq_file_tensors(const Config& c) {
-  const std::map<std::string, TensorSource> from = sources(c);
+  const std::map<std::string, TensorSource> from = file_sources(c);
   std::vector<ExpectedTensor> out;
   for (const ExpectedTensor& e : expected_tensors(c)) {
     const TensorSource& src = from.at(e.name);
@@ -69,7 +114,7 @@ ConvertedTensors seq2seq_tensors(const SafeTensors& file, const Config& c) {
   for (const TensorView& t : file.tensors()) present.emplace(t.name, &t);
   OtherTensors other;  // name -> a dtype this engine does not read
   for (const SafeTensors::Unsupported& t : file.unsupported()) other.emplace(t.name, t.dtype);
-  const auto used = convert_tensors(present, other, expected_tensors(c), sources(c), out);
+  const auto used = convert_tensors(present, other, expected_tensors(c), file_sources(c), out);
   for (const auto& [name, t] : present)
     if (!used.contains(name) && !skipped(name, c)) out.unused.push_back(t->name);
   for (const auto& [name, dtype] : other)

@@ -1,8 +1,10 @@
-// A Hugging Face encoder-decoder file (MarianMTModel) presented under the canonical names and
-// layout of checkpoint.h: the encoder's tensors under "enc.", the decoder's as a decoder's, its
-// cross-attention as h.{i}.ln_x and h.{i}.cross.{c_q,c_k,c_v,c_proj}, final_logits_bias as
-// head.bias; nn.Linear weights [out, in] become [in, out], and the self-attention's query, key
-// and value are fused into one c_attn [C, 3C].
+// A Hugging Face encoder-decoder file (MarianMTModel, T5ForConditionalGeneration) presented
+// under the canonical names and layout of checkpoint.h: the encoder's tensors under "enc.", the
+// decoder's as a decoder's, its cross-attention as h.{i}.ln_x and h.{i}.cross.{c_q,c_k,c_v,c_proj},
+// Marian's final_logits_bias as head.bias, T5's relative_attention_bias of block 0 as each
+// stack's rel_bias and its gated wi_0, wi_1 side by side as c_fc [C, 2F]; nn.Linear weights
+// [out, in] become [in, out], and the self-attention's query, key and value are fused into one
+// c_attn [C, 3C].
 #pragma once
 #include <vector>
 
@@ -18,7 +20,7 @@ namespace model {
 // stacks' copies of the shared embedding are skipped without a word.
 ConvertedTensors seq2seq_tensors(const SafeTensors& file, const Config& c);
 
-// The tensors a MarianMTModel file of config c holds, with the names and shapes Hugging Face
+// The tensors a MarianMTModel or T5 file of config c holds, with the names and shapes Hugging Face
 // saves: what seq2seq_tensors() reads, for writing random checkpoints.
 std::vector<ExpectedTensor> seq2seq_file_tensors(const Config& c);
 

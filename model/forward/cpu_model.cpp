@@ -7,6 +7,7 @@
 
 #include "model/forward/cpu_model.h"
 #include "model/formats/checkpoint.h"
+#include "model/ops/cpu/gated_activation.h"
 #include "model/ops/cpu/attention.h"
 #include "model/ops/cpu/common.h"
 #include "model/ops/cpu/embedding.h"
@@ -17,6 +18,7 @@
 #include "model/forward/graph.h"
 #include "model/forward/encoder.h"
 #include "model/forward/model.h"
+#include "model/forward/relative_bias.h"
 
 namespace model {
 namespace {
@@ -28,6 +30,7 @@ struct CpuState {
   std::vector<float> x, h, att;                       // [T, C]
   std::vector<float> qkv;                             // [T, 3C]
   std::vector<float> fc;                              // [T, F]
+  std::vector<float> gate;                            // [T, 2F] (a gated MLP)
   std::vector<float> logits;                          // [rows, V] (an encoder's head: its width)
   std::vector<std::vector<float>> k_cache, v_cache;  // [layer][n_ctx, C]
   // A decoder's source keys and values (cross-attention): [layer][S, C], S = source_len.
@@ -53,6 +56,7 @@ struct CpuBackend {
   float* buf(Buf b);
   void embed(Buf out, uint32_t T, uint32_t pos);
   void layernorm(Buf out, Buf in, const Norm<const float*>& n, uint32_t T);
+  void gated_activation(Buf out, Buf in, uint32_t T, Activation act);
   void linear(Buf out, Buf in, const Linear<const float*>& l, uint32_t T, const Epilogue& e = {},
               uint32_t in_row = 0);
   void norm_linear(Buf out, Buf in, const Norm<const float*>& n, const Linear<const float*>& l,
@@ -76,7 +80,7 @@ class CpuModel final : public Model {
     for (const ExpectedTensor& e : expected_tensors(c)) {
       const TensorView& t = ckpt.tensor(e.name);
       std::vector<float> v = to_f32(t);
-      const bool f16 = precision == Precision::F16 && e.shape.size() == 2;
+      const bool f16 = precision == Precision::F16 && e.shape.size() == 2 && e.name != kRelativeBias;
       if (f16)
         for (float& x : v) x = cpu::round_to_half(x);
       uint64_t bad = 0;
@@ -85,6 +89,9 @@ class CpuModel final : public Model {
                      f16 && t.dtype != TensorDType::F16 ? "f16" : nullptr);
       tensors_[e.name] = std::move(v);
     }
+    // The relative position bias as the attention op reads it: per head and key - query.
+    if (c.relative_buckets)
+      tensors_[kRelativeBias] = relative_bias_rows(c, tensors_[kRelativeBias]);
     weights_ = map_weights<const float*>(c, [&](const std::string& name) -> const float* {
       auto it = tensors_.find(name);
       return it == tensors_.end() ? nullptr : it->second.data();
@@ -112,7 +119,8 @@ class CpuModel final : public Model {
     CpuPass pass;
     CpuBackend b{c, weights_, kv_cache_, s_, pass};
     forward(b, c, weights_, T, 0, head ? Head::AllRows : Head::None);
-    out.hidden.assign(s_.x.begin(), s_.x.begin() + size_t{T} * c.n_embd);
+    const float* hidden = b.buf(encoder_output(c));
+    out.hidden.assign(hidden, hidden + size_t{T} * c.n_embd);
     out.logits = s_.logits;
   }
 
@@ -169,6 +177,7 @@ class CpuModel final : public Model {
     s_.att.assign(T * C, 0);
     s_.qkv.assign(T * 3 * C, 0);
     s_.fc.assign(T * c.n_inner, 0);
+    s_.gate.assign(c.gated_mlp ? 2 * T * c.n_inner : 0, 0);
     s_.logits.assign(logits, 0);
   }
 
@@ -187,6 +196,7 @@ float* CpuBackend::buf(Buf b) {
     case Buf::QKV: return s.qkv.data();
     case Buf::ATT: return s.att.data();
     case Buf::FC: return s.fc.data();
+    case Buf::GATE: return s.gate.data();
     case Buf::LOGITS: return s.logits.data();
   }
   return nullptr;
@@ -201,6 +211,10 @@ void CpuBackend::embed(Buf out, uint32_t T, uint32_t pos) {
 void CpuBackend::layernorm(Buf out, Buf in, const Norm<const float*>& n, uint32_t T) {
   cpu::layernorm(buf(out), buf(in), n.gamma, n.beta, T, c.n_embd, c.layer_norm_epsilon,
                  c.layer_norm);
+}
+
+void CpuBackend::gated_activation(Buf out, Buf in, uint32_t T, Activation act) {
+  cpu::gated_activation(buf(out), buf(in), T, c.n_inner, act);
 }
 
 void CpuBackend::linear(Buf out, Buf in, const Linear<const float*>& l, uint32_t T,
@@ -237,8 +251,9 @@ void CpuBackend::attention_store(uint32_t layer, uint32_t T, uint32_t pos) {
     (*pass.attention)[layer].assign(size_t{c.n_head} * T * (pos + T), 0.0f);
     probs = (*pass.attention)[layer].data();
   }
+  const uint32_t span = c.relative_buckets ? relative_bias_span(c) : 0;
   cpu::attention(s.att.data(), s.qkv.data(), 3 * C, kc, vc, T, pos + T, C, c.n_head,
-                 {c.causal, c.attention_scale}, probs);
+                 {c.causal, c.attention_scale, span}, probs, w.rel_bias);
 }
 
 void CpuBackend::source_store(uint32_t layer, const Linear<const float*>& k,

@@ -3,15 +3,25 @@
 #include <algorithm>
 
 #include "model/forward/gpu_model_impl.h"
+#include "model/forward/relative_bias.h"
 #include "model/ops/gpu/activation.h"
 #include "model/ops/gpu/attention.h"
 #include "model/ops/gpu/choose.h"
 #include "model/ops/gpu/embedding.h"
+#include "model/ops/gpu/gated_activation.h"
 #include "model/ops/gpu/layernorm.h"
 #include "model/ops/gpu/matmul_argmax.h"
 #include "model/ops/gpu/matmul.h"
 
 namespace model {
+namespace {
+
+// A norm's beta, or an empty span for RMSNorm's none.
+vk::BufferSpan beta(const GpuNorm& n) {
+  return n.beta ? n.beta->span : vk::BufferSpan{};
+}
+
+}  // namespace
 
 const vk::BufferSpan& GpuBackend::buf(Buf b) const {
   switch (b) {
@@ -20,6 +30,7 @@ const vk::BufferSpan& GpuBackend::buf(Buf b) const {
     case Buf::QKV: return s.qkv;
     case Buf::ATT: return s.att;
     case Buf::FC: return s.fc;
+    case Buf::GATE: return s.gate;
     case Buf::LOGITS: break;
   }
   return s.logits;
@@ -67,11 +78,15 @@ void GpuBackend::layernorm(Buf out, Buf in, const GpuNorm& n, uint32_t T) {
                  {.out = buf(out),
                   .x = buf(in),
                   .gamma = n.gamma->span,
-                  .beta = n.beta->span,
+                  .beta = beta(n),
                   .T = T,
                   .C = c.n_embd,
                   .eps = c.layer_norm_epsilon,
                   .kind = c.layer_norm});
+}
+
+void GpuBackend::gated_activation(Buf out, Buf in, uint32_t T, Activation act) {
+  gpu::gated_activation(k, rec, {.out = buf(out), .in = buf(in), .T = T, .F = c.n_inner, .act = act});
 }
 
 void GpuBackend::linear(Buf out, Buf in, const GpuLinear& l, uint32_t T, const Epilogue& e,
@@ -102,7 +117,7 @@ void GpuBackend::norm_linear(Buf out, Buf in, const GpuNorm& n, const GpuLinear&
       gpu::norm_linear(k.policy(), l.w->layout, w_bytes, T, in_row, wide_fits);
   if (fused != gpu::NormLinear::Apart) {
     const bool wide = fused == gpu::NormLinear::Wide;
-    const gpu::MatmulNorm norm{n.gamma->span, n.beta->span, c.layer_norm, c.layer_norm_epsilon};
+    const gpu::MatmulNorm norm{n.gamma->span, beta(n), c.layer_norm, c.layer_norm_epsilon};
     linear(out, in, l, T, e, in_row,
            wide ? gpu::MatmulKernel::VectorWide : gpu::MatmulKernel::Auto, &norm);
     return;
@@ -120,6 +135,10 @@ void GpuBackend::attention_store(uint32_t layer, uint32_t T, uint32_t pos) {
   gpu::AttentionOptions o;
   o.causal = c.causal;
   o.scale = c.attention_scale;
+  if (w.rel_bias) {
+    o.bias_span = relative_bias_span(c);
+    o.bias = &w.rel_bias->span;
+  }
   o.cache = s.kv_cache;
   if (s.split) o.scratch = &*s.split;
   if (pass.batch && s.batch_attention) {  // every row at once, each as its decode step alone

@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <map>
 
 #include "model/formats/checkpoint.h"
 #include "model/forward/gpu_model_impl.h"
+#include "model/forward/relative_bias.h"
 #include "model/ops/gpu/activation.h"
 #include "model/ops/gpu/attention.h"
 #include "model/ops/gpu/choose.h"
@@ -60,12 +62,15 @@ void GpuModel::upload_weights(const Checkpoint& ckpt, const UploadProgress& on_u
   std::vector<Plan> plans;
   uint64_t total = 0;
   for (const ExpectedTensor& e : expected) {
-    // Matrices take the chosen precision; LayerNorm parameters and biases stay fp32.
-    const bool matrix = e.shape.size() == 2;
+    // Matrices take the chosen precision; LayerNorm parameters, biases and the relative
+    // position bias (expanded to [H, span] below) stay fp32.
+    const bool rel = e.name == kRelativeBias;
+    const bool matrix = e.shape.size() == 2 && !rel;
     Plan p{0, matrix && precision_ == Precision::F16 ? DType::F16 : DType::F32,
            WeightLayout::KN, WeightLayout::KN};
     if (matrix) p.layout = matrix_layout(e, p.dtype, p.from);
-    const uint64_t n = ckpt.tensor(e.name).elements();
+    const uint64_t n = rel ? uint64_t{config_.n_head} * relative_bias_span(config_)
+                           : ckpt.tensor(e.name).elements();
     const uint64_t bytes = p.layout == WeightLayout::Interleaved
                                ? gpu::interleaved_bytes(p.dtype, matrix_k(e, p.from), matrix_n(e, p.from))
                                : vk::align_up(n * dtype_bytes(p.dtype), 4);  // whole fp16 pairs
@@ -98,8 +103,15 @@ void GpuModel::upload_weights(const Checkpoint& ckpt, const UploadProgress& on_u
       converted = plain.data();
     }
     const bool f16 = plans[i].dtype == DType::F16;
-    const uint64_t bad = f16 ? to_f16(src, reinterpret_cast<uint16_t*>(converted), 0, n)
-                             : to_f32(src, reinterpret_cast<float*>(converted), 0, n);
+    uint64_t bad = 0;
+    if (e.name == kRelativeBias) {  // [buckets, H] -> [H, span]
+      const std::vector<float> rows = relative_bias_rows(config_, to_f32(src));
+      std::memcpy(converted, rows.data(), rows.size() * 4);
+      for (float x : rows) bad += !std::isfinite(x);
+    } else {
+      bad = f16 ? to_f16(src, reinterpret_cast<uint16_t*>(converted), 0, n)
+                : to_f32(src, reinterpret_cast<float*>(converted), 0, n);
+    }
     warn_nonfinite(ckpt, e.name, bad, n, f16 && src.dtype != TensorDType::F16 ? "f16" : nullptr);
     if (interleaved)
       gpu::interleave(out, converted, plans[i].from, plans[i].dtype, matrix_k(e, plans[i].from),
@@ -126,6 +138,7 @@ void GpuModel::plan_state() {
   att_ = state_.add(T * C * f);
   qkv_ = state_.add(T * 3 * C * f);
   fc_ = state_.add(T * c.n_inner * f);
+  if (c.gated_mlp) gate_ = state_.add(T * 2 * c.n_inner * f);
   // A layer's slots side by side, each on a binding's alignment (slot_prefill binds one alone)
   // and all bound at once by a batch.
   slot_bytes_ = (slots_ == 1 ? T : slot_ctx_) * C * dtype_bytes(kv_cache_);
@@ -223,6 +236,7 @@ GpuState GpuModel::pass_state() const {
   GpuState s;
   s.x = state_.span(x_), s.h = state_.span(h_), s.att = state_.span(att_);
   s.qkv = state_.span(qkv_), s.fc = state_.span(fc_);
+  if (gate_) s.gate = state_.span(*gate_);
   s.logits = logits_;
   for (uint32_t i = 0; i < config_.n_layer; i++) {
     s.k_cache.push_back(state_.span(k_cache_[i]));
@@ -484,7 +498,8 @@ void GpuModel::encode(std::span<const int32_t> ids, std::span<const int32_t> typ
   rec_.wait();
   stats_ = rec_.stats();
   out.hidden.resize(size_t{T} * c.n_embd);
-  vk::download(device_, out.hidden.data(), state_.span(x_), out.hidden.size() * 4);
+  const size_t hidden = encoder_output(c) == Buf::H ? h_ : x_;
+  vk::download(device_, out.hidden.data(), state_.span(hidden), out.hidden.size() * 4);
   out.logits.clear();
   if (!head) return;
   out.logits.resize(size_t{rows} * c.head_width());

@@ -49,6 +49,7 @@ struct GpuState {
   vk::BufferSpan x, h, att;  // [n_ctx, C]
   vk::BufferSpan qkv;        // [n_ctx, 3C]
   vk::BufferSpan fc;         // [n_ctx, F]
+  vk::BufferSpan gate;       // [n_ctx, 2F] (a gated MLP)
   vk::BufferSpan logits;     // [rows, V]
   // [layer]: a layer's caches, [slots, slot rows, C], one slot every slot_stride bytes.
   std::vector<vk::BufferSpan> k_cache, v_cache;
@@ -85,6 +86,7 @@ struct GpuBackend {
   const vk::BufferSpan& buf(Buf b) const;
   void embed(Buf out, uint32_t T, uint32_t pos);
   void layernorm(Buf out, Buf in, const GpuNorm& n, uint32_t T);
+  void gated_activation(Buf out, Buf in, uint32_t T, Activation act);
   void linear(Buf out, Buf in, const GpuLinear& l, uint32_t T, const Epilogue& e = {},
               uint32_t in_row = 0, gpu::MatmulKernel kernel = gpu::MatmulKernel::Auto,
               const gpu::MatmulNorm* norm = nullptr);
@@ -221,6 +223,7 @@ class GpuModel final : public Model {
 
   Packer state_;  // activations and the KV cache
   size_t x_, h_, qkv_, att_, fc_;
+  std::optional<size_t> gate_;  // a gated MLP's [n_ctx, 2F]
   std::vector<size_t> k_cache_, v_cache_;  // [layer]: [slots, slot rows, C], slot_stride_ apart
   std::vector<size_t> source_k_, source_v_;  // [layer]: [n_ctx, C] fp32 (cross-attention)
   uint32_t source_len_ = 0;

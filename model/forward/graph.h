@@ -22,6 +22,7 @@ enum class Buf {
   QKV,     // [T, 3C] the fused query/key/value projection; cross-attention's queries [T, C]
   ATT,     // [T, C] attention output, heads side by side
   FC,      // [T, n_inner] the MLP's hidden layer
+  GATE,    // [T, 2 n_inner] a gated MLP's two projections side by side (Config::gated_mlp)
   LOGITS,  // [R, V] logits of the R rows asked for (all T, or the last)
 };
 
@@ -37,7 +38,7 @@ struct Linear {  // y = x W + b: [T, K] -> [T, N]
 
 template <class W>
 struct Norm {     // LayerNorm: gamma * normalise(x) + beta, [T, C] -> [T, C]
-  W gamma, beta;  // [C]
+  W gamma, beta;  // [C]; beta empty for RMSNorm (Config::layer_norm)
 };
 
 // A block, as data: its sublayers in order, each a body between a norm and a residual.
@@ -46,7 +47,9 @@ enum class Body {
   // in: the query projection [C, C]; attention over the source's keys and values (an
   // encoder's output projected once per source: source()); out: [C, C]
   CrossAttention,
-  Mlp,             // in: [C, F] and the config's activation; out: [F, C]
+  // in: [C, F] and the config's activation, or gated ([C, 2F], then act(first F) * second F);
+  // out: [F, C]
+  Mlp,
 };
 // Where a sublayer's norm sits: before its body (pre-norm, GPT-2: x + body(norm(x))), after the
 // residual sum (post-norm, the 2017 Transformer and BERT: norm(x + body(x))), or nowhere
@@ -87,7 +90,11 @@ struct ModelWeights {
   W wpe;         // [n_ctx, C], learned positions only
   W wtt;         // [n_types, C], token types (an encoder's segments) only
   Norm<W> ln_e;  // over the embedding sum (an encoder's), or empty
-  Norm<W> ln_f;
+  Norm<W> ln_f;  // a decoder's before its head; an encoder's over its output (T5)
+  // [H, relative_bias_span(c)]: the stack's relative position bias per head and key - query
+  // (relative_bias.h), which the backends expand from rel_bias.weight [buckets, H] as they load
+  // it; empty without Config::relative_buckets.
+  W rel_bias;
   // [V, C] as NK: wte when tied, else lm_head.weight; a bias after a masked-LM transform
   // (mlm.bias) or where the config has logits_bias (head.bias, Marian's final_logits_bias)
   Linear<W> head;
@@ -132,6 +139,7 @@ ModelWeights<W> map_weights(const Config& c, Get get) {
   m.wtt = get("wtt.weight");
   m.ln_e = norm("ln_e");
   m.ln_f = norm("ln_f");
+  m.rel_bias = get("rel_bias.weight");
   m.head = {c.tie_word_embeddings ? m.wte : get("lm_head.weight"),
             get(c.family == Family::Encoder ? "mlm.bias" : "head.bias"), C, c.n_vocab,
             WeightLayout::NK};
@@ -161,7 +169,7 @@ ModelWeights<W> map_weights(const Config& c, Get get) {
           s.source_v = linear(h + "cross.c_v", C, C);
           break;
         case Body::Mlp:
-          s.in = linear(h + "mlp.c_fc", C, F);
+          s.in = linear(h + "mlp.c_fc", C, c.gated_mlp ? 2 * F : F);
           s.out = linear(h + "mlp.c_proj", F, C);
           break;
       }
@@ -173,13 +181,15 @@ ModelWeights<W> map_weights(const Config& c, Get get) {
 // The backend of forward(), with W its weight handle:
 //   embed(out, T, pos)                          out = wte[ids] (+ wtt[types]) + positions
 //   layernorm(out, in, norm, T)                 per row
+//   gated_activation(out, in, T, act)           out[t, f] = act(in[t, f]) * in[t, F + f]
 //   linear(out, in, lin, T, epilogue, in_row)   out = epilogue(in[in_row..] W + b), T rows
 //   norm_linear(out, in, norm, lin, T, epilogue, in_row)
 //                                               H = norm(in) (rows up to in_row + T), then
 //                                               linear(out, H, ...): H is scratch that a fused
 //                                               kernel may skip
 //   attention_store(layer, T, pos)              QKV's keys and values into the cache at pos,
-//                                               then attention of its queries -> ATT
+//                                               then attention of its queries -> ATT (with
+//                                               the stack's rel_bias where it has one)
 //   source_store(layer, k, v, S)                X's S rows (the encoder's output) through k
 //                                               and v into the layer's source caches
 //   cross_attention(layer, T)                   attention of QKV's T queries ([T, C]) over
@@ -192,6 +202,7 @@ concept ForwardBackend = requires(B& b, Buf buf, const Norm<W>& n, const Linear<
                                   const Epilogue& e, uint32_t u) {
   b.embed(buf, u, u);
   b.layernorm(buf, buf, n, u);
+  b.gated_activation(buf, buf, u, Activation::None);
   b.linear(buf, buf, l, u, e, u);
   b.norm_linear(buf, buf, n, l, u, e, u);
   b.attention_store(u, u, u);
@@ -208,14 +219,17 @@ void sublayer(Backend& b, const Config& c, const Sublayer<W>& s, uint32_t layer,
               uint32_t pos) {
   const Buf X = Buf::X, H = Buf::H;
   const bool attn = s.kind.body != Body::Mlp;
-  const Buf mid = attn ? Buf::QKV : Buf::FC;      // what `in` writes
-  const Buf inner = attn ? Buf::ATT : Buf::FC;    // what `out` reads
-  const Epilogue e = attn ? Epilogue{} : activation(c.activation);  // the MLP's GELU or ReLU
+  const bool gated = !attn && c.gated_mlp;
+  const Buf mid = attn ? Buf::QKV : gated ? Buf::GATE : Buf::FC;  // what `in` writes
+  const Buf inner = attn ? Buf::ATT : Buf::FC;                     // what `out` reads
+  // The MLP's GELU or ReLU in the epilogue, or after it on both halves of a gated one.
+  const Epilogue e = attn || gated ? Epilogue{} : activation(c.activation);
   if (s.kind.norm == NormAt::Before) {
     b.norm_linear(mid, X, s.norm, s.in, T, e);
   } else {
     b.linear(mid, X, s.in, T, e);
   }
+  if (gated) b.gated_activation(Buf::FC, Buf::GATE, T, c.activation);
   if (s.kind.body == Body::SelfAttention) b.attention_store(layer, T, pos);
   if (s.kind.body == Body::CrossAttention) b.cross_attention(layer, T);
   if (s.kind.norm == NormAt::After) {
@@ -247,6 +261,11 @@ void encoder_head(Backend& b, const Config& c, const ModelWeights<W>& w, uint32_
   }
 }
 
+// Where an encoder's pass leaves its output: X, or H after a final norm (T5).
+inline Buf encoder_output(const Config& c) {
+  return c.final_norm ? Buf::H : Buf::X;
+}
+
 // A decoder's source pass (Config::cross_attention): the encoder's output, S rows in X, projected
 // into every layer's source keys and values, which its cross-attention then reads at every step.
 template <class W, ForwardBackend<W> Backend>
@@ -274,6 +293,7 @@ void forward(Backend& b, const Config& c, const ModelWeights<W>& w, uint32_t T, 
     b.tap(i, T);
   }
   if (c.family == Family::Encoder) {
+    if (c.final_norm) b.layernorm(Buf::H, Buf::X, w.ln_f, T);  // T5's: encoder_output()
     if (head != Head::None) encoder_head(b, c, w, T);
     return;
   }

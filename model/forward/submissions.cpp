@@ -8,8 +8,10 @@ namespace model {
 double block_seconds(const Config& c, uint32_t T, uint32_t L, DType weights,
                      const SubmissionRates& rates) {
   const double C = c.n_embd, t = T, l = std::max(L, T);
-  // c_attn and c_proj, then c_fc and the MLP's c_proj.
-  const double params = 4 * C * C + (c.attention_only ? 0 : 2 * C * c.n_inner);
+  // c_attn and c_proj, cross-attention's query and output projections, then c_fc (a gated
+  // MLP's two halves) and the MLP's c_proj.
+  const double mlp = (c.gated_mlp ? 3 : 2) * C * c.n_inner;
+  const double params = 4 * C * C + (c.cross_attention ? 2 * C * C : 0) + (c.attention_only ? 0 : mlp);
   const double tiles = std::ceil(t / 64);
   const double flops = 2 * t * params + 4 * t * l * C;  // q.k and the weighted sum of v
   const double bytes = params * static_cast<double>(dtype_bytes(weights)) * tiles +

@@ -133,6 +133,9 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& dir,
     case TokenizerKind::MarianSpm:
       throw std::runtime_error(dir.string() + ": a Marian folder: its SentencePiece models are an "
                                "encoder-decoder's; use seq2seq");
+    case TokenizerKind::T5Spm:
+      throw std::runtime_error(dir.string() + ": a T5 folder: its SentencePiece model is an "
+                               "encoder-decoder's; use seq2seq");
   }
   throw std::runtime_error("unknown tokenizer kind");
 }

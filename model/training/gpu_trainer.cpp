@@ -248,7 +248,7 @@ struct GpuTrainBackend {
                    {.out = span(out),
                     .x = span(in),
                     .gamma = *n.gamma,
-                    .beta = *n.beta,
+                    .beta = n.beta ? *n.beta : vk::BufferSpan{},  // none: RMSNorm
                     .T = m.N,
                     .C = c.n_embd,
                     .eps = c.layer_norm_epsilon,
@@ -314,7 +314,7 @@ struct GpuTrainBackend {
     gpu::layernorm_backward(m.ops, m.rec,
                             {.dx = span(dx),
                              .dgamma = *dn.gamma,
-                             .dbeta = *dn.beta,
+                             .dbeta = dn.beta ? *dn.beta : vk::BufferSpan{},
                              .stats = m.acts_.span(m.ln_stats),
                              .dout = span(dout),
                              .x = span(x),

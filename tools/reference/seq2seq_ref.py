@@ -4,6 +4,7 @@ and the logits processors), reading a Hugging Face folder with gpt2_ref's safete
 
     /usr/bin/python3 tools/reference/seq2seq_ref.py --check [DIR ...]  (default: tests/data/hf/{marian,t5-*})
     /usr/bin/python3 tools/reference/seq2seq_ref.py --write-goldens   (tests/data/beam/goldens.json)
+    /usr/bin/python3 tools/reference/seq2seq_ref.py --bench-t5 DIR [--source 64 --new 64 --threads 2]
 
 --check, for every fixture (tests/data/hf/README.md): the encoder's last hidden state and the
 teacher-forced logits against what transformers saved in float64 (beyond 1e-9 of the row's scale
@@ -41,14 +42,15 @@ GOLDENS = ROOT / "tests/data/beam/goldens.json"
 
 # ---------------------------------------------------------------- shared pieces
 
-def load(folder):
-    """(config, generation config, {name: float64 tensor}) of a Hugging Face folder."""
+def load(folder, dtype=torch.float64):
+    """(config, generation config, {name: tensor}) of a Hugging Face folder, in float64 unless
+    `dtype` says otherwise."""
     folder = Path(folder)
     config = json.loads((folder / "config.json").read_text())
     gen_path = folder / "generation_config.json"
     gen = json.loads(gen_path.read_text()) if gen_path.exists() else {}
     raw, _ = read_safetensors(folder / "model.safetensors")
-    return config, gen, {k: t.to(torch.float64) for k, t in raw.items()}
+    return config, gen, {k: t.to(dtype) for k, t in raw.items()}
 
 
 def linear(x, w, name):
@@ -253,6 +255,80 @@ class Seq2Seq:
 
     def logits(self, enc, mask, dec):
         return self._logits(self.config, self.w, enc, mask, dec)
+
+
+# ---------------------------------------------------------------- T5 greedy in float32 with caches
+
+def t5_bench(folder, source_len, new_tokens, threads):
+    """The peer of `gpt2vk seq2seq` on a T5 folder: float32, `threads` threads, a random source of
+    source_len ids encoded once, then new_tokens greedy steps (no eos stop), each one token
+    through the decoder with its self-attention keys and values cached and the cross-attention's
+    projected once per source, as transformers' generate() runs with its cache. Prints the time
+    of the encoder and the steps (after a warm-up run) and the ids."""
+    import time
+    torch.set_num_threads(threads)
+    config, _, w = load(folder, torch.float32)
+    eps, H, C = config["layer_norm_epsilon"], config["num_heads"], config["d_model"]
+    layers = config.get("num_decoder_layers") or config["num_layers"]
+    D = C // H
+    head = w.get("lm_head.weight", w["shared.weight"])
+    scale = config.get("scale_decoder_outputs", config.get("tie_word_embeddings", True))
+    g = torch.Generator().manual_seed(1)
+    source = torch.randint(3, max(4, config["vocab_size"] - 100), (1, source_len), generator=g)
+    heads = lambda y: y.view(1, -1, H, D).transpose(1, 2)  # noqa: E731  [1, H, T, D]
+    table = w["decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"]  # [buckets, H]
+
+    def attend(q, k, v, bias):
+        p = torch.softmax(q @ k.transpose(-1, -2) + bias, -1)
+        return (p @ v).transpose(1, 2).reshape(1, -1, C)
+
+    def run():
+        x = w["shared.weight"][source]
+        bias = t5_position_bias(config, w, "encoder", source_len, source_len, True)
+        for i in range(config["num_layers"]):
+            p = f"encoder.block.{i}."
+            h = rms_norm(x, w, p + "layer.0.layer_norm", eps)
+            a = p + "layer.0.SelfAttention."
+            x = x + linear(attend(heads(linear(h, w, a + "q")), heads(linear(h, w, a + "k")),
+                                  heads(linear(h, w, a + "v")), bias), w, a + "o")
+            x = x + t5_ff(config, w, p + "layer.1.", rms_norm(x, w, p + "layer.1.layer_norm", eps))
+        enc = rms_norm(x, w, "encoder.final_layer_norm", eps)
+        cross = [(heads(linear(enc, w, f"decoder.block.{i}.layer.1.EncDecAttention.k")),
+                  heads(linear(enc, w, f"decoder.block.{i}.layer.1.EncDecAttention.v"))) for i in range(layers)]
+        keys, values = [None] * layers, [None] * layers
+        tok, out = config["decoder_start_token_id"], []
+        for pos in range(new_tokens):
+            y = w["shared.weight"][[tok]][None]  # [1, 1, C]
+            rel = torch.arange(pos + 1) - pos
+            bias = table[t5_bucket(rel, False, config["relative_attention_num_buckets"],
+                                   config["relative_attention_max_distance"])].T[:, None, :]  # [H, 1, pos+1]
+            for i in range(layers):
+                p = f"decoder.block.{i}."
+                h = rms_norm(y, w, p + "layer.0.layer_norm", eps)
+                a = p + "layer.0.SelfAttention."
+                k, v = heads(linear(h, w, a + "k")), heads(linear(h, w, a + "v"))
+                keys[i] = k if pos == 0 else torch.cat([keys[i], k], 2)
+                values[i] = v if pos == 0 else torch.cat([values[i], v], 2)
+                y = y + linear(attend(heads(linear(h, w, a + "q")), keys[i], values[i], bias), w, a + "o")
+                h = rms_norm(y, w, p + "layer.1.layer_norm", eps)
+                a = p + "layer.1.EncDecAttention."
+                y = y + linear(attend(heads(linear(h, w, a + "q")), *cross[i], 0.0), w, a + "o")
+                y = y + t5_ff(config, w, p + "layer.2.", rms_norm(y, w, p + "layer.2.layer_norm", eps))
+            y = rms_norm(y, w, "decoder.final_layer_norm", eps)
+            if scale:
+                y = y * C ** -0.5
+            tok = int((y[0, -1] @ head.T).argmax())
+            out.append(tok)
+        return out
+
+    with torch.inference_mode():
+        run()  # warm-up
+        start = time.perf_counter()
+        ids = run()
+        seconds = time.perf_counter() - start
+    print(f"torch {torch.__version__} float32, {threads} threads: a {source_len}-token source and "
+          f"{new_tokens} greedy tokens in {seconds:.3f} s")
+    return ids
 
 
 # ---------------------------------------------------------------- generation, as `generate` does it
@@ -564,7 +640,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", nargs="*")
     ap.add_argument("--write-goldens", action="store_true")
+    ap.add_argument("--bench-t5", metavar="DIR", help="time t5_bench on a T5 folder")
+    ap.add_argument("--source", type=int, default=64)
+    ap.add_argument("--new", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
+    if a.bench_t5:
+        t5_bench(a.bench_t5, a.source, a.new, a.threads)
+        return 0
     if a.write_goldens:
         GOLDENS.parent.mkdir(parents=True, exist_ok=True)
         GOLDENS.write_text(json.dumps(toy_goldens(), indent=None, separators=(",", ":")).replace(
