@@ -102,7 +102,8 @@ TEST_CASE("serve: an encoder-decoder's completions are what gpt2vk seq2seq print
     CHECK(j["usage"]["completion_tokens"] == 12);
 
     // Four beams.
-    j = completion(test::post(url, json{{"prompt", kText}, {"max_tokens", 12}, {"num_beams", 4}}.dump()));
+    j = completion(
+        test::post(url, json{{"prompt", kText}, {"max_tokens", 12}, {"num_beams", 4}}.dump()));
     CHECK(j["choices"][0]["text"] == command({"-n", "12", "--beams", "4"}));
     CHECK(j["choices"][0]["finish_reason"] == "length");
 
@@ -114,7 +115,8 @@ TEST_CASE("serve: an encoder-decoder's completions are what gpt2vk seq2seq print
                                         {"num_beams", 3},
                                         {"no_repeat_ngram_size", 1}}
                                        .dump()));
-    CHECK(j["choices"][0]["text"] == command({"-n", "63", "--beams", "3", "--no-repeat-ngram", "1"}));
+    CHECK(j["choices"][0]["text"] ==
+          command({"-n", "63", "--beams", "3", "--no-repeat-ngram", "1"}));
     CHECK(j["choices"][0]["text"] == lib.target->decode(ids));
     CHECK(j["choices"][0]["finish_reason"] == "stop");
     CHECK(j["usage"]["completion_tokens"] == ids.size());
@@ -132,7 +134,8 @@ TEST_CASE("serve: an encoder-decoder's completions are what gpt2vk seq2seq print
     CHECK(j["usage"]["completion_tokens"] == 19);
 
     // The source as token ids: the same translation as its text.
-    j = completion(test::post(url, json{{"prompt", lib.source->encode(kText)}, {"max_tokens", 12}}.dump()));
+    j = completion(
+        test::post(url, json{{"prompt", lib.source->encode(kText)}, {"max_tokens", 12}}.dump()));
     CHECK(j["choices"][0]["text"] == command({"-n", "12"}));
 
     const json models = json::parse(test::get(server.url() + "/v1/models").body);
@@ -167,9 +170,11 @@ TEST_CASE("serve: an encoder-decoder refuses hostile requests and stays up") {
       {R"({"prompt": "hi", "num_beams": 1000})", "num_beams must be between 1 and 8, got 1000"},
       {R"({"prompt": "hi", "num_beams": 2.5})", "num_beams must be an integer"},
       {R"({"prompt": 7})", "prompt must be a string or an array of token ids, got an integer"},
-      {R"({"prompt": {"a": 1}})", "prompt must be a string or an array of token ids, got an object"},
+      {R"({"prompt": {"a": 1}})",
+       "prompt must be a string or an array of token ids, got an object"},
       {R"({"prompt": ["a", "b"]})", "batches of prompts are not supported"},
-      {R"({"prompt": [1, 2, 64]})", "prompt[2] is an integer, not a token id of this model (0 to 63)"},
+      {R"({"prompt": [1, 2, 64]})",
+       "prompt[2] is an integer, not a token id of this model (0 to 63)"},
       {R"({"prompt": [1, -1]})", "prompt[1] is an integer, not a token id"},
       {R"({"prompt": "hi", "n": 2})", "n: one completion per request"},
       {R"({"prompt": "hi", "best_of": 3})", "best_of: one completion per request"},
@@ -178,7 +183,8 @@ TEST_CASE("serve: an encoder-decoder refuses hostile requests and stays up") {
       {R"({"prompt": "hi", "echo": true})", "echo is not supported"},
       {R"({"prompt": "hi", "stop": ["."]})", "stop is not supported"},
       {R"({"prompt": "hi", "temperature": "hot"})", "temperature must be a number"},
-      {R"({"prompt": "hi", "early_stopping": "soon"})", "early_stopping must be true, false or \"never\""},
+      {R"({"prompt": "hi", "early_stopping": "soon"})",
+       "early_stopping must be true, false or \"never\""},
       {R"({"prompt": "hi", "length_penalty": null, "model": 3})", "model must be a string"},
       {R"({"prompt": "hi")", "not valid JSON"},
       {R"(["hi"])", "must be a JSON object"},
@@ -189,13 +195,15 @@ TEST_CASE("serve: an encoder-decoder refuses hostile requests and stays up") {
     CHECK_MESSAGE(message.find(says) != std::string::npos, message);
   }
   // The other endpoints say why not.
-  std::string message = refusal(test::post(server.url() + "/v1/chat/completions", R"({"messages": []})"), 404);
+  std::string message =
+      refusal(test::post(server.url() + "/v1/chat/completions", R"({"messages": []})"), 404);
   CHECK_MESSAGE(message.find("prompt of /v1/completions") != std::string::npos, message);
   message = refusal(test::post(server.url() + "/v1/embeddings", R"({"input": "hi"})"));
   CHECK(message.find("an encoder-decoder") != std::string::npos);
 
   // Still up, and what it counted.
-  const json j = completion(test::post(url, R"({"prompt": "hi", "max_tokens": 3, "temperature": 0.7})"));
+  const json j =
+      completion(test::post(url, R"({"prompt": "hi", "max_tokens": 3, "temperature": 0.7})"));
   CHECK(j["usage"]["completion_tokens"] == 3);
   CHECK(test::get(server.url() + "/health").status == 200);
   const std::string metrics = test::get(server.url() + "/metrics").body;
@@ -223,16 +231,16 @@ TEST_CASE("serve: concurrent encoder-decoder requests are each answered as alone
   std::vector<std::thread> threads;
   for (size_t i = 0; i < asks.size(); i++)
     threads.emplace_back([&, i] {
-      replies[i] = test::post(url, json{{"prompt", asks[i].first},
-                                        {"max_tokens", 10},
-                                        {"num_beams", asks[i].second}}
-                                       .dump());
+      replies[i] = test::post(
+          url, json{{"prompt", asks[i].first}, {"max_tokens", 10}, {"num_beams", asks[i].second}}
+                   .dump());
     });
   for (std::thread& t : threads) t.join();
   for (size_t i = 0; i < asks.size(); i++) {
     CAPTURE(i);
     const json j = completion(replies[i]);
-    CHECK(j["choices"][0]["text"] == lib.target->decode(lib.ids(asks[i].first, asks[i].second, 10)));
+    CHECK(j["choices"][0]["text"] ==
+          lib.target->decode(lib.ids(asks[i].first, asks[i].second, 10)));
     CHECK(j["usage"]["prompt_tokens"] == lib.source->encode(asks[i].first).size());
   }
   CHECK(test::no_validation_messages({0, "", server.err()}));

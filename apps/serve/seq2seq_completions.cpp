@@ -42,17 +42,20 @@ std::vector<int32_t> read_source(const json& j, const model::Tokenizer& source, 
   for (size_t i = 0; i < p.size(); i++) {
     const json& id = p[i];
     if (id.is_string() || id.is_array())
-      throw bad("prompt", "prompt: batches of prompts are not supported; send one string or one "
-                          "array of token ids per request");
+      throw bad("prompt",
+                "prompt: batches of prompts are not supported; send one string or one "
+                "array of token ids per request");
     const bool ok = id.is_number_unsigned()  ? id.get<uint64_t>() < V
                     : id.is_number_integer() ? id.get<int64_t>() >= 0 && id.get<int64_t>() < V
                                              : false;
     if (!ok)
       throw bad("prompt", "prompt[" + std::to_string(i) + "] is " + json_type(id) +
-                              ", not a token id of this model (0 to " + std::to_string(V - 1) + ")");
+                              ", not a token id of this model (0 to " + std::to_string(V - 1) +
+                              ")");
     ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
   }
-  if (ids.empty()) throw bad("prompt", "prompt is an empty array of token ids: nothing to translate");
+  if (ids.empty())
+    throw bad("prompt", "prompt is an empty array of token ids: nothing to translate");
   return ids;
 }
 
@@ -62,8 +65,10 @@ model::BeamSettings::Stop read_early_stopping(const json& j, model::BeamSettings
   const json& e = j["early_stopping"];
   if (e.is_boolean())
     return e.get<bool>() ? model::BeamSettings::Stop::Early : model::BeamSettings::Stop::Heuristic;
-  if (e.is_string() && e.get_ref<const std::string&>() == "never") return model::BeamSettings::Stop::Never;
-  throw bad("early_stopping", "early_stopping must be true, false or \"never\", got " + json_type(e));
+  if (e.is_string() && e.get_ref<const std::string&>() == "never")
+    return model::BeamSettings::Stop::Never;
+  throw bad("early_stopping",
+            "early_stopping must be true, false or \"never\", got " + json_type(e));
 }
 
 }  // namespace
@@ -76,24 +81,30 @@ Seq2SeqRequest parse_seq2seq(const std::string& body, const model::Tokenizer& so
     throw bad("model", "model must be a string, got " + json_type(j["model"]));
   for (const char* n : {"n", "best_of"})
     if (get_integer(j, n, 1, 1, int64_t{1} << 30) != 1)
-      throw bad(n, std::string(n) + ": one completion per request; num_beams searches several and "
-                                    "returns the best");
+      throw bad(n, std::string(n) +
+                       ": one completion per request; num_beams searches several and "
+                       "returns the best");
   if (given(j, "logprobs"))
     throw bad("logprobs", "logprobs is not supported by an encoder-decoder's search");
-  if (get_bool(j, "echo", false)) throw bad("echo", "echo is not supported: the prompt is the source, not the completion's start");
+  if (get_bool(j, "echo", false))
+    throw bad("echo",
+              "echo is not supported: the prompt is the source, not the completion's start");
   for (const char* n : {"stop", "suffix"})
     if (given(j, n) && !(j[n].is_string() && j[n].get_ref<const std::string&>().empty()) &&
         !(j[n].is_array() && j[n].empty()))
-      throw bad(n, std::string(n) + " is not supported by an encoder-decoder: it generates until "
-                                    "its end of sequence or max_tokens");
+      throw bad(n, std::string(n) +
+                       " is not supported by an encoder-decoder: it generates until "
+                       "its end of sequence or max_tokens");
   // Checked as OpenAI's API takes them, then ignored: the search is greedy or beams.
   get_number(j, "temperature", 1.0, 0.0, 2.0);
   get_number(j, "top_p", 1.0, 0.0, 1.0);
 
   r.source = read_source(j, source, c.n_vocab);
   if (r.source.size() > c.n_ctx)
-    throw ApiError(400, "prompt is " + std::to_string(r.source.size()) + " tokens, more than the "
-                   "model's maximum of " + std::to_string(c.n_ctx) + " (max_position_embeddings)",
+    throw ApiError(400,
+                   "prompt is " + std::to_string(r.source.size()) +
+                       " tokens, more than the model's maximum of " + std::to_string(c.n_ctx) +
+                       " (max_position_embeddings)",
                    "prompt", "context_length_exceeded");
   r.search = defaults;
   // The decoder's context holds the start token and the new ids.
@@ -101,8 +112,8 @@ Seq2SeqRequest parse_seq2seq(const std::string& body, const model::Tokenizer& so
   r.search.max_new_tokens = static_cast<uint32_t>(
       get_integer(j, "max_tokens", std::min(defaults.max_new_tokens, most), 1, most));
   const uint32_t beams = std::min(kMaxServeBeams, c.n_vocab / 2);
-  r.search.beams = static_cast<uint32_t>(
-      get_integer(j, "num_beams", std::min(defaults.beams, beams), 1, beams));
+  r.search.beams =
+      static_cast<uint32_t>(get_integer(j, "num_beams", std::min(defaults.beams, beams), 1, beams));
   r.search.length_penalty = get_number(j, "length_penalty", defaults.length_penalty, -100, 100);
   r.search.no_repeat_ngram = static_cast<uint32_t>(
       get_integer(j, "no_repeat_ngram_size", defaults.no_repeat_ngram, 0, c.n_ctx));
@@ -113,19 +124,18 @@ Seq2SeqRequest parse_seq2seq(const std::string& body, const model::Tokenizer& so
 
 std::string seq2seq_response(const Seq2SeqResult& r, bool stream, const std::string& id,
                              std::time_t created, const std::string& model_name) {
-  const json out = {
-      {"id", id},
-      {"object", "text_completion"},
-      {"created", created},
-      {"model", model_name},
-      {"choices", json::array({{{"text", r.text},
-                                {"index", 0},
-                                {"logprobs", nullptr},
-                                {"finish_reason", r.finish_reason}}})},
-      {"usage",
-       {{"prompt_tokens", r.prompt_tokens},
-        {"completion_tokens", r.completion_tokens},
-        {"total_tokens", r.prompt_tokens + r.completion_tokens}}}};
+  const json out = {{"id", id},
+                    {"object", "text_completion"},
+                    {"created", created},
+                    {"model", model_name},
+                    {"choices", json::array({{{"text", r.text},
+                                              {"index", 0},
+                                              {"logprobs", nullptr},
+                                              {"finish_reason", r.finish_reason}}})},
+                    {"usage",
+                     {{"prompt_tokens", r.prompt_tokens},
+                      {"completion_tokens", r.completion_tokens},
+                      {"total_tokens", r.prompt_tokens + r.completion_tokens}}}};
   const std::string s = out.dump(-1, ' ', false, json::error_handler_t::replace);
   return stream ? "data: " + s + "\n\ndata: [DONE]\n\n" : s;
 }
@@ -139,7 +149,7 @@ void Seq2SeqRunner::update_metrics() {
 }
 
 std::optional<Seq2SeqResult> Seq2SeqRunner::run(const Seq2SeqRequest& request,
-                                                 const std::function<bool()>& gone) {
+                                                const std::function<bool()>& gone) {
   {
     std::unique_lock lock(mutex_);
     if (queue_.size() > max_queue_) {  // the front one runs; the rest wait

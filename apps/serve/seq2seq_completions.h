@@ -43,9 +43,9 @@ Seq2SeqRequest parse_seq2seq(const std::string& body, const model::Tokenizer& so
                              const model::Config& config, const model::BeamSettings& defaults);
 
 struct Seq2SeqResult {
-  std::string text;           // the generated ids decoded by the target tokenizer
-  std::string finish_reason;  // "stop": eos ended it; "length": max_tokens (or n_ctx) did
-  size_t prompt_tokens = 0;   // the source's ids, </s> included
+  std::string text;              // the generated ids decoded by the target tokenizer
+  std::string finish_reason;     // "stop": eos ended it; "length": max_tokens (or n_ctx) did
+  size_t prompt_tokens = 0;      // the source's ids, </s> included
   size_t completion_tokens = 0;  // the ids generated, a final eos included
 };
 
@@ -62,7 +62,8 @@ class Seq2SeqRunner {
   // Waits for the requests before it, asking `gone` every 200 ms whether its client left (then
   // it gives its place up and returns nullopt), then generates. Throws ApiError 503 (with
   // Retry-After) when max_queue requests already wait.
-  std::optional<Seq2SeqResult> run(const Seq2SeqRequest& request, const std::function<bool()>& gone);
+  std::optional<Seq2SeqResult> run(const Seq2SeqRequest& request,
+                                   const std::function<bool()>& gone);
 
  private:
   Seq2SeqResult generate(const Seq2SeqRequest& request);

@@ -596,7 +596,8 @@ Command add_serve(CLI::App& cli) {
       ->check(whole_number(0, 65535, " (0: any free port)"));
   cmd->add_option("--parallel", args->parallel,
                   "requests decoding together, each with a KV cache of --ctx-per-slot tokens "
-                  "(default 1, at most 8; more than 1 needs a GPU model)")
+                  "(default 1, at most 8; more than 1 needs a GPU model of a decoder: an "
+                  "encoder's or an encoder-decoder's requests run one at a time)")
       ->check(whole_number(1, 8));
   cmd->add_option("--ctx-per-slot", args->ctx_per_slot,
                   "tokens of prompt plus completion a request may use (default: the model's "
