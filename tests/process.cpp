@@ -54,6 +54,28 @@ CliResult run(const std::vector<std::string>& argv, const Env& env) {
   return r;
 }
 
+namespace {
+
+// curl ARGS: -w puts the status on a line after the body.
+HttpReply curl(std::vector<std::string> args) {
+  args.insert(args.begin(), {"curl", "-sS", "--max-time", "300", "-o", "-", "-w", "\n%{http_code}"});
+  const CliResult r = run(args);
+  if (r.exit_code != 0) throw std::runtime_error("curl failed: " + r.err);
+  const size_t nl = r.out.rfind('\n');
+  return {std::stoi(r.out.substr(nl + 1)), r.out.substr(0, nl)};
+}
+
+}  // namespace
+
+HttpReply post(const std::string& url, const std::string& body) {
+  TempDir dir;
+  write_file(dir / "body", body);
+  return curl({"-H", "Content-Type: application/json", "--data-binary",
+               "@" + (dir / "body").string(), url});
+}
+
+HttpReply get(const std::string& url) { return curl({url}); }
+
 bool on_path(const std::string& program) {
   return run({"sh", "-c", "command -v " + program}).exit_code == 0;
 }

@@ -17,6 +17,15 @@ CliResult run(const std::vector<std::string>& argv, const Env& env = {});
 // Whether a program is on PATH.
 bool on_path(const std::string& program);
 
+// One HTTP request with curl (at most 300 s): the status and the body.
+struct HttpReply {
+  int status = 0;
+  std::string body;
+};
+// POSTs `body` as it is (invalid UTF-8 stays invalid) with Content-Type application/json.
+HttpReply post(const std::string& url, const std::string& body);
+HttpReply get(const std::string& url);
+
 // `gpt2vk ARGS` in the background, with the validation layer on, its stdout and stderr kept in
 // files. The destructor kills it if it still runs.
 class Background {

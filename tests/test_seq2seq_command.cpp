@@ -1,7 +1,6 @@
-// gpt2vk seq2seq from text to text: the Marian fixture saved by transformers
-// (tests/data/hf/marian, random weights over a 64-token vocabulary) given SentencePiece models
-// trained here (tests/data/spm) and a vocab.json of 64 of their pieces, on the CPU reference and
-// the tests' GPU; and every bad input a clear error with exit 1.
+// gpt2vk seq2seq from text to text: the Marian fixture saved by transformers given tokenizer
+// files (tests/seq2seq_folder.h), on the CPU reference and the tests' GPU; and every bad input a
+// clear error with exit 1.
 #include <doctest/doctest.h>
 
 #include <fstream>
@@ -15,31 +14,12 @@
 #include "tests/cli.h"
 #include "tests/files.h"
 #include "tests/gpu.h"
+#include "tests/seq2seq_folder.h"
 
 namespace {
 
 std::filesystem::path source(const char* path) {
   return test::source_dir() / path;
-}
-
-// The fixture's config, weights and generation_config.json, with source.spm and target.spm the
-// unigram model and vocab.json "</s>" 0, "<unk>" 1, 61 of the model's pieces, "<pad>" 63.
-void marian_folder(const std::filesystem::path& dir) {
-  for (const char* f : {"config.json", "model.safetensors", "generation_config.json"})
-    std::filesystem::copy_file(source("tests/data/hf/marian") / f, dir / f);
-  const std::string spm = test::read_file(source("tests/data/spm/unigram.model"));
-  test::write_file(dir / "source.spm", spm);
-  test::write_file(dir / "target.spm", spm);
-  test::TempDir t5;
-  test::write_file(t5.path() / "spiece.model", spm);
-  const auto tok = model::load_sentencepiece(t5.path(), model::SpmFlavor::T5);
-  nlohmann::json vocab = {{"</s>", 0}, {"<unk>", 1}};
-  for (int32_t id = 0; vocab.size() < 63; id++) {
-    const std::string p = tok->piece(id);
-    if (p.front() != '<' && !vocab.contains(p)) vocab[p] = vocab.size();
-  }
-  vocab["<pad>"] = 63;
-  test::write_file(dir / "vocab.json", vocab.dump());
 }
 
 std::vector<std::string> lines(const std::string& text) {
@@ -53,7 +33,7 @@ std::vector<std::string> lines(const std::string& text) {
 
 TEST_CASE("seq2seq command: text in, the library's translation out, CPU and GPU alike") {
   test::TempDir dir;
-  marian_folder(dir.path());
+  test::marian_folder(dir.path());
   const std::string m = dir.path().string();
   const std::string text = "Hello world, this is a test.";
 
@@ -101,7 +81,7 @@ TEST_CASE("seq2seq command: text in, the library's translation out, CPU and GPU 
 
 TEST_CASE("seq2seq command: bad input is a clear error, exit 1") {
   test::TempDir dir;
-  marian_folder(dir.path());
+  test::marian_folder(dir.path());
   const std::string m = dir.path().string();
   auto run = [&](std::vector<std::string> args) {
     args.insert(args.begin(), {"seq2seq", "-m", m, "--device", "cpu"});

@@ -19,19 +19,6 @@ std::string hf(const char* name) {
   return (test::source_dir() / "tests/data/hf" / name).string();
 }
 
-// POST body to url with curl: {status, body}.
-std::pair<int, std::string> post(const std::string& url, const std::string& body) {
-  test::TempDir dir;
-  test::write_file(dir / "body", body);
-  const test::CliResult r =
-      test::run({"curl", "-sS", "--max-time", "120", "-o", "-", "-w", "\n%{http_code}", "-H",
-                 "Content-Type: application/json", "--data-binary",
-                 "@" + (dir / "body").string(), url});
-  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-  const size_t nl = r.out.rfind('\n');
-  return {std::stoi(r.out.substr(nl + 1)), r.out.substr(0, nl)};
-}
-
 double cosine(const std::vector<double>& a, const std::vector<double>& b) {
   double dot = 0, na = 0, nb = 0;
   for (size_t i = 0; i < a.size(); i++) dot += a[i] * b[i], na += a[i] * a[i], nb += b[i] * b[i];
@@ -58,7 +45,7 @@ TEST_CASE("serve: /v1/embeddings from an encoder, as sentence-transformers compu
   size_t tokens = 0;
   for (double m : e.at("attention_mask").values) tokens += m != 0;
 
-  const auto [status, body] = post(url, json{{"input", texts}, {"model", "x"}}.dump());
+  const auto [status, body] = test::post(url, json{{"input", texts}, {"model", "x"}}.dump());
   REQUIRE_MESSAGE(status == 200, body);
   const json r = json::parse(body);
   CHECK(r["object"] == "list");
@@ -76,7 +63,7 @@ TEST_CASE("serve: /v1/embeddings from an encoder, as sentence-transformers compu
   std::vector<int64_t> ids;
   for (size_t t = 0; t < e.at("input_ids").shape[1]; t++)
     if (e.at("attention_mask").row(0)[t] != 0) ids.push_back(static_cast<int64_t>(e.at("input_ids").row(0)[t]));
-  const auto [s2, b2] = post(url, json{{"input", ids}}.dump());
+  const auto [s2, b2] = test::post(url, json{{"input", ids}}.dump());
   REQUIRE_MESSAGE(s2 == 200, b2);
   CHECK(json::parse(b2)["data"][0]["embedding"].get<std::vector<double>>() == got[0]);
 
@@ -113,14 +100,14 @@ TEST_CASE("serve: /v1/embeddings from an encoder, as sentence-transformers compu
   };
   for (const auto& [request, message] : bad) {
     CAPTURE(message);
-    const auto [s, b] = post(url, request.dump());
+    const auto [s, b] = test::post(url, request.dump());
     CHECK(s == 400);
     CHECK_MESSAGE(b.find(message) != std::string::npos, b);
   }
-  const auto [s3, b3] = post(server.url() + "/v1/completions", R"({"prompt": "hi"})");
+  const auto [s3, b3] = test::post(server.url() + "/v1/completions", R"({"prompt": "hi"})");
   CHECK(s3 == 400);
   CHECK(b3.find("use /v1/embeddings") != std::string::npos);
-  const auto [s4, b4] = post(url, "{\"input\": [");
+  const auto [s4, b4] = test::post(url, "{\"input\": [");
   CHECK(s4 == 400);
   CHECK(b4.find("not valid JSON") != std::string::npos);
 }
@@ -128,7 +115,7 @@ TEST_CASE("serve: /v1/embeddings from an encoder, as sentence-transformers compu
 TEST_CASE("serve: a decoder refuses /v1/embeddings") {
   REQUIRE(test::on_path("curl"));
   test::Server server({"-m", (test::source_dir() / "tests/data/models/gpt2-tiny").string()});
-  const auto [status, body] = post(server.url() + "/v1/embeddings", R"({"input": "hi"})");
+  const auto [status, body] = test::post(server.url() + "/v1/embeddings", R"({"input": "hi"})");
   CHECK(status == 400);
   CHECK(body.find("needs an encoder") != std::string::npos);
 }

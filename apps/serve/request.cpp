@@ -61,6 +61,8 @@ const json* field(const json& body, const char* name) {
   return it == body.end() || it->is_null() ? nullptr : &*it;
 }
 
+}  // namespace
+
 bool get_bool(const json& body, const char* name, bool fallback) {
   const json* v = field(body, name);
   if (!v) return fallback;
@@ -99,6 +101,8 @@ int64_t get_integer(const json& body, const char* name, int64_t fallback, int64_
                         std::to_string(hi) + ", got " + shown(*v));
   return v->is_number_float() ? static_cast<int64_t>(v->get<double>()) : v->get<int64_t>();
 }
+
+namespace {
 
 void read_prompt(const json& body, const model::Tokenizer& tokenizer, const model::Config& c,
                  CompletionRequest& r) {

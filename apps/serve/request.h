@@ -50,6 +50,13 @@ nlohmann::json parse_body(const std::string& body);
 // The JSON type a client sent, for messages ("a string", "an array").
 std::string json_type(const nlohmann::json& v);
 
+// Optional fields of a body, absent or null giving `fallback`; otherwise a value of the wrong
+// type or out of range is an ApiError (400) naming the field. An integer may be written 2.0.
+bool get_bool(const nlohmann::json& body, const char* name, bool fallback);
+double get_number(const nlohmann::json& body, const char* name, double fallback, double lo, double hi);
+int64_t get_integer(const nlohmann::json& body, const char* name, int64_t fallback, int64_t lo,
+                    int64_t hi);
+
 // Parses and checks a /v1/completions body for a slot of `context` tokens: the prompt (a string,
 // or an array of token ids, or an array of one string), and that it plus max_tokens fits.
 // Unknown fields are ignored. Throws ApiError (400) naming the field and the problem.

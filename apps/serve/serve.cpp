@@ -1,5 +1,7 @@
 // gpt2vk serve: OpenAI's completions API over HTTP (cpp-httplib), answered by the engine's
-// thread (apps/serve/engine.h). Every refusal is a 4xx/5xx with OpenAI's error object.
+// thread (apps/serve/engine.h) for a decoder, by the runner of apps/serve/seq2seq_completions.h
+// for an encoder-decoder; embeddings for an encoder. Every refusal is a 4xx/5xx with OpenAI's
+// error object.
 #include <httplib.h>
 #include <pthread.h>
 #include <sys/socket.h>
@@ -14,9 +16,11 @@
 #include "apps/commands.h"
 #include "apps/encoder_session.h"
 #include "apps/options.h"
+#include "apps/seq2seq_session.h"
 #include "apps/serve/connections.h"
 #include "apps/serve/embeddings.h"
 #include "apps/serve/engine.h"
+#include "apps/serve/seq2seq_completions.h"
 #include "apps/session.h"
 #include "model/text/utf8.h"
 
@@ -95,11 +99,16 @@ struct Server {
   Server(const ServeArgs& a, Session& s, std::string name, uint32_t ctx)
       : args(a), session(s), model_name(std::move(name)), context(ctx) {}
   const ServeArgs& args;
-  Session& session;  // a decoder's (completions); empty for an encoder
+  Session& session;  // a decoder's (completions); empty for an encoder or an encoder-decoder
   // An encoder's (embeddings), or null: one request encodes at a time, in arrival order.
   EncoderSession* encoder = nullptr;
   Pooling pooling;
   std::mutex encode_mutex;
+  // An encoder-decoder's (completions of a source text), or null; its runner generates one
+  // request at a time, in arrival order, with the folder's generation_config.json as defaults.
+  Seq2SeqSession* seq2seq = nullptr;
+  std::unique_ptr<Seq2SeqRunner> runner;
+  model::BeamSettings search;
   const std::string model_name;
   const uint32_t context;
   Metrics metrics;
@@ -188,21 +197,30 @@ struct Server {
   }
 
   const model::Config& config() const {
-    return encoder ? encoder->checkpoint->config() : session.model->config();
+    return encoder ? encoder->checkpoint->config()
+           : seq2seq ? seq2seq->checkpoint->config()
+                     : session.model->config();
   }
   std::string device_name() const {
-    return encoder ? encoder->encoder->device_name() : session.model->device_name();
+    return encoder ? encoder->encoder->device_name()
+           : seq2seq ? seq2seq->model->decoder().device_name()
+                     : session.model->device_name();
   }
   bool device_lost() const {
-    const vk::Device* d = encoder ? encoder->device.get() : session.device.get();
+    const vk::Device* d = encoder ? encoder->device.get()
+                          : seq2seq ? seq2seq->device.get()
+                                    : session.device.get();
     return d && d->lost();
   }
 
   // /v1/embeddings: each input encoded whole and pooled as the folder says.
   void embeddings(const std::string& body, httplib::Response& res) {
     if (!encoder)
-      throw ApiError(400, "this server runs a decoder (GPT-2): /v1/embeddings needs an encoder "
-                          "(a BERT folder); use /v1/completions");
+      throw ApiError(400, std::string("this server runs ") +
+                              (seq2seq ? "an encoder-decoder (Marian), which translates"
+                                       : "a decoder (GPT-2)") +
+                              ": /v1/embeddings needs an encoder (a BERT folder); use "
+                              "/v1/completions");
     if (draining) throw ApiError(503, "the server is shutting down");
     const EmbeddingsRequest r = parse_embeddings(body, *encoder->wordpiece, config());
     begin_response();
@@ -223,7 +241,31 @@ struct Server {
     res.set_content(embeddings_response(out, r.base64, model_name, tokens), "application/json");
   }
 
+  // /v1/completions of an encoder-decoder: the prompt is the source; the whole text is known
+  // only once the search ends, so a stream is that one chunk.
+  void seq2seq_completions(const std::string& body, httplib::Response& res) {
+    if (draining) throw ApiError(503, "the server is shutting down");
+    const Seq2SeqRequest r = parse_seq2seq(body, *seq2seq->source, config(), search);
+    begin_response();
+    struct End {
+      Server& s;
+      ~End() { s.end_response(); }
+    } end{*this};
+    const std::time_t created = std::time(nullptr);
+    const std::optional<Seq2SeqResult> out = runner->run(r, [] {
+      return current.fd >= 0 && ConnectionGuard::peer_closed(current.fd);
+    });
+    if (!out) {  // the client left while it waited
+      res.status = 499;
+      return;
+    }
+    res.set_content(seq2seq_response(*out, r.stream, "cmpl-" + std::to_string(next_id++), created,
+                                     model_name),
+                    r.stream ? "text/event-stream" : "application/json");
+  }
+
   void completions(const std::string& body, httplib::Response& res) {
+    if (seq2seq) return seq2seq_completions(body, res);
     if (encoder)
       throw ApiError(400, "this server runs an encoder (BERT): it has no next token to "
                           "complete; use /v1/embeddings");
@@ -337,6 +379,7 @@ struct Server {
                 {"context_length", context}, {"n_ctx", c.n_ctx},
                 {"n_vocab", c.n_vocab},     {"device", device_name()}};
       if (encoder) m["embedding_dimension"] = c.n_embd;
+      if (seq2seq) m["max_beams"] = std::min(kMaxServeBeams, c.n_vocab / 2);
       res.set_content(dump({{"object", "list"}, {"data", json::array({m})}}), "application/json");
     });
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
@@ -361,7 +404,11 @@ struct Server {
     // Statuses httplib sets itself (404, 413, 400 for an unreadable request) get a body too.
     http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;
-      if (res.status == 404)
+      if (res.status == 404 && seq2seq && req.path == "/v1/chat/completions")
+        send_error(res, ApiError(404, "no such endpoint: " + req.method + " " + req.path +
+                                          ": an encoder-decoder has no chat template; send the "
+                                          "source text as the prompt of /v1/completions"));
+      else if (res.status == 404)
         send_error(res, ApiError(404, "no such endpoint: " + req.method + " " + req.path));
       else if (res.status == 413)
         send_error(res, ApiError(413, "the request is larger than this server accepts"));
@@ -392,8 +439,8 @@ struct Server {
   }
 };
 
-int serve_on(const ServeArgs& args, Session& s, EncoderSession* enc, uint32_t context,
-             sigset_t signals);
+int serve_on(const ServeArgs& args, Session& s, EncoderSession* enc, Seq2SeqSession* s2s,
+             uint32_t context, sigset_t signals);
 
 int serve(const ServeArgs& args) {
   // SIGINT and SIGTERM go to one thread that drains the engine and stops the server; every
@@ -405,14 +452,23 @@ int serve(const ServeArgs& args) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  // An encoder's folder serves embeddings; a decoder's, completions.
+  // An encoder's folder serves embeddings; a decoder's or an encoder-decoder's, completions.
   Session s;
   EncoderSession enc;
   if (encoder_folder(args.model)) {
     if (args.parallel > 1)
       throw std::runtime_error("--parallel is for decoders: an encoder serves its requests one at a time");
     enc = open_encoder(args.model);
-    return serve_on(args, s, &enc, enc.checkpoint->config().n_ctx, signals);
+    return serve_on(args, s, &enc, nullptr, enc.checkpoint->config().n_ctx, signals);
+  }
+  if (seq2seq_folder(args.model)) {
+    if (args.parallel > 1)
+      throw std::runtime_error("--parallel is for decoders: an encoder-decoder serves its requests "
+                               "one at a time (a request's beams decode together)");
+    ModelArgs margs = args.model;
+    margs.slots = kMaxServeBeams;  // a slot per beam on a GPU
+    Seq2SeqSession s2s = open_seq2seq(margs);
+    return serve_on(args, s, nullptr, &s2s, s2s.checkpoint->config().n_ctx, signals);
   }
   s = open_checkpoint(args.model);
   const model::Config& c = s.checkpoint->config();
@@ -430,17 +486,25 @@ int serve(const ServeArgs& args) {
   // slots of every batch, before the first request (an echo's every-row pass compiles at first
   // use).
   s.model->prepare(std::min<uint32_t>(context, Engine::kPrefillChunk), context, 0);
-  return serve_on(args, s, nullptr, context, signals);
+  return serve_on(args, s, nullptr, nullptr, context, signals);
 }
 
-// Serves a decoder's session (its engine made here), or an encoder's.
-int serve_on(const ServeArgs& args, Session& s, EncoderSession* enc, uint32_t context,
-             sigset_t signals) {
+// Serves a decoder's session (its engine made here), an encoder's, or an encoder-decoder's (its
+// runner made here).
+int serve_on(const ServeArgs& args, Session& s, EncoderSession* enc, Seq2SeqSession* s2s,
+             uint32_t context, sigset_t signals) {
   std::string name = model_dir(args.model).filename().string();
   Server server(args, s, name.empty() ? "model" : name, context);
   if (enc) {
     server.encoder = enc;
     server.pooling = folder_pooling(enc->checkpoint->dir(), {});
+  } else if (s2s) {
+    server.seq2seq = s2s;
+    server.search = generation_config(s2s->checkpoint->dir());
+    if (server.search.beams > kMaxServeBeams)
+      std::fprintf(stderr, "gpt2vk: note: generation_config.json asks for %u beams; this server "
+                           "searches with at most %u\n", server.search.beams, kMaxServeBeams);
+    server.runner = std::make_unique<Seq2SeqRunner>(*s2s, server.metrics, args.max_queue);
   } else {
     server.engine = std::make_unique<Engine>(*s.model, *s.tokenizer, server.metrics,
                                              args.max_queue,
@@ -521,8 +585,10 @@ int serve_on(const ServeArgs& args, Session& s, EncoderSession* enc, uint32_t co
 Command add_serve(CLI::App& cli) {
   auto args = std::make_shared<ServeArgs>();
   CLI::App* cmd = cli.add_subcommand(
-      "serve", "an OpenAI-compatible HTTP server: /v1/completions (a GPT-2 folder) or "
-               "/v1/embeddings (a BERT folder), /v1/models, /health, /metrics");
+      "serve", "an OpenAI-compatible HTTP server: /v1/completions (a GPT-2 folder, or an "
+               "encoder-decoder's such as Marian: the prompt is the source text, translated by "
+               "greedy or beam search, num_beams per request), or /v1/embeddings (a BERT "
+               "folder); /v1/models, /health, /metrics");
   add_model_options(*cmd, args->model);
   cmd->add_option("--host", args->host,
                   "address to listen on (default 127.0.0.1: this machine only)");
@@ -530,7 +596,8 @@ Command add_serve(CLI::App& cli) {
       ->check(whole_number(0, 65535, " (0: any free port)"));
   cmd->add_option("--parallel", args->parallel,
                   "requests decoding together, each with a KV cache of --ctx-per-slot tokens "
-                  "(default 1, at most 8; more than 1 needs a GPU model)")
+                  "(default 1, at most 8; more than 1 needs a GPU model of a decoder: an "
+                  "encoder's or an encoder-decoder's requests run one at a time)")
       ->check(whole_number(1, 8));
   cmd->add_option("--ctx-per-slot", args->ctx_per_slot,
                   "tokens of prompt plus completion a request may use (default: the model's "

@@ -1,0 +1,42 @@
+// What the encoder-decoder commands and the server share: opening a Marian folder (its
+// checkpoint, the source and target SentencePiece tokenizers, the model on the chosen device)
+// and the search its generation_config.json asks for.
+#pragma once
+#include <filesystem>
+#include <memory>
+
+#include "apps/session.h"
+#include "model/forward/seq2seq.h"
+#include "model/generation/beam.h"
+#include "model/text/sentencepiece.h"
+
+namespace app {
+
+struct Seq2SeqSession {
+  std::unique_ptr<model::Checkpoint> checkpoint;
+  // The source text's ids and the generated ids' text (Marian: a model each; T5: one, twice).
+  std::unique_ptr<model::SentencePieceTokenizer> source, target;
+  std::unique_ptr<vk::Instance> instance;
+  std::unique_ptr<vk::Device> device;
+  std::unique_ptr<model::Seq2Seq> model;
+};
+
+// Whether --model names an encoder-decoder's folder (config.json's model_type).
+bool seq2seq_folder(const ModelArgs& args);
+
+// The SentencePiece flavour of an encoder-decoder's tokenizer kind; throws for another kind.
+model::SpmFlavor spm_flavor(const model::Config& config);
+
+// The checkpoint (an encoder-decoder's, else a clear error naming what to use), its tokenizers
+// (checked against the vocabulary), and the model on the device --device names (the CPU
+// reference for "cpu"), with args.slots slots on a GPU (up to kMaxSlots: a beam's caches each);
+// warnings on stderr.
+Seq2SeqSession open_seq2seq(const ModelArgs& args);
+
+// The search generate() would run from the folder's generation_config.json (absent keys, or no
+// file: transformers' defaults, 1 beam and max_length 20, the start token included), the
+// config's start and eos not yet filled in (model::beam does). Throws naming the file for a
+// value of the wrong type.
+model::BeamSettings generation_config(const std::filesystem::path& dir);
+
+}  // namespace app
