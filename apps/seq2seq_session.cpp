@@ -18,12 +18,14 @@ model::SpmFlavor spm_flavor(const model::Config& config) {
   switch (config.tokenizer.kind) {
     case model::TokenizerKind::MarianSpm:
       return model::SpmFlavor::Marian;
+    case model::TokenizerKind::T5Spm:
+      return model::SpmFlavor::T5;
     default:
       break;
   }
   throw std::runtime_error(
       "config.json: an encoder-decoder whose tokenizer is not SentencePiece "
-      "(Marian's source.spm, target.spm and vocab.json)");
+      "(Marian's source.spm, target.spm and vocab.json, or T5's spiece.model)");
 }
 
 Seq2SeqSession open_seq2seq(const ModelArgs& args) {

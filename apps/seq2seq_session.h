@@ -1,4 +1,4 @@
-// What the encoder-decoder commands and the server share: opening a Marian folder (its
+// What the encoder-decoder commands and the server share: opening a Marian or T5 folder (its
 // checkpoint, the source and target SentencePiece tokenizers, the model on the chosen device)
 // and the search its generation_config.json asks for.
 #pragma once

@@ -245,3 +245,31 @@ TEST_CASE("serve: concurrent encoder-decoder requests are each answered as alone
   }
   CHECK(test::no_validation_messages({0, "", server.err()}));
 }
+
+// A T5 folder (make-model's tiny gated shape, one spiece.model for both sides): greedy and beam
+// completions are the library's.
+TEST_CASE("serve: a T5 folder's completions are the library's") {
+  REQUIRE(test::on_path("curl"));
+  test::TempDir dir;
+  const std::string m = dir.path().string();
+  const test::CliResult made = test::gpt2vk(
+      {"make-model", "--arch", "t5", "--shape", "tiny-gated", "--dtype", "f32", "-o", m});
+  REQUIRE_MESSAGE(made.exit_code == 0, made.err);
+  auto ck = model::Checkpoint::load(dir.path());
+  auto s2s = model::make_cpu_seq2seq(*ck, model::Precision::F32);
+  const auto tok = model::load_sentencepiece(dir.path(), model::SpmFlavor::T5);
+  const std::vector<int32_t> src = tok->encode(kText);
+  model::BeamSettings b;
+  b.beams = 4, b.max_new_tokens = 10;
+  const std::string greedy = tok->decode(model::greedy(*s2s, src, 10));
+  const std::string beams = tok->decode(model::beam(*s2s, src, b));
+  std::vector<std::string> on{"-m", m, "--precision", "f32"};
+  if (!test::gpu()) on.insert(on.end(), {"--device", "cpu"});
+  test::Server server(on);
+  const std::string url = server.url() + "/v1/completions";
+  json j = completion(test::post(url, json{{"prompt", kText}, {"max_tokens", 10}}.dump()));
+  CHECK(j["choices"][0]["text"] == greedy);
+  CHECK(j["usage"]["prompt_tokens"] == src.size());
+  j = completion(test::post(url, json{{"prompt", kText}, {"max_tokens", 10}, {"num_beams", 4}}.dump()));
+  CHECK(j["choices"][0]["text"] == beams);
+}

@@ -217,7 +217,7 @@ struct Server {
   void embeddings(const std::string& body, httplib::Response& res) {
     if (!encoder)
       throw ApiError(400, std::string("this server runs ") +
-                              (seq2seq ? "an encoder-decoder (Marian), which translates"
+                              (seq2seq ? "an encoder-decoder (Marian, T5), which translates"
                                        : "a decoder (GPT-2)") +
                               ": /v1/embeddings needs an encoder (a BERT folder); use "
                               "/v1/completions");
@@ -586,7 +586,7 @@ Command add_serve(CLI::App& cli) {
   auto args = std::make_shared<ServeArgs>();
   CLI::App* cmd = cli.add_subcommand(
       "serve", "an OpenAI-compatible HTTP server: /v1/completions (a GPT-2 folder, or an "
-               "encoder-decoder's such as Marian: the prompt is the source text, translated by "
+               "encoder-decoder's (Marian, T5): the prompt is the source text, translated by "
                "greedy or beam search, num_beams per request), or /v1/embeddings (a BERT "
                "folder); /v1/models, /health, /metrics");
   add_model_options(*cmd, args->model);
