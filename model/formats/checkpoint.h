@@ -20,10 +20,16 @@ struct ConvertedTensors;
 // A tensor the config requires, with its shape as published. Conv1D weights are [in, out]
 // (y = x W + b): c_attn [C, 3C], attn.c_proj [C, C], c_fc [C, n_inner], mlp.c_proj [n_inner, C];
 // wte [V, C], wpe [n_ctx, C], lm_head [V, C], LayerNorm weight/bias [C].
+// T5's relative position bias table [buckets, H] (model/forward/relative_bias.h expands it).
+inline constexpr const char* kRelativeBias = "rel_bias.weight";
+
 struct ExpectedTensor {
   std::string name;
   std::vector<uint64_t> shape;
   uint64_t elements() const;  // product of shape
+  // A weight matrix, stored at the model's precision (fp16 or fp32); the rest (norms, biases,
+  // the relative position bias) stays fp32.
+  bool matrix() const { return shape.size() == 2 && name != kRelativeBias; }
 };
 std::vector<ExpectedTensor> expected_tensors(const Config& config);
 // Elements of all expected tensors. parse_config's limits keep this below 2^50, so byte counts

@@ -80,7 +80,7 @@ class CpuModel final : public Model {
     for (const ExpectedTensor& e : expected_tensors(c)) {
       const TensorView& t = ckpt.tensor(e.name);
       std::vector<float> v = to_f32(t);
-      const bool f16 = precision == Precision::F16 && e.shape.size() == 2 && e.name != kRelativeBias;
+      const bool f16 = precision == Precision::F16 && e.matrix();
       if (f16)
         for (float& x : v) x = cpu::round_to_half(x);
       uint64_t bad = 0;

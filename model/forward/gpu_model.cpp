@@ -65,7 +65,7 @@ void GpuModel::upload_weights(const Checkpoint& ckpt, const UploadProgress& on_u
     // Matrices take the chosen precision; LayerNorm parameters, biases and the relative
     // position bias (expanded to [H, span] below) stay fp32.
     const bool rel = e.name == kRelativeBias;
-    const bool matrix = e.shape.size() == 2 && !rel;
+    const bool matrix = e.matrix();
     Plan p{0, matrix && precision_ == Precision::F16 ? DType::F16 : DType::F32,
            WeightLayout::KN, WeightLayout::KN};
     if (matrix) p.layout = matrix_layout(e, p.dtype, p.from);

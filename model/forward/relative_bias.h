@@ -7,12 +7,10 @@
 #include <span>
 #include <vector>
 
+#include "model/formats/checkpoint.h"
 #include "model/formats/config.h"
 
 namespace model {
-
-// The stack's table's canonical name. It is no matrix: the backends keep it fp32 at any precision.
-inline constexpr const char* kRelativeBias = "rel_bias.weight";
 
 // The bucket of rel = key - query, as transformers' T5Attention._relative_position_bucket:
 // bidirectional (an encoder) halves the buckets between later and earlier keys; causal (a
