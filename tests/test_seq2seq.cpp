@@ -294,3 +294,26 @@ TEST_CASE("seq2seq: t5-small's width, GPU against the CPU reference") {
     }
   }
 }
+
+TEST_CASE("seq2seq: a T5 config the engine cannot run is a clear error") {
+  auto parse = [](nlohmann::json j = nlohmann::json::object()) {
+    nlohmann::json base = {{"model_type", "t5"}, {"vocab_size", 100}, {"d_model", 512},
+                           {"d_kv", 64}, {"d_ff", 1024}, {"num_layers", 2}, {"num_heads", 8}};
+    base.update(j);
+    return model::parse_config(base.dump(), "config.json");
+  };
+  CHECK(parse().relative_buckets == 32);  // T5Config's defaults
+  CHECK(parse().relative_max_distance == 128);
+  CHECK(parse().eos_token_id == 1);
+  CHECK_FALSE(parse({{"eos_token_id", nullptr}}).eos_token_id);  // null: none
+  // t5-v1_1-small's and flan-t5-small's attention: 6 heads of 64 in a 512-wide model.
+  CHECK_THROWS_WITH(parse({{"num_heads", 6}}),
+                    doctest::Contains("d_kv: 64 x num_heads 6 differs from d_model 512"));
+  CHECK_THROWS_WITH(parse({{"feed_forward_proj", "gated-gelu-x"}}),
+                    doctest::Contains("feed_forward_proj: gated-gelu-x is not ACT or gated-ACT"));
+  CHECK_THROWS_WITH(parse({{"feed_forward_proj", "tanh"}}),
+                    doctest::Contains("activation tanh is not supported"));
+  CHECK_THROWS_WITH(parse({{"relative_attention_num_buckets", 2}}),
+                    doctest::Contains("relative_attention_num_buckets: must be at least 4"));
+  CHECK_THROWS_WITH(parse({{"vocab_size", 0}}), doctest::Contains("vocab_size: must be at least 1"));
+}
