@@ -3,11 +3,14 @@
 // so the two can be read side by side. --profile then shows where a decoded token's GPU time goes
 // and what each token costs the host (submissions, waits, descriptor writes, ...), from a second
 // model instance with timestamps on: timestamps cost time (on lavapipe especially), so they stay
-// out of the timed runs.
+// out of the timed runs. An encoder (BERT) times whole sequences; an encoder-decoder (Marian, T5)
+// its encoder over a source (enc<P>) and greedy decoding after one (tg<N> @ src<P>), in the same
+// table.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -19,6 +22,7 @@
 #include "apps/commands.h"
 #include "apps/encoder_session.h"
 #include "apps/options.h"
+#include "apps/seq2seq_session.h"
 #include "apps/session.h"
 #include "model/formats/checkpoint.h"
 #include "model/forward/gpu_model.h"
@@ -139,17 +143,20 @@ double run_once(model::Model& m, const Test& t, uint32_t n_gen) {
   return n_gen / time_decode(m, first_token(c), n_gen);
 }
 
+// One run of a test decoding n_gen tokens where it decodes (a warm-up: 1); its tokens/s.
+using RunOnce = std::function<double(const Test&, uint32_t n_gen)>;
+
 // Every test's warm-up, then `repeats` rounds that time each test once: a change in the load of
 // a shared machine then falls on all the tests alike, not on whichever ran during it, which
 // matters most for the ratios of --parallel.
-void run_tests(model::Model& m, std::vector<Test>& tests, int repeats) {
+void run_tests(std::vector<Test>& tests, int repeats, const RunOnce& once) {
   for (const Test& t : tests) {
     std::fprintf(stderr, "gpt2vk: %s: a warm-up\n", t.name.c_str());
-    run_once(m, t, 1);
+    once(t, 1);
   }
   std::fprintf(stderr, "gpt2vk: %d timed rounds, each running every test once\n", repeats);
   for (int r = 0; r < repeats; r++)
-    for (Test& t : tests) t.samples.push_back(run_once(m, t, t.n_gen));
+    for (Test& t : tests) t.samples.push_back(once(t, t.n_gen));
 }
 
 std::vector<Test> plan_tests(const BenchArgs& args, const model::Config& c) {
@@ -479,9 +486,85 @@ int bench_encoder(const BenchArgs& args) {
   return 0;
 }
 
+// An encoder-decoder's: enc<P> times set_source over P random source ids (the encoder's pass
+// and every decoder layer's projection of its output into cross-attention keys and values);
+// tg<N> @ src<P> times N greedy decoder steps after such a source (set untimed), one token at a
+// time from the start token, each feeding back its argmax, with no stop at eos.
+double time_encode(model::Seq2Seq& m, const std::vector<int32_t>& source) {
+  const Clock::time_point t0 = Clock::now();
+  m.set_source(source);
+  return seconds_since(t0);
+}
+
+double time_greedy(model::Seq2Seq& m, const std::vector<int32_t>& source, uint32_t n) {
+  m.set_source(source);  // the decoder's cache empty
+  int32_t id = m.config().decoder_start_token_id.value_or(0);
+  const Clock::time_point t0 = Clock::now();
+  for (uint32_t i = 0; i < n; i++) id = m.decoder().next({&id, 1}, 1).ids[0];
+  return seconds_since(t0);
+}
+
+// enc<P> for each -p, then tg<N> @ src<P> for each -n after each -p (a source of one token
+// where every -p is 0): n_prompt is the source's length, n_gen the decoder's steps.
+std::vector<Test> plan_seq2seq_tests(const BenchArgs& args, const model::Config& c) {
+  std::vector<uint32_t> sources;
+  for (uint32_t p : args.n_prompt) {
+    if (p == 0) continue;
+    if (p > c.n_ctx)
+      throw std::runtime_error("-p " + std::to_string(p) + ": a source longer than the model's " +
+                               std::to_string(c.n_ctx) + " tokens");
+    sources.push_back(p);
+  }
+  std::vector<Test> tests;
+  for (uint32_t p : sources) tests.push_back({"enc" + std::to_string(p), p, 0, {}});
+  if (sources.empty()) sources.push_back(1);
+  for (uint32_t n : args.n_gen) {
+    if (n == 0) continue;
+    if (n > c.n_ctx)  // the start token and n - 1 generated ones in the decoder's cache
+      throw std::runtime_error("-n " + std::to_string(n) + ": more decoder steps than its context of " +
+                               std::to_string(c.n_ctx) + " tokens");
+    for (uint32_t p : sources)
+      tests.push_back({"tg" + std::to_string(n) + " @ src" + std::to_string(p), p, n, {}});
+  }
+  if (tests.empty()) throw std::runtime_error("nothing to run: -p and -n are both 0");
+  return tests;
+}
+
+int bench_seq2seq(const BenchArgs& args) {
+  if (!args.parallel.empty())
+    throw std::runtime_error("--parallel: an encoder-decoder's bench decodes one sequence");
+  if (args.profile)
+    throw std::runtime_error("--profile: not yet for an encoder-decoder");
+  if (args.model.kv_cache != "f32")
+    throw std::runtime_error("--kv-cache " + args.model.kv_cache +
+                             ": an encoder-decoder's caches are fp32");
+  Seq2SeqSession s = open_seq2seq(args.model, false);
+  const model::Config& c = s.checkpoint->config();
+  std::vector<Test> tests = plan_seq2seq_tests(args, c);
+  model::Model& decoder = s.model->decoder();
+  const Subject subject{folder_name(s.checkpoint->dir()),
+                        args.model.device == "cpu" ? "CPU" : "Vulkan",
+                        decoder.device_name(),
+                        model::precision_name(decoder.precision()),
+                        weight_bytes(c, decoder.precision()),
+                        model::parameter_count(c),
+                        "f32"};
+  run_tests(tests, args.repeats, [&](const Test& t, uint32_t n_gen) {
+    const std::vector<int32_t> source = random_ids(t.n_prompt, c.n_vocab);
+    if (t.n_gen == 0) return t.n_prompt / time_encode(*s.model, source);
+    return n_gen / time_greedy(*s.model, source, n_gen);
+  });
+  if (args.json)
+    print_json(subject, tests);
+  else
+    print_table(subject, tests);
+  return 0;
+}
+
 int bench(const BenchArgs& args) {
   if (encoder_folder(args.model))
     return bench_encoder(args);
+  if (seq2seq_folder(args.model)) return bench_seq2seq(args);
   ModelArgs margs = args.model;
   if (!args.parallel.empty()) {
     // A slot per sequence, as long as the longest test needs (slot 0 also runs the others).
@@ -503,7 +586,8 @@ int bench(const BenchArgs& args) {
                         weight_bytes(c, s.model->precision()),
                         model::parameter_count(c),
                         args.model.kv_cache};
-  run_tests(*s.model, tests, args.repeats);
+  run_tests(tests, args.repeats,
+            [&](const Test& t, uint32_t n_gen) { return run_once(*s.model, t, n_gen); });
   if (!args.parallel.empty()) {
     // The aggregate of N sequences against one decoded the usual way (tgN).
     for (const Test& t : tests)
@@ -547,11 +631,13 @@ Command add_bench(CLI::App& cli) {
       "bench", "prompt processing (pp) and generation (tg) speed in tokens/s, like llama-bench");
   add_model_options(*cmd, args->model);
   cmd->add_option("-p,--n-prompt", args->n_prompt,
-                  "prompt tokens of a pp test; a comma list runs several; 0 skips (default 128)")
+                  "prompt tokens of a pp test (an encoder-decoder: source tokens); a comma list runs "
+                  "several; 0 skips (default 128)")
       ->delimiter(',')
       ->check(whole_number(0, 1u << 20));
   cmd->add_option("-n,--n-gen", args->n_gen,
-                  "tokens of a tg test; a comma list runs several; 0 skips (default 32)")
+                  "tokens of a tg test (an encoder-decoder: greedy steps after each -p source); a "
+                  "comma list runs several; 0 skips (default 32)")
       ->delimiter(',')
       ->check(whole_number(0, 1u << 20));
   cmd->add_option("-r,--repetitions", args->repeats,

@@ -28,7 +28,7 @@ model::SpmFlavor spm_flavor(const model::Config& config) {
       "(Marian's source.spm, target.spm and vocab.json, or T5's spiece.model)");
 }
 
-Seq2SeqSession open_seq2seq(const ModelArgs& args) {
+Seq2SeqSession open_seq2seq(const ModelArgs& args, bool tokenizers) {
   Seq2SeqSession s;
   const std::filesystem::path dir = model_dir(args);
   s.checkpoint = model::Checkpoint::load(dir);
@@ -40,14 +40,16 @@ Seq2SeqSession open_seq2seq(const ModelArgs& args) {
                                   : "a GPT-2 decoder: use generate)"));
   for (const std::string& w : s.checkpoint->warnings())
     std::fprintf(stderr, "gpt2vk: warning: %s\n", w.c_str());
-  const model::SpmFlavor flavor = spm_flavor(c);
-  s.source = model::load_sentencepiece(dir, flavor, model::SpmSide::Source);
-  s.target = model::load_sentencepiece(dir, flavor, model::SpmSide::Target);
-  for (const auto* t : {s.source.get(), s.target.get()})
-    if (t->vocab_size() > c.n_vocab)
-      throw std::runtime_error(dir.string() + ": the tokenizer has " +
-                               std::to_string(t->vocab_size()) +
-                               " tokens, config.json's vocab_size " + std::to_string(c.n_vocab));
+  if (tokenizers) {
+    const model::SpmFlavor flavor = spm_flavor(c);
+    s.source = model::load_sentencepiece(dir, flavor, model::SpmSide::Source);
+    s.target = model::load_sentencepiece(dir, flavor, model::SpmSide::Target);
+    for (const auto* t : {s.source.get(), s.target.get()})
+      if (t->vocab_size() > c.n_vocab)
+        throw std::runtime_error(dir.string() + ": the tokenizer has " +
+                                 std::to_string(t->vocab_size()) +
+                                 " tokens, config.json's vocab_size " + std::to_string(c.n_vocab));
+  }
   const model::Precision precision = model::parse_precision(args.precision);
   if (args.device == "cpu") {
     s.model = model::make_cpu_seq2seq(*s.checkpoint, precision);
