@@ -115,9 +115,9 @@ std::filesystem::path spm_model(const MakeModelArgs& args) {
   return *shipped;
 }
 
-// Marian's vocab.json over a SentencePiece model's pieces, in Marian's order: "</s>" 0, "<unk>"
-// 1, the pieces, "<unusedN>" fillers, "<pad>" last (V - 1, also the decoder's start).
-nlohmann::json marian_vocab(const std::filesystem::path& spm, uint32_t V) {
+// A SentencePiece model file read as T5's tokenizer reads spiece.model (its pieces, then the
+// 100 <extra_id_k> sentinels), through a folder of its own that is removed after.
+std::unique_ptr<model::SentencePieceTokenizer> t5_tokenizer(const std::filesystem::path& spm) {
   const std::filesystem::path tmp =
       std::filesystem::temp_directory_path() / ("gpt2vk-spm-" + std::to_string(::getpid()));
   std::filesystem::create_directories(tmp);
@@ -130,6 +130,13 @@ nlohmann::json marian_vocab(const std::filesystem::path& spm, uint32_t V) {
     throw;
   }
   std::filesystem::remove_all(tmp);
+  return t;
+}
+
+// Marian's vocab.json over a SentencePiece model's pieces, in Marian's order: "</s>" 0, "<unk>"
+// 1, the pieces, "<unusedN>" fillers, "<pad>" last (V - 1, also the decoder's start).
+nlohmann::json marian_vocab(const std::filesystem::path& spm, uint32_t V) {
+  const auto t = t5_tokenizer(spm);
   nlohmann::json vocab = {{"</s>", 0}, {"<unk>", 1}};
   for (int32_t id = 0; id + 100 < static_cast<int32_t>(t->vocab_size()) && vocab.size() + 1 < V; id++) {
     const std::string p = t->piece(id);
@@ -171,23 +178,6 @@ int make_marian(const MakeModelArgs& args) {
   return 0;
 }
 
-// T5's vocabulary size for a SentencePiece model: its pieces, then the 100 <extra_id_k> sentinels.
-uint32_t t5_vocab(const std::filesystem::path& spm) {
-  const std::filesystem::path tmp =
-      std::filesystem::temp_directory_path() / ("gpt2vk-spm-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(tmp);
-  std::filesystem::copy_file(spm, tmp / "spiece.model", std::filesystem::copy_options::overwrite_existing);
-  uint32_t V = 0;
-  try {
-    V = model::load_sentencepiece(tmp, model::SpmFlavor::T5)->vocab_size();
-  } catch (...) {
-    std::filesystem::remove_all(tmp);
-    throw;
-  }
-  std::filesystem::remove_all(tmp);
-  return V;
-}
-
 int make_t5(const MakeModelArgs& args) {
   struct Shape {
     uint32_t n_embd, n_inner, layers, n_head;
@@ -207,7 +197,7 @@ int make_t5(const MakeModelArgs& args) {
   const Shape& s = it->second;
   const std::filesystem::path spm = spm_model(args);
   const model::Config c =
-      model::t5_config(s.n_embd, s.n_inner, s.layers, s.n_head, t5_vocab(spm), s.gated);
+      model::t5_config(s.n_embd, s.n_inner, s.layers, s.n_head, t5_tokenizer(spm)->vocab_size(), s.gated);
   model::RandomCheckpointOptions o = random_options(args);
   o.scale = 1.0f / std::sqrt(float(c.n_embd));  // activations of order 1, as a trained model's
   const std::filesystem::path dir = args.out;

@@ -95,6 +95,56 @@ void check_fixture(model::Seq2Seq& m, const std::string& name, const std::string
   }
 }
 
+// check_fixture on the GPU under both kernel sets, with beams rerun from scratch (1 slot) and
+// each in a slot of its own (4).
+void check_fixture_on_gpu(test::Gpu& g, const char* name) {
+  auto ck = model::Checkpoint::load(test::hf(name));
+  for (vk::KernelSet set : test::kKernelSets)
+    for (uint32_t slots : {1u, 4u}) {
+      model::GpuModelOptions o;
+      o.precision = model::Precision::F32;
+      o.slots = slots;
+      auto m = model::make_gpu_seq2seq(*ck, g.with_kernels(set), o);
+      check_fixture(*m, name, m->decoder().device_name() + ", slots " + std::to_string(slots));
+    }
+}
+
+// A random checkpoint of config c in its library's file layout, std 1 / sqrt(C) (activations of
+// order 1): an S-token source and T target tokens teacher-forced (`start` first) on the GPU
+// under both kernel sets against the CPU reference, 1e-4 of the row's scale, for the encoder's
+// output and the logits; then `steps` tokens one at a time from the cache, each the same
+// logits as its teacher-forced row.
+void check_width(test::Gpu& g, const model::Config& c, size_t S, size_t T, int32_t start,
+                 size_t steps) {
+  test::TempDir dir;
+  model::RandomCheckpointOptions options;
+  options.scale = 1.0f / std::sqrt(float(c.n_embd));
+  model::write_random_checkpoint(dir.path(), c, model::config_json(c), options);
+  const auto checkpoint = model::Checkpoint::load(dir.path());
+  CHECK(checkpoint->warnings().empty());
+  std::vector<int32_t> source(S), target(T);
+  for (uint32_t t = 0; t < source.size(); t++) source[t] = static_cast<int32_t>((t * 7919u + 3) % 7999);
+  for (uint32_t t = 0; t < target.size(); t++) target[t] = static_cast<int32_t>((t * 104729u + 5) % 7999);
+  target[0] = start;
+  auto cpu = model::make_cpu_seq2seq(*checkpoint, model::Precision::F32);
+  const std::vector<float> hidden = cpu->set_source(source);
+  const std::vector<float> logits = cpu->decoder().logits(target);
+  for (vk::KernelSet set : test::kKernelSets) {
+    CAPTURE(vk::kernel_set_name(set));
+    model::GpuModelOptions o;
+    o.precision = model::Precision::F32;
+    auto gpu = model::make_gpu_seq2seq(*checkpoint, g.with_kernels(set), o);
+    CHECK(test::close_rows("encoder output", gpu->set_source(source), hidden, c.n_embd, 1e-4));
+    CHECK(test::close_rows("logits", gpu->decoder().logits(target), logits, c.n_vocab, 1e-4));
+    gpu->decoder().reset();
+    for (size_t t = 0; t < steps; t++) {
+      const std::vector<float> row = gpu->decoder().next(std::span(&target[t], 1), 0).logits;
+      CHECK(test::close_rows("decoded step", row,
+                             std::span(logits).subspan(t * c.n_vocab, c.n_vocab), c.n_vocab, 1e-4));
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("seq2seq: a Marian folder loads as an encoder-decoder") {
@@ -128,15 +178,7 @@ TEST_CASE("seq2seq: the CPU reference matches Hugging Face's Marian") {
 
 TEST_CASE("seq2seq: the GPU matches Hugging Face's Marian under both kernel sets") {
   GPU_TEST(g);
-  auto ck = model::Checkpoint::load(test::hf("marian"));
-  for (vk::KernelSet set : test::kKernelSets)
-    for (uint32_t slots : {1u, 4u}) {  // beams rerun from scratch, or each in a slot of its own
-      model::GpuModelOptions o;
-      o.precision = model::Precision::F32;
-      o.slots = slots;
-      auto m = model::make_gpu_seq2seq(*ck, g.with_kernels(set), o);
-      check_fixture(*m, "marian", m->decoder().device_name() + ", slots " + std::to_string(slots));
-    }
+  check_fixture_on_gpu(g, "marian");
 }
 
 TEST_CASE("seq2seq: a decoder with cross-attention needs its source") {
@@ -168,35 +210,7 @@ TEST_CASE("seq2seq: the config round-trips through config.json") {
 // output and the logits.
 TEST_CASE("seq2seq: opus-mt's width, GPU against the CPU reference") {
   GPU_TEST(g);
-  const model::Config c = model::marian_config(512, 1, 8, 8000);
-  test::TempDir dir;
-  model::RandomCheckpointOptions options;
-  options.scale = 1.0f / std::sqrt(float(c.n_embd));
-  model::write_random_checkpoint(dir.path(), c, model::config_json(c), options);
-  const auto checkpoint = model::Checkpoint::load(dir.path());
-  CHECK(checkpoint->warnings().empty());
-  std::vector<int32_t> source(200), target(64);
-  for (uint32_t t = 0; t < source.size(); t++) source[t] = static_cast<int32_t>((t * 7919u + 3) % 7999);
-  for (uint32_t t = 0; t < target.size(); t++) target[t] = static_cast<int32_t>((t * 104729u + 5) % 7999);
-  target[0] = 7999;  // the start token
-  auto cpu = model::make_cpu_seq2seq(*checkpoint, model::Precision::F32);
-  const std::vector<float> hidden = cpu->set_source(source);
-  const std::vector<float> logits = cpu->decoder().logits(target);
-  for (vk::KernelSet set : test::kKernelSets) {
-    CAPTURE(vk::kernel_set_name(set));
-    model::GpuModelOptions o;
-    o.precision = model::Precision::F32;
-    auto gpu = model::make_gpu_seq2seq(*checkpoint, g.with_kernels(set), o);
-    CHECK(test::close_rows("encoder output", gpu->set_source(source), hidden, c.n_embd, 1e-4));
-    CHECK(test::close_rows("logits", gpu->decoder().logits(target), logits, c.n_vocab, 1e-4));
-    // One token at a time from the cache: the same logits as the teacher-forced rows.
-    gpu->decoder().reset();
-    for (size_t t = 0; t < 8; t++) {
-      const std::vector<float> row = gpu->decoder().next(std::span(&target[t], 1), 0).logits;
-      CHECK(test::close_rows("decoded step", row,
-                             std::span(logits).subspan(t * c.n_vocab, c.n_vocab), c.n_vocab, 1e-4));
-    }
-  }
+  check_width(g, model::marian_config(512, 1, 8, 8000), 200, 64, 7999, 8);  // start: pad, V - 1
 }
 
 TEST_CASE("seq2seq: T5 folders load as encoder-decoders") {
@@ -242,17 +256,7 @@ TEST_CASE("seq2seq: the CPU reference matches Hugging Face's T5 (v1.0 and v1.1)"
 
 TEST_CASE("seq2seq: the GPU matches Hugging Face's T5 under both kernel sets") {
   GPU_TEST(g);
-  for (const char* name : {"t5-v1_0", "t5-v1_1"}) {
-    auto ck = model::Checkpoint::load(test::hf(name));
-    for (vk::KernelSet set : test::kKernelSets)
-      for (uint32_t slots : {1u, 4u}) {
-        model::GpuModelOptions o;
-        o.precision = model::Precision::F32;
-        o.slots = slots;
-        auto m = model::make_gpu_seq2seq(*ck, g.with_kernels(set), o);
-        check_fixture(*m, name, m->decoder().device_name() + ", slots " + std::to_string(slots));
-      }
-  }
+  for (const char* name : {"t5-v1_0", "t5-v1_1"}) check_fixture_on_gpu(g, name);
 }
 
 // The shapes users run: t5-small's width (C = 512, 8 heads of 64, F = 2048; v1.0's ReLU and
@@ -264,34 +268,7 @@ TEST_CASE("seq2seq: t5-small's width, GPU against the CPU reference") {
   GPU_TEST(g);
   for (bool gated : {false, true}) {
     CAPTURE(gated);
-    const model::Config c = model::t5_config(512, 2048, 1, 8, 8000, gated);
-    test::TempDir dir;
-    model::RandomCheckpointOptions options;
-    options.scale = 1.0f / std::sqrt(float(c.n_embd));
-    model::write_random_checkpoint(dir.path(), c, model::config_json(c), options);
-    const auto checkpoint = model::Checkpoint::load(dir.path());
-    CHECK(checkpoint->warnings().empty());
-    std::vector<int32_t> source(300), target(140);
-    for (uint32_t t = 0; t < source.size(); t++) source[t] = static_cast<int32_t>((t * 7919u + 3) % 7999);
-    for (uint32_t t = 0; t < target.size(); t++) target[t] = static_cast<int32_t>((t * 104729u + 5) % 7999);
-    target[0] = 0;  // the start token
-    auto cpu = model::make_cpu_seq2seq(*checkpoint, model::Precision::F32);
-    const std::vector<float> hidden = cpu->set_source(source);
-    const std::vector<float> logits = cpu->decoder().logits(target);
-    for (vk::KernelSet set : test::kKernelSets) {
-      CAPTURE(vk::kernel_set_name(set));
-      model::GpuModelOptions o;
-      o.precision = model::Precision::F32;
-      auto gpu = model::make_gpu_seq2seq(*checkpoint, g.with_kernels(set), o);
-      CHECK(test::close_rows("encoder output", gpu->set_source(source), hidden, c.n_embd, 1e-4));
-      CHECK(test::close_rows("logits", gpu->decoder().logits(target), logits, c.n_vocab, 1e-4));
-      gpu->decoder().reset();
-      for (size_t t = 0; t < 6; t++) {
-        const std::vector<float> row = gpu->decoder().next(std::span(&target[t], 1), 0).logits;
-        CHECK(test::close_rows("decoded step", row,
-                               std::span(logits).subspan(t * c.n_vocab, c.n_vocab), c.n_vocab, 1e-4));
-      }
-    }
+    check_width(g, model::t5_config(512, 2048, 1, 8, 8000, gated), 300, 140, 0, 6);
   }
 }
 
