@@ -168,10 +168,11 @@ void main() {
   if (gl_SubgroupInvocationID == 0)
     for (uint j = 0; j < sums; j++) partial[gl_SubgroupID * sums + j] = acc[j];
   barrier();
-  if (lane < sums) {
+  // One invocation per sum; a workgroup narrower than ROWS x OUTS takes several each.
+  for (uint j = lane; j < sums; j += WG) {
     float s = 0.0;
-    for (uint g = 0; g < gl_NumSubgroups; g++) s += partial[g * sums + lane];
-    const uint t = lane / OUTS, n = n0 + lane % OUTS;
+    for (uint g = 0; g < gl_NumSubgroups; g++) s += partial[g * sums + j];
+    const uint t = j / OUTS, n = n0 + j % OUTS;
     if (t < p.rows && n < p.n_count) store(t, n, s);
   }
 #else
@@ -182,9 +183,9 @@ void main() {
       for (uint j = 0; j < sums; j++) partial[j * WG + lane] += partial[j * WG + lane + s];
     barrier();
   }
-  if (lane < sums) {
-    const uint t = lane / OUTS, n = n0 + lane % OUTS;
-    if (t < p.rows && n < p.n_count) store(t, n, partial[lane * WG]);
+  for (uint j = lane; j < sums; j += WG) {
+    const uint t = j / OUTS, n = n0 + j % OUTS;
+    if (t < p.rows && n < p.n_count) store(t, n, partial[j * WG]);
   }
 #endif
 }
