@@ -30,19 +30,16 @@ CONST MATMUL_WIDE_MAX_WORKGROUP = 128;
 CONST MATMUL_WIDE_MAX_ROWS = 8;
 CONST MATMUL_WIDE_MAX_OUTS = 4;
 
-// matmul_coop.glsl (matmul_coop.comp on matrix units, matmul_coop_emulated.comp without): a
-// workgroup of MATMUL_COOP_SUBGROUPS subgroups of MATMUL_COOP_LANES computes a BM x BN tile of
-// out, each subgroup a (BM / 2) x (BN / 2) block of F x F fragments, K staged BK at a time
-// (BK = 64 ran prefill 7-20% slower than 16 on an H100). Shared rows are padded by 8 elements
-// (16 bytes of fp16), as coopMatLoad's stride must be a multiple of 16 bytes, and the padding
-// staggers the rows over the banks.
+// matmul_coop.glsl (matmul_coop*.comp on matrix units, matmul_coop_emulated*.comp without): a
+// workgroup of MATMUL_COOP_SUBGROUPS subgroups of MATMUL_COOP_LANES computes a tile of out of
+// 64 x 64 (matmul_coop.comp: 2 x 2 fragments of F x F per subgroup) or 128 x 128 (*_large: 4 x 4),
+// K staged BK at a time in shared rows padded by 16 bytes.
 CONST MATMUL_COOP_F = 16;
-CONST MATMUL_COOP_BM = 64;
-CONST MATMUL_COOP_BN = 64;
-CONST MATMUL_COOP_BK = 16;
+CONST MATMUL_COOP_BK = 32;
 CONST MATMUL_COOP_LANES = 32;
 CONST MATMUL_COOP_SUBGROUPS = 4;
-CONST MATMUL_COOP_C_STRIDE = 36;   // BN / 2 + 4: fp32, 16-byte rows
+CONST MATMUL_COOP_SMALL = 64;   // the tiles' sides
+CONST MATMUL_COOP_LARGE = 128;
 
 // Epilogue steps of one dispatch (bits of MatmulPush::flags). A call whose weight is split into
 // chunks spreads them over its dispatches: bias on the first, accumulation on the later ones.

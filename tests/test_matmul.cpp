@@ -248,19 +248,27 @@ TEST_CASE("matmul's wide kernel under lowered limits and without subgroup arithm
         vk::LimitOverrides{.max_workgroup_invocations = 32, .no_subgroup_arithmetic = true},
         vk::LimitOverrides{.max_shared_memory = 16384, .max_workgroup_invocations = 16}}) {
     test::LoweredGpu low(g, limits);
-    for (DType dtype : {DType::F32, DType::F16})
-      for (const Case& c : {Case{1, 768, 130, true, Activation::None, Residual::InPlace},
-                            Case{6, 1600, 45, true, Activation::GeluTanh, Residual::Separate}}) {
-        Case cc = c;
-        cc.layout = WeightLayout::NK;
-        cc.dtype = dtype;
-        Problem p = test::make_problem(cc, seed += 10);
-        std::string what = test::describe(cc, MatmulKernel::VectorWide) + " invocations " +
-                           std::to_string(low.device.caps().max_workgroup_invocations) +
-                           (low.device.caps().subgroup_arithmetic ? " subgroupAdd" : " tree");
-        CAPTURE(what);
-        CHECK(matches(p, run_gpu(low.device, low.kernels, p, MatmulKernel::VectorWide), what));
-      }
+    // 2 and 4 rows of W per workgroup (the tuning's gemv_outs): at 4, 8 rows of x make more
+    // sums than a 16-invocation workgroup has invocations.
+    for (uint32_t outs : {2u, 4u}) {
+      model::gpu::KernelPolicy policy = low.kernels.policy();
+      policy.tuning.gemv_outs = outs;
+      const model::gpu::Ops ops(low.device.kernels(), policy);
+      for (DType dtype : {DType::F32, DType::F16})
+        for (const Case& c : {Case{1, 768, 130, true, Activation::None, Residual::InPlace},
+                              Case{6, 1600, 45, true, Activation::GeluTanh, Residual::Separate}}) {
+          Case cc = c;
+          cc.layout = WeightLayout::NK;
+          cc.dtype = dtype;
+          Problem p = test::make_problem(cc, seed += 10);
+          std::string what = test::describe(cc, MatmulKernel::VectorWide) + " invocations " +
+                             std::to_string(low.device.caps().max_workgroup_invocations) +
+                             (low.device.caps().subgroup_arithmetic ? " subgroupAdd" : " tree") +
+                             ", outputs per workgroup " + std::to_string(outs);
+          CAPTURE(what);
+          CHECK(matches(p, run_gpu(low.device, ops, p, MatmulKernel::VectorWide), what));
+        }
+    }
   }
 }
 
@@ -560,6 +568,14 @@ TEST_CASE("transpose_kn turns W [K, N] into [N, K] across its blocks") {
 
 namespace {
 
+// The device's kernels with every cooperative-matrix call in 128 x 128 tiles (large) or in
+// 64 x 64 ones, whatever its grid.
+model::gpu::Ops coop_tiles(const vk::Device& device, const model::gpu::Ops& ops, bool large) {
+  model::gpu::KernelPolicy policy = ops.policy();
+  policy.tuning.coop_large_groups = large ? 1 : UINT32_MAX;
+  return model::gpu::Ops(device.kernels(), policy);
+}
+
 // The cooperative-matrix kernels this device runs: the emulation everywhere (with 128-invocation
 // workgroups), the matrix units where the device lists them.
 std::vector<MatmulKernel> coop_kernels(const vk::Device& device) {
@@ -586,42 +602,47 @@ TEST_CASE("matmul's cooperative-matrix tiling, on matrix units and emulated, GPT
     MESSAGE("SKIPPED: fewer than 128 invocations per workgroup");
     return;
   }
-  // T = 1, 127, 128, 129 against the 64-row tiles; K and N not multiples of 16 or 64; both
-  // dtypes; GPT-2 small's c_attn and mlp c_proj at prefill (N cut to keep lavapipe's time
-  // down: the emulation is scalar). W [N, K], the GPU set's layout, everywhere; [K, N] on the
-  // small shapes.
+  // T = 1, 127, 128, 129, 130 against the 64- and 128-row tiles, each tile forced; K and N not
+  // multiples of 16 or 64; K = 264 in whole 16-byte vectors but not whole 32-deep steps, K = 100
+  // and 17 not in whole vectors (gathered by element); both dtypes; GPT-2 small's c_attn and mlp
+  // c_proj at prefill (N cut to keep lavapipe's time down: the emulation is scalar). W [N, K],
+  // the GPU set's layout, everywhere; [K, N] on the small shapes.
   const Case cases[] = {{1, 768, 400, true},
                         {127, 768, 96, true, Activation::GeluTanh, Residual::Separate},
                         {128, 3072, 64, true, Activation::None, Residual::InPlace},
                         {129, 100, 67, true, Activation::GeluErf, Residual::Separate},
+                        {130, 264, 136, true, Activation::Relu, Residual::Separate},
                         {33, 17, 5, false, Activation::Relu}};
-  for (MatmulKernel kernel : coop_kernels(g.device)) {
-    unsigned seed = 4100;
-    for (Case c : cases)
-      for (WeightLayout layout : {WeightLayout::NK, WeightLayout::KN})
-        for (DType dtype : {DType::F16, DType::F32}) {
-          if (layout == WeightLayout::KN && uint64_t{c.K} * c.N > 10000) continue;
-          c.layout = layout;
-          c.dtype = dtype;
-          Problem p = test::make_problem(c, seed += 10);
-          const std::string what = test::describe(c, kernel);
-          CAPTURE(what);
-          const std::vector<float> got = run_gpu(g.device, g.kernels, p, kernel);
-          std::vector<float> gn(got.size()), rn(got.size());
-          for (size_t i = 0; i < got.size(); i++) {
-            gn[i] = got[i] / p.mag[i];
-            rn[i] = p.ref[i] / p.mag[i];
+  for (MatmulKernel kernel : coop_kernels(g.device))
+    for (bool large : {false, true}) {
+      const model::gpu::Ops ops = coop_tiles(g.device, g.kernels, large);
+      unsigned seed = 4100;
+      for (Case c : cases)
+        for (WeightLayout layout : {WeightLayout::NK, WeightLayout::KN})
+          for (DType dtype : {DType::F16, DType::F32}) {
+            if (layout == WeightLayout::KN && uint64_t{c.K} * c.N > 10000) continue;
+            c.layout = layout;
+            c.dtype = dtype;
+            Problem p = test::make_problem(c, seed += 10);
+            const std::string what =
+                test::describe(c, kernel) + (large ? ", 128 x 128" : ", 64 x 64");
+            CAPTURE(what);
+            const std::vector<float> got = run_gpu(g.device, ops, p, kernel);
+            std::vector<float> gn(got.size()), rn(got.size());
+            for (size_t i = 0; i < got.size(); i++) {
+              gn[i] = got[i] / p.mag[i];
+              rn[i] = p.ref[i] / p.mag[i];
+            }
+            CHECK(test::close(what + ", values / mag", gn, rn, {3e-3, 0}));
+            // Not within fp32's tolerance everywhere: the inputs really are rounded to fp16.
+            if (dtype == DType::F32 && c.K >= 100) {
+              double worst = 0;
+              for (size_t i = 0; i < gn.size(); i++)
+                worst = std::max(worst, std::fabs(double{gn[i]} - double{rn[i]}));
+              CHECK(worst > kTol);
+            }
           }
-          CHECK(test::close(what + ", values / mag", gn, rn, {3e-3, 0}));
-          // Not within fp32's tolerance everywhere: the inputs really are rounded to fp16.
-          if (dtype == DType::F32 && c.K >= 100) {
-            double worst = 0;
-            for (size_t i = 0; i < gn.size(); i++)
-              worst = std::max(worst, std::fabs(double{gn[i]} - double{rn[i]}));
-            CHECK(worst > kTol);
-          }
-        }
-  }
+    }
 }
 
 TEST_CASE("matmul's cooperative-matrix tiling splits tensors past maxStorageBufferRange") {

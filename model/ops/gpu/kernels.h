@@ -21,14 +21,15 @@ enum class MatmulKernel : uint32_t {
   // throws otherwise.
   VectorWide,
   // matmul_coop: the tiled product on the device's matrix units (VK_NV_cooperative_matrix;
-  // 16 x 16 x 16 fp16 fragments, fp32 accumulation, 64 x 64 tiles of 4 subgroups; x and W
-  // rounded to fp16). Auto takes it for prompts with fp16 weights where the kernel policy's
-  // coop_matrix allows. Needs vk::DeviceCaps::coop_matrix and 32-lane subgroups; throws otherwise.
+  // 16 x 16 x 16 fp16 fragments, fp32 accumulation, 64 x 64 or 128 x 128 tiles of 4 subgroups;
+  // x and W rounded to fp16). Auto takes it for prompts with fp16 weights where the kernel
+  // policy's coop_matrix allows. Needs vk::DeviceCaps::coop_matrix and 32-lane subgroups;
+  // throws otherwise.
   Coop,
   // matmul_coop_emulated: the same tiling and code, its three fragment operations emulated in
-  // shared memory (matmul_coop.glsl), so that its staging and indexing run where no device has
-  // matrix units. Only when asked for. Needs 128-invocation workgroups and 30 KiB of shared
-  // memory (the fp32 tiles); throws otherwise.
+  // scalar arithmetic (matmul_coop.glsl), so that its staging and indexing run where no device
+  // has matrix units. Only when asked for. Needs 128-invocation workgroups and 20 KiB of shared
+  // memory; throws otherwise.
   CoopEmulated,
 };
 

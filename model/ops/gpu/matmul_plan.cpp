@@ -18,6 +18,8 @@ uint32_t floor_pow2(uint32_t v) {
 
 using vk::ceil_div;
 
+constexpr uint32_t kCoopWorkgroup = push::MATMUL_COOP_LANES * push::MATMUL_COOP_SUBGROUPS;
+
 // Shared-memory tiles of the tiled kernel, largest first: BM x BN outputs per workgroup of
 // (BN / TN) x (BM / TM) invocations, K staged BK at a time. Whatever the tile, the shader's
 // shared arrays are MATMUL_TILE_MAX floats each, so only the workgroup limits choose.
@@ -45,18 +47,24 @@ const Tile& tile_for(const vk::DeviceCaps& caps) {
 // llvmpipe counts every loop iteration of an invocation, and one more as each loop exits; a
 // step of the tiled kernel is its own iteration, the x and W loads' loops and the BK
 // multiply-adds (the register-tile loops unroll): 28 with the 64 x 64 x 16 tile, measured as
-// where a sum over K stopped (37,445 of 50,257 terms); the cooperative-matrix emulation's step
-// runs 43 (24,400 of 50,000), counted here as two scalar steps. Half the cap leaves room for a
-// compiler that unrolls less.
+// where a sum over K stopped (37,445 of 50,257 terms). The cooperative-matrix emulation's step
+// is counted as its loops of units (each gathered element by element, 8 at a time, where x or W
+// is not in whole vectors) and its BK emulated products. Half the cap leaves room for a compiler
+// that unrolls less.
 uint32_t tiled_k_steps(const vk::DeviceCaps& caps, MatmulKernel kernel) {
   if (caps.loop_iteration_cap == 0 ||
       (kernel != MatmulKernel::Tiled && kernel != MatmulKernel::CoopEmulated))
     return 0;
-  const Tile& t = tile_for(caps);
-  const uint32_t threads = (t.bn / t.tn) * (t.bm / t.tm);
-  uint32_t step = static_cast<uint32_t>(1 + (ceil_div(t.bm * t.bk, threads) + 1) +
-                                        (ceil_div(t.bk * t.bn, threads) + 1) + (t.bk + 1));
-  if (kernel == MatmulKernel::CoopEmulated) step *= 2;
+  uint32_t step;
+  if (kernel == MatmulKernel::CoopEmulated) {
+    const uint32_t units = push::MATMUL_COOP_LARGE * push::MATMUL_COOP_BK / 8 / kCoopWorkgroup;
+    step = 1 + 2 * (units + 1) * 9 + (push::MATMUL_COOP_BK + 1);
+  } else {
+    const Tile& t = tile_for(caps);
+    const uint32_t threads = (t.bn / t.tn) * (t.bm / t.tm);
+    step = static_cast<uint32_t>(1 + (ceil_div(t.bm * t.bk, threads) + 1) +
+                                 (ceil_div(t.bk * t.bn, threads) + 1) + (t.bk + 1));
+  }
   return std::max(1u, caps.loop_iteration_cap / 2 / step);
 }
 
@@ -216,25 +224,28 @@ void plan_tiled(const Ops& k, MatmulPlan& plan, const MatmulOptions& o, DType dt
   set_pipelines(k, plan, o, vk::Shader::matmul, spec);
 }
 
-// The cooperative-matrix tiles: on the matrix units, or (CoopEmulated) emulated, with the
-// staged tiles then fp32 rather than fp16 in shared memory.
-constexpr uint32_t kCoopWorkgroup = push::MATMUL_COOP_LANES * push::MATMUL_COOP_SUBGROUPS;
-
-void plan_coop(const Ops& k, MatmulPlan& plan, const MatmulOptions& o, DType dtype, uint32_t N,
-               bool hardware) {
+// The cooperative-matrix tiles: on the matrix units, or (CoopEmulated) emulated. 128 x 128 where
+// that grid still has the tuning's coop_large_groups workgroups, else 64 x 64.
+void plan_coop(const Ops& k, MatmulPlan& plan, const MatmulOptions& o, DType dtype, uint32_t T,
+               uint32_t N, bool hardware) {
   const vk::DeviceCaps& caps = k.device().caps();
   if (const std::string why = matmul_coop_unsupported(caps, hardware); !why.empty())
     fail("matmul", why);
-  fit_tiles(caps, plan, o, N, push::MATMUL_COOP_BM, push::MATMUL_COOP_BN);
+  const uint32_t large = push::MATMUL_COOP_LARGE;
+  const bool big = ceil_div(std::min(T, plan.rows), large) * ceil_div(N, large) >=
+                   k.policy().tuning.coop_large_groups;
+  const uint32_t side = big ? large : push::MATMUL_COOP_SMALL;
+  fit_tiles(caps, plan, o, N, side, side);
   const auto spec = [&](Activation a) {
     return vk::Specialization{{kCoopWorkgroup, 1, 1},
                                {static_cast<uint32_t>(o.layout), static_cast<uint32_t>(dtype),
                                 static_cast<uint32_t>(a)}};
   };
-  set_pipelines(k, plan, o,
-                hardware ? vk::Shader::matmul_coop : vk::Shader::matmul_coop_emulated, spec);
+  const vk::Shader shader =
+      hardware ? (big ? vk::Shader::matmul_coop_large : vk::Shader::matmul_coop)
+               : (big ? vk::Shader::matmul_coop_emulated_large : vk::Shader::matmul_coop_emulated);
+  set_pipelines(k, plan, o, shader, spec);
 }
-
 
 // The kernel a call runs: o.kernel, or for Auto the first of choose.h's order that fits.
 MatmulKernel choose_kernel(const KernelPolicy& policy, const MatmulOptions& o, DType dtype,
@@ -282,6 +293,9 @@ MatmulPlan plan_matmul(const Ops& k, const MatmulOptions& o, const vk::BufferSpa
   const bool texel = kernel == MatmulKernel::VectorTexel;
   MatmulPlan plan;
   plan.align = texel ? texel_align : binding_alignment(caps);
+  // The cooperative-matrix kernel binds x and W as 16-byte vectors.
+  if (kernel == MatmulKernel::Coop || kernel == MatmulKernel::CoopEmulated)
+    plan.align = std::max<uint64_t>(plan.align, 16);
   uint64_t range = caps.max_storage_buffer_range;
   if (texel) range = std::min<uint64_t>(range, uint64_t(caps.max_texel_buffer_elements) * 16);
   const uint64_t room = range - std::min(range, plan.align + 4);
@@ -320,7 +334,7 @@ MatmulPlan plan_matmul(const Ops& k, const MatmulOptions& o, const vk::BufferSpa
   else if (kernel == MatmulKernel::VectorWide)
     plan_wide(k, plan, o, dtype, T);
   else if (kernel == MatmulKernel::Coop || kernel == MatmulKernel::CoopEmulated)
-    plan_coop(k, plan, o, dtype, N, kernel == MatmulKernel::Coop);
+    plan_coop(k, plan, o, dtype, T, N, kernel == MatmulKernel::Coop);
   else if (texel)
     plan_texel(k, plan, o, dtype, T);
   else
