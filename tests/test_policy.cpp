@@ -64,7 +64,7 @@ TEST_CASE("policy: the GPU set's tuning table, by vendor and architecture") {
   };
   const Row rows[] = {{0x1002, "AMD Radeon RX 7900 XTX (RADV NAVI31)", "AMD RDNA", 64},
                       {0x1002, "AMD Radeon RX 580 Series (RADV POLARIS10)", "AMD GCN", 64},
-                      {0x10DE, "NVIDIA GeForce RTX 4090", "NVIDIA", 32},
+                      {0x10DE, "NVIDIA GeForce RTX 4090", "NVIDIA", 128},
                       {0x8086, "Intel(R) Arc(tm) A770 Graphics (DG2)", "Intel", 32},
                       {0x106B, "Apple M2 Pro", "Apple", 32},
                       {0x5143, "Adreno (TM) 740", "Qualcomm Adreno", 64},
@@ -79,6 +79,9 @@ TEST_CASE("policy: the GPU set's tuning table, by vendor and architecture") {
     const model::gpu::KernelPolicy p = model::gpu::choose_policy(c, vk::KernelSet::Auto);
     CHECK(p.tuning.arch == r.arch);
     CHECK(p.tuning.gemv_workgroup == r.gemv);
+    // NVIDIA's measured: 4 rows of W per workgroup, and the matrix units for prompts.
+    CHECK(p.tuning.gemv_outs == (r.vendor == 0x10DE ? 4u : 2u));
+    CHECK(p.tuning.coop_matrix_prompts == (r.vendor == 0x10DE));
     // A power of two within the wide kernel's declared maximum.
     CHECK((r.gemv & (r.gemv - 1)) == 0);
     CHECK(r.gemv <= push::MATMUL_WIDE_MAX_WORKGROUP);
@@ -113,8 +116,12 @@ TEST_CASE("policy: matrix units for prompts where the device has them and the tu
   c.max_workgroup_size[0] = c.max_workgroup_size[1] = 1024;
   c.max_shared_memory = 48 * 1024;
   c.coop_matrix = true;
-  // Measured slower than the scalar tiles on the H100 (docs/benchmark.md): off unless asked.
+  // Measured faster than the scalar tiles on an H100 (docs/benchmark.md): on unless refused;
+  // off for a vendor where they were not measured, unless asked.
+  CHECK(choose_policy(c, vk::KernelSet::Auto).coop_matrix);
+  c.vendor_id = 0x1002;
   CHECK_FALSE(choose_policy(c, vk::KernelSet::Auto).coop_matrix);
+  c.vendor_id = 0x10DE;
   CHECK(choose_policy(c, vk::KernelSet::Auto, true).coop_matrix);
   CHECK(choose_policy(c, vk::KernelSet::Auto, true).describe().find("cooperative matrices") !=
         std::string::npos);
@@ -123,7 +130,7 @@ TEST_CASE("policy: matrix units for prompts where the device has them and the tu
   c.subgroup_size = 64;  // the tiling's four subgroups are of 32 lanes
   CHECK_FALSE(choose_policy(c, vk::KernelSet::Auto, true).coop_matrix);
   c.subgroup_size = 32;
-  c.max_shared_memory = 16 * 1024;  // the fp16 tiles and the fp32 blocks take about 24 KiB
+  c.max_shared_memory = 16 * 1024;  // the large tile's fp16 staging takes 20 KiB
   CHECK_FALSE(choose_policy(c, vk::KernelSet::Auto, true).coop_matrix);
   c.max_shared_memory = 48 * 1024;
   c.max_workgroup_size[0] = 64;  // four subgroups side by side along x

@@ -130,6 +130,7 @@ class GpuModel final : public Model {
     return device_.caps().name + ", " + vk::kernel_set_name(ops_.policy().set) + " kernels";
   }
   Precision precision() const override { return precision_; }
+  bool matrix_units() const override { return ops_.policy().coop_matrix; }
   const vk::RecorderStats& stats() const { return stats_; }
   double wait_timeout() const { return rec_.timeout(); }
   std::vector<vk::DispatchTime> timings() const { return rec_.timings(); }

@@ -36,6 +36,9 @@ class Model {
   virtual const Config& config() const = 0;
   virtual std::string device_name() const = 0;
   virtual Precision precision() const = 0;
+  // Whether prompts' matmuls run on the device's matrix units, whose inputs are x and W rounded
+  // to fp16 (gpu::KernelPolicy::coop_matrix): compare's tolerance then is fp16's.
+  virtual bool matrix_units() const { return false; }
 
   uint32_t length() const { return length_; }  // tokens in the cache
   void reset() { length_ = 0; }

@@ -29,16 +29,26 @@ GpuTuning gpu_tuning(const vk::DeviceCaps& caps) {
     uint32_t vendor;
     const char* arch;
     uint32_t gemv_workgroup;
+    uint32_t gemv_outs;
   };
-  static constexpr Row kTable[] = {{0x1002, "AMD GCN", 64},       {0x10DE, "NVIDIA", 32},
-                                   {0x8086, "Intel", 32},         {0x106B, "Apple", 32},
-                                   {0x5143, "Qualcomm Adreno", 64}, {0x13B5, "Arm Mali", 16}};
+  // NVIDIA's 128 x 4 was measured: on an H100 (driver 580.159.04, two alternated rounds of
+  // GPT2VK_GEMV=32x2, 64x2, 128x2, 128x4), GPT-2 small tg128 844-880 tok/s at 32 x 2 and
+  // 994-1,034 at 128 x 4, XL tg64 136-139 and 177-179 (docs/benchmark.md, "The matrix units
+  // redone"). The others follow llama.cpp's per-vendor choice, unmeasured here.
+  static constexpr Row kTable[] = {{0x1002, "AMD GCN", 64, 2},         {0x10DE, "NVIDIA", 128, 4},
+                                   {0x8086, "Intel", 32, 2},           {0x106B, "Apple", 32, 2},
+                                   {0x5143, "Qualcomm Adreno", 64, 2}, {0x13B5, "Arm Mali", 16, 2}};
   GpuTuning t;
   for (const Row& r : kTable)
     if (r.vendor == caps.vendor_id) {
       t.arch = r.arch;
       t.gemv_workgroup = r.gemv_workgroup;
+      t.gemv_outs = r.gemv_outs;
     }
+  // The matrix units for prompts where they were measured faster than the scalar tiles: on an
+  // H100, GPT-2 small pp512 73,856 tok/s against 34,939, XL 5,779 against 3,310
+  // (docs/benchmark.md, "The matrix units redone").
+  t.coop_matrix_prompts = caps.vendor_id == 0x10DE;
   // AMD's two architectures by name: RADV names the chip (NAVI, GFX11...), otherwise the
   // product: RX 5000 to 9000 series cards are RDNA, the RX 400/500 (Polaris) and Vega GCN.
   if (caps.vendor_id == 0x1002 &&
@@ -97,11 +107,9 @@ std::string matmul_coop_unsupported(const vk::DeviceCaps& caps, bool hardware) {
   if (caps.max_workgroup_invocations < wg || caps.max_workgroup_size[0] < wg)
     return "the cooperative-matrix tiling needs workgroups of " + std::to_string(wg) +
            " invocations; device '" + caps.name + "' allows fewer";
-  // Staged rows of BK + 8 elements, fp16 on the matrix units and fp32 in the emulation; then each
-  // subgroup's fp32 block of out.
-  const uint32_t row = (push::MATMUL_COOP_BK + 8) * (hardware ? 2 : 4);
-  const uint32_t shared = (push::MATMUL_COOP_BM + push::MATMUL_COOP_BN) * row +
-                          push::MATMUL_COOP_BM * 2 * push::MATMUL_COOP_C_STRIDE * 4;
+  // The large tile's staged rows of BK + 8 fp16 (A and B; the epilogue reuses A's); the
+  // emulation's the same.
+  const uint32_t shared = 2 * push::MATMUL_COOP_LARGE * (push::MATMUL_COOP_BK + 8) * 2;
   if (caps.max_shared_memory < shared)
     return "needs " + std::to_string(shared) + " bytes of shared memory; device '" + caps.name +
            "' allows " + std::to_string(caps.max_shared_memory);

@@ -33,8 +33,8 @@ struct GpuTuning {
   uint32_t gemv_workgroup = 64;
   uint32_t gemv_outs = 2;
   // Prompts' matmuls on the matrix units (MatmulKernel::Coop) where the device has them, unless
-  // GPT2VK_COOP_MATRIX says otherwise. Off where they were not measured faster than the scalar
-  // tiles (docs/benchmark.md, "On an NVIDIA H100").
+  // GPT2VK_COOP_MATRIX says otherwise. On for NVIDIA, where they were measured faster than the
+  // scalar tiles; off where not measured (docs/benchmark.md, "The matrix units redone").
   bool coop_matrix_prompts = false;
   // KernelPolicy::norm_linear_max_bytes for decoding's GEMV (matmul_vec_wide): each of its
   // N / 2 workgroups reads x's rows twice more for the LayerNorm's statistics, a cost that grows
@@ -47,6 +47,10 @@ struct GpuTuning {
   // prompt over many cached keys still fills the device. About two per compute unit of a large
   // GPU (an H100 has 132); a small GPU splits a little more than it needs. Not measured.
   uint32_t attention_groups = 256;
+  // The cooperative-matrix matmul takes its 128 x 128 tiles (four times the fragment products
+  // per barrier of the 64 x 64 ones) where they still make at least this many workgroups: about
+  // one per compute unit of a large GPU. Smaller grids take 64 x 64 tiles. Not yet measured.
+  uint32_t coop_large_groups = 128;
 };
 // The table's entry for a device: by PCI vendor id, then by name where a vendor's architectures
 // differ.
