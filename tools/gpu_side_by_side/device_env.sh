@@ -5,6 +5,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 bin=$root/.gpubin/gpt2vk
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 say() { echo "== ${SECONDS}s: $*"; }
+[[ -d $root/.gpubin/lib ]] || tar xzf "$root/.gpubin/lib.tar.gz" -C "$root/.gpubin"  # pack.sh
 # The carried libraries for gpt2vk alone: PyTorch keeps the machine's own.
 lib=$root/.gpubin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 gv() { LD_LIBRARY_PATH=$lib "$bin" "$@"; }

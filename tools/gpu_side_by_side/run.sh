@@ -7,8 +7,9 @@
 #   tools/gpu_side_by_side/pack.sh            # a Release gpt2vk and its libraries into .gpubin/
 #   device run, carry [".gpubin", ".gl"]:  bash tools/gpu_side_by_side/run.sh "$OUT"
 # Writes into OUT: log.txt, engine.jsonl, torch.jsonl, profile.txt, hf_fixtures.tar.gz.
-# SBS_QUICK=1: the engine and PyTorch eager on each shape, the profiles and compare only (no
-# matrix units, fixtures, training or torch.compile): about 2 minutes.
+# SBS_QUICK=1: the engine (scalar tiles and matrix units) and PyTorch eager on each shape, the
+# profiles, compare and the op tests only (no fixtures, training or torch.compile): about 3
+# minutes.
 set -uo pipefail
 out=${1:?usage: run.sh OUT_DIR}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -28,7 +29,7 @@ for s in ${SBS_SHAPES:-small medium xl}; do gv make-model --shape "$s" -o "$mode
 bench() {  # shape, label, then bench's flags; GPT2VK_COOP_MATRIX from the caller
   local s=$1 label=$2; shift 2
   say "gpt2vk bench $s $label $*"
-  gv bench -m "$models/$s" --json "$@" | python3 -c '
+  timeout 150 env LD_LIBRARY_PATH="$lib" "$bin" bench -m "$models/$s" --json "$@" | python3 -c '
 import json, sys
 for t in json.load(sys.stdin):
     print(json.dumps(dict(t, label=sys.argv[1], shape=sys.argv[2])))' "$label" "$s" \
@@ -44,7 +45,7 @@ peer() {  # shape, mode, seconds allowed
 for s in ${SBS_SHAPES:-small xl medium}; do
   r=5; [[ $s == xl ]] && r=3
   bench "$s" gpu -p 128,512 -n 128 -r "$r"
-  ((quick)) || GPT2VK_COOP_MATRIX=on bench "$s" coop -p 128,512 -n 0 -r "$r"
+  GPT2VK_COOP_MATRIX=on bench "$s" coop -p 128,512 -n 0 -r "$r"
   peer "$s" eager 120 -r "$r"
 done
 if ((!quick)); then
@@ -62,13 +63,27 @@ say "profiles"
 bw=4800; nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H100 && bw=3350
 for s in small xl; do
   gv bench -m "$models/$s" -p 512 -n 64 -r 1 --profile --bandwidth "$bw" >> "$out/profile.txt" 2>&1
+  echo "== $s, matrix units" >> "$out/profile.txt"
+  GPT2VK_COOP_MATRIX=on gv bench -m "$models/$s" -p 512 -n 0 -r 1 --profile --bandwidth "$bw" \
+    >> "$out/profile.txt" 2>&1
 done
 
-say "compare (GPU set against the CPU reference)"
+say "compare (GPU set against the CPU reference; the matrix units at fp16's tolerance)"
 for s in small medium; do
   timeout 60 env LD_LIBRARY_PATH="$lib" "$bin" compare -m "$models/$s" -p "The engine is checked against its reference on a GPU." ||
     echo "compare $s FAILED"
+  timeout 60 env LD_LIBRARY_PATH="$lib" GPT2VK_COOP_MATRIX=on "$bin" compare -m "$models/$s" \
+    --tolerance 1e-2 -p "The engine is checked against its reference on a GPU." ||
+    echo "compare $s (matrix units) FAILED"
 done
+# The matmul op tests on this GPU (a test binary carried by pack.sh --tests): the matrix units'
+# kernels against the CPU reference, both tiles, and the tiled and GEMV kernels.
+if [[ -x $root/.gpubin/gpt2vk_tests ]]; then
+  say "op tests: matmul"
+  timeout 150 env LD_LIBRARY_PATH="$lib" VK_LAYER_PATH="$root/.gpubin/lib/layer" \
+    "$root/.gpubin/gpt2vk_tests" --source-file='*/test_matmul.cpp' ||
+    echo "op tests FAILED"
+fi
 
 ((quick)) && { say "done"; exit 0; }
 # torch.compile last: it may take minutes, and the call must end inside its limit.
