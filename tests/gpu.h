@@ -42,6 +42,9 @@ Gpu* gpu();
 // validation layer's own state still exists, not among the exit handlers after it.
 void release_gpu();
 
+// Whether the tests' devices run prompts on the matrix units: only with GPT2VK_COOP_MATRIX=on.
+bool coop_matrix();
+
 // Fails the current test if validation messages arrived during its lifetime, except the ones
 // a test provoked on purpose and accounted for with expect().
 class ValidationScope {

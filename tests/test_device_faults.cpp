@@ -57,6 +57,7 @@ void check_error(const test::CliResult& r, const std::string& message) {
 vk::DeviceOptions same_device(const test::Gpu& g) {
   vk::DeviceOptions o;
   o.select = std::to_string(g.device.index());
+  o.coop_matrix = test::coop_matrix();
   return o;
 }
 
