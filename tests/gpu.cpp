@@ -89,9 +89,8 @@ ValidationScope::~ValidationScope() {
 
 namespace {
 vk::DeviceOptions lowered_options(Gpu& g, const vk::LimitOverrides& limits, vk::KernelSet set) {
-  vk::DeviceOptions o;
+  vk::DeviceOptions o = device_options();
   o.select = std::to_string(g.device.index());
-  o.coop_matrix = coop_matrix();
   o.overrides = limits;
   o.kernels = set;
   return o;

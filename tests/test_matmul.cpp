@@ -627,7 +627,14 @@ TEST_CASE("matmul's cooperative-matrix tiling, on matrix units and emulated, GPT
             const std::string what =
                 test::describe(c, kernel) + (large ? ", 128 x 128" : ", 64 x 64");
             CAPTURE(what);
-            const std::vector<float> got = run_gpu(g.device, ops, p, kernel);
+            std::set<std::string> shaders;
+            const std::vector<float> got =
+                run_gpu(g.device, ops, p, kernel, nullptr, nullptr, &shaders);
+            // The tile asked for is the module that ran.
+            const std::string module =
+                std::string(kernel == MatmulKernel::Coop ? "matmul_coop" : "matmul_coop_emulated") +
+                (large ? "_large" : "");
+            if (g.device.caps().timestamps) CHECK(shaders == std::set<std::string>{module});
             std::vector<float> gn(got.size()), rn(got.size());
             for (size_t i = 0; i < got.size(); i++) {
               gn[i] = got[i] / p.mag[i];

@@ -226,13 +226,13 @@ void plan_tiled(const Ops& k, MatmulPlan& plan, const MatmulOptions& o, DType dt
 
 // The cooperative-matrix tiles: on the matrix units, or (CoopEmulated) emulated. 128 x 128 where
 // that grid still has the tuning's coop_large_groups workgroups, else 64 x 64.
-void plan_coop(const Ops& k, MatmulPlan& plan, const MatmulOptions& o, DType dtype, uint32_t T,
-               uint32_t N, bool hardware) {
+void plan_coop(const Ops& k, MatmulPlan& plan, const MatmulOptions& o, DType dtype, uint32_t N,
+               bool hardware) {
   const vk::DeviceCaps& caps = k.device().caps();
   if (const std::string why = matmul_coop_unsupported(caps, hardware); !why.empty())
     fail("matmul", why);
   const uint32_t large = push::MATMUL_COOP_LARGE;
-  const bool big = ceil_div(std::min(T, plan.rows), large) * ceil_div(N, large) >=
+  const bool big = ceil_div(plan.rows, large) * ceil_div(N, large) >=
                    k.policy().tuning.coop_large_groups;
   const uint32_t side = big ? large : push::MATMUL_COOP_SMALL;
   fit_tiles(caps, plan, o, N, side, side);
@@ -334,7 +334,7 @@ MatmulPlan plan_matmul(const Ops& k, const MatmulOptions& o, const vk::BufferSpa
   else if (kernel == MatmulKernel::VectorWide)
     plan_wide(k, plan, o, dtype, T);
   else if (kernel == MatmulKernel::Coop || kernel == MatmulKernel::CoopEmulated)
-    plan_coop(k, plan, o, dtype, T, N, kernel == MatmulKernel::Coop);
+    plan_coop(k, plan, o, dtype, N, kernel == MatmulKernel::Coop);
   else if (texel)
     plan_texel(k, plan, o, dtype, T);
   else
