@@ -1,6 +1,6 @@
 // A model's hyper-parameters and block variant, read from the Hugging Face config.json of its
 // folder. Keys are Hugging Face's GPT-2 keys where one exists; the variants GPT-2 does not have
-// use plain keys of our own (documented in README.md, "config.json keys").
+// use plain keys of our own (documented in docs/usage.md, "config.json keys").
 #pragma once
 #include <cstdint>
 #include <filesystem>
