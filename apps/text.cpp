@@ -23,7 +23,12 @@ std::string read_text(const std::string& prompt, const std::string& file) {
     text = read_file(file);
     what = file;
   }
-  if (text.empty()) throw std::runtime_error(what + " is empty: give some text with --prompt or --file");
+  // An empty file says so and no more (perplexity, which reads only files, has no --prompt to
+  // suggest); an empty or absent prompt names both ways to give one.
+  if (text.empty())
+    throw std::runtime_error(what + " is empty: " +
+                             (file.empty() ? "give some text with --prompt or --file"
+                                           : "it holds no text to read"));
   if (auto bad = model::find_invalid_utf8(text))
     throw std::runtime_error(what + ": invalid UTF-8 at byte " + std::to_string(*bad));
   return text;

@@ -92,6 +92,7 @@ TEST_CASE("device faults: an unknown device index or name lists the devices") {
     const test::CliResult r = test::gpt2vk({"generate", "-m", tiny(), "-p", "a", "--device", sel});
     check_error(r, std::string("no Vulkan device matches '") + sel + "' (by " +
                        (sel[0] == '9' ? "index" : "name") + "); devices: device 0 '");
+    CHECK(r.err.find("or cpu for the CPU reference, which needs no Vulkan") != std::string::npos);
     CHECK(r.out.empty());
   }
 }

@@ -270,6 +270,39 @@ TEST_CASE("faults: bad runtime input is one error line and exit code 1") {
                        "", "--ctx 9 is longer than the model's context of 8");
 }
 
+TEST_CASE("faults: an error says what to do next") {
+  test::TempDir dir;
+  const std::string absent = (dir / "gpt2").string();
+  // No folder yet: the two ways to get one, at the path given.
+  check_one_line_error(test::gpt2vk({"generate", "-m", absent, "-p", "a", "--device", "cpu"}),
+                       absent + ": not a folder",
+                       "scripts/download_gpt2.sh gpt2 " + absent + " fetches GPT-2");
+  check_one_line_error(test::gpt2vk({"generate", "-m", absent, "-p", "a", "--device", "cpu"}), "",
+                       "gpt2vk make-model --shape small -o " + absent + " writes one");
+  // GPT-2's tokenizer missing beside the weights: what the file is, and where a copy is.
+  model::Config gpt2 = small_config();
+  gpt2.tokenizer.kind = model::TokenizerKind::Gpt2;
+  const std::filesystem::path bare = dir / "bare";
+  write_model(bare, gpt2);
+  check_one_line_error(
+      test::gpt2vk({"generate", "-m", bare.string(), "-p", "a", "--device", "cpu"}),
+      (bare / "vocab.json").string() + ": no such file: GPT-2's tokenizer (vocab.json and merges.txt)",
+      "data/gpt2 holds a copy");
+  // A download cut short.
+  const std::filesystem::path cut = dir / "cut";
+  write_model(cut);
+  edit_bytes([](std::string& b) { b.resize(b.size() - 100); })(cut);
+  check_one_line_error(test::gpt2vk({"generate", "-m", cut.string(), "-p", "a", "--device", "cpu"}),
+                       "model.safetensors", "it is incomplete (an interrupted download?)");
+  // perplexity has no --prompt to suggest.
+  test::write_file(dir / "empty.txt", "");
+  write_model(dir / "ok");
+  const test::CliResult r = test::gpt2vk(
+      {"perplexity", "-m", (dir / "ok").string(), "-f", (dir / "empty.txt").string(), "--device", "cpu"});
+  check_one_line_error(r, "empty.txt is empty", "it holds no text to read");
+  CHECK(r.err.find("--prompt") == std::string::npos);
+}
+
 TEST_CASE("faults: -n past the context slides the window (causal) or crops (bidirectional)") {
   model::Config bidirectional = small_config();
   bidirectional.causal = false;

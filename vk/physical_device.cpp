@@ -200,7 +200,9 @@ const PhysicalDevice& choose(const std::vector<PhysicalDevice>& devices, const s
     return d;
   }
   throw Error("no Vulkan device matches '" + sel + "' (by " + (by_index ? "index" : "name") +
-              "); devices:" + describe_all(devices));
+              "); devices:" + describe_all(devices) +
+              "; --device takes an index or part of a name from that list, or cpu for the CPU "
+              "reference, which needs no Vulkan");
 }
 
 }  // namespace detail

@@ -119,12 +119,19 @@ std::string listed(const std::string& file, const std::vector<std::string>& prob
 constexpr const char* kFolder =
     "a model folder holds config.json and model.safetensors, as Hugging Face publishes them";
 
+// What to do about a missing folder: the two ways to get one, at the path the user gave.
+std::string get_one(const std::filesystem::path& dir) {
+  return "; scripts/download_gpt2.sh gpt2 " + dir.string() +
+         " fetches GPT-2 from Hugging Face, and gpt2vk make-model --shape small -o " +
+         dir.string() + " writes one with random weights";
+}
+
 }  // namespace
 
 std::unique_ptr<Checkpoint> Checkpoint::load(const std::filesystem::path& dir) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec))
-    throw std::runtime_error(dir.string() + ": not a folder (" + kFolder + ")");
+    throw std::runtime_error(dir.string() + ": not a folder (" + kFolder + ")" + get_one(dir));
   for (const char* name : {"config.json", "model.safetensors"}) {
     if (std::filesystem::exists(dir / name, ec)) continue;
     // Older downloads carry only PyTorch's pickle, which this engine does not read.
@@ -133,7 +140,7 @@ std::unique_ptr<Checkpoint> Checkpoint::load(const std::filesystem::path& dir) {
                              (pickle && name == std::string_view("model.safetensors")
                                   ? "; pytorch_model.bin is not read: fetch model.safetensors, "
                                     "e.g. with scripts/download_gpt2.sh"
-                                  : ""));
+                                  : get_one(dir)));
   }
   std::unique_ptr<Checkpoint> ck(new Checkpoint());
   ck->dir_ = dir;

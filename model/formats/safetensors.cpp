@@ -110,7 +110,8 @@ Entry parse_entry(const std::filesystem::path& file, const std::string& name, co
   if (out.begin > out.end) bad("data_offsets " + range + " end before they begin");
   if (out.end > data_bytes)
     bad("data_offsets " + range + " out of range: the data area is " + std::to_string(data_bytes) +
-        " bytes");
+        " bytes; the file ends before this tensor's data: it is incomplete (an interrupted "
+        "download?) or its header is wrong");
   if (out.end - out.begin != bytes)
     bad("data_offsets " + range + " hold " + std::to_string(out.end - out.begin) +
         " bytes but shape " + shape_str(out.view.shape) + " of " + dtype_text + " needs " +

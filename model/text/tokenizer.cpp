@@ -118,7 +118,16 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& dir,
   switch (spec.kind) {
     case TokenizerKind::Gpt2: {
       const std::filesystem::path vocab = dir / "vocab.json", merges = dir / "merges.txt";
-      const std::string vocab_text = read_tokenizer_file(vocab);  // in this order, for the first missing file
+      // A folder saved without its tokenizer (a bare model.save_pretrained) is the usual cause:
+      // say what the file is and where a copy is, not only that it is missing.
+      for (const std::filesystem::path& f : {vocab, merges})  // the first missing one
+        if (!std::filesystem::exists(f))
+          throw std::runtime_error(
+              f.string() + ": no such file: GPT-2's tokenizer (vocab.json and merges.txt) belongs "
+              "beside the weights, as Hugging Face publishes it (config.json names no other "
+              "tokenizer); scripts/download_gpt2.sh fetches it, and the repository's data/gpt2 "
+              "holds a copy");
+      const std::string vocab_text = read_tokenizer_file(vocab);
       const std::string merges_text = read_tokenizer_file(merges);
       return make_gpt2_tokenizer(vocab_text, merges_text, vocab.string(), merges.string());
     }
