@@ -69,7 +69,7 @@ int seq2seq(Seq2SeqArgs a) {
                                std::to_string(c.n_ctx) + " (its context)");
     const std::vector<int32_t> out =
         s.beams == 1 ? model::greedy(*m, ids, s.max_new_tokens) : model::beam(*m, ids, s);
-    std::printf("%s\n", target->decode(out).c_str());
+    std::printf("%s\n", target->decode_generated(out, c.n_vocab).c_str());
     std::fflush(stdout);
     made += out.size(), read += ids.size();
   }

@@ -145,6 +145,14 @@ TEST_CASE("sentencepiece t5: <extra_id_k> is id vocab_size - 1 - k, in text and 
 
   CHECK_THROWS_WITH_AS(tok->decode(std::vector<int32_t>{4100}), doctest::Contains("[0, 4100)"),
                        std::runtime_error);
+  // A model with more rows than the tokenizer has ids (t5-small: 32,128 for 32,100) may
+  // generate one of the extra ids: it has no text, as in transformers' fast tokenizer.
+  std::vector<int32_t> padded = hello;
+  padded.insert(padded.end(), {4100, 4127});
+  padded.insert(padded.end(), world.begin(), world.end());
+  CHECK(tok->decode_generated(padded, 4128) == "Hello world");
+  CHECK_THROWS_WITH_AS(tok->decode_generated(std::vector<int32_t>{4128}, 4128),
+                       doctest::Contains("[0, 4100)"), std::runtime_error);
   CHECK_THROWS_WITH_AS(tok->token_bytes(-1), doctest::Contains("out of range"), std::runtime_error);
   CHECK_THROWS_WITH_AS(tok->piece(4100), doctest::Contains("out of range"), std::runtime_error);
 }

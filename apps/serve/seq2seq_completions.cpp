@@ -191,7 +191,7 @@ Seq2SeqResult Seq2SeqRunner::generate(const Seq2SeqRequest& r) {
                                        ? model::greedy(m, r.source, r.search.max_new_tokens)
                                        : model::beam(m, r.source, r.search);
   Seq2SeqResult out;
-  out.text = session_.target->decode(ids);
+  out.text = session_.target->decode_generated(ids, c.n_vocab);
   out.prompt_tokens = r.source.size();
   out.completion_tokens = ids.size();
   // An eos before the limit ended it; at the limit a forced eos is the limit's doing.
