@@ -2,7 +2,9 @@
 // logs and the summary on stderr.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <random>
@@ -16,6 +18,7 @@
 #include "apps/session.h"
 #include "apps/signals.h"
 #include "model/generation/generate.h"
+#include "model/generation/stop_strings.h"
 #include "model/text/utf8.h"
 
 namespace app {
@@ -31,6 +34,10 @@ struct GenerateArgs {
   float top_p = 0.95f;
   uint64_t seed = 0;
   bool seed_given = false;
+  float repeat_penalty = 1.0f, presence_penalty = 0.0f, frequency_penalty = 0.0f;
+  int32_t repeat_last_n = 64;
+  std::vector<std::string> stops;  // --stop, at most StopStrings::kMax
+  uint32_t ctx = 0;                // -c; 0: the model's n_ctx
 };
 
 int generate(const GenerateArgs& args) {
@@ -46,12 +53,20 @@ int generate(const GenerateArgs& args) {
   const model::Config& c = s.model->config();
   const std::vector<int32_t> prompt = s.tokenizer->encode(text);
 
+  // Refuse before anything reaches stdout: there, only the text goes.
+  model::check_prompt(c, prompt.size(), args.ctx);
   model::GenerateOptions o;
-  // -1: what the context has room for beside the prompt (0 where the prompt fills it).
+  o.context = args.ctx;
+  const uint32_t window = args.ctx ? args.ctx : c.n_ctx;
+  // -1: what the window has room for beside the prompt.
   o.max_new = args.n >= 0 ? static_cast<uint32_t>(args.n)
-                          : static_cast<uint32_t>(c.n_ctx - std::min<size_t>(prompt.size(), c.n_ctx));
+                          : static_cast<uint32_t>(window - prompt.size());
   o.sampling = {args.temp, args.top_k, args.top_p, args.seed};
   if (!args.seed_given) o.sampling.seed = std::random_device{}();
+  o.sampling.repeat_penalty = args.repeat_penalty;
+  o.sampling.repeat_last_n = args.repeat_last_n;
+  o.sampling.presence_penalty = args.presence_penalty;
+  o.sampling.frequency_penalty = args.frequency_penalty;
   // SIGINT or SIGTERM, once one came: the token being chosen is not, the text ends with a
   // newline, the summary says why, and the command exits 128 + the signal, as a shell expects.
   const StopSignals signals;
@@ -68,8 +83,6 @@ int generate(const GenerateArgs& args) {
     if (!line_open) std::fputc('\n', stderr);
   };
 
-  // Refuse before anything reaches stdout: there, only the text goes.
-  model::check_prompt(c, prompt.size());
   // The prompt goes out with the first token, after the compile's progress line (on stderr), so
   // that a terminal shows that line on its own and not over the prompt.
   bool echoed = false;
@@ -80,11 +93,14 @@ int generate(const GenerateArgs& args) {
     std::fflush(stdout);
   };
   model::Utf8Stream stream;
+  // --stop: the text ends right before the first stop string; what could begin one waits.
+  model::StopStrings stops(args.stops);
+  o.stopped = [&] { return stops.stopped(); };
   double first_token_s = 0;  // from the command's start to the first new token's text
   auto print = [&](int32_t id) {
     echo_prompt();
     if (first_token_s == 0) first_token_s = since_start();
-    const std::string out = stream.push(s.tokenizer->token_bytes(id));
+    const std::string out = stops.push(stream.push(s.tokenizer->token_bytes(id)));
     std::fwrite(out.data(), 1, out.size(), stdout);
     std::fflush(stdout);
   };
@@ -110,7 +126,10 @@ int generate(const GenerateArgs& args) {
     throw;
   }
   echo_prompt();  // no new token: -n 0, or end-of-text first
-  const std::string rest = stream.finish();
+  // An unfinished character's U+FFFD, and the text held back for a stop string that never came.
+  std::string rest = stops.push(stream.finish());
+  if (stops.stopped()) r.stop = "stop string";
+  rest += stops.finish();
   std::fwrite(rest.data(), 1, rest.size(), stdout);
   std::fputc('\n', stdout);
   std::fflush(stdout);
@@ -175,6 +194,40 @@ Command add_generate(CLI::App& cli) {
   cmd->add_option("-s,--seed", args->seed, "seed for reproducible sampling (default: random)")
       ->check(whole_number(0, UINT64_MAX))
       ->each([args](const std::string&) { args->seed_given = true; });
+  cmd->add_option("--repeat-penalty", args->repeat_penalty,
+                  "divide the positive logits (multiply the negative ones) of tokens among the "
+                  "last --repeat-last-n by this, as llama.cpp; 1 = off (default 1)")
+      ->check(real_number(0, INFINITY, true));
+  cmd->add_option("--repeat-last-n", args->repeat_last_n,
+                  "the last N tokens of prompt and text the penalties look at; 0 = none, "
+                  "-1 = the whole context (default 64)")
+      ->check(whole_number(-1, INT32_MAX, " (0: none, -1: the whole context)"));
+  cmd->add_option("--presence-penalty", args->presence_penalty,
+                  "subtract this from the logit of every token among the last --repeat-last-n, "
+                  "as OpenAI's; -2 to 2, 0 = off (default 0)")
+      ->check(real_number(-2, 2));
+  cmd->add_option("--frequency-penalty", args->frequency_penalty,
+                  "subtract this times its count there from each token's logit, as OpenAI's; "
+                  "-2 to 2, 0 = off (default 0)")
+      ->check(real_number(-2, 2));
+  // One value per --stop (a TEXT after it stays the prompt), at most StopStrings::kMax of them.
+  auto stop_count = std::make_shared<size_t>(0);
+  cmd->add_option("--stop", args->stops,
+                  "end the text right before this string, which is not printed; repeatable, up "
+                  "to 4")
+      ->allow_extra_args(false)
+      ->check(CLI::Validator(
+          [stop_count](std::string& in) -> std::string {
+            if (in.empty()) return "a stop string may not be empty";
+            if (++*stop_count > model::StopStrings::kMax)
+              return "at most " + std::to_string(model::StopStrings::kMax) + " stop strings";
+            return {};
+          },
+          ""));
+  cmd->add_option("-c,--ctx,--ctx-size", args->ctx,
+                  "the window: at most N tokens, sliding at N as it does at the model's context "
+                  "(1 to the model's context; default: the model's)")
+      ->check(whole_number(1, UINT32_MAX));
   return {cmd, [args] { return generate(*args); }};
 }
 

@@ -12,4 +12,9 @@ namespace app {
 // free port)"). The value reaches CLI11 in plain decimal, which would read "010" as octal.
 CLI::Validator whole_number(int64_t lo, uint64_t hi, const std::string& note = "");
 
+// A finite decimal number from lo to hi ("--presence-penalty: must be a number from -2 to 2,
+// got 3"); with `above_lo`, lo itself is refused ("greater than 0"), and an infinite hi is no
+// bound.
+CLI::Validator real_number(double lo, double hi, bool above_lo = false);
+
 }  // namespace app

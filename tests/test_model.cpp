@@ -348,14 +348,20 @@ TEST_CASE("prepare() compiles every pipeline the prompt's pass and the decoding 
     vk::KernelSet kernels;
     float temperature;  // 0: greedy, the head's argmax; else top-k
     uint32_t max_new;
+    uint32_t context = 0;  // GenerateOptions::context: a shorter window
+    float repeat_penalty = 1.0f;  // a penalty on: every logit, even greedy (k = 0)
   };
   std::vector<Case> cases;
   for (auto [p, ks] : test::precisions_and_kernel_sets()) {
     cases.push_back({*m.checkpoint, p, ks, 0.0f, 12});  // 9 + 12 < n_ctx 32: no slide
     cases.push_back({*m.checkpoint, p, ks, 0.8f, 40});  // a slide, and decoding after it
   }
-  for (vk::KernelSet ks : test::kKernelSets)  // every step a whole pass of a new length
+  for (vk::KernelSet ks : test::kKernelSets) {
+    // Bidirectional: every step a whole pass of a new length.
     cases.push_back({*mb.checkpoint, model::Precision::F32, ks, 0.0f, 30});
+    // A window of 12 (-c), greedy with a penalty: slides at 12, to 6, twice.
+    cases.push_back({*m.checkpoint, model::Precision::F32, ks, 0.0f, 12, 12, 1.3f});
+  }
   for (const Case& t : cases) {
       CAPTURE(test::kernels_name(t.kernels));
       CAPTURE(std::string(model::precision_name(t.precision)));
@@ -370,10 +376,14 @@ TEST_CASE("prepare() compiles every pipeline the prompt's pass and the decoding 
       o.max_new = t.max_new;
       o.stop_at_eos = false;
       o.sampling.temperature = t.temperature;
+      o.sampling.repeat_penalty = t.repeat_penalty;
+      o.context = t.context;
       size_t last_done = 0, last_total = 0;
       o.on_compile = [&](size_t done, size_t total) { last_done = done, last_total = total; };
       const model::GenerateResult r = model::generate(*gpu, prompt, o, [](int32_t) {});
       CHECK(r.tokens.size() == t.max_new);
+      const bool slides_once = t.max_new > 20 && t.checkpoint.config().causal;
+      CHECK(r.slides == (t.context ? 2u : slides_once ? 1u : 0u));
       CHECK(r.pipelines > 0);
       CHECK(last_done == r.pipelines);
       CHECK(last_total == r.pipelines);

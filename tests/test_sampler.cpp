@@ -109,3 +109,100 @@ TEST_CASE("sampler: bad options are refused") {
   CHECK_THROWS_WITH(model::Sampler({0.8f, 40, 0.0f, 1}), doctest::Contains("top-p"));
   CHECK_THROWS_WITH(model::Sampler({0.8f, 40, 1.5f, 1}), doctest::Contains("top-p"));
 }
+
+// The penalties against a hand computation. Logits 2, -1, 0.5, 1.5, -0.5, 1 (ids 0..5) and the
+// history 0 1 1 4: repeat_penalty 2 halves id 0 (2 -> 1) and doubles the negative ids 1 and 4
+// (-1 -> -2, -0.5 -> -1); then presence 0.5 and frequency 0.25 take 0.5 + 0.25 * count from
+// the ids seen: id 0 (once) 1 -> 0.25, id 1 (twice) -2 -> -3, id 4 (once) -1 -> -1.75. Every value
+// is exact in binary, so the check is ==.
+TEST_CASE("sampler: the penalties, by hand") {
+  const std::vector<float> logits = {2.0f, -1.0f, 0.5f, 1.5f, -0.5f, 1.0f};
+  const std::vector<int32_t> seen = {0, 1, 1, 4};
+  model::SamplerOptions o{0.0f, 0, 1.0f, 1};
+  o.repeat_penalty = 2.0f;
+  std::vector<float> v = logits;
+  model::penalize(v, o, {seen, seen});
+  CHECK(v == std::vector<float>{1.0f, -2.0f, 0.5f, 1.5f, -1.0f, 1.0f});
+  o.presence_penalty = 0.5f;
+  o.frequency_penalty = 0.25f;
+  v = logits;
+  model::penalize(v, o, {seen, seen});
+  CHECK(v == std::vector<float>{0.25f, -3.0f, 0.5f, 1.5f, -1.75f, 1.0f});
+  // The server's split: repeat_penalty on one span, the counts on another (here none).
+  v = logits;
+  model::penalize(v, o, {seen, {}});
+  CHECK(v == std::vector<float>{1.0f, -2.0f, 0.5f, 1.5f, -1.0f, 1.0f});
+  // A negative presence penalty raises what was seen: id 4, -0.5 + 2 = 1.5.
+  model::SamplerOptions raise{0.0f, 0, 1.0f, 1};
+  raise.presence_penalty = -2.0f;
+  v = logits;
+  model::penalize(v, raise, {{}, std::vector<int32_t>{4}});
+  CHECK(v == std::vector<float>{2.0f, -1.0f, 0.5f, 1.5f, 1.5f, 1.0f});
+  // An id outside the vocabulary is an error, not a write past the logits.
+  CHECK_THROWS_WITH(model::penalize(v, o, {std::vector<int32_t>{6}, {}}),
+                    doctest::Contains("token id 6 is outside the vocabulary of 6"));
+}
+
+TEST_CASE("sampler: greedy and top-k pick from the penalized logits") {
+  const model::Candidates c = all_logits({2.0f, -1.0f, 0.5f, 1.5f, -0.5f, 1.0f});
+  const std::vector<int32_t> seen = {0, 1, 1, 4};
+  // Greedy: id 0 alone, 3 once id 0 is penalized (1.5 beats 2 / 2). A penalty needs every logit,
+  // even for greedy, so candidates() asks for all of them.
+  model::Sampler plain({0.0f, 40, 1.0f, 1});
+  CHECK(plain.pick(c, {seen, seen}) == 0);
+  model::SamplerOptions o{0.0f, 40, 1.0f, 1};
+  o.repeat_penalty = 2.0f;
+  model::Sampler greedy(o);
+  CHECK(greedy.candidates(50257) == 0);
+  CHECK(greedy.pick(c, {seen, seen}) == 3);
+  CHECK(greedy.pick(c) == 0);  // nothing seen: nothing penalized
+  // A top-k taken before the penalty would hold the wrong set: refused.
+  CHECK_THROWS_WITH(greedy.pick({{0, 3}, {2.0f, 1.5f}}, {seen, seen}),
+                    doctest::Contains("needs all logits"));
+  // top-k 2 after all three penalties (0.25, -3, 0.5, 1.5, -1.75, 1 as above): ids 3 and 5, in
+  // proportion e^1.5 : e^1 at T = 1; before them it would have been ids 0 and 3. 20000 draws:
+  // within 4 standard deviations.
+  o.presence_penalty = 0.5f;
+  o.frequency_penalty = 0.25f;
+  o.temperature = 1.0f;
+  o.top_k = 2;
+  model::Sampler k2(o);
+  std::map<int32_t, int> h;
+  for (int i = 0; i < 20000; i++) h[k2.pick(c, {seen, seen})]++;
+  CHECK(h.size() == 2);
+  CHECK(h.count(3) == 1);
+  CHECK(h.count(5) == 1);
+  const double p3 = std::exp(1.5) / (std::exp(1.5) + std::exp(1.0));
+  CHECK(std::fabs(h[3] / 20000.0 - p3) < 0.015);
+}
+
+TEST_CASE("sampler: the penalty window") {
+  const std::vector<int32_t> seq = {1, 2, 3, 4, 5};
+  model::SamplerOptions o;
+  o.repeat_last_n = 3;
+  CHECK(std::ranges::equal(model::Sampler(o).recent(seq, 256), std::vector<int32_t>{3, 4, 5}));
+  o.repeat_last_n = 64;  // longer than the sequence: all of it
+  CHECK(model::Sampler(o).recent(seq, 256).size() == 5);
+  o.repeat_last_n = 0;
+  CHECK(model::Sampler(o).recent(seq, 256).empty());
+  o.repeat_last_n = -1;  // the context's
+  CHECK(std::ranges::equal(model::Sampler(o).recent(seq, 4), std::vector<int32_t>{2, 3, 4, 5}));
+}
+
+TEST_CASE("sampler: penalties out of range are refused") {
+  auto with = [](auto set) {
+    model::SamplerOptions o;
+    set(o);
+    return o;
+  };
+  CHECK_THROWS_WITH(model::Sampler(with([](auto& o) { o.repeat_penalty = 0; })),
+                    doctest::Contains("repeat penalty must be a finite number > 0"));
+  CHECK_THROWS_WITH(model::Sampler(with([](auto& o) { o.repeat_penalty = INFINITY; })),
+                    doctest::Contains("repeat penalty"));
+  CHECK_THROWS_WITH(model::Sampler(with([](auto& o) { o.repeat_last_n = -2; })),
+                    doctest::Contains("repeat-last-n must be -1 or more"));
+  CHECK_THROWS_WITH(model::Sampler(with([](auto& o) { o.presence_penalty = 2.5f; })),
+                    doctest::Contains("presence penalty must be in [-2, 2]"));
+  CHECK_THROWS_WITH(model::Sampler(with([](auto& o) { o.frequency_penalty = NAN; })),
+                    doctest::Contains("frequency penalty must be in [-2, 2]"));
+}

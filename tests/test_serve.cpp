@@ -12,6 +12,10 @@
 #include <regex>
 #include <thread>
 
+#include "model/formats/checkpoint.h"
+#include "model/forward/cpu_model.h"
+#include "model/generation/sampler.h"
+#include "model/text/tokenizer.h"
 #include "tests/cli.h"
 #include "tests/files.h"
 #include "tests/process.h"
@@ -217,6 +221,90 @@ TEST_CASE("serve: text, streams and echo log-probabilities equal the commands'")
   }
   CHECK(server.stop(SIGTERM) == 0);
   CHECK(test::no_validation_messages({0, "", server.err()}));
+}
+
+TEST_CASE("serve: penalties are generate's, counted where OpenAI and llama.cpp count them") {
+  REQUIRE(test::on_path("curl"));
+  // The CPU reference on both sides: the step-by-step reference below gets the same bits.
+  test::Server server({"--device", "cpu"});
+  const std::string prompt = "And God said";
+  const int n = 48;
+  auto completion = [&](json body) {
+    body.update({{"prompt", prompt}, {"max_tokens", n}, {"temperature", 0}});
+    const Reply r = post(server, body.dump());
+    INFO(r.body);
+    REQUIRE(r.status == 200);
+    return json::parse(r.body)["choices"][0]["text"].get<std::string>();
+  };
+  auto generate = [&](std::vector<std::string> flags) {
+    std::vector<std::string> args = {"generate", "-p", prompt, "-n", std::to_string(n), "--temp",
+                                     "0", "--device", "cpu"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const test::CliResult r = test::gpt2vk(args);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    return r.out.substr(prompt.size(), r.out.size() - prompt.size() - 1);
+  };
+  const std::string plain = generate({});
+
+  // llama.cpp-server's repeat_penalty over the last repeat_last_n of prompt and completion:
+  // generate's flags, the same text.
+  const std::string repeated = completion({{"repeat_penalty", 1.5}, {"repeat_last_n", 16}});
+  CHECK(repeated != plain);
+  CHECK(repeated == generate({"--repeat-penalty", "1.5", "--repeat-last-n", "16"}));
+
+  // OpenAI's presence and frequency penalties count the completion's tokens only; generate's
+  // count the prompt too. Both, step by step on the CPU reference with the sampler: the one
+  // that counts the prompt is generate's text (so the reference is right), the other the
+  // server's, and the two differ (so the test tells them apart).
+  auto ckpt = model::Checkpoint::load(test::source_dir() / "models/kjv");
+  auto tok = model::load_tokenizer(test::source_dir() / "models/kjv", ckpt->config().tokenizer);
+  auto cpu = model::make_cpu_model(*ckpt, model::Precision::F16);
+  model::SamplerOptions o{0.0f, 0, 1.0f, 0};
+  o.presence_penalty = 0.7f;
+  o.frequency_penalty = 0.3f;
+  auto reference = [&](bool count_prompt) {
+    const std::vector<int32_t> ids = tok->encode(prompt);
+    std::vector<int32_t> seq = ids;
+    model::Sampler sampler(o);
+    cpu->reset();
+    model::Candidates c = cpu->next(seq, 0);
+    std::string text;
+    for (int i = 0; i < n; i++) {
+      const std::span<const int32_t> counted =
+          count_prompt ? std::span<const int32_t>(seq) : std::span(seq).subspan(ids.size());
+      const int32_t id = sampler.pick(c, {{}, counted});
+      seq.push_back(id);
+      text += tok->token_bytes(id);
+      c = cpu->next(std::span(&seq.back(), 1), 0);
+    }
+    return text;
+  };
+  const std::string openai = reference(false), with_prompt = reference(true);
+  REQUIRE(openai != with_prompt);
+  CHECK(with_prompt ==
+        generate({"--presence-penalty", "0.7", "--frequency-penalty", "0.3", "--repeat-last-n",
+                  "-1"}));
+  CHECK(completion({{"presence_penalty", 0.7}, {"frequency_penalty", 0.3}}) == openai);
+
+  // Out of range or of the wrong type: a 400 naming the field.
+  const std::vector<std::pair<json, std::string>> bad = {
+      {{{"presence_penalty", 2.5}}, "presence_penalty must be in [-2.0, 2.0], got 2.5"},
+      {{{"frequency_penalty", "lots"}}, "frequency_penalty must be a number, got a string"},
+      {{{"repeat_penalty", 0}}, "repeat_penalty must be a number greater than 0, got 0"},
+      {{{"repeat_penalty", -1.5}}, "repeat_penalty must be a number greater than 0, got -1.5"},
+      {{{"repeat_last_n", -2}}, "repeat_last_n must be between -1 and 2147483647, got -2"},
+  };
+  for (const auto& [fields, says] : bad) {
+    json body = fields;
+    body["prompt"] = prompt;
+    CAPTURE(body.dump());
+    const Reply r = post(server, body.dump());
+    CHECK(r.status == 400);
+    CHECK(error_message(r) == says);
+    CHECK(json::parse(r.body)["error"]["param"] == fields.begin().key());
+  }
+  CHECK(server.stop(SIGTERM) == 0);
 }
 
 TEST_CASE("serve: hostile and unlucky requests get errors that name the problem") {
@@ -428,7 +516,8 @@ TEST_CASE("serve: a full queue, an API key, and a lost device") {
 
 TEST_CASE("serve --parallel 8: each request gets the same tokens and log-probabilities as alone") {
   // Eight prompts of different lengths (one longer than a prefill chunk, so it joins over
-  // several steps), greedy with logprobs, each sent alone and then all at once: the same text
+  // several steps), greedy with logprobs (half of them with penalties, which count each
+  // request's own tokens), each sent alone and then all at once: the same text
   // and the same log-probabilities to the last bit (JSON carries doubles exactly), at fp32 and
   // fp16, under both kernel sets.
   std::vector<std::string> prompts = {"In the beginning", "And the LORD spake unto Moses",
@@ -445,8 +534,13 @@ TEST_CASE("serve --parallel 8: each request gets the same tokens and log-probabi
       std::vector<std::string> bodies;
       for (size_t i = 0; i < prompts.size(); i++) {
         const std::string file = (dir / std::string("b").append(std::to_string(i))).string();
-        test::write_file(file, json{{"prompt", prompts[i]}, {"max_tokens", 40}, {"temperature", 0},
-                                    {"logprobs", 2}}.dump());
+        json body = {{"prompt", prompts[i]}, {"max_tokens", 40}, {"temperature", 0},
+                     {"logprobs", 2}};
+        // Half of them with penalties: each counts its own tokens, whatever decodes beside it.
+        if (i % 2)
+          body.update({{"repeat_penalty", 1.3}, {"presence_penalty", 0.5},
+                       {"frequency_penalty", 0.2}});
+        test::write_file(file, body.dump());
         bodies.push_back(file);
       }
       auto curl = [&](size_t i) {

@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "model/generation/sampler.h"
+#include "model/generation/stop_strings.h"
 #include "model/text/utf8.h"
 
 namespace app {
@@ -140,25 +141,6 @@ TokenLogprob logprob_of(std::span<const float> logits, int32_t id, uint32_t n) {
   return t;
 }
 
-// How many bytes of `text` can go out now: up to the first stop string (found: *stopped), or all
-// but its longest ending that begins some stop string (it may yet complete one).
-size_t sendable(const std::string& text, const std::vector<std::string>& stops, bool* stopped) {
-  size_t first = std::string::npos;
-  for (const std::string& s : stops) first = std::min(first, text.find(s));
-  if (first != std::string::npos) {
-    *stopped = true;
-    return first;
-  }
-  size_t held = 0;
-  for (const std::string& s : stops)
-    for (size_t k = std::min(s.size() - 1, text.size()); k > held; k--)
-      if (text.compare(text.size() - k, k, s, 0, k) == 0) {
-        held = k;
-        break;
-      }
-  return text.size() - held;
-}
-
 }  // namespace
 
 // A request in a slot: where its prompt and its text stand.
@@ -170,13 +152,14 @@ struct Engine::Slot {
   std::vector<float> next;  // the logits the next token comes from, once the prompt has run
   Event head;               // the echoed prompt and its log-probabilities
   model::Utf8Stream utf8;
-  std::string text;  // the completion so far, whole characters
-  size_t sent = 0;   // bytes of it sent
+  model::StopStrings stops;  // the completion's text goes out through it
+  std::vector<int32_t> tokens;  // the prompt, then the generated ids: what the penalties count
   uint32_t generated = 0;
   int32_t token = -1;                 // the last token picked, to decode next
   std::vector<TokenLogprob> pending;  // log-probabilities not yet sent
 
-  Slot(std::shared_ptr<Job> j, const model::SamplerOptions& o) : job(std::move(j)), sampler(o) {}
+  Slot(std::shared_ptr<Job> j, const model::SamplerOptions& o)
+      : job(std::move(j)), sampler(o), stops(job->request.stop), tokens(job->request.prompt) {}
 };
 
 void Engine::admit() {
@@ -234,7 +217,14 @@ bool Engine::pick(Slot& s) {
     finish(s, "length", false);
     return false;
   }
-  const int32_t id = s.sampler.pick(model::Candidates{{}, s.next});
+  // The penalties: repeat_penalty on the last repeat_last_n of prompt and completion
+  // (llama.cpp's server; -1: all of them, which fit the slot), presence and frequency on the
+  // completion's own tokens (OpenAI's "sampled prior to the current position"). Each request
+  // counts its own tokens only, so the batch it decodes in changes nothing. The log-probabilities
+  // stay the model's own, before the penalties, as they stay before the other cuts.
+  const std::span<const int32_t> completion = std::span(s.tokens).subspan(r.prompt.size());
+  const int32_t id = s.sampler.pick(model::Candidates{{}, s.next},
+                                    {s.sampler.recent(s.tokens, s.tokens.size()), completion});
   if (c.eos_token_id && id == *c.eos_token_id) {
     finish(s, "stop", false);
     return false;
@@ -247,18 +237,16 @@ bool Engine::pick(Slot& s) {
   else
     metrics_.per_token(std::chrono::duration<double>(now - s.last).count());
   s.last = now;
-  s.text += s.utf8.push(tokenizer_.token_bytes(id));
-  bool stopped = false;
-  const size_t upto = sendable(s.text, r.stop, &stopped);
-  if (upto > s.sent || !s.pending.empty()) {
+  s.tokens.push_back(id);
+  std::string text = s.stops.push(s.utf8.push(tokenizer_.token_bytes(id)));
+  if (!text.empty() || !s.pending.empty()) {
     Event e;
-    e.text = s.text.substr(s.sent, upto - s.sent);
+    e.text = std::move(text);
     e.logprobs = std::move(s.pending);
     s.pending.clear();
-    s.sent = upto;
     s.job->push(std::move(e));
   }
-  if (stopped) {
+  if (s.stops.stopped()) {
     finish(s, "stop", true);
     return false;
   }
@@ -275,10 +263,9 @@ void Engine::finish(Slot& s, std::string reason, bool stopped) {
   const CompletionRequest& r = s.job->request;
   Event done;
   if (!stopped) {
-    s.text += s.utf8.finish();
-    const size_t upto = std::max(s.sent, sendable(s.text, r.stop, &stopped));
-    done.text = s.text.substr(s.sent, (stopped ? upto : s.text.size()) - s.sent);
-    if (stopped) reason = "stop";
+    done.text = s.stops.push(s.utf8.finish());
+    if (s.stops.stopped()) reason = "stop";
+    done.text += s.stops.finish();
   }
   done.logprobs = std::move(s.pending);
   done.done = true;

@@ -1,5 +1,6 @@
 #include "apps/serve/request.h"
 
+#include <cfloat>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -182,6 +183,19 @@ CompletionRequest parse_completion(const std::string& body, const model::Tokeniz
   r.sampling.top_p = static_cast<float>(get_number(j, "top_p", 1.0, 0.0, 1.0));
   if (r.sampling.top_p == 0) r.sampling.top_p = 1e-9f;  // OpenAI accepts 0: only the best token
   r.sampling.top_k = static_cast<uint32_t>(get_integer(j, "top_k", 0, 0, config.n_vocab));
+  // OpenAI's penalties (over the completion's tokens), and llama.cpp-server's repeat penalty
+  // (over the last repeat_last_n of prompt and completion; -1: all of them, 0: none).
+  r.sampling.presence_penalty =
+      static_cast<float>(get_number(j, "presence_penalty", 0.0, -2.0, 2.0));
+  r.sampling.frequency_penalty =
+      static_cast<float>(get_number(j, "frequency_penalty", 0.0, -2.0, 2.0));
+  const double repeat = get_number(j, "repeat_penalty", 1.0, -DBL_MAX, DBL_MAX);
+  if (!(repeat > 0) || repeat > double{FLT_MAX})
+    throw bad("repeat_penalty", "repeat_penalty must be a number greater than 0, got " +
+                                    shown(j["repeat_penalty"]));
+  r.sampling.repeat_penalty = static_cast<float>(repeat);
+  r.sampling.repeat_last_n =
+      static_cast<int32_t>(get_integer(j, "repeat_last_n", 64, -1, INT32_MAX));
   if (field(j, "seed")) {
     r.seed_given = true;
     r.sampling.seed = static_cast<uint64_t>(

@@ -11,6 +11,7 @@
 
 #include "model/formats/config.h"
 #include "model/generation/sampler.h"
+#include "model/generation/stop_strings.h"
 #include "model/text/tokenizer.h"
 
 namespace app {
@@ -31,7 +32,8 @@ struct CompletionRequest {
   std::vector<int32_t> prompt;  // token ids, never empty
   std::string prompt_text;      // as given, or the ids decoded (what echo returns)
   uint32_t max_tokens = 16;     // OpenAI's default
-  model::SamplerOptions sampling{1.0f, 0, 1.0f, 0};  // OpenAI's defaults: temperature 1, no cuts
+  // OpenAI's defaults: temperature 1, no cuts, no penalties (repeat_last_n 64, llama.cpp's).
+  model::SamplerOptions sampling{1.0f, 0, 1.0f, 0};
   bool seed_given = false;
   std::vector<std::string> stop;  // up to 4, none empty
   bool stream = false;
@@ -40,7 +42,7 @@ struct CompletionRequest {
 };
 
 inline constexpr uint32_t kMaxLogprobs = 20;
-inline constexpr size_t kMaxStops = 4;
+inline constexpr size_t kMaxStops = model::StopStrings::kMax;
 inline constexpr size_t kMaxStopBytes = 256;
 inline constexpr int kMaxJsonDepth = 32;  // arrays and objects nested in a body (OpenAI's need 3)
 

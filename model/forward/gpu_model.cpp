@@ -310,16 +310,18 @@ void GpuModel::record_pass(const Pass& p, uint32_t k, bool dry) {
   rec_.end();
 }
 
-size_t GpuModel::prepare(uint32_t prompt_tokens, uint32_t max_new, uint32_t k,
+size_t GpuModel::prepare(uint32_t prompt_tokens, uint32_t max_new, uint32_t k, uint32_t window,
                          const vk::CompileProgress& progress) {
   const Config& c = config_;
-  const uint32_t n = c.n_ctx, P = std::clamp<uint32_t>(prompt_tokens, 1, n);
-  // The passes generate() will run (model/generation/generate.cpp), as (T, pos): the prompt's,
-  // and for a causal model one-token passes from pos P on, up to the last position reached
-  // (kernel choices change with the cache length only one way, so the first and the last
-  // decode cover those between); a full context slides to its last n/2 tokens, recomputed,
-  // then decodes from there. A bidirectional model has no cache: every step is the whole
-  // sequence again, so one pass per length. Each is recorded in the chunks run() cuts it into.
+  const uint32_t n = window ? std::min(window, c.n_ctx) : c.n_ctx;
+  const uint32_t P = std::clamp<uint32_t>(prompt_tokens, 1, n);
+  // The passes generate() will run (model/generation/generate.cpp) in a window of n tokens, as
+  // (T, pos): the prompt's, and for a causal model one-token passes from pos P on, up to the
+  // last position reached (kernel choices change with the cache length only one way, so the
+  // first and the last decode cover those between); a full window slides to its last n/2
+  // tokens, recomputed, then decodes from there. A bidirectional model has no cache: every step
+  // is the whole sequence again, so one pass per length. Each is recorded in the chunks run()
+  // cuts it into.
   std::vector<std::pair<uint32_t, uint32_t>> passes{{P, 0}};
   const uint64_t last = uint64_t{P} + max_new - 1;  // tokens seen before the last pass's output
   if (max_new > 1 && !c.causal) {

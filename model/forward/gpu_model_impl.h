@@ -159,7 +159,7 @@ class GpuModel final : public Model {
   void slot_copy(std::span<const SlotCopy> copies) override;
 
  public:
-  size_t prepare(uint32_t prompt_tokens, uint32_t max_new, uint32_t k,
+  size_t prepare(uint32_t prompt_tokens, uint32_t max_new, uint32_t k, uint32_t window,
                  const vk::CompileProgress& progress) override;
 
  private:

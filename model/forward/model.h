@@ -108,12 +108,13 @@ class Model {
   virtual void slot_copy(std::span<const SlotCopy> copies);
 
   // Makes ready what generate() will use to continue a prompt of `prompt_tokens` ids by
-  // `max_new` tokens, each pass with this k: a GPU model compiles exactly those pipelines now,
-  // in parallel, so that no pass waits for a compiler (progress: pipelines done of total).
+  // `max_new` tokens, each pass with this k, its window sliding at `window` tokens (0: n_ctx;
+  // GenerateOptions::context): a GPU model compiles exactly those pipelines now, in parallel,
+  // so that no pass waits for a compiler (progress: pipelines done of total).
   // Returns how many it compiled; the CPU reference has nothing to prepare.
-  virtual size_t prepare(uint32_t prompt_tokens, uint32_t max_new, uint32_t k,
+  virtual size_t prepare(uint32_t prompt_tokens, uint32_t max_new, uint32_t k, uint32_t window = 0,
                          const std::function<void(size_t, size_t)>& progress = {}) {
-    (void)prompt_tokens, (void)max_new, (void)k, (void)progress;
+    (void)prompt_tokens, (void)max_new, (void)k, (void)window, (void)progress;
     return 0;
   }
 
