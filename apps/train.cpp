@@ -162,15 +162,6 @@ void check_out(const TrainArgs& a) {
                            "write to another folder, or pass --overwrite to replace it");
 }
 
-std::string duration(double s) {
-  char buf[32];
-  if (s >= 3600)
-    std::snprintf(buf, sizeof buf, "%dh%02dm", int(s / 3600), int(std::fmod(s, 3600) / 60));
-  else
-    std::snprintf(buf, sizeof buf, "%dm%02ds", int(s / 60), int(std::fmod(s, 60)));
-  return buf;
-}
-
 // A file's tokens, the file named in any error.
 std::vector<int32_t> tokenize_file(const model::Tokenizer& tok, const std::string& file) {
   const std::string text = read_file(file);
@@ -486,7 +477,7 @@ int train(TrainArgs a, const Given& given) {
       std::fprintf(stderr, "%sstep %llu/%llu | loss %.4f | norm %.3f | lr %.2e | %.0f tok/s | ETA %s%s",
                    tty ? "\r" : "", static_cast<unsigned long long>(state.step),
                    static_cast<unsigned long long>(a.run.steps), r.loss, r.grad_norm, lr, tokens_per_s,
-                   duration(per_step * double(a.run.steps - state.step)).c_str(), tty ? "   " : "\n");
+                   duration_text(per_step * double(a.run.steps - state.step)).c_str(), tty ? "   " : "\n");
     if (log) *log << line.dump() << "\n" << std::flush;
     if (!a.bench && a.run.save_every && state.step % a.run.save_every == 0 && state.step < a.run.steps) save();
     if (signals.received()) {
