@@ -3,12 +3,14 @@
 // Windows of N + 1 tokens overlapping by one (window i = tokens[i N .. i N + N]): each scores
 // its N predictions, so every token after the first is predicted exactly once, from at most N
 // tokens of context. A last, shorter window scores what remains.
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
 
 #include "apps/commands.h"
 #include "apps/options.h"
+#include "apps/progress.h"
 #include "apps/session.h"
 
 namespace app {
@@ -32,10 +34,18 @@ int perplexity(const PerplexityArgs& args) {
   if (ids.size() < 2) throw std::runtime_error(args.file + ": needs at least 2 tokens to score");
 
   const size_t V = c.n_vocab;
+  const size_t total = ids.size() - 1;
   double nll = 0;
   size_t count = 0;
+  // On a terminal a line that rewrites itself (at most ~10 times a second); in a log, only the
+  // final line, so that a redirected stderr holds no "\r".
+  using Clock = std::chrono::steady_clock;
+  const bool tty = stderr_is_terminal();
+  const Clock::time_point began = Clock::now();
+  Clock::time_point drawn{};
+  const auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - began).count(); };
   for (size_t start = 0; start + 1 < ids.size(); start += N) {
-    const size_t n = std::min<size_t>(N, ids.size() - 1 - start);  // predictions in this window
+    const size_t n = std::min<size_t>(N, total - start);  // predictions in this window
     s.model->reset();
     const std::vector<float> logits = s.model->logits(std::span(ids).subspan(start, n));
     for (size_t t = 0; t < n; t++) {
@@ -46,9 +56,14 @@ int perplexity(const PerplexityArgs& args) {
       nll += m + std::log(sum) - double{row[ids[start + t + 1]]};
     }
     count += n;
-    std::fprintf(stderr, "\rgpt2vk: %zu / %zu tokens scored", count, ids.size() - 1);
+    if (tty && count < total && Clock::now() - drawn >= std::chrono::milliseconds(100)) {
+      drawn = Clock::now();
+      const std::string line = scoring_line(count, total, nll / double(count), seconds());
+      std::fprintf(stderr, "\r%s\033[K", line.c_str());
+    }
   }
-  std::fprintf(stderr, "\n");
+  std::fprintf(stderr, "%s%s\n", tty ? "\r\033[K" : "",
+               scoring_line(count, total, nll / double(count), seconds()).c_str());
   const double mean = nll / double(count);
   std::printf("%s, %s weights, context %u\n", s.model->device_name().c_str(),
               model::precision_name(s.model->precision()), N);

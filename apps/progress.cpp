@@ -1,5 +1,7 @@
 #include "apps/progress.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #if defined(_WIN32)
@@ -22,6 +24,30 @@ constexpr int kBarWidth = 30;
 
 bool stderr_is_terminal() {
   return GPT2VK_ISATTY_STDERR();
+}
+
+std::string duration_text(double s) {
+  char buf[32];
+  if (!(s >= 0)) s = 0;                  // NaN too
+  s = std::min(s, 9999.0 * 3600);         // infinite: no rate yet
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%dh%02dm", int(s / 3600), int(std::fmod(s, 3600) / 60));
+  else
+    std::snprintf(buf, sizeof buf, "%dm%02ds", int(s / 60), int(std::fmod(s, 60)));
+  return buf;
+}
+
+std::string scoring_line(uint64_t done, uint64_t total, double mean_nll, double seconds) {
+  const double rate = seconds > 0 ? static_cast<double>(done) / seconds : 0.0;
+  const double left = rate > 0 ? static_cast<double>(total - done) / rate : 0.0;
+  const std::string time = done >= total ? "took " + duration_text(seconds)
+                           : rate > 0    ? "ETA " + duration_text(left)
+                                         : "ETA ?";
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "gpt2vk: %llu/%llu tokens scored | ppl %.3f | %.0f tok/s | %s",
+                static_cast<unsigned long long>(done), static_cast<unsigned long long>(total),
+                std::exp(mean_nll), rate, time.c_str());
+  return buf;
 }
 
 Progress::Progress(std::string what, uint64_t total_bytes)

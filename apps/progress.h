@@ -11,6 +11,14 @@ namespace app {
 
 bool stderr_is_terminal();
 
+// A time left or taken, to the minute or second: "0m08s", "12m30s", "2h05m".
+std::string duration_text(double seconds);
+
+// `gpt2vk perplexity`'s line: tokens scored of the total, the perplexity of those so far
+// (exp of their mean NLL), the rate, and the time left at that rate, or once all are scored
+// the time taken: "gpt2vk: 1200/4800 tokens scored | ppl 3.217 | 410 tok/s | ETA 0m08s".
+std::string scoring_line(uint64_t done, uint64_t total, double mean_nll, double seconds);
+
 class Progress {
  public:
   Progress(std::string what, uint64_t total_bytes);

@@ -26,6 +26,7 @@
 #include "apps/session.h"
 #include "apps/signals.h"
 #include "model/formats/checkpoint.h"
+#include "model/generation/sampler.h"
 #include "model/text/tokenizer.h"
 #include "model/training/gpu_trainer.h"
 #include "model/training/run_state.h"
@@ -46,7 +47,14 @@ struct TrainArgs {
   // Time the steps only: no output folder, no checkpoint, no evaluation; print tokens/s (the
   // median step after the first, whose time includes building the pipelines).
   bool bench = false;
+  // --sample-every N (0: never): every N steps, a greedy continuation by --sample-len tokens of
+  // --sample-prompt (default: the training text's first line, its first kSamplePromptTokens).
+  uint64_t sample_every = 0;
+  uint32_t sample_len = 64;
+  std::string sample_prompt;
 };
+
+constexpr size_t kSamplePromptTokens = 8;
 
 // Whether the command line gave an option ("--lr", "-m").
 using Given = std::function<bool(const std::string& flag)>;
@@ -82,6 +90,17 @@ void check_validation(const TrainArgs& a) {
     throw std::runtime_error("--eval-every needs --val-data FILE, the text to evaluate on");
   if (!a.run.val_data.empty() && !a.run.eval_every)
     throw std::runtime_error("--val-data is read only with --eval-every N (how often to evaluate)");
+}
+
+// The sample flags: --sample-len and --sample-prompt shape what --sample-every prints.
+void check_sampling(const TrainArgs& a, const Given& given) {
+  for (const char* flag : {"--sample-len", "--sample-prompt"})
+    if (given(flag) && !a.sample_every)
+      throw std::runtime_error(std::string(flag) + " is read only with --sample-every N (how often "
+                               "to print a sample)");
+  if (given("--sample-prompt") && a.sample_prompt.empty())
+    throw std::runtime_error("--sample-prompt is empty: give some text, or leave it out for the "
+                             "training text's first line");
 }
 
 // The option of a run flag's key: "lr" is --lr, "weight_decay" --weight-decay, "model" -m.
@@ -160,15 +179,6 @@ void check_out(const TrainArgs& a) {
                              ", or pass --overwrite to replace it");
   throw std::runtime_error(a.out + " already holds a model, with no run state to go on from: "
                            "write to another folder, or pass --overwrite to replace it");
-}
-
-std::string duration(double s) {
-  char buf[32];
-  if (s >= 3600)
-    std::snprintf(buf, sizeof buf, "%dh%02dm", int(s / 3600), int(std::fmod(s, 3600) / 60));
-  else
-    std::snprintf(buf, sizeof buf, "%dm%02ds", int(s / 60), int(std::fmod(s, 60)));
-  return buf;
 }
 
 // A file's tokens, the file named in any error.
@@ -287,6 +297,35 @@ std::string log_until(const std::string& file, model::training::RunState& state,
   return kept;
 }
 
+// --sample-every's prompt: --sample-prompt's tokens, or the training text's first line cut to
+// its first kSamplePromptTokens (the text's first token where that line has none).
+std::vector<int32_t> sample_prompt(const TrainArgs& a, const model::Tokenizer& tok,
+                                   const std::vector<int32_t>& data) {
+  std::string text = a.sample_prompt;
+  if (text.empty()) std::getline(std::ifstream(a.run.data), text);
+  std::vector<int32_t> ids = tok.encode(text);
+  if (a.sample_prompt.empty() && ids.size() > kSamplePromptTokens) ids.resize(kSamplePromptTokens);
+  if (ids.empty()) ids.push_back(data.at(0));
+  return ids;
+}
+
+// The prompt and its continuation by n tokens from the trainer's weights as they are, greedy
+// (the same run prints the same samples), the last T tokens its context; it stops early at the
+// model's end-of-text. A pass of one sequence each token: the trainer's own forward (its
+// next_logits), with no second copy of the weights and nothing a step reads changed.
+std::string sample(model::training::GpuTrainer& trainer, const model::Tokenizer& tok,
+                   const model::Config& c, std::vector<int32_t> ids, uint32_t n) {
+  model::Sampler greedy({.temperature = 0, .top_k = 0, .top_p = 1, .seed = 0});
+  const size_t T = trainer.context();
+  for (uint32_t i = 0; i < n; i++) {
+    const size_t from = ids.size() > T ? ids.size() - T : 0;
+    const int32_t id = greedy.pick({{}, trainer.next_logits(std::span(ids).subspan(from))});
+    if (c.eos_token_id && id == *c.eos_token_id) break;
+    ids.push_back(id);
+  }
+  return tok.decode(ids);
+}
+
 // --bench's line: the median step after the first (the first builds the pipelines).
 void print_bench(std::vector<double> step_s, uint32_t B, uint32_t T, uint64_t parameters,
                  const std::string& device) {
@@ -317,9 +356,9 @@ int train(TrainArgs a, const Given& given) {
   if (a.run.steps == 0) throw std::runtime_error("--steps must be at least 1");
   if (a.bench) {
     if (!a.out.empty() || !a.resume.empty() || !a.log.empty() || !a.run.val_data.empty() ||
-        a.run.eval_every || a.run.save_every)
+        a.run.eval_every || a.run.save_every || a.sample_every)
       throw std::runtime_error("--bench writes and evaluates nothing: leave out -o, --resume, --log, "
-                               "--val-data, --eval-every and --save-every");
+                               "--val-data, --eval-every, --save-every and --sample-every");
     if (a.run.steps < 2)
       throw std::runtime_error("--bench needs --steps 2 or more (the first step, which builds the "
                                "pipelines, is not timed)");
@@ -327,6 +366,7 @@ int train(TrainArgs a, const Given& given) {
     throw std::runtime_error("-o OUT is required (the checkpoint folder to write)");
   }
   check_validation(a);
+  check_sampling(a, given);
   check_out(a);
 
   // The model and its tokenizer: a resume given neither -m nor --init reads its own folder's
@@ -386,6 +426,8 @@ int train(TrainArgs a, const Given& given) {
     state.val_loss = std::move(r.state.val_loss);
   }
   model::training::Batches batches(data, a.run.batch, a.run.ctx, state.position);
+  const std::vector<int32_t> prompt =
+      a.sample_every ? sample_prompt(a, *tok, data) : std::vector<int32_t>{};
   // The output folder must take a checkpoint before the run spends anything.
   if (!a.bench) {
     std::error_code ec;
@@ -443,6 +485,7 @@ int train(TrainArgs a, const Given& given) {
   StopSignals signals;
   // On a terminal the progress line rewrites itself; elsewhere (a log) a line every 1% of the run.
   const bool tty = stderr_is_terminal();
+  bool line_open = false;  // a progress line drawn on the terminal, not yet ended
   const uint64_t every = std::max<uint64_t>(1, a.run.steps / 100);
   double training_s = 0;  // the steps' own time, evaluations and saves left out
   std::vector<double> step_s;  // each step's, for --bench
@@ -477,16 +520,28 @@ int train(TrainArgs a, const Given& given) {
         line["val_loss"] = e.loss;
         state.val_loss.emplace_back(state.step, e.loss);
         std::fprintf(stderr, "%sgpt2vk: step %llu: validation loss %.4f, perplexity %.3f over %llu windows of %u\n",
-                     tty ? "\n" : "",
+                     line_open ? "\n" : "",
                      static_cast<unsigned long long>(state.step), e.loss, std::exp(e.loss),
                      static_cast<unsigned long long>(e.windows), a.run.ctx);
+        line_open = false;
       }
     }
-    if (tty || state.step % every == 0 || state.step == a.run.steps)
+    // A line of its own, quoted as a JSON string (a sample's newlines stay inside it).
+    if (a.sample_every && state.step % a.sample_every == 0) {
+      const nlohmann::json text = sample(trainer, *tok, c, prompt, a.sample_len);
+      std::fprintf(stderr, "%sgpt2vk: step %llu sample: %s\n", line_open ? "\n" : "",
+                   static_cast<unsigned long long>(state.step),
+                   text.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+      line_open = false;
+    }
+    if (tty || state.step % every == 0 || state.step == a.run.steps) {
+      line_open = tty;
       std::fprintf(stderr, "%sstep %llu/%llu | loss %.4f | norm %.3f | lr %.2e | %.0f tok/s | ETA %s%s",
                    tty ? "\r" : "", static_cast<unsigned long long>(state.step),
                    static_cast<unsigned long long>(a.run.steps), r.loss, r.grad_norm, lr, tokens_per_s,
-                   duration(per_step * double(a.run.steps - state.step)).c_str(), tty ? "   " : "\n");
+                   duration_text(per_step * double(a.run.steps - state.step)).c_str(),
+                   tty ? "   " : "\n");
+    }
     if (log) *log << line.dump() << "\n" << std::flush;
     if (!a.bench && a.run.save_every && state.step % a.run.save_every == 0 && state.step < a.run.steps) save();
     if (signals.received()) {
@@ -496,7 +551,7 @@ int train(TrainArgs a, const Given& given) {
   }
   // A second signal during the save below ends the process at once: the save is atomic.
   signals.restore();
-  if (tty) std::fprintf(stderr, "\n");
+  if (line_open) std::fprintf(stderr, "\n");
   if (a.bench) {
     if (a.profile) print_profile(trainer);
     print_bench(step_s, a.run.batch, a.run.ctx, params->count(), device.caps().name);
@@ -564,6 +619,15 @@ Command add_train(CLI::App& cli) {
       ->check(whole(0, UINT64_MAX));
   cmd->add_option("--log", args->log,
                   "JSON lines: step, loss, grad_norm, lr, tokens_per_s, val_loss");
+  cmd->add_option("--sample-every", args->sample_every,
+                  "every N steps print a greedy sample from the weights as they are (default 0: "
+                  "never)")
+      ->check(whole(0, UINT64_MAX));
+  cmd->add_option("--sample-len", args->sample_len, "tokens of each sample (default 64)")
+      ->check(whole(1, 4096));
+  cmd->add_option("--sample-prompt", args->sample_prompt,
+                  "the text each sample continues (default: the training text's first line, its "
+                  "first 8 tokens)");
   cmd->add_option("--seed", run.seed, "the initialisation's seed (default 1)")
       ->check(whole(0, UINT64_MAX));
   cmd->add_flag("--profile", args->profile,

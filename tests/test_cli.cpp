@@ -145,6 +145,14 @@ TEST_CASE("cli: perplexity prints its result on the last line") {
     REQUIRE(std::sscanf(r.out.c_str() + last, "ppl = %lf over %u tokens", &ppl, &count) == 2);
     CHECK(count == 19);
     CHECK(ppl == doctest::Approx(gold["perplexity"].get<double>()).epsilon(1e-5));
+    // stderr is not a terminal here: no "\r" progress, one final line with the same figure.
+    CHECK(r.err.find('\r') == std::string::npos);
+    char figure[32];
+    std::snprintf(figure, sizeof figure, "| ppl %.3f |", ppl);
+    const size_t final_line = r.err.find("gpt2vk: 19/19 tokens scored ");
+    REQUIRE(final_line != std::string::npos);
+    CHECK(r.err.find(figure, final_line) != std::string::npos);
+    CHECK(r.err.find(" took ", final_line) != std::string::npos);
   }
   // Windows of 5: 19 predictions in windows of 5, 5, 5, 4, each from its own short context.
   const test::CliResult w = test::gpt2vk(

@@ -2,6 +2,7 @@
 // official openai client (npm), each embedding against what sentence-transformers computed for
 // the same texts (tests/data/hf/bert-st), every refusal against OpenAI's error object.
 #include <doctest/doctest.h>
+#include <signal.h>
 
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -110,6 +111,15 @@ TEST_CASE("serve: /v1/embeddings from an encoder, as sentence-transformers compu
   const auto [s4, b4] = test::post(url, "{\"input\": [");
   CHECK(s4 == 400);
   CHECK(b4.find("not valid JSON") != std::string::npos);
+
+  // The request log: the first request's inputs and tokens (tests/test_serve_log.cpp has the rest).
+  CHECK(server.stop(SIGTERM) == 0);
+  const std::string err = server.err();
+  CHECK_MESSAGE(err.find("gpt2vk: POST /v1/embeddings 200 remote=127.0.0.1:") != std::string::npos,
+                err);
+  CHECK_MESSAGE(err.find(" inputs=" + std::to_string(texts.size()) +
+                         " tokens=" + std::to_string(tokens) + "\n") != std::string::npos,
+                err);
 }
 
 TEST_CASE("serve: a decoder refuses /v1/embeddings") {

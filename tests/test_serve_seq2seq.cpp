@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <thread>
 
 #include "model/formats/checkpoint.h"
@@ -143,6 +144,13 @@ TEST_CASE("serve: an encoder-decoder's completions are what gpt2vk seq2seq print
     CHECK(models["data"][0]["max_beams"] == 8);
     CHECK(test::get(server.url() + "/health").status == 200);
     CHECK(test::no_validation_messages({0, "", server.err()}));
+    // The first request's log line: tokens and the total time (a search's text comes whole:
+    // no first-token time).
+    const std::regex logged(
+        R"(gpt2vk: POST /v1/completions 200 remote=127\.0\.0\.1:\d+ prompt_tokens=)" +
+        std::to_string(source_tokens) +
+        R"( completion_tokens=12 total_ms=[0-9.]+ finish_reason=length\n)");
+    CHECK_MESSAGE(std::regex_search(server.err(), logged), server.err());
   }
 }
 

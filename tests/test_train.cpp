@@ -208,6 +208,58 @@ TEST_CASE("the GPU training step matches the CPU reference step, every variant, 
     }
 }
 
+TEST_CASE("the GPU trainer's next-token logits: the CPU reference's, and no change to training") {
+  GPU_TEST(g);
+  // Tolerance: 1e-4 of the row's largest |logit|, compare's: fp32 sums of at most 24 terms
+  // against the reference's double accumulation (measured ~1e-7 here).
+  const auto row_close = [](const std::string& what, const std::vector<float>& got,
+                            const std::vector<float>& ref) {
+    double peak = 0;
+    for (float x : ref) peak = std::max(peak, std::abs(double(x)));
+    return test::close(what, got, ref, {1e-4 * std::max(peak, 1.0), 0});
+  };
+  for (vk::KernelSet set : test::kKernelSets)
+    for (const std::string variant : {"gpt2", "post-norm", "erf, untied, no final norm"}) {
+      const model::Config c = tiny(variant);
+      const uint32_t B = 2, T = 5;
+      Parameters start = random_parameters(c, 51);
+      const std::vector<int32_t> ids = {1, 4, 4, 0, 10, 7, 2, 9, 3, 3},
+                                 targets = {4, 4, 0, 10, 6, 2, 9, 3, 3, 1};
+      const std::string what =
+          variant + (set == vk::KernelSet::Gpu ? ", gpu kernels" : ", cpu kernels");
+      model::training::GpuTrainer sampled(g.with_kernels(set), start, B, T);
+      model::training::GpuTrainer plain(g.with_kernels(set), start, B, T);
+      // One sequence of 1, 3 and T tokens: the last position's logits.
+      for (size_t n : {size_t{1}, size_t{3}, size_t{T}}) {
+        const std::span<const int32_t> seq(ids.data(), n);
+        CHECK(row_close(what + ", " + std::to_string(n) + " tokens", sampled.next_logits(seq),
+                        model::training::cpu_next_logits(start, seq)));
+      }
+      // Steps with a sample between them give the same bits as steps without, and a sample
+      // after an update reads the updated weights.
+      model::training::StepSettings s;
+      s.lr = 1e-2f;
+      for (uint64_t step = 1; step <= 2; step++) {
+        s.step = step;
+        const model::training::StepResult a = sampled.step(ids, targets, s),
+                                          b = plain.step(ids, targets, s);
+        CHECK_MESSAGE(a.loss == b.loss, what);
+        CHECK_MESSAGE(a.grad_norm == b.grad_norm, what);
+        Parameters now(c);
+        sampled.download(now);
+        const std::span<const int32_t> seq(ids.data() + 5, 4);
+        CHECK(row_close(what + ", after step " + std::to_string(step), sampled.next_logits(seq),
+                        model::training::cpu_next_logits(now, seq)));
+      }
+      Parameters a(c), b(c);
+      sampled.download(a);
+      plain.download(b);
+      for (const model::ExpectedTensor& e : a.tensors())
+        CHECK_MESSAGE(a.tensor(e.name) == b.tensor(e.name), (what + ": " + e.name));
+      CHECK_THROWS_WITH(sampled.next_logits(ids), doctest::Contains("1 to T = 5 ids, not 10"));
+    }
+}
+
 TEST_CASE("the data order and the learning-rate schedule of the training contract") {
   // 23 tokens, B = 2, T = 5: steps take [0, 11), [10, 21), then wrap (20 + 11 > 23) to 0.
   std::vector<int32_t> tokens(23);

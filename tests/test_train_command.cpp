@@ -57,6 +57,13 @@ std::vector<std::string> with(std::vector<std::string> args, const std::string& 
   return args;
 }
 
+// args and `flag value` after them.
+std::vector<std::string> with_flag(std::vector<std::string> args, const std::string& flag,
+                                   const std::string& value) {
+  args.insert(args.end(), {flag, value});
+  return args;
+}
+
 // The "loss" of each JSON line of a --log file, as printed (full precision).
 std::vector<std::string> losses(const fs::path& log) {
   std::vector<std::string> out;
@@ -210,9 +217,79 @@ TEST_CASE("gpt2vk train refuses bad input with a message that names it") {
   fails(bench, "--bench writes and evaluates nothing");
   bench.erase(bench.begin() + 5, bench.begin() + 7);  // "-o", out
   fails(with(bench, "--steps", "1"), "--bench needs --steps 2 or more");
+  fails(with_flag(bench, "--sample-every", "1"), "--save-every and --sample-every");
+  fails(with_flag(ok, "--sample-every", "often"), "--sample-every");
+  fails(with_flag(ok, "--sample-every", "-1"), "--sample-every");
+  std::vector<std::string> sampling = with_flag(ok, "--sample-every", "1");
+  fails(with_flag(sampling, "--sample-len", "0"), "--sample-len");
+  fails(with_flag(sampling, "--sample-prompt", ""), "--sample-prompt is empty");
+  fails(with_flag(ok, "--sample-len", "8"), "--sample-len is read only with --sample-every N");
+  fails(with_flag(ok, "--sample-prompt", "x"),
+        "--sample-prompt is read only with --sample-every N");
   std::vector<std::string> no_out = ok;
   no_out.erase(no_out.begin() + 5, no_out.begin() + 7);  // "-o", out
   fails(no_out, "-o OUT is required");
+}
+
+TEST_CASE("gpt2vk train --sample-every: samples between the steps, and the same training") {
+  // The shipped model's shape from --init, on its held-out text (the shipped KJV data).
+  test::TempDir dir;
+  const fs::path kjv = test::source_dir() / "models" / "kjv";
+  const auto run = [&](const std::string& name, std::vector<std::string> extra) {
+    std::vector<std::string> a = {"train", "--init", (kjv / "config.json").string(), "--data",
+                                  (kjv / "heldout.txt").string(), "-o", (dir / name).string(),
+                                  "--steps", "10", "--batch", "2", "--ctx", "32", "--lr", "3e-3",
+                                  "--seed", "7", "--kernels", "cpu", "--log",
+                                  (dir / (name + ".jsonl")).string()};
+    a.insert(a.end(), extra.begin(), extra.end());
+    const test::CliResult r = test::gpt2vk(a);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(test::no_validation_messages(r));
+    return r.err;
+  };
+  // The samples a run printed: each a line of its own, the text a JSON string.
+  const auto samples = [](const std::string& err) {
+    std::vector<std::pair<std::string, std::string>> out;  // (step, text)
+    std::istringstream in(err);
+    for (std::string line; std::getline(in, line);) {
+      const std::string head = "gpt2vk: step ";
+      const size_t colon = line.find(" sample: ");
+      if (line.rfind(head, 0) != 0 || colon == std::string::npos) continue;
+      out.emplace_back(line.substr(head.size(), colon - head.size()),
+                       nlohmann::json::parse(line.substr(colon + 9)).get<std::string>());
+    }
+    return out;
+  };
+  const std::string plain = run("plain", {});
+  CHECK(samples(plain).empty());
+  // 8 prompt tokens (the data's first line's) and 24 more fill the context of 32 exactly.
+  const std::string err = run("sampled", {"--sample-every", "5", "--sample-len", "24"});
+  const auto two = samples(err);
+  REQUIRE(two.size() == 2);
+  CHECK(two[0].first == "5");
+  CHECK(two[1].first == "10");
+  for (const auto& [step, text] : two) {
+    CHECK(text.rfind("And Abra", 0) == 0);  // heldout.txt's first line, its first 8 bytes
+    CHECK(text.size() == 32);               // ASCII here: 8 + 24 bytes
+  }
+  // The same training: every loss, and the weights.
+  REQUIRE(losses(dir / "plain.jsonl").size() == 10);
+  CHECK(losses(dir / "sampled.jsonl") == losses(dir / "plain.jsonl"));
+  CHECK(test::read_file(dir / "sampled" / "model.safetensors") ==
+        test::read_file(dir / "plain" / "model.safetensors"));
+  // The last sample is the saved weights' greedy text, as generate continues the prompt.
+  const test::CliResult g =
+      test::gpt2vk({"generate", "-m", (dir / "sampled").string(), "-p", "And Abra", "-n", "24",
+                    "--temp", "0", "--precision", "f32"});
+  REQUIRE_MESSAGE(g.exit_code == 0, g.err);
+  CHECK(g.out == two[1].second + "\n");
+  // Past the context the sample slides on (its last 32 tokens), its own prompt, the default
+  // length of 64; training is still the same.
+  const auto slid = samples(run("slid", {"--sample-every", "10", "--sample-prompt", "In the"}));
+  REQUIRE(slid.size() == 1);
+  CHECK(slid[0].second.rfind("In the", 0) == 0);
+  CHECK(slid[0].second.size() == 6 + 64);
+  CHECK(losses(dir / "slid.jsonl") == losses(dir / "plain.jsonl"));
 }
 
 TEST_CASE("gpt2vk train --bench times the steps and writes nothing") {

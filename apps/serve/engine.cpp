@@ -147,7 +147,7 @@ TokenLogprob logprob_of(std::span<const float> logits, int32_t id, uint32_t n) {
 struct Engine::Slot {
   std::shared_ptr<Job> job;
   model::Sampler sampler;
-  Clock::time_point started = Clock::now(), last;
+  Clock::time_point started = Clock::now(), last, first;  // first: its first new token
   size_t prefilled = 0;     // prompt tokens run
   std::vector<float> next;  // the logits the next token comes from, once the prompt has run
   Event head;               // the echoed prompt and its log-probabilities
@@ -232,10 +232,12 @@ bool Engine::pick(Slot& s) {
   if (r.logprobs) s.pending.push_back(logprob_of(s.next, id, *r.logprobs));
   s.generated++;
   const Clock::time_point now = Clock::now();
-  if (s.generated == 1)
+  if (s.generated == 1) {
+    s.first = now;
     metrics_.first_token(std::chrono::duration<double>(now - s.job->arrived).count());
-  else
+  } else {
     metrics_.per_token(std::chrono::duration<double>(now - s.last).count());
+  }
   s.last = now;
   s.tokens.push_back(id);
   std::string text = s.stops.push(s.utf8.push(tokenizer_.token_bytes(id)));
@@ -272,6 +274,12 @@ void Engine::finish(Slot& s, std::string reason, bool stopped) {
   done.finish_reason = reason;
   done.prompt_tokens = static_cast<uint32_t>(r.prompt.size());
   done.completion_tokens = s.generated;
+  const auto since = [&](Clock::time_point t) {
+    return std::chrono::duration<double>(t - s.job->arrived).count();
+  };
+  done.queued_s = since(s.started);
+  if (s.generated) done.first_token_s = since(s.first);
+  done.total_s = since(Clock::now());
   metrics_.tokens(r.prompt.size(), s.generated);
   s.job->push(std::move(done));
 }

@@ -38,6 +38,10 @@ struct Event {
   bool done = false;
   std::string finish_reason;  // done: "stop" (end-of-text or a stop string) or "length"
   uint32_t prompt_tokens = 0, completion_tokens = 0;  // done
+  // done: seconds from the request's arrival until it took a slot, until its first new token
+  // (none generated: none), and until this event.
+  double queued_s = 0, total_s = 0;
+  std::optional<double> first_token_s;
   std::optional<ApiError> error;  // done, failed: what to tell the client
 };
 

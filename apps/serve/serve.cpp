@@ -20,6 +20,7 @@
 #include "apps/serve/connections.h"
 #include "apps/serve/embeddings.h"
 #include "apps/serve/engine.h"
+#include "apps/serve/request_log.h"
 #include "apps/serve/seq2seq_completions.h"
 #include "apps/session.h"
 #include "model/text/utf8.h"
@@ -42,6 +43,7 @@ struct ServeArgs {
   uint32_t request_timeout = 10;    // seconds for a request's headers, and again for its body
   uint32_t drain_timeout = 30;      // seconds SIGTERM waits for requests in flight
   uint32_t max_connections = 512;   // connections served at once (a thread each)
+  LogFormat log_format = LogFormat::Text;  // of the line each request gets on stderr
 };
 
 // JSON out: text the tokenizer made is valid UTF-8, but a token's own bytes may not be.
@@ -86,14 +88,24 @@ json logprobs_json(const std::vector<TokenLogprob>& tokens, const model::Tokeniz
   return out;
 }
 
-// The connection of the request this thread handles (httplib runs a request's handlers and
-// then its logger on the connection's thread): its socket, found by the guard, and whether it
-// must close after the response.
+// The connection of the request this thread handles (httplib runs a request's handlers, a
+// stream's content provider, and then its logger on the connection's thread): its socket, found
+// by the guard, whether it must close after the response, and the figures its handler gives
+// the log line.
 struct Current {
   int fd = -1;
   bool close = false;
+  RequestRecord record;
 };
 thread_local Current current;
+
+// A completion's figures for the log, from its engine's last event.
+void log_figures(const Event& done) {
+  current.record.completion = CompletionFigures{
+      done.prompt_tokens, done.completion_tokens, done.queued_s * 1000,
+      done.first_token_s ? std::optional(*done.first_token_s * 1000) : std::nullopt,
+      done.total_s * 1000, done.finish_reason};
+}
 
 struct Server {
   Server(const ServeArgs& a, Session& s, std::string name, uint32_t ctx)
@@ -238,6 +250,7 @@ struct Server {
         tokens += in.ids.size();
       }
     }
+    current.record.embeddings = EmbeddingFigures{r.inputs.size(), tokens};
     res.set_content(embeddings_response(out, r.base64, model_name, tokens), "application/json");
   }
 
@@ -252,6 +265,8 @@ struct Server {
       ~End() { s.end_response(); }
     } end{*this};
     const std::time_t created = std::time(nullptr);
+    const auto arrived = std::chrono::steady_clock::now();
+    using ms = std::chrono::duration<double, std::milli>;
     const std::optional<Seq2SeqResult> out = runner->run(r, [] {
       return current.fd >= 0 && ConnectionGuard::peer_closed(current.fd);
     });
@@ -259,6 +274,11 @@ struct Server {
       res.status = 499;
       return;
     }
+    // A search's text comes whole at its end: no first-token time; the wait is in the total.
+    current.record.completion = CompletionFigures{
+        out->prompt_tokens, out->completion_tokens, std::nullopt, std::nullopt,
+        ms(std::chrono::steady_clock::now() - arrived).count(),
+        out->finish_reason};
     res.set_content(seq2seq_response(*out, r.stream, "cmpl-" + std::to_string(next_id++), created,
                                      model_name),
                     r.stream ? "text/event-stream" : "application/json");
@@ -309,6 +329,7 @@ struct Server {
                                       : json(nullptr);
         json out = chunk(id, created, text, lp, e->finish_reason);
         out["usage"] = usage(*e);
+        log_figures(*e);
         res.set_content(dump(out), "application/json");
         return;
       }
@@ -334,7 +355,10 @@ struct Server {
             const json lp = with_logprobs ? logprobs_json(e->logprobs, *session.tokenizer, *offset)
                                           : json(nullptr);
             json part = chunk(id, created, e->text, lp, e->done ? json(e->finish_reason) : json(nullptr));
-            if (e->done) part["usage"] = usage(*e);
+            if (e->done) {
+              part["usage"] = usage(*e);
+              log_figures(*e);
+            }
             out = "data: " + dump(part) + "\n\n";
             if (e->done) out += "data: [DONE]\n\n";
           }
@@ -431,8 +455,11 @@ struct Server {
                          req.path == "/v1/models" ||
                          req.path == "/health" || req.path == "/metrics";
       metrics.request(known ? req.path : "other", res.status);
-      std::fprintf(stderr, "gpt2vk: %s %s %d\n", req.method.c_str(),
-                   model::sanitize_utf8(req.path).c_str(), res.status);
+      RequestRecord& r = current.record;
+      r.method = req.method, r.path = req.path, r.status = res.status;
+      r.remote_addr = req.remote_addr, r.remote_port = req.remote_port;
+      std::fprintf(stderr, "%s\n",
+                   request_line(r, args.log_format, std::chrono::system_clock::now()).c_str());
       if (guard) guard->finished(req.remote_addr, req.remote_port, current.close);
       current = {};
     });
@@ -621,6 +648,15 @@ Command add_serve(CLI::App& cli) {
   cmd->add_option("--max-connections", args->max_connections,
                   "connections served at once, a thread each; more wait (default 512)")
       ->check(whole_number(8, 65536));
+  cmd->add_option_function<std::string>(
+         "--log-format",
+         [args](const std::string& v) {
+           args->log_format = v == "json" ? LogFormat::Json : LogFormat::Text;
+         },
+         "each request's line on stderr: text (default) or json, an object a line (ts, method, "
+         "path, status, remote; a completion's prompt_tokens, completion_tokens, queue_ms, "
+         "ttft_ms, total_ms, tokens_per_s, finish_reason; embeddings' inputs, tokens)")
+      ->check(CLI::IsMember({"text", "json"}));
   return {cmd, [args] { return serve(*args); }};
 }
 

@@ -126,4 +126,16 @@ double cpu_train_step(Parameters& params, Parameters& grads, std::span<const int
   return backend.loss;
 }
 
+std::vector<float> cpu_next_logits(Parameters& params, std::span<const int32_t> ids) {
+  const Config& c = params.config();
+  if (ids.empty() || ids.size() > c.n_ctx)
+    throw std::invalid_argument("cpu_next_logits: 1 to n_ctx ids");
+  const auto T = static_cast<uint32_t>(ids.size());
+  const ModelWeights<W> w = params.weights();
+  CpuTrainBackend backend{c, w, w, ids, {}, 1, T, T, {}, {}, 0};  // no gradients: dw unread
+  train_step(backend, c, w, w, Until::Logits);
+  const float* last = backend.buf(Saved{Kept::Logits}) + size_t{T - 1} * c.n_vocab;
+  return std::vector<float>(last, last + c.n_vocab);
+}
+
 }  // namespace model::training

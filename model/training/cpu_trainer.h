@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "model/training/parameters.h"
 
@@ -13,5 +14,9 @@ namespace model::training {
 // Returns the mean cross-entropy over the B * T targets.
 double cpu_train_step(Parameters& params, Parameters& grads, std::span<const int32_t> ids,
                       std::span<const int32_t> targets, uint32_t B, uint32_t T);
+
+// The forward pass of one sequence ids [n] alone (1 <= n <= n_ctx), up to the logits: those of
+// its last position [V] (what GpuTrainer::next_logits computes).
+std::vector<float> cpu_next_logits(Parameters& params, std::span<const int32_t> ids);
 
 }  // namespace model::training

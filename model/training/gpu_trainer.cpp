@@ -182,6 +182,7 @@ struct GpuTrainer::Impl {
   // backward false: the losses only (grad_norm 0); update: the optimizer step after them.
   StepResult run(std::span<const int32_t> id_values, std::span<const int32_t> target_values,
                  bool backward, const StepSettings* update);
+  std::vector<float> next_logits(std::span<const int32_t> id_values);
 
   const vk::Device& device;
   const gpu::Ops ops;  // the device's pipelines and policy, decided once
@@ -216,10 +217,11 @@ struct GpuTrainer::Impl {
 namespace {
 
 // The backend train_graph.h drives: each step records its ops into the trainer's one command
-// buffer.
+// buffer, over the trainer's buffers (sized for its B x T tokens) or a first part of them.
 struct GpuTrainBackend {
   GpuTrainer::Impl& m;
   const Config& c;
+  uint32_t B, T, N;  // this pass's sequences, tokens each, and tokens: the trainer's, or fewer
 
   const vk::BufferSpan& span(Saved s) const { return m.acts_.span(m.saved.at(s)); }
   const vk::BufferSpan& span(Grad g) const { return m.acts_.span(m.grad.at(g)); }
@@ -234,14 +236,14 @@ struct GpuTrainBackend {
                     .ids = m.io_.span(m.ids),
                     .wte = wte,
                     .wpe = c.positions == PositionKind::Learned ? &wpe : nullptr,
-                    .T = m.N,
+                    .T = N,
                     .C = c.n_embd,
                     .V = c.n_vocab,
                     .n_pos = c.n_ctx,
                     .pos_offset = 0,
                     .position = c.positions,
                     .wte_interleaved = false,
-                    .period = m.T});
+                    .period = T});
   }
   void layernorm(Saved out, Saved in, const Norm<W>& n) {
     gpu::layernorm(m.ops, m.rec,
@@ -249,7 +251,7 @@ struct GpuTrainBackend {
                     .x = span(in),
                     .gamma = *n.gamma,
                     .beta = n.beta ? *n.beta : vk::BufferSpan{},  // none: RMSNorm
-                    .T = m.N,
+                    .T = N,
                     .C = c.n_embd,
                     .eps = c.layer_norm_epsilon,
                     .kind = c.layer_norm});
@@ -264,21 +266,21 @@ struct GpuTrainBackend {
                  .w = w,
                  .bias = l.b,
                  .residual = residual ? &span(*residual) : nullptr,
-                 .T = m.N,
+                 .T = N,
                  .K = l.K,
                  .N = l.N,
                  .options = {.layout = w.layout}});
   }
   void activation(Saved out, Saved in) {
     gpu::activation(m.ops, m.rec,
-                    {.out = span(out), .x = span(in), .n = m.N * c.n_inner, .kind = c.activation});
+                    {.out = span(out), .x = span(in), .n = N * c.n_inner, .kind = c.activation});
   }
   void attention(Saved out, Saved qkv) {
     gpu::attention_sequences(m.ops, m.rec,
                              {.out = span(out),
                               .qkv = span(qkv),
-                              .B = m.B,
-                              .T = m.T,
+                              .B = B,
+                              .T = T,
                               .C = c.n_embd,
                               .H = c.n_head,
                               .spec = spec()});
@@ -288,9 +290,9 @@ struct GpuTrainBackend {
                        {.losses = m.out_.span(m.losses),
                         .logits = span(logits),
                         .targets = m.io_.span(m.targets),
-                        .N = m.N,
+                        .N = N,
                         .V = c.n_vocab,
-                        .mean_over = m.N});
+                        .mean_over = N});
   }
   template <class Out>
   void linear_backward(const Grad* dx, Out dout, Saved x, const Linear<W>& l, const Linear<W>& dl) {
@@ -304,7 +306,7 @@ struct GpuTrainBackend {
                           .dout = span(dout),
                           .x = span(x),
                           .w = weight(l.w, l.layout),
-                          .T = m.N,
+                          .T = N,
                           .K = l.K,
                           .N = l.N,
                           .w_t = packed ? &w_t : nullptr});
@@ -319,7 +321,7 @@ struct GpuTrainBackend {
                              .dout = span(dout),
                              .x = span(x),
                              .gamma = *n.gamma,
-                             .T = m.N,
+                             .T = N,
                              .C = c.n_embd,
                              .eps = c.layer_norm_epsilon,
                              .kind = c.layer_norm});
@@ -329,7 +331,7 @@ struct GpuTrainBackend {
                              {.dx = span(dx),
                               .dout = span(dout),
                               .x = span(x),
-                              .n = m.N * c.n_inner,
+                              .n = N * c.n_inner,
                               .kind = c.activation});
   }
   void attention_backward(Grad dqkv, Grad dout, Saved qkv) {
@@ -338,15 +340,15 @@ struct GpuTrainBackend {
                              .stats = m.acts_.span(m.att_stats),
                              .dout = span(dout),
                              .qkv = span(qkv),
-                             .B = m.B,
-                             .T = m.T,
+                             .B = B,
+                             .T = T,
                              .C = c.n_embd,
                              .H = c.n_head,
                              .spec = spec()});
   }
   void add(Grad dst, Grad src) {
     gpu::add(m.ops, m.rec,
-             {.out = span(dst), .a = span(dst), .b = span(src), .n = uint64_t{m.N} * c.n_embd});
+             {.out = span(dst), .a = span(dst), .b = span(src), .n = uint64_t{N} * c.n_embd});
   }
   void embed_backward(Grad dout) {
     gpu::embedding_backward(m.ops, m.rec,
@@ -354,8 +356,8 @@ struct GpuTrainBackend {
                              .dwpe = c.positions == PositionKind::Learned ? m.dw.wpe : nullptr,
                              .dout = span(dout),
                              .ids = m.io_.span(m.ids),
-                             .n = m.N,
-                             .T = m.T,
+                             .n = N,
+                             .T = T,
                              .C = c.n_embd,
                              .V = c.n_vocab});
   }
@@ -376,8 +378,8 @@ StepResult GpuTrainer::Impl::run(std::span<const int32_t> id_values,
     for (size_t i = 0; i < grad_spans.size(); i++)
       gpu::fill(ops, rec, {.out = grad_spans[i], .n = counts[i], .value = 0.0f});
   repack(backward);
-  GpuTrainBackend backend{*this, config};
-  train_step(backend, config, w, dw, backward);
+  GpuTrainBackend backend{*this, config, B, T, N};
+  train_step(backend, config, w, dw, backward ? Until::Gradients : Until::Losses);
   if (backward)
     gpu::grad_sum_squares(ops, rec,
                           {.out = out_.span(norm_sq),
@@ -413,6 +415,27 @@ StepResult GpuTrainer::Impl::run(std::span<const int32_t> id_values,
   return {total / N, std::sqrt(static_cast<double>(sum_sq))};
 }
 
+// One sequence of n <= T tokens recorded as a pass of B = 1, T = n over the first n rows of the
+// trainer's buffers, up to the logits; then the last row's read back.
+std::vector<float> GpuTrainer::Impl::next_logits(std::span<const int32_t> id_values) {
+  if (id_values.empty() || id_values.size() > T)
+    throw std::invalid_argument("next_logits takes 1 to T = " + std::to_string(T) + " ids, not " +
+                                std::to_string(id_values.size()));
+  const auto n = static_cast<uint32_t>(id_values.size());
+  const uint64_t V = config.n_vocab;
+  gpu::upload_ids(device, io_.span(ids), id_values, config.n_vocab);
+  rec.begin();
+  repack(false);
+  GpuTrainBackend backend{*this, config, 1, n, n};
+  train_step(backend, config, w, dw, Until::Logits);
+  rec.run();
+  fwd_current = true;  // the weights did not change
+  std::vector<float> out(V);
+  vk::download(device, out.data(), acts_.span(saved.at({Kept::Logits})).sub((n - 1) * V * 4, V * 4),
+               V * 4);
+  return out;
+}
+
 GpuTrainer::GpuTrainer(const vk::Device& device, const Parameters& params, uint32_t B, uint32_t T,
                        bool timestamps)
     : impl_(std::make_unique<Impl>(device, params, B, T, timestamps)) {}
@@ -424,6 +447,10 @@ StepResult GpuTrainer::gradients(std::span<const int32_t> ids, std::span<const i
 
 double GpuTrainer::evaluate(std::span<const int32_t> ids, std::span<const int32_t> targets) {
   return impl_->run(ids, targets, false, nullptr).loss;
+}
+
+std::vector<float> GpuTrainer::next_logits(std::span<const int32_t> ids) {
+  return impl_->next_logits(ids);
 }
 
 StepResult GpuTrainer::step(std::span<const int32_t> ids, std::span<const int32_t> targets,

@@ -46,6 +46,11 @@ class GpuTrainer {
   // A whole step: forward, backward, the global norm, clipping and the update.
   StepResult step(std::span<const int32_t> ids, std::span<const int32_t> targets,
                   const StepSettings& settings);
+  // The forward pass of one sequence alone, ids [n] with 1 <= n <= T, as a pass of B = 1 and
+  // T = n: the logits of its last position [V], what the weights predict next (a sample between
+  // steps). It changes nothing a step reads: the weights, gradients and moments stay, and the
+  // activations it writes are written again by the next pass.
+  std::vector<float> next_logits(std::span<const int32_t> ids);
 
   // Copies of what the device holds: the weights, the last step's gradients, the moments.
   void download(Parameters& params) const;

@@ -149,13 +149,16 @@ void sublayer_backward(Backend& b, const Sublayer<W>& s, const Sublayer<W>& ds, 
   }
 }
 
+// How far train_step() goes: the logits (a sample between steps), the losses (evaluation), or
+// the gradients too (a step).
+enum class Until { Logits, Losses, Gradients };
+
 // Forward then backward of one step: B sequences of T tokens whose ids (and targets) the
 // backend already holds. Returns nothing: the backend's cross_entropy keeps the losses, and
 // its gradients (dw) hold d(mean loss)/d(weight) afterwards (zeroed by the backend first).
-// backward = false stops after the losses (evaluation).
 template <class W, TrainBackend<W> Backend>
 void train_step(Backend& b, const Config& c, const ModelWeights<W>& w, const ModelWeights<W>& dw,
-                bool backward = true) {
+                Until until = Until::Gradients) {
   const uint32_t L = c.n_layer;
   const Saved stream_out{Kept::Stream, L, 0}, top = c.final_norm ? Saved{Kept::NormF} : stream_out;
   // The stream after sublayer j of block i: the next sublayer's, or the next block's.
@@ -171,8 +174,9 @@ void train_step(Backend& b, const Config& c, const ModelWeights<W>& w, const Mod
       sublayer_forward(b, w.layers[i].sublayers[j], i, j, next(i, j));
   if (c.final_norm) b.layernorm(top, stream_out, w.ln_f);
   b.linear(Saved{Kept::Logits}, top, w.head);
+  if (until == Until::Logits) return;
   b.cross_entropy(Saved{Kept::Logits});
-  if (!backward) return;
+  if (until == Until::Losses) return;
 
   // Backward: the head, ln_f, then the sublayers from the last, then the embedding. Grad::X
   // holds d loss / d (the stream at the current point) throughout.
