@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "model/generation/sampler.h"
+#include "model/text/stop_strings.h"
 #include "model/text/utf8.h"
 
 namespace app {
@@ -140,25 +141,6 @@ TokenLogprob logprob_of(std::span<const float> logits, int32_t id, uint32_t n) {
   return t;
 }
 
-// How many bytes of `text` can go out now: up to the first stop string (found: *stopped), or all
-// but its longest ending that begins some stop string (it may yet complete one).
-size_t sendable(const std::string& text, const std::vector<std::string>& stops, bool* stopped) {
-  size_t first = std::string::npos;
-  for (const std::string& s : stops) first = std::min(first, text.find(s));
-  if (first != std::string::npos) {
-    *stopped = true;
-    return first;
-  }
-  size_t held = 0;
-  for (const std::string& s : stops)
-    for (size_t k = std::min(s.size() - 1, text.size()); k > held; k--)
-      if (text.compare(text.size() - k, k, s, 0, k) == 0) {
-        held = k;
-        break;
-      }
-  return text.size() - held;
-}
-
 }  // namespace
 
 // A request in a slot: where its prompt and its text stand.
@@ -249,7 +231,7 @@ bool Engine::pick(Slot& s) {
   s.last = now;
   s.text += s.utf8.push(tokenizer_.token_bytes(id));
   bool stopped = false;
-  const size_t upto = sendable(s.text, r.stop, &stopped);
+  const size_t upto = model::sendable(s.text, r.stop, &stopped);
   if (upto > s.sent || !s.pending.empty()) {
     Event e;
     e.text = s.text.substr(s.sent, upto - s.sent);
@@ -276,7 +258,7 @@ void Engine::finish(Slot& s, std::string reason, bool stopped) {
   Event done;
   if (!stopped) {
     s.text += s.utf8.finish();
-    const size_t upto = std::max(s.sent, sendable(s.text, r.stop, &stopped));
+    const size_t upto = std::max(s.sent, model::sendable(s.text, r.stop, &stopped));
     done.text = s.text.substr(s.sent, (stopped ? upto : s.text.size()) - s.sent);
     if (stopped) reason = "stop";
   }
