@@ -5,7 +5,6 @@
 #include <csignal>
 #include <cstdio>
 #include <memory>
-#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,11 +25,7 @@ struct GenerateArgs {
   std::string prompt, file;
   std::string positional;  // `gpt2vk generate "TEXT"`: the prompt without -p
   int64_t n = 64;  // -1: until the end of text or a full context
-  float temp = 0.8f;
-  uint32_t top_k = 40;
-  float top_p = 0.95f;
-  uint64_t seed = 0;
-  bool seed_given = false;
+  SamplingArgs sampling;
 };
 
 int generate(const GenerateArgs& args) {
@@ -50,8 +45,7 @@ int generate(const GenerateArgs& args) {
   // -1: what the context has room for beside the prompt (0 where the prompt fills it).
   o.max_new = args.n >= 0 ? static_cast<uint32_t>(args.n)
                           : static_cast<uint32_t>(c.n_ctx - std::min<size_t>(prompt.size(), c.n_ctx));
-  o.sampling = {args.temp, args.top_k, args.top_p, args.seed};
-  if (!args.seed_given) o.sampling.seed = std::random_device{}();
+  o.sampling = args.sampling.options();
   // SIGINT or SIGTERM, once one came: the token being chosen is not, the text ends with a
   // newline, the summary says why, and the command exits 128 + the signal, as a shell expects.
   const StopSignals signals;
@@ -138,7 +132,7 @@ int generate(const GenerateArgs& args) {
   if (r.stop == "interrupted") stop += signal == SIGTERM ? " (SIGTERM)" : " (SIGINT)";
   // The seed that reproduces a sampled run with --seed; greedy decoding needs none.
   const std::string sampling =
-      args.temp > 0 ? "seed " + std::to_string(o.sampling.seed) : std::string("greedy");
+      args.sampling.temp > 0 ? "seed " + std::to_string(o.sampling.seed) : std::string("greedy");
   std::fprintf(stderr,
                "gpt2vk: load %.2f s%s, first token at %s | prompt %zu tokens, %.1f tok/s | "
                "generated %zu tokens, %.1f tok/s | %s | %s%s | %s | stop: %s%s\n",
@@ -165,16 +159,7 @@ Command add_generate(CLI::App& cli) {
                   "tokens to generate (default 64); -1: until the end of text or the context is "
                   "full")
       ->check(whole_number(-1, 1000000, " (-1: until the end of text or a full context)"));
-  cmd->add_option("--temp", args->temp, "temperature; 0 = greedy (default 0.8)")
-      ->check(CLI::Range(0.0f, 100.0f));
-  cmd->add_option("--top-k", args->top_k, "keep the k likeliest tokens; 0 = all (default 40)")
-      ->check(whole_number(0, UINT32_MAX));
-  cmd->add_option("--top-p", args->top_p,
-                  "keep the likeliest tokens up to this mass (default 0.95)")
-      ->check(CLI::Range(0.0f, 1.0f));
-  cmd->add_option("-s,--seed", args->seed, "seed for reproducible sampling (default: random)")
-      ->check(whole_number(0, UINT64_MAX))
-      ->each([args](const std::string&) { args->seed_given = true; });
+  add_sampling_options(*cmd, args->sampling);
   return {cmd, [args] { return generate(*args); }};
 }
 

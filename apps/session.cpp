@@ -3,6 +3,7 @@
 #include "apps/session.h"
 
 #include <cstdio>
+#include <random>
 
 #include "apps/options.h"
 #include "apps/progress.h"
@@ -36,6 +37,22 @@ void add_model_options(CLI::App& cmd, ModelArgs& args, bool model_only) {
       ->check(whole_number(0, 1u << 20));
   cmd.add_flag("--validation", args.validation,
                "enable the Khronos validation layer (also: GPT2VK_VALIDATION=1)");
+}
+
+void add_sampling_options(CLI::App& cmd, SamplingArgs& args) {
+  cmd.add_option("--temp", args.temp, "temperature; 0 = greedy (default 0.8)")
+      ->check(CLI::Range(0.0f, 100.0f));
+  cmd.add_option("--top-k", args.top_k, "keep the k likeliest tokens; 0 = all (default 40)")
+      ->check(whole_number(0, UINT32_MAX));
+  cmd.add_option("--top-p", args.top_p, "keep the likeliest tokens up to this mass (default 0.95)")
+      ->check(CLI::Range(0.0f, 1.0f));
+  cmd.add_option("-s,--seed", args.seed, "seed for reproducible sampling (default: random)")
+      ->check(whole_number(0, UINT64_MAX))
+      ->each([&args](const std::string&) { args.seed_given = true; });
+}
+
+model::SamplerOptions SamplingArgs::options() const {
+  return {temp, top_k, top_p, seed_given ? seed : std::random_device{}()};
 }
 
 std::filesystem::path model_dir(const ModelArgs& args) {

@@ -8,6 +8,7 @@
 
 #include "model/formats/checkpoint.h"
 #include "model/forward/model.h"
+#include "model/generation/sampler.h"
 #include "model/text/tokenizer.h"
 #include "vk/context.h"
 
@@ -32,6 +33,20 @@ void add_model_options(CLI::App& cmd, ModelArgs& args, bool model_only = false);
 
 // The folder --model names, or the shipped demo model (with a clear error if it is missing).
 std::filesystem::path model_dir(const ModelArgs& args);
+
+// --temp, --top-k, --top-p and --seed: how generate and chat sample.
+struct SamplingArgs {
+  float temp = 0.8f;
+  uint32_t top_k = 40;
+  float top_p = 0.95f;
+  uint64_t seed = 0;
+  bool seed_given = false;
+  // The sampler's options: --seed, or a random seed where none was given.
+  model::SamplerOptions options() const;
+};
+
+// Adds --temp, --top-k, --top-p, -s/--seed, bound to `args` (which must outlive the parse).
+void add_sampling_options(CLI::App& cmd, SamplingArgs& args);
 
 struct Session {
   std::unique_ptr<model::Checkpoint> checkpoint;
