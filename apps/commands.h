@@ -23,6 +23,7 @@ Command add_opbench(CLI::App& cli);
 Command add_bench(CLI::App& cli);
 Command add_tokenize(CLI::App& cli);
 Command add_generate(CLI::App& cli);
+Command add_chat(CLI::App& cli);
 Command add_compare(CLI::App& cli);
 Command add_logits(CLI::App& cli);
 Command add_perplexity(CLI::App& cli);

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
-#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,13 +28,7 @@ struct GenerateArgs {
   std::string prompt, file;
   std::string positional;  // `gpt2vk generate "TEXT"`: the prompt without -p
   int64_t n = 64;  // -1: until the end of text or a full context
-  float temp = 0.8f;
-  uint32_t top_k = 40;
-  float top_p = 0.95f;
-  uint64_t seed = 0;
-  bool seed_given = false;
-  float repeat_penalty = 1.0f, presence_penalty = 0.0f, frequency_penalty = 0.0f;
-  int32_t repeat_last_n = 64;
+  SamplingArgs sampling;  // --temp, --top-k, --top-p, --seed and the penalties
   std::vector<std::string> stops;  // --stop, at most StopStrings::kMax
   uint32_t ctx = 0;                // -c; 0: the model's n_ctx
 };
@@ -61,12 +54,7 @@ int generate(const GenerateArgs& args) {
   // -1: what the window has room for beside the prompt.
   o.max_new = args.n >= 0 ? static_cast<uint32_t>(args.n)
                           : static_cast<uint32_t>(window - prompt.size());
-  o.sampling = {args.temp, args.top_k, args.top_p, args.seed};
-  if (!args.seed_given) o.sampling.seed = std::random_device{}();
-  o.sampling.repeat_penalty = args.repeat_penalty;
-  o.sampling.repeat_last_n = args.repeat_last_n;
-  o.sampling.presence_penalty = args.presence_penalty;
-  o.sampling.frequency_penalty = args.frequency_penalty;
+  o.sampling = args.sampling.options();
   // SIGINT or SIGTERM, once one came: the token being chosen is not, the text ends with a
   // newline, the summary says why, and the command exits 128 + the signal, as a shell expects.
   const StopSignals signals;
@@ -157,7 +145,7 @@ int generate(const GenerateArgs& args) {
   if (r.stop == "interrupted") stop += signal == SIGTERM ? " (SIGTERM)" : " (SIGINT)";
   // The seed that reproduces a sampled run with --seed; greedy decoding needs none.
   const std::string sampling =
-      args.temp > 0 ? "seed " + std::to_string(o.sampling.seed) : std::string("greedy");
+      args.sampling.temp > 0 ? "seed " + std::to_string(o.sampling.seed) : std::string("greedy");
   std::fprintf(stderr,
                "gpt2vk: load %.2f s%s, first token at %s | prompt %zu tokens, %.1f tok/s | "
                "generated %zu tokens, %.1f tok/s | %s | %s%s | %s | stop: %s%s\n",
@@ -184,32 +172,7 @@ Command add_generate(CLI::App& cli) {
                   "tokens to generate (default 64); -1: until the end of text or the context is "
                   "full")
       ->check(whole_number(-1, 1000000, " (-1: until the end of text or a full context)"));
-  cmd->add_option("--temp", args->temp, "temperature; 0 = greedy (default 0.8)")
-      ->check(CLI::Range(0.0f, 100.0f));
-  cmd->add_option("--top-k", args->top_k, "keep the k likeliest tokens; 0 = all (default 40)")
-      ->check(whole_number(0, UINT32_MAX));
-  cmd->add_option("--top-p", args->top_p,
-                  "keep the likeliest tokens up to this mass (default 0.95)")
-      ->check(CLI::Range(0.0f, 1.0f));
-  cmd->add_option("-s,--seed", args->seed, "seed for reproducible sampling (default: random)")
-      ->check(whole_number(0, UINT64_MAX))
-      ->each([args](const std::string&) { args->seed_given = true; });
-  cmd->add_option("--repeat-penalty", args->repeat_penalty,
-                  "divide the positive logits (multiply the negative ones) of tokens among the "
-                  "last --repeat-last-n by this, as llama.cpp; 1 = off (default 1)")
-      ->check(real_number(0, INFINITY, true));
-  cmd->add_option("--repeat-last-n", args->repeat_last_n,
-                  "the last N tokens of prompt and text the penalties look at; 0 = none, "
-                  "-1 = the whole context (default 64)")
-      ->check(whole_number(-1, INT32_MAX, " (0: none, -1: the whole context)"));
-  cmd->add_option("--presence-penalty", args->presence_penalty,
-                  "subtract this from the logit of every token among the last --repeat-last-n, "
-                  "as OpenAI's; -2 to 2, 0 = off (default 0)")
-      ->check(real_number(-2, 2));
-  cmd->add_option("--frequency-penalty", args->frequency_penalty,
-                  "subtract this times its count there from each token's logit, as OpenAI's; "
-                  "-2 to 2, 0 = off (default 0)")
-      ->check(real_number(-2, 2));
+  add_sampling_options(*cmd, args->sampling);
   // One value per --stop (a TEXT after it stays the prompt), at most StopStrings::kMax of them.
   auto stop_count = std::make_shared<size_t>(0);
   cmd->add_option("--stop", args->stops,

@@ -15,7 +15,8 @@ int main(int argc, char** argv) {
                        "the git revision built and the Vulkan devices found");
   const app::Command commands[] = {
       app::add_devices(cli),  app::add_opbench(cli),    app::add_bench(cli),
-      app::add_tokenize(cli), app::add_generate(cli),   app::add_compare(cli),
+      app::add_tokenize(cli), app::add_generate(cli),   app::add_chat(cli),
+      app::add_compare(cli),
       app::add_logits(cli),   app::add_perplexity(cli), app::add_attention(cli),
       app::add_embed(cli),    app::add_fill_mask(cli),  app::add_classify(cli), app::add_seq2seq(cli),
       app::add_serve(cli),    app::add_make_model(cli), app::add_train(cli),

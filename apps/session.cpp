@@ -2,7 +2,9 @@
 #include "model/forward/encoder.h"
 #include "apps/session.h"
 
+#include <cmath>
 #include <cstdio>
+#include <random>
 
 #include "apps/options.h"
 #include "apps/progress.h"
@@ -36,6 +38,43 @@ void add_model_options(CLI::App& cmd, ModelArgs& args, bool model_only) {
       ->check(whole_number(0, 1u << 20));
   cmd.add_flag("--validation", args.validation,
                "enable the Khronos validation layer (also: GPT2VK_VALIDATION=1)");
+}
+
+void add_sampling_options(CLI::App& cmd, SamplingArgs& args) {
+  cmd.add_option("--temp", args.temp, "temperature; 0 = greedy (default 0.8)")
+      ->check(CLI::Range(0.0f, 100.0f));
+  cmd.add_option("--top-k", args.top_k, "keep the k likeliest tokens; 0 = all (default 40)")
+      ->check(whole_number(0, UINT32_MAX));
+  cmd.add_option("--top-p", args.top_p, "keep the likeliest tokens up to this mass (default 0.95)")
+      ->check(CLI::Range(0.0f, 1.0f));
+  cmd.add_option("-s,--seed", args.seed, "seed for reproducible sampling (default: random)")
+      ->check(whole_number(0, UINT64_MAX))
+      ->each([&args](const std::string&) { args.seed_given = true; });
+  cmd.add_option("--repeat-penalty", args.repeat_penalty,
+                 "divide the positive logits (multiply the negative ones) of tokens among the "
+                 "last --repeat-last-n by this, as llama.cpp; 1 = off (default 1)")
+      ->check(real_number(0, INFINITY, true));
+  cmd.add_option("--repeat-last-n", args.repeat_last_n,
+                 "the last N tokens of prompt and text the penalties look at; 0 = none, "
+                 "-1 = the whole context (default 64)")
+      ->check(whole_number(-1, INT32_MAX, " (0: none, -1: the whole context)"));
+  cmd.add_option("--presence-penalty", args.presence_penalty,
+                 "subtract this from the logit of every token among the last --repeat-last-n, "
+                 "as OpenAI's; -2 to 2, 0 = off (default 0)")
+      ->check(real_number(-2, 2));
+  cmd.add_option("--frequency-penalty", args.frequency_penalty,
+                 "subtract this times its count there from each token's logit, as OpenAI's; "
+                 "-2 to 2, 0 = off (default 0)")
+      ->check(real_number(-2, 2));
+}
+
+model::SamplerOptions SamplingArgs::options() const {
+  model::SamplerOptions o{temp, top_k, top_p, seed_given ? seed : std::random_device{}()};
+  o.repeat_penalty = repeat_penalty;
+  o.repeat_last_n = repeat_last_n;
+  o.presence_penalty = presence_penalty;
+  o.frequency_penalty = frequency_penalty;
+  return o;
 }
 
 std::filesystem::path model_dir(const ModelArgs& args) {

@@ -8,6 +8,7 @@
 
 #include "model/formats/checkpoint.h"
 #include "model/forward/model.h"
+#include "model/generation/sampler.h"
 #include "model/text/tokenizer.h"
 #include "vk/context.h"
 
@@ -32,6 +33,24 @@ void add_model_options(CLI::App& cmd, ModelArgs& args, bool model_only = false);
 
 // The folder --model names, or the shipped demo model (with a clear error if it is missing).
 std::filesystem::path model_dir(const ModelArgs& args);
+
+// --temp, --top-k, --top-p and --seed: how generate and chat sample.
+struct SamplingArgs {
+  float temp = 0.8f;
+  uint32_t top_k = 40;
+  float top_p = 0.95f;
+  uint64_t seed = 0;
+  bool seed_given = false;
+  float repeat_penalty = 1.0f, presence_penalty = 0.0f, frequency_penalty = 0.0f;
+  int32_t repeat_last_n = 64;
+  // The sampler's options: --seed, or a random seed where none was given.
+  model::SamplerOptions options() const;
+};
+
+// Adds --temp, --top-k, --top-p, -s/--seed and the penalties (--repeat-penalty,
+// --repeat-last-n, --presence-penalty, --frequency-penalty), bound to `args` (which must outlive
+// the parse).
+void add_sampling_options(CLI::App& cmd, SamplingArgs& args);
 
 struct Session {
   std::unique_ptr<model::Checkpoint> checkpoint;

@@ -11,9 +11,13 @@ Env with_validation(const Env& env) {
 }
 
 CliResult gpt2vk(const std::vector<std::string>& args, const Env& env) {
+  return gpt2vk(args, env, "");
+}
+
+CliResult gpt2vk(const std::vector<std::string>& args, const Env& env, const std::string& input) {
   std::vector<std::string> argv = {GPT2VK_BINARY};
   argv.insert(argv.end(), args.begin(), args.end());
-  return run(argv, with_validation(env));
+  return run(argv, with_validation(env), input);
 }
 
 bool no_validation_messages(const CliResult& r) {

@@ -17,6 +17,8 @@ using Env = std::vector<std::pair<std::string, std::string>>;
 // Runs gpt2vk with `args` (each passed as one argument, no shell; stdin empty). The Khronos
 // validation layer is on (GPT2VK_VALIDATION=1); messages it prints land in err.
 CliResult gpt2vk(const std::vector<std::string>& args, const Env& env = {});
+// ... with `input` as its stdin (a file: not a terminal, as a pipe is not).
+CliResult gpt2vk(const std::vector<std::string>& args, const Env& env, const std::string& input);
 
 // A gpt2vk child's environment: GPT2VK_VALIDATION=1, then `env`.
 Env with_validation(const Env& env);

@@ -14,16 +14,19 @@ namespace test {
 
 namespace {
 
-// fork + exec with stdout and stderr to files; returns the child's pid.
+// fork + exec with stdin from a file, stdout and stderr to files; returns the child's pid.
 pid_t spawn(const std::vector<std::string>& argv, const Env& env, const std::string& out,
-            const std::string& err) {
+            const std::string& err, const std::string& in = "/dev/null") {
   std::fflush(stdout);
   std::fflush(stderr);
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
     if (!freopen(out.c_str(), "w", stdout) || !freopen(err.c_str(), "w", stderr)) _exit(127);
-    if (!freopen("/dev/null", "r", stdin)) _exit(127);
+    if (!freopen(in.c_str(), "r", stdin)) _exit(127);
+    // SIGINT as a terminal's Ctrl-C, even where the test runs in a background job of a shell
+    // (which ignores it, and the ignoring would be inherited).
+    signal(SIGINT, SIG_DFL);
     for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
     std::vector<std::string> copy = argv;
     std::vector<char*> args;
@@ -42,9 +45,14 @@ int exit_code(int status) {
 }  // namespace
 
 CliResult run(const std::vector<std::string>& argv, const Env& env) {
+  return run(argv, env, "");
+}
+
+CliResult run(const std::vector<std::string>& argv, const Env& env, const std::string& input) {
   TempDir dir;
   const std::string out = (dir / "out").string(), err = (dir / "err").string();
-  const pid_t pid = spawn(argv, env, out, err);
+  write_file(dir / "in", input);
+  const pid_t pid = spawn(argv, env, out, err, (dir / "in").string());
   int status = 0;
   waitpid(pid, &status, 0);
   CliResult r;
@@ -80,12 +88,14 @@ bool on_path(const std::string& program) {
   return run({"sh", "-c", "command -v " + program}).exit_code == 0;
 }
 
-Background::Background(const std::vector<std::string>& args, const Env& env) {
+Background::Background(const std::vector<std::string>& args, const Env& env,
+                       const std::string& input) {
   std::vector<std::string> argv = {GPT2VK_BINARY};
   argv.insert(argv.end(), args.begin(), args.end());
   write_file(dir_ / "out", "");  // there before the child opens them
   write_file(dir_ / "err", "");
-  pid_ = spawn(argv, with_validation(env), (dir_ / "out").string(), (dir_ / "err").string());
+  pid_ = spawn(argv, with_validation(env), (dir_ / "out").string(), (dir_ / "err").string(),
+               input);
 }
 
 Background::~Background() {
@@ -110,6 +120,10 @@ bool Background::exited(int& code) {
 int Background::stop(int signal, int seconds) {
   if (pid_ <= 0) return -1;
   kill(pid_, signal);
+  return wait(seconds);
+}
+
+int Background::wait(int seconds) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
   int code = -1;
   while (std::chrono::steady_clock::now() < deadline) {

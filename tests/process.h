@@ -11,8 +11,10 @@
 
 namespace test {
 
-// Runs `argv` (argv[0] looked up in PATH) to its end: exit code, stdout, stderr.
+// Runs `argv` (argv[0] looked up in PATH) to its end: exit code, stdout, stderr. Its stdin is
+// empty, or `input` (a file, not a terminal).
 CliResult run(const std::vector<std::string>& argv, const Env& env = {});
+CliResult run(const std::vector<std::string>& argv, const Env& env, const std::string& input);
 
 // Whether a program is on PATH.
 bool on_path(const std::string& program);
@@ -27,10 +29,12 @@ HttpReply post(const std::string& url, const std::string& body);
 HttpReply get(const std::string& url);
 
 // `gpt2vk ARGS` in the background, with the validation layer on, its stdout and stderr kept in
-// files. The destructor kills it if it still runs.
+// files, its stdin from `input` (a FIFO the test writes to, say). The destructor kills it if it
+// still runs.
 class Background {
  public:
-  explicit Background(const std::vector<std::string>& args, const Env& env = {});
+  explicit Background(const std::vector<std::string>& args, const Env& env = {},
+                      const std::string& input = "/dev/null");
   ~Background();
   Background(const Background&) = delete;
   Background& operator=(const Background&) = delete;
@@ -42,6 +46,8 @@ class Background {
   bool exited(int& code);
   // Sends `signal` and waits for the exit (at most `seconds`): the exit code, -1 on timeout.
   int stop(int signal, int seconds = 60);
+  // Waits for the exit (at most `seconds`): the exit code, -1 on timeout.
+  int wait(int seconds = 60);
 
  private:
   TempDir dir_;

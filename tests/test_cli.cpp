@@ -239,7 +239,7 @@ TEST_CASE("cli: an unknown command or option says what was likely meant") {
   const std::string m = models("gpt2-tiny");
   const Case cases[] = {
       {{"gen", "-p", "hi"}, "gpt2vk: unknown command 'gen': did you mean 'generate'?\ncommands: "
-                            "devices, opbench, bench, tokenize, generate, compare, logits, "
+                            "devices, opbench, bench, tokenize, generate, chat, compare, logits, "
                             "perplexity, attention, embed, fill-mask, classify, seq2seq, serve, "
                             "make-model, train\n"},
       {{"tokenise", "-p", "hi"}, "unknown command 'tokenise': did you mean 'tokenize'?"},

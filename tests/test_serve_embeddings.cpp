@@ -108,6 +108,11 @@ TEST_CASE("serve: /v1/embeddings from an encoder, as sentence-transformers compu
   const auto [s3, b3] = test::post(server.url() + "/v1/completions", R"({"prompt": "hi"})");
   CHECK(s3 == 400);
   CHECK(b3.find("use /v1/embeddings") != std::string::npos);
+  const auto [s5, b5] = test::post(server.url() + "/v1/chat/completions",
+                                   R"({"messages": [{"role": "user", "content": "hi"}]})");
+  CHECK(s5 == 404);
+  CHECK(b5.find("an encoder (BERT): it has no next token to chat with; use /v1/embeddings") !=
+        std::string::npos);
   const auto [s4, b4] = test::post(url, "{\"input\": [");
   CHECK(s4 == 400);
   CHECK(b4.find("not valid JSON") != std::string::npos);

@@ -169,16 +169,10 @@ nlohmann::json parse_body(const std::string& body) {
   return j;
 }
 
-CompletionRequest parse_completion(const std::string& body, const model::Tokenizer& tokenizer,
-                                   const model::Config& config, uint32_t context) {
-  const json j = parse_body(body);
-
-  CompletionRequest r;
+void read_sampling(const json& j, const model::Config& config, CompletionRequest& r) {
   if (const json* m = field(j, "model"); m && !m->is_string())
     throw bad("model", "model must be a string, got " + type_of(*m));
   if (get_integer(j, "n", 1, 1, 1) != 1) throw bad("n", "n must be 1");
-  read_prompt(j, tokenizer, config, r);
-  r.max_tokens = static_cast<uint32_t>(get_integer(j, "max_tokens", 16, 0, 1 << 30));
   r.sampling.temperature = static_cast<float>(get_number(j, "temperature", 1.0, 0.0, 2.0));
   r.sampling.top_p = static_cast<float>(get_number(j, "top_p", 1.0, 0.0, 1.0));
   if (r.sampling.top_p == 0) r.sampling.top_p = 1e-9f;  // OpenAI accepts 0: only the best token
@@ -215,19 +209,33 @@ CompletionRequest parse_completion(const std::string& body, const model::Tokeniz
     }
   }
   r.stream = get_bool(j, "stream", false);
-  r.echo = get_bool(j, "echo", false);
-  if (field(j, "logprobs"))
-    r.logprobs = static_cast<uint32_t>(get_integer(j, "logprobs", 0, 0, kMaxLogprobs));
+}
 
+void check_context(const CompletionRequest& r, uint32_t context, const std::string& prompt_field,
+                   const std::string& max_field) {
   const uint64_t need = uint64_t{r.prompt.size()} + r.max_tokens;
   if (need > context)
     throw ApiError(400,
                    "this server's context is " + std::to_string(context) + " tokens per request, "
                    "but " + std::to_string(need) + " were requested (" +
                    std::to_string(r.prompt.size()) + " in the prompt, " +
-                   std::to_string(r.max_tokens) + " for the completion); shorten the prompt or "
-                   "lower max_tokens",
-                   r.prompt.size() > context ? "prompt" : "max_tokens", "context_length_exceeded");
+                   std::to_string(r.max_tokens) + " for the completion); shorten the " +
+                   prompt_field + " or lower " + max_field,
+                   r.prompt.size() > context ? prompt_field : max_field, "context_length_exceeded");
+}
+
+CompletionRequest parse_completion(const std::string& body, const model::Tokenizer& tokenizer,
+                                   const model::Config& config, uint32_t context) {
+  const json j = parse_body(body);
+
+  CompletionRequest r;
+  read_sampling(j, config, r);
+  read_prompt(j, tokenizer, config, r);
+  r.max_tokens = static_cast<uint32_t>(get_integer(j, "max_tokens", 16, 0, 1 << 30));
+  r.echo = get_bool(j, "echo", false);
+  if (field(j, "logprobs"))
+    r.logprobs = static_cast<uint32_t>(get_integer(j, "logprobs", 0, 0, kMaxLogprobs));
+  check_context(r, context, "prompt", "max_tokens");
   return r;
 }
 

@@ -59,6 +59,15 @@ double get_number(const nlohmann::json& body, const char* name, double fallback,
 int64_t get_integer(const nlohmann::json& body, const char* name, int64_t fallback, int64_t lo,
                     int64_t hi);
 
+// The fields /v1/completions and /v1/chat/completions share, into `r`: model, n (must be 1),
+// temperature, top_p, top_k, seed, stop, stream. A sampling field added here applies to both.
+void read_sampling(const nlohmann::json& body, const model::Config& config, CompletionRequest& r);
+
+// Throws ApiError 400 (context_length_exceeded) unless r's prompt plus max_tokens fit `context`;
+// `param` is prompt_field where the prompt alone is over, else max_field.
+void check_context(const CompletionRequest& r, uint32_t context, const std::string& prompt_field,
+                   const std::string& max_field);
+
 // Parses and checks a /v1/completions body for a slot of `context` tokens: the prompt (a string,
 // or an array of token ids, or an array of one string), and that it plus max_tokens fits.
 // Unknown fields are ignored. Throws ApiError (400) naming the field and the problem.

@@ -1,7 +1,7 @@
 // gpt2vk serve: OpenAI's completions API over HTTP (cpp-httplib), answered by the engine's
-// thread (apps/serve/engine.h) for a decoder, by the runner of apps/serve/seq2seq_completions.h
-// for an encoder-decoder; embeddings for an encoder. Every refusal is a 4xx/5xx with OpenAI's
-// error object.
+// thread (apps/serve/engine.h) for a decoder, chat as a completion (apps/serve/chat.h); by the
+// runner of apps/serve/seq2seq_completions.h for an encoder-decoder; embeddings for an
+// encoder. Every refusal is a 4xx/5xx with OpenAI's error object.
 #include <httplib.h>
 #include <pthread.h>
 #include <sys/socket.h>
@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstdio>
 #include <ctime>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -17,6 +18,7 @@
 #include "apps/encoder_session.h"
 #include "apps/options.h"
 #include "apps/seq2seq_session.h"
+#include "apps/serve/chat.h"
 #include "apps/serve/connections.h"
 #include "apps/serve/embeddings.h"
 #include "apps/serve/engine.h"
@@ -54,13 +56,6 @@ void send_error(httplib::Response& res, const ApiError& e) {
   if (e.retry_after) res.set_header("Retry-After", std::to_string(e.retry_after));
   if (e.status == 401) res.set_header("WWW-Authenticate", "Bearer");
   res.set_content(e.body(), "application/json");
-}
-
-// OpenAI's usage object of a request's last event.
-json usage(const Event& done) {
-  return {{"prompt_tokens", done.prompt_tokens},
-          {"completion_tokens", done.completion_tokens},
-          {"total_tokens", done.prompt_tokens + done.completion_tokens}};
 }
 
 // OpenAI's logprobs object for some tokens; `offset` is the text's length before them (bytes).
@@ -284,13 +279,70 @@ struct Server {
                     r.stream ? "text/event-stream" : "application/json");
   }
 
+  // How a decoder's answer is written: OpenAI's object for the whole text (and its tokens'
+  // log-probabilities, where asked), or the server-sent events of each event of a stream.
+  struct Answer {
+    std::function<json(const std::string& text, const std::vector<TokenLogprob>& tokens,
+                       const Event& done)> whole;
+    std::function<std::string(const Event& e)> events;  // "data: ...\n\n" lines; [DONE] last
+  };
+
   void completions(const std::string& body, httplib::Response& res) {
     if (seq2seq) return seq2seq_completions(body, res);
     if (encoder)
       throw ApiError(400, "this server runs an encoder (BERT): it has no next token to "
                           "complete; use /v1/embeddings");
-    const model::Config& c = session.model->config();
-    CompletionRequest r = parse_completion(body, *session.tokenizer, c, context);
+    CompletionRequest r = parse_completion(body, *session.tokenizer, session.model->config(), context);
+    const std::string id = "cmpl-" + std::to_string(next_id++);
+    const std::time_t created = std::time(nullptr);
+    const bool with_logprobs = r.logprobs.has_value();
+    auto offset = std::make_shared<size_t>(0);  // the stream's text so far, in bytes
+    Answer a;
+    a.whole = [=, this](const std::string& text, const std::vector<TokenLogprob>& tokens,
+                        const Event& done) {
+      size_t at = 0;
+      const json lp = with_logprobs ? logprobs_json(tokens, *session.tokenizer, at) : json(nullptr);
+      json out = chunk(id, created, text, lp, done.finish_reason);
+      out["usage"] = usage(done);
+      return out;
+    };
+    a.events = [=, this](const Event& e) {
+      if (e.error) return "data: " + e.error->body() + "\n\n";
+      const json lp = with_logprobs ? logprobs_json(e.logprobs, *session.tokenizer, *offset)
+                                    : json(nullptr);
+      json part = chunk(id, created, e.text, lp, e.done ? json(e.finish_reason) : json(nullptr));
+      if (e.done) part["usage"] = usage(e);
+      std::string out = "data: " + dump(part) + "\n\n";
+      if (e.done) out += "data: [DONE]\n\n";
+      return out;
+    };
+    respond(std::move(r), res, std::move(a));
+  }
+
+  // /v1/chat/completions: the messages rendered with the plain template, then run as a
+  // completion.
+  void chat_completions(const std::string& body, httplib::Response& res) {
+    if (seq2seq || encoder)
+      throw ApiError(404, std::string("this server runs ") +
+                              (seq2seq ? "an encoder-decoder (Marian, T5): it has no chat "
+                                         "template; send the source text as the prompt of "
+                                         "/v1/completions"
+                                       : "an encoder (BERT): it has no next token to chat "
+                                         "with; use /v1/embeddings"));
+    CompletionRequest r = parse_chat(body, *session.tokenizer, session.model->config(), context);
+    const std::string id = "chatcmpl-" + std::to_string(next_id++);
+    const std::time_t created = std::time(nullptr);
+    auto stream = std::make_shared<ChatStream>(id, created, model_name);
+    Answer a;
+    a.whole = [=, this](const std::string& text, const std::vector<TokenLogprob>&, const Event& done) {
+      return chat_response(id, created, model_name, text, done);
+    };
+    a.events = [stream](const Event& e) { return stream->events(e); };
+    respond(std::move(r), res, std::move(a));
+  }
+
+  // Runs a decoder's request on the engine and writes its answer, whole or streamed.
+  void respond(CompletionRequest r, httplib::Response& res, Answer answer) {
     // Counted before it can start, so that a shutdown waits for its response.
     begin_response();
     std::shared_ptr<Job> job;
@@ -300,9 +352,6 @@ struct Server {
       end_response();
       throw;
     }
-    const std::string id = "cmpl-" + std::to_string(next_id++);
-    const std::time_t created = std::time(nullptr);
-    const bool with_logprobs = job->request.logprobs.has_value();
     if (!job->request.stream) {
       struct End {
         Server& s;
@@ -324,45 +373,29 @@ struct Server {
         tokens.insert(tokens.end(), e->logprobs.begin(), e->logprobs.end());
         text += e->text;
         if (!e->done) continue;
-        size_t offset = 0;
-        const json lp = with_logprobs ? logprobs_json(tokens, *session.tokenizer, offset)
-                                      : json(nullptr);
-        json out = chunk(id, created, text, lp, e->finish_reason);
-        out["usage"] = usage(*e);
         log_figures(*e);
-        res.set_content(dump(out), "application/json");
+        res.set_content(dump(answer.whole(text, tokens, *e)), "application/json");
         return;
       }
     }
-    // Server-sent events, OpenAI's chunks, then [DONE]. A write that fails (the client left)
-    // cancels the job, which frees the engine at its next token; while nothing comes (queued,
-    // or the prompt's pass), a comment line every second finds a closed connection too.
-    auto offset = std::make_shared<size_t>(0);
+    // Server-sent events, then [DONE]. A write that fails (the client left) cancels the job,
+    // which frees the engine at its next token; while nothing comes (queued, or the prompt's
+    // pass), a comment line every second finds a closed connection too.
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, job, id, created, with_logprobs, offset](size_t, httplib::DataSink& sink) {
+        [job, events = std::move(answer.events)](size_t, httplib::DataSink& sink) {
           std::optional<Event> e = job->next(std::chrono::milliseconds(1000));
           if (!e) {
             static const std::string ping = ": waiting\n\n";
             if (!sink.write(ping.data(), ping.size())) return false;
             return true;
           }
-          std::string out;
-          if (e->error) {
-            out = "data: " + e->error->body() + "\n\n";
-          } else {
-            const json lp = with_logprobs ? logprobs_json(e->logprobs, *session.tokenizer, *offset)
-                                          : json(nullptr);
-            json part = chunk(id, created, e->text, lp, e->done ? json(e->finish_reason) : json(nullptr));
-            if (e->done) {
-              part["usage"] = usage(*e);
-              log_figures(*e);
-            }
-            out = "data: " + dump(part) + "\n\n";
-            if (e->done) out += "data: [DONE]\n\n";
-          }
-          if (!sink.write(out.data(), out.size())) return false;
+          // Nothing to send (a piece the chat template took) must not reach the sink: an empty
+          // chunk is the end of a chunked response.
+          const std::string out = events(*e);
+          if (e->done) log_figures(*e);
+          if (!out.empty() && !sink.write(out.data(), out.size())) return false;
           if (e->done) sink.done();
           return true;
         },
@@ -382,6 +415,15 @@ struct Server {
       try {
         const std::string body = read_body(reader, res);
         if (authorized(req, res)) completions(body, res);
+      } catch (const ApiError& e) {
+        send_error(res, e);
+      }
+    });
+    http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res,
+                                             const httplib::ContentReader& reader) {
+      try {
+        const std::string body = read_body(reader, res);
+        if (authorized(req, res)) chat_completions(body, res);
       } catch (const ApiError& e) {
         send_error(res, e);
       }
@@ -428,11 +470,7 @@ struct Server {
     // Statuses httplib sets itself (404, 413, 400 for an unreadable request) get a body too.
     http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;
-      if (res.status == 404 && seq2seq && req.path == "/v1/chat/completions")
-        send_error(res, ApiError(404, "no such endpoint: " + req.method + " " + req.path +
-                                          ": an encoder-decoder has no chat template; send the "
-                                          "source text as the prompt of /v1/completions"));
-      else if (res.status == 404)
+      if (res.status == 404)
         send_error(res, ApiError(404, "no such endpoint: " + req.method + " " + req.path));
       else if (res.status == 413)
         send_error(res, ApiError(413, "the request is larger than this server accepts"));
@@ -451,7 +489,8 @@ struct Server {
       send_error(res, ApiError(500, "internal error: " + what));
     });
     http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-      const bool known = req.path == "/v1/completions" || req.path == "/v1/embeddings" ||
+      const bool known = req.path == "/v1/completions" || req.path == "/v1/chat/completions" ||
+                         req.path == "/v1/embeddings" ||
                          req.path == "/v1/models" ||
                          req.path == "/health" || req.path == "/metrics";
       metrics.request(known ? req.path : "other", res.status);
@@ -612,7 +651,8 @@ int serve_on(const ServeArgs& args, Session& s, EncoderSession* enc, Seq2SeqSess
 Command add_serve(CLI::App& cli) {
   auto args = std::make_shared<ServeArgs>();
   CLI::App* cmd = cli.add_subcommand(
-      "serve", "an OpenAI-compatible HTTP server: /v1/completions (a GPT-2 folder, or an "
+      "serve", "an OpenAI-compatible HTTP server: /v1/completions and /v1/chat/completions (a "
+               "GPT-2 folder, chat with gpt2vk's plain template, docs/chat.md), /v1/completions (an "
                "encoder-decoder's (Marian, T5): the prompt is the source text, translated by "
                "greedy or beam search, num_beams per request), or /v1/embeddings (a BERT "
                "folder); /v1/models, /health, /metrics");
