@@ -592,7 +592,7 @@ Command add_train(CLI::App& cli) {
       ->check(whole(1, uint64_t{1} << 40));
   cmd->add_option("--batch", run.batch, "sequences per step (default 4)")
       ->check(whole(0, UINT32_MAX));
-  cmd->add_option("--ctx", run.ctx, "tokens per sequence (default 64)")->check(whole(0, UINT32_MAX));
+  cmd->add_option("-c,--ctx", run.ctx, "tokens per sequence (default 64)")->check(whole(0, UINT32_MAX));
   cmd->add_option("--optimizer", run.optimizer, "adamw (default) or sgd")
       ->check(CLI::IsMember({"adamw", "sgd"}));
   cmd->add_option("--lr", run.lr, "the learning rate (default 3e-4)")->check(CLI::PositiveNumber);
