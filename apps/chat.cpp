@@ -67,7 +67,7 @@ Reply reply(Session& s, const std::vector<int32_t>& prompt, const ChatArgs& args
   };
   auto on_token = [&](int32_t id) {
     if (delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
-    print(end_of_turn.push(utf8.push(s.tokenizer->token_bytes(id))));
+    print(end_of_turn.push(utf8.push(s.tokenizer->generated_bytes(id, s.model->config().n_vocab))));
   };
   std::vector<std::string> notes;  // after the reply's line
   try {

@@ -88,7 +88,7 @@ int generate(const GenerateArgs& args) {
   auto print = [&](int32_t id) {
     echo_prompt();
     if (first_token_s == 0) first_token_s = since_start();
-    const std::string out = stops.push(stream.push(s.tokenizer->token_bytes(id)));
+    const std::string out = stops.push(stream.push(s.tokenizer->generated_bytes(id, c.n_vocab)));
     std::fwrite(out.data(), 1, out.size(), stdout);
     std::fflush(stdout);
   };
@@ -182,6 +182,9 @@ Command add_generate(CLI::App& cli) {
       ->check(CLI::Validator(
           [stop_count](std::string& in) -> std::string {
             if (in.empty()) return "a stop string may not be empty";
+            // Whole characters only, so that a match never cuts one in two.
+            if (auto bad = model::find_invalid_utf8(in))
+              return "a stop string must be valid UTF-8 (byte " + std::to_string(*bad) + " is not)";
             if (++*stop_count > model::StopStrings::kMax)
               return "at most " + std::to_string(model::StopStrings::kMax) + " stop strings";
             return {};

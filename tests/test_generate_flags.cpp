@@ -129,6 +129,7 @@ TEST_CASE("generate: penalties, stops and windows out of range say what is wrong
        "--repeat-last-n: must be a whole number from -1 to 2147483647 (0: none, -1: the whole "
        "context), got -2"},
       {{"--stop", ""}, 105, "--stop: a stop string may not be empty"},
+      {{"--stop", "\xa9"}, 105, "--stop: a stop string must be valid UTF-8 (byte 0 is not)"},
       {{"--stop", "a", "--stop", "b", "--stop", "c", "--stop", "d", "--stop", "e"}, 105,
        "--stop: at most 4 stop strings"},
       {{"-c", "0"}, 105, "must be a whole number from 1 to 4294967295, got 0"},

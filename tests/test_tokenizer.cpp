@@ -348,3 +348,16 @@ TEST_CASE("malformed merges.txt is refused with the line and the problem") {
         "line 4: duplicate merge \"h e\" (first on line 2)");
   fails("h e\n\xFF\n", "d/merges.txt: invalid UTF-8 at byte offset 4");
 }
+
+TEST_CASE("a padded vocabulary's ids past the tokenizer's have no text") {
+  // llm.c pads GPT-2's 50,257 tokens to 50,304 rows; a model may pick one of the extra rows.
+  const auto tok =
+      model::load_tokenizer(test::source_dir() / "data" / "gpt2", model::TokenizerSpec{});
+  CHECK(tok->generated_bytes(50256, 50304) == tok->token_bytes(50256));
+  CHECK(tok->generated_bytes(50257, 50304) == "");
+  CHECK(tok->generated_bytes(50303, 50304) == "");
+  CHECK_THROWS_WITH_AS(tok->generated_bytes(50304, 50304), doctest::Contains("out of range"),
+                       std::runtime_error);
+  CHECK_THROWS_WITH_AS(tok->generated_bytes(-1, 50304), doctest::Contains("out of range"),
+                       std::runtime_error);
+}

@@ -240,7 +240,7 @@ bool Engine::pick(Slot& s) {
   }
   s.last = now;
   s.tokens.push_back(id);
-  std::string text = s.stops.push(s.utf8.push(tokenizer_.token_bytes(id)));
+  std::string text = s.stops.push(s.utf8.push(tokenizer_.generated_bytes(id, model_.config().n_vocab)));
   if (!text.empty() || !s.pending.empty()) {
     Event e;
     e.text = std::move(text);

@@ -60,13 +60,13 @@ void send_error(httplib::Response& res, const ApiError& e) {
 
 // OpenAI's logprobs object for some tokens; `offset` is the text's length before them (bytes).
 json logprobs_json(const std::vector<TokenLogprob>& tokens, const model::Tokenizer& tok,
-                   size_t& offset) {
+                   uint32_t model_vocab, size_t& offset) {
   json out = {{"tokens", json::array()},
               {"token_logprobs", json::array()},
               {"top_logprobs", json::array()},
               {"text_offset", json::array()}};
   for (const TokenLogprob& t : tokens) {
-    const std::string bytes = tok.token_bytes(t.id);
+    const std::string bytes = tok.generated_bytes(t.id, model_vocab);
     out["tokens"].push_back(model::sanitize_utf8(bytes));
     out["token_logprobs"].push_back(t.logprob ? json(*t.logprob) : json(nullptr));
     if (!t.logprob) {
@@ -74,7 +74,7 @@ json logprobs_json(const std::vector<TokenLogprob>& tokens, const model::Tokeniz
     } else {
       json top = json::object();
       // Best first: where two ids print the same (bytes of a split character), the better stays.
-      for (auto [id, lp] : t.top) top.emplace(model::sanitize_utf8(tok.token_bytes(id)), lp);
+      for (auto [id, lp] : t.top) top.emplace(model::sanitize_utf8(tok.generated_bytes(id, model_vocab)), lp);
       out["top_logprobs"].push_back(top);
     }
     out["text_offset"].push_back(offset);
@@ -297,18 +297,19 @@ struct Server {
     const std::time_t created = std::time(nullptr);
     const bool with_logprobs = r.logprobs.has_value();
     auto offset = std::make_shared<size_t>(0);  // the stream's text so far, in bytes
+    const uint32_t V = session.model->config().n_vocab;
     Answer a;
     a.whole = [=, this](const std::string& text, const std::vector<TokenLogprob>& tokens,
                         const Event& done) {
       size_t at = 0;
-      const json lp = with_logprobs ? logprobs_json(tokens, *session.tokenizer, at) : json(nullptr);
+      const json lp = with_logprobs ? logprobs_json(tokens, *session.tokenizer, V, at) : json(nullptr);
       json out = chunk(id, created, text, lp, done.finish_reason);
       out["usage"] = usage(done);
       return out;
     };
     a.events = [=, this](const Event& e) {
       if (e.error) return "data: " + e.error->body() + "\n\n";
-      const json lp = with_logprobs ? logprobs_json(e.logprobs, *session.tokenizer, *offset)
+      const json lp = with_logprobs ? logprobs_json(e.logprobs, *session.tokenizer, V, *offset)
                                     : json(nullptr);
       json part = chunk(id, created, e.text, lp, e.done ? json(e.finish_reason) : json(nullptr));
       if (e.done) part["usage"] = usage(e);
@@ -394,7 +395,7 @@ struct Server {
           // Nothing to send (a piece the chat template took) must not reach the sink: an empty
           // chunk is the end of a chunked response.
           const std::string out = events(*e);
-          if (e->done) log_figures(*e);
+          if (e->done && !e->error) log_figures(*e);
           if (!out.empty() && !sink.write(out.data(), out.size())) return false;
           if (e->done) sink.done();
           return true;

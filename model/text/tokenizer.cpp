@@ -107,6 +107,12 @@ std::string read_tokenizer_file(const std::filesystem::path& file) {
   return std::move(s).str();
 }
 
+std::string Tokenizer::generated_bytes(int32_t id, uint32_t model_vocab) const {
+  if (id >= 0 && static_cast<uint32_t>(id) >= vocab_size() && static_cast<uint32_t>(id) < model_vocab)
+    return "";
+  return token_bytes(id);
+}
+
 std::string Tokenizer::decode(std::span<const int32_t> ids) const {
   std::string bytes;
   for (int32_t id : ids) bytes += token_bytes(id);

@@ -22,6 +22,11 @@ class Tokenizer {
   virtual std::vector<int32_t> encode(std::string_view text) const = 0;
   // The raw bytes of one token (may be part of a UTF-8 character). Throws for an id out of range.
   virtual std::string token_bytes(int32_t id) const = 0;
+  // The bytes of an id a model of `model_vocab` rows chose. A model's vocabulary may be padded
+  // past its tokenizer's (llm.c's GPT-2: 50,304 rows for 50,257 tokens): such an id has no text,
+  // as Hugging Face's fast tokenizers decode it, rather than an error after a long run. Throws
+  // for an id past model_vocab.
+  std::string generated_bytes(int32_t id, uint32_t model_vocab) const;
   virtual uint32_t vocab_size() const = 0;
   virtual std::optional<int32_t> end_of_text() const { return std::nullopt; }
   // Joins the tokens' bytes; invalid UTF-8 becomes U+FFFD, as GPT-2's decoder (errors="replace").
