@@ -28,7 +28,6 @@
 #include "model/formats/checkpoint.h"
 #include "model/generation/sampler.h"
 #include "model/text/tokenizer.h"
-#include "model/text/utf8.h"
 #include "model/training/gpu_trainer.h"
 #include "model/training/run_state.h"
 #include "model/training/save.h"
@@ -324,10 +323,7 @@ std::string sample(model::training::GpuTrainer& trainer, const model::Tokenizer&
     if (c.eos_token_id && id == *c.eos_token_id) break;
     ids.push_back(id);
   }
-  // A padded vocabulary's ids past the tokenizer's have no text (Tokenizer::generated_bytes).
-  std::string bytes;
-  for (int32_t id : ids) bytes += tok.generated_bytes(id, c.n_vocab);
-  return model::sanitize_utf8(bytes);
+  return tok.decode_generated(ids, c.n_vocab);
 }
 
 // --bench's line: the median step after the first (the first builds the pipelines).

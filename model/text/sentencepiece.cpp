@@ -274,19 +274,6 @@ std::string SentencePieceTokenizer::decode(std::span<const int32_t> ids) const {
   return sanitize_utf8(out);
 }
 
-std::string SentencePieceTokenizer::decode_generated(std::span<const int32_t> ids,
-                                                    uint32_t model_vocab) const {
-  std::vector<int32_t> known;
-  known.reserve(ids.size());
-  for (int32_t id : ids) {
-    if (id >= 0 && static_cast<uint32_t>(id) >= state_->size() &&
-        static_cast<uint32_t>(id) < model_vocab)
-      continue;
-    known.push_back(id);  // decode checks the rest
-  }
-  return decode(known);
-}
-
 uint32_t SentencePieceTokenizer::vocab_size() const {
   return state_->size();
 }

@@ -46,11 +46,6 @@ class SentencePieceTokenizer final : public Tokenizer {
   // T5's sentinels are kept (a span-filling answer needs them): </s>, <pad> and <unk> are left
   // out, the rest is detokenized by the SentencePiece model. Throws for an id out of range.
   std::string decode(std::span<const int32_t> ids) const override;
-  // The text of ids a model of `model_vocab` rows generated. A model's vocabulary may be larger
-  // than its tokenizer's (t5-small: 32,128 rows for 32,100 ids, padded to a multiple of 128):
-  // the ids in [vocab_size(), model_vocab) have no text, and transformers' fast tokenizer
-  // decodes them to nothing, so they are left out. Throws for an id past model_vocab.
-  std::string decode_generated(std::span<const int32_t> ids, uint32_t model_vocab) const;
   uint32_t vocab_size() const override;
   std::optional<int32_t> end_of_text() const override { return eos(); }
 

@@ -107,10 +107,26 @@ std::string read_tokenizer_file(const std::filesystem::path& file) {
   return std::move(s).str();
 }
 
+namespace {
+
+// An id a padded vocabulary has past the tokenizer's: a row of the model, no token.
+bool padding_id(int32_t id, uint32_t tokenizer_vocab, uint32_t model_vocab) {
+  return id >= 0 && static_cast<uint32_t>(id) >= tokenizer_vocab &&
+         static_cast<uint32_t>(id) < model_vocab;
+}
+
+}  // namespace
+
 std::string Tokenizer::generated_bytes(int32_t id, uint32_t model_vocab) const {
-  if (id >= 0 && static_cast<uint32_t>(id) >= vocab_size() && static_cast<uint32_t>(id) < model_vocab)
-    return "";
-  return token_bytes(id);
+  return padding_id(id, vocab_size(), model_vocab) ? "" : token_bytes(id);
+}
+
+std::string Tokenizer::decode_generated(std::span<const int32_t> ids, uint32_t model_vocab) const {
+  std::vector<int32_t> known;
+  known.reserve(ids.size());
+  for (int32_t id : ids)
+    if (!padding_id(id, vocab_size(), model_vocab)) known.push_back(id);  // decode checks the rest
+  return decode(known);
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids) const {

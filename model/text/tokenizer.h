@@ -33,6 +33,10 @@ class Tokenizer {
   // Virtual for SentencePiece, whose detokenizer is more than the joined pieces (the first
   // word's space dropped, special tokens left out).
   virtual std::string decode(std::span<const int32_t> ids) const;
+  // decode of ids a model of `model_vocab` rows generated: the ids generated_bytes gives no text
+  // (a padded vocabulary's, past the tokenizer's; t5-small has 32,128 rows for 32,100 ids) left
+  // out. Throws for an id past model_vocab.
+  std::string decode_generated(std::span<const int32_t> ids, uint32_t model_vocab) const;
 };
 
 // A tokenizer file's bytes (every tokenizer reads its files through this). Throws
