@@ -88,6 +88,17 @@ bool on_path(const std::string& program) {
   return run({"sh", "-c", "command -v " + program}).exit_code == 0;
 }
 
+std::vector<std::string> sse_data(const std::string& body) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while ((at = body.find("data: ", at)) != std::string::npos) {
+    const size_t end = body.find("\n\n", at);
+    out.push_back(body.substr(at + 6, end - at - 6));
+    at = end;
+  }
+  return out;
+}
+
 Background::Background(const std::vector<std::string>& args, const Env& env,
                        const std::string& input) {
   std::vector<std::string> argv = {GPT2VK_BINARY};

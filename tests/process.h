@@ -27,6 +27,8 @@ struct HttpReply {
 // POSTs `body` as it is (invalid UTF-8 stays invalid) with Content-Type application/json.
 HttpReply post(const std::string& url, const std::string& body);
 HttpReply get(const std::string& url);
+// The payloads of a server-sent-events body's "data: " lines, in order ("[DONE]" included).
+std::vector<std::string> sse_data(const std::string& body);
 
 // `gpt2vk ARGS` in the background, with the validation layer on, its stdout and stderr kept in
 // files, its stdin from `input` (a FIFO the test writes to, say). The destructor kills it if it

@@ -75,11 +75,7 @@ std::string error_message(const Reply& r) {
 std::pair<std::string, bool> stream_text(const std::string& body, json* last = nullptr) {
   std::string text;
   bool done = false;
-  size_t at = 0;
-  while ((at = body.find("data: ", at)) != std::string::npos) {
-    const size_t end = body.find("\n\n", at);
-    const std::string data = body.substr(at + 6, end - at - 6);
-    at = end;
+  for (const std::string& data : test::sse_data(body)) {
     if (data == "[DONE]") {
       done = true;
       continue;

@@ -27,11 +27,7 @@ test::HttpReply chat(const test::Server& s, const json& body) {
 std::pair<std::vector<json>, bool> chunks(const std::string& body) {
   std::vector<json> out;
   bool done = false;
-  size_t at = 0;
-  while ((at = body.find("data: ", at)) != std::string::npos) {
-    const size_t end = body.find("\n\n", at);
-    const std::string data = body.substr(at + 6, end - at - 6);
-    at = end;
+  for (const std::string& data : test::sse_data(body)) {
     done = data == "[DONE]";
     if (!done) out.push_back(json::parse(data));
   }
