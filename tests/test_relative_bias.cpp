@@ -1,4 +1,4 @@
-// T5's relative position buckets (model/forward/relative_bias.h) against the float64 reference's
+// T5's relative position buckets (model/formats/relative_bias.h) against the float64 reference's
 // t5_bucket (tools/reference/seq2seq_ref.py, written from transformers' modeling_t5, its log in
 // float32 as torch runs it), run by Debian's python3 and torch at test time: every relative
 // position of a 1,024-token context, both directions, at t5's published bucket settings (32 up
@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "model/forward/relative_bias.h"
+#include "model/formats/relative_bias.h"
 #include "tests/files.h"
 #include "tests/process.h"
 

@@ -19,6 +19,9 @@
 #include <nlohmann/json.hpp>
 
 #include "model/formats/checkpoint.h"
+#include "model/formats/dtype.h"
+#include "model/formats/relative_bias.h"
+#include "model/formats/safetensors.h"
 #include "model/forward/cpu_model.h"
 #include "model/forward/gpu_model.h"
 #include "model/forward/seq2seq.h"
@@ -233,9 +236,29 @@ TEST_CASE("seq2seq: T5 folders load as encoder-decoders") {
     CHECK(ck->warnings().empty());
     auto enc = ck->side(model::Family::Encoder);
     CHECK_FALSE(enc->config().causal);
-    CHECK(enc->tensor("rel_bias.weight").shape == std::vector<uint64_t>{8, 4});
-    CHECK(enc->tensor("ln_f.weight").shape == std::vector<uint64_t>{32});
+    // Each side's table presented as the attention op reads it, [H, 2 n_ctx - 1]: the file's
+    // [buckets, H] expanded in the side's direction (the encoder's bidirectional).
     auto dec = ck->side(model::Family::Decoder);
+    auto file = model::SafeTensors::open(test::hf(name) / "model.safetensors");
+    for (auto [side, stack] : {std::pair{enc.get(), "encoder"}, {dec.get(), "decoder"}}) {
+      CAPTURE(stack);
+      const model::TensorView& t = side->tensor("rel_bias.weight");
+      CHECK(t.shape == std::vector<uint64_t>{4, 2 * uint64_t{c.n_ctx} - 1});
+      const std::string table =
+          std::string(stack) + ".block.0.layer.0.SelfAttention.relative_attention_bias.weight";
+      CHECK(model::to_f32(t) ==
+            model::relative_bias_rows(side->config(), model::to_f32(*file->find(table))));
+    }
+    std::vector<float> distinct(8 * 4);
+    for (size_t i = 0; i < distinct.size(); i++) distinct[i] = static_cast<float>(i);
+    CHECK(model::relative_bias_rows(enc->config(), distinct) !=
+          model::relative_bias_rows(dec->config(), distinct));
+    // Parameters counted as learned: the tables, not their expansions.
+    uint64_t params = 0;
+    for (const model::TensorView& v : file->tensors())
+      if (v.name != "lm_head.weight" && !v.name.ends_with("embed_tokens.weight")) params += v.elements();
+    CHECK(model::parameter_count(c) == params);
+    CHECK(enc->tensor("ln_f.weight").shape == std::vector<uint64_t>{32});
     CHECK(dec->tensor("h.1.mlp.c_fc.weight").shape == std::vector<uint64_t>{32, gated ? 128u : 64u});
     CHECK(dec->tensor("h.0.cross.c_v.weight").shape == std::vector<uint64_t>{32, 32});
     CHECK(model::parse_config(model::config_json(c), "x") == c);

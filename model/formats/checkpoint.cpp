@@ -8,6 +8,7 @@
 #include "model/formats/bert_tensors.h"
 #include "model/formats/seq2seq_tensors.h"
 #include "model/formats/json_util.h"
+#include "model/formats/relative_bias.h"
 
 namespace model {
 
@@ -19,7 +20,10 @@ std::vector<ExpectedTensor> expected_tensors(const Config& c) {
   std::vector<ExpectedTensor> out;
   if (c.family == Family::EncoderDecoder) {  // the encoder's under "enc.", the shared wte once
     for (ExpectedTensor& e : expected_tensors(encoder_side(c)))
-      if (e.name != "wte.weight") out.push_back({"enc." + e.name, std::move(e.shape)});
+      if (e.name != "wte.weight") {
+        e.name = "enc." + e.name;
+        out.push_back(std::move(e));
+      }
     for (ExpectedTensor& e : expected_tensors(decoder_side(c))) out.push_back(std::move(e));
     return out;
   }
@@ -39,7 +43,9 @@ std::vector<ExpectedTensor> expected_tensors(const Config& c) {
   if (c.positions == model::PositionKind::Learned) add("wpe.weight", {c.n_ctx, C});
   if (c.n_types) add("wtt.weight", {c.n_types, C});
   if (c.embedding_norm) add_norm("ln_e");
-  if (c.relative_buckets) add("rel_bias.weight", {c.relative_buckets, c.n_head});
+  if (c.relative_buckets)
+    out.push_back({kRelativeBias, {c.n_head, relative_bias_span(c)},
+                   uint64_t{c.relative_buckets} * c.n_head});
   for (uint32_t i = 0; i < c.n_layer; ++i) {
     const std::string h = "h." + std::to_string(i) + ".";
     if (!c.attention_only) add_norm(h + "ln_1");
@@ -87,7 +93,7 @@ uint64_t ExpectedTensor::elements() const {
 
 uint64_t parameter_count(const Config& config) {
   uint64_t n = 0;
-  for (const ExpectedTensor& t : expected_tensors(config)) n += t.elements();
+  for (const ExpectedTensor& t : expected_tensors(config)) n += t.learned ? t.learned : t.elements();
   return n;
 }
 

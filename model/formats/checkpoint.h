@@ -20,19 +20,26 @@ struct ConvertedTensors;
 // A tensor the config requires, with its shape as published. Conv1D weights are [in, out]
 // (y = x W + b): c_attn [C, 3C], attn.c_proj [C, C], c_fc [C, n_inner], mlp.c_proj [n_inner, C];
 // wte [V, C], wpe [n_ctx, C], lm_head [V, C], LayerNorm weight/bias [C].
-// T5's relative position bias table [buckets, H] (model/forward/relative_bias.h expands it).
+// T5's relative position bias as the attention op reads it: [H, 2 n_ctx - 1], the file's
+// learned table [buckets, H] expanded per head and relative position where the checkpoint
+// presents its tensors (model/formats/relative_bias.h), so no backend knows of buckets.
 inline constexpr const char* kRelativeBias = "rel_bias.weight";
 
 struct ExpectedTensor {
   std::string name;
   std::vector<uint64_t> shape;
+  // The values training would learn where fewer than the elements (the relative bias: its
+  // table's buckets x H); 0: elements().
+  uint64_t learned = 0;
   uint64_t elements() const;  // product of shape
   // A weight matrix, stored at the model's precision (fp16 or fp32); the rest (norms, biases,
   // the relative position bias) stays fp32.
-  bool matrix() const { return shape.size() == 2 && name != kRelativeBias; }
+  bool matrix() const {
+    return shape.size() == 2 && !std::string_view(name).ends_with(kRelativeBias);
+  }
 };
 std::vector<ExpectedTensor> expected_tensors(const Config& config);
-// Elements of all expected tensors. parse_config's limits keep this below 2^50, so byte counts
+// Learned values of all expected tensors. parse_config's limits keep this below 2^50, so byte counts
 // of any dtype fit in 64 bits.
 uint64_t parameter_count(const Config& config);
 

@@ -2,6 +2,8 @@
 #include "model/formats/converted_tensors.h"
 
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 #include "model/formats/dtype.h"
 #include "model/formats/json_util.h"
@@ -51,9 +53,12 @@ std::set<std::string, std::less<>> convert_tensors(const PresentTensors& present
       found.push_back(it->second);
     }
     if (found.size() != src.parts.size()) continue;
-    if (src.scale != 1.0f) {  // one part, multiplied, in fp32
-      std::vector<float> v = to_f32(*found[0]);
-      for (float& x : v) x *= src.scale;
+    if (src.fp32) {  // one part, computed in fp32
+      const std::vector<float> v = src.fp32(to_f32(*found[0]));
+      if (v.size() != e.elements())
+        throw std::logic_error("convert_tensors: " + e.name + " computed as " +
+                               std::to_string(v.size()) + " values, not " +
+                               std::to_string(e.elements()));
       std::vector<std::byte>& bytes = out.storage.emplace_back(v.size() * sizeof(float));
       std::memcpy(bytes.data(), v.data(), bytes.size());
       out.views.emplace(e.name, TensorView{e.name, TensorDType::F32, e.shape, bytes});

@@ -22,9 +22,10 @@ struct TensorSource {
   // The one part's shape in the file where it differs from the canonical one only by unit
   // dimensions (Marian's final_logits_bias [1, V] for [V]); empty: as part_shape() says.
   std::vector<uint64_t> stored_shape;
-  // Multiplies every element (T5's output scale, folded into ln_f.weight); the tensor is then
-  // fp32 whatever the file's dtype, so the product is rounded once, as the forward would.
-  float scale = 1.0f;
+  // Computes the canonical tensor from the one part, in fp32 (T5's output scale folded into
+  // ln_f.weight, its bias table expanded per relative position); the tensor is then fp32
+  // whatever the file's dtype, so each value is rounded once, as the forward would round it.
+  std::function<std::vector<float>(std::vector<float>)> fp32;
 };
 
 // Canonical name -> source, written the ways a file's names map (BERT's, Marian's).
@@ -33,7 +34,15 @@ struct TensorSources {
   void vector(const std::string& to, const std::string& from) { map[to] = {{from}, false, {}}; }
   // A vector times a constant.
   void scaled(const std::string& to, const std::string& from, float scale) {
-    map[to] = {{from}, false, {}, scale};
+    map[to] = {{from}, false, {}, [scale](std::vector<float> v) {
+                 for (float& x : v) x *= scale;
+                 return v;
+               }};
+  }
+  // Computed from the file's one tensor of shape `stored`.
+  void computed(const std::string& to, const std::string& from, std::vector<uint64_t> stored,
+                std::function<std::vector<float>(std::vector<float>)> fp32) {
+    map[to] = {{from}, false, std::move(stored), std::move(fp32)};
   }
   // Linear weights without biases (T5): "from" + ".weight" for each part, side by side.
   void weights(const std::string& to, const std::vector<std::string>& from) {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "model/formats/json_util.h"
+#include "model/formats/relative_bias.h"
 
 namespace model {
 namespace {
@@ -47,8 +48,13 @@ std::map<std::string, TensorSource> sources(const Config& c) {
 // final norm.
 std::map<std::string, TensorSource> t5_sources(const Config& c) {
   TensorSources m;
-  auto stack = [&](const std::string& to, const std::string& from, uint32_t n, bool cross) {
-    m.vector(to + "rel_bias.weight", from + "block.0.layer.0.SelfAttention.relative_attention_bias.weight");
+  auto stack = [&](const std::string& to, const std::string& from, const Config& side, bool cross) {
+    // [buckets, H] in the file; [H, span] as the attention op reads it, for this side's
+    // direction (relative_bias.h).
+    m.computed(to + kRelativeBias, from + "block.0.layer.0.SelfAttention.relative_attention_bias.weight",
+               {side.relative_buckets, side.n_head},
+               [side](std::vector<float> table) { return relative_bias_rows(side, table); });
+    const uint32_t n = side.n_layer;
     for (uint32_t i = 0; i < n; i++) {
       const std::string h = to + "h." + std::to_string(i) + ".";
       const std::string l = from + "block." + std::to_string(i) + ".layer.";
@@ -72,9 +78,9 @@ std::map<std::string, TensorSource> t5_sources(const Config& c) {
     }
   };
   m.vector("wte.weight", "shared.weight");
-  stack("enc.", "encoder.", c.n_encoder_layer, false);
+  stack("enc.", "encoder.", encoder_side(c), false);
   m.vector("enc.ln_f.weight", "encoder.final_layer_norm.weight");
-  stack("", "decoder.", c.n_layer, true);
+  stack("", "decoder.", decoder_side(c), true);
   m.scaled("ln_f.weight", "decoder.final_layer_norm.weight", c.output_scale);
   m.vector("lm_head.weight", "lm_head.weight");
   return m.map;

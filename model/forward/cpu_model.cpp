@@ -18,7 +18,7 @@
 #include "model/forward/graph.h"
 #include "model/forward/encoder.h"
 #include "model/forward/model.h"
-#include "model/forward/relative_bias.h"
+#include "model/formats/relative_bias.h"
 
 namespace model {
 namespace {
@@ -89,9 +89,6 @@ class CpuModel final : public Model {
                      f16 && t.dtype != TensorDType::F16 ? "f16" : nullptr);
       tensors_[e.name] = std::move(v);
     }
-    // The relative position bias as the attention op reads it: per head and key - query.
-    if (c.relative_buckets)
-      tensors_[kRelativeBias] = relative_bias_rows(c, tensors_[kRelativeBias]);
     weights_ = map_weights<const float*>(c, [&](const std::string& name) -> const float* {
       auto it = tensors_.find(name);
       return it == tensors_.end() ? nullptr : it->second.data();

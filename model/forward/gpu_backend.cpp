@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "model/forward/gpu_model_impl.h"
-#include "model/forward/relative_bias.h"
+#include "model/formats/relative_bias.h"
 #include "model/ops/gpu/activation.h"
 #include "model/ops/gpu/attention.h"
 #include "model/ops/gpu/choose.h"

@@ -11,7 +11,6 @@
 
 #include "model/formats/checkpoint.h"
 #include "model/forward/gpu_model_impl.h"
-#include "model/forward/relative_bias.h"
 #include "model/ops/gpu/activation.h"
 #include "model/ops/gpu/attention.h"
 #include "model/ops/gpu/choose.h"
@@ -63,14 +62,12 @@ void GpuModel::upload_weights(const Checkpoint& ckpt, const UploadProgress& on_u
   uint64_t total = 0;
   for (const ExpectedTensor& e : expected) {
     // Matrices take the chosen precision; LayerNorm parameters, biases and the relative
-    // position bias (expanded to [H, span] below) stay fp32.
-    const bool rel = e.name == kRelativeBias;
+    // position bias stay fp32.
     const bool matrix = e.matrix();
     Plan p{0, matrix && precision_ == Precision::F16 ? DType::F16 : DType::F32,
            WeightLayout::KN, WeightLayout::KN};
     if (matrix) p.layout = matrix_layout(e, p.dtype, p.from);
-    const uint64_t n = rel ? uint64_t{config_.n_head} * relative_bias_span(config_)
-                           : ckpt.tensor(e.name).elements();
+    const uint64_t n = ckpt.tensor(e.name).elements();
     const uint64_t bytes = p.layout == WeightLayout::Interleaved
                                ? gpu::interleaved_bytes(p.dtype, matrix_k(e, p.from), matrix_n(e, p.from))
                                : vk::align_up(n * dtype_bytes(p.dtype), 4);  // whole fp16 pairs
@@ -103,15 +100,8 @@ void GpuModel::upload_weights(const Checkpoint& ckpt, const UploadProgress& on_u
       converted = plain.data();
     }
     const bool f16 = plans[i].dtype == DType::F16;
-    uint64_t bad = 0;
-    if (e.name == kRelativeBias) {  // [buckets, H] -> [H, span]
-      const std::vector<float> rows = relative_bias_rows(config_, to_f32(src));
-      std::memcpy(converted, rows.data(), rows.size() * 4);
-      for (float x : rows) bad += !std::isfinite(x);
-    } else {
-      bad = f16 ? to_f16(src, reinterpret_cast<uint16_t*>(converted), 0, n)
-                : to_f32(src, reinterpret_cast<float*>(converted), 0, n);
-    }
+    const uint64_t bad = f16 ? to_f16(src, reinterpret_cast<uint16_t*>(converted), 0, n)
+                             : to_f32(src, reinterpret_cast<float*>(converted), 0, n);
     warn_nonfinite(ckpt, e.name, bad, n, f16 && src.dtype != TensorDType::F16 ? "f16" : nullptr);
     if (interleaved)
       gpu::interleave(out, converted, plans[i].from, plans[i].dtype, matrix_k(e, plans[i].from),

@@ -1,4 +1,4 @@
-#include "model/forward/relative_bias.h"
+#include "model/formats/relative_bias.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,6 @@
 // T5's relative position bias, laid out for the attention op: each stack's learned table
-// [buckets, H] (block 0's relative_attention_bias) expanded once, at load, into one row per head
+// [buckets, H] (block 0's relative_attention_bias) expanded once, as the checkpoint presents its
+// tensors (seq2seq_tensors.cpp), into one row per head
 // over every relative position the context allows, so that a kernel adds
 // bias[h][R + (key - query)] to each score without computing a bucket (AttentionSpec::bias_span).
 #pragma once
@@ -7,7 +8,6 @@
 #include <span>
 #include <vector>
 
-#include "model/formats/checkpoint.h"
 #include "model/formats/config.h"
 
 namespace model {
