@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string>
 
-#include "shaders/matmul.h"
+#include "model/ops/types.h"  // push:: constants (shaders/matmul.h)
 #include "vk/check.h"
 
 namespace model::gpu {

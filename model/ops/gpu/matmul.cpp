@@ -3,6 +3,7 @@
 #include <string>
 
 #include "model/ops/gpu/interleave.h"
+#include "model/ops/gpu/layernorm.h"
 #include "model/ops/gpu/matmul_plan.h"
 #include "vk/check.h"
 
@@ -41,33 +42,6 @@ void check_arguments(const vk::BufferSpan& out, const vk::BufferSpan& x, const W
 }
 
 }  // namespace
-
-bool matmul_texel_supported(const vk::DeviceCaps& caps, DType dtype, WeightLayout layout,
-                            uint32_t K, uint32_t N) {
-  const uint32_t per_texel = static_cast<uint32_t>(16 / dtype_bytes(dtype));
-  return caps.storage_texel_buffers && caps.max_texel_buffer_elements > 0 && K % 4 == 0 &&
-         (layout == WeightLayout::NK ? K : N) % per_texel == 0;
-}
-
-bool matmul_wide_supported(DType dtype, WeightLayout layout, uint32_t K, uint64_t x_offset,
-                           uint64_t w_offset) {
-  return layout == WeightLayout::NK && K % (16 / dtype_bytes(dtype)) == 0 && x_offset % 16 == 0 &&
-         w_offset % 16 == 0;
-}
-
-bool matmul_interleaved_supported(const vk::DeviceCaps& caps, DType dtype, uint32_t K) {
-  return caps.storage_texel_buffers && caps.max_texel_buffer_elements > 0 &&
-         K % (16 / dtype_bytes(dtype)) == 0;
-}
-
-bool matmul_interleaved_shuffles(const vk::DeviceCaps& caps, uint32_t rows) {
-  // Only on CPU devices: there a subgroup is the SIMD group, and a workgroup of its size runs as
-  // one full subgroup. A GPU driver may split a workgroup into smaller subgroups unless the
-  // pipeline requires full ones (VK_EXT_subgroup_size_control, not requested here), and a
-  // shuffle would then read invocations that do not exist.
-  return rows > 1 && caps.type == VK_PHYSICAL_DEVICE_TYPE_CPU && caps.subgroup_shuffle &&
-         interleaved_workgroup(caps) == caps.subgroup_size;
-}
 
 void matmul(const Ops& ops, vk::Recorder& rec, const MatmulArgs& a) {
   const vk::BufferSpan &out = a.out, &x = a.x;

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <regex>
 
-#include "shaders/matmul.h"
+#include "model/ops/types.h"  // push:: constants (shaders/matmul.h)
 
 namespace model::gpu {
 namespace {
