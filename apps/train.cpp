@@ -38,7 +38,8 @@ namespace {
 
 struct TrainArgs {
   // -m, --init, --data, --batch, --ctx, the optimizer's and the schedule's flags, --seed,
-  // --steps, --val-data, --eval-every, --save-every; paths made absolute before use.
+  // --sampling, --grad-accum, --steps, --val-data, --eval-every, --save-every; paths made
+  // absolute before use.
   model::training::RunFlags run;
   ModelArgs model;  // --device, --kernels, --validation
   std::string out, resume, log;
@@ -180,6 +181,52 @@ void check_out(const TrainArgs& a) {
   throw std::runtime_error(a.out + " already holds a model, with no run state to go on from: "
                            "write to another folder, or pass --overwrite to replace it");
 }
+
+// The run's data order (the contract's, schedule.h): sequential windows from a position, or
+// random ones from the generator's state; `rows` = --grad-accum x --batch a step.
+class DataOrder {
+ public:
+  // Throws where the data cannot give a step, naming the flags that ask for it.
+  DataOrder(const model::training::RunFlags& f, std::span<const int32_t> data,
+            const model::training::RunState& state) {
+    const uint64_t rows = uint64_t{f.grad_accum} * f.batch, need = rows * f.ctx + 1;
+    if (need - 1 > UINT32_MAX)
+      throw std::runtime_error("a step of --grad-accum " + std::to_string(f.grad_accum) +
+                               " x --batch " + std::to_string(f.batch) + " x --ctx " +
+                               std::to_string(f.ctx) + " tokens passes 2^32 tokens");
+    const std::string step =
+        f.grad_accum > 1 ? std::to_string(f.grad_accum) + " micro-batches of B=" + std::to_string(f.batch)
+                         : "B=" + std::to_string(f.batch);
+    if (f.sampling == "random") {
+      // A window fits, or nothing does; a batch of windows may overlap (nanoGPT's get_batch).
+      if (data.size() < uint64_t{f.ctx} + 1)
+        throw std::runtime_error(f.data + ": the data holds " + std::to_string(data.size()) +
+                                 " tokens; a window of T=" + std::to_string(f.ctx) + " needs " +
+                                 std::to_string(uint64_t{f.ctx} + 1));
+      random_.emplace(data, static_cast<uint32_t>(rows), f.ctx, state.rng_state.value_or(f.seed));
+    } else {
+      if (data.size() < need)
+        throw std::runtime_error(f.data + ": the data holds " + std::to_string(data.size()) +
+                                 " tokens; a step of " + step + " sequences of T=" +
+                                 std::to_string(f.ctx) + " needs " + std::to_string(need) +
+                                 " (--sampling sequential)");
+      sequential_.emplace(data, static_cast<uint32_t>(rows), f.ctx, state.position);
+    }
+  }
+  void next(std::vector<int32_t>& ids, std::vector<int32_t>& targets) {
+    if (random_) random_->next(ids, targets);
+    else sequential_->next(ids, targets);
+  }
+  // Where the next step's data comes from, into the state a save writes.
+  void keep(model::training::RunState& state) const {
+    if (random_) state.rng_state = random_->state();
+    else state.position = sequential_->position();
+  }
+
+ private:
+  std::optional<model::training::Batches> sequential_;
+  std::optional<model::training::RandomWindows> random_;
+};
 
 // A file's tokens, the file named in any error.
 std::vector<int32_t> tokenize_file(const model::Tokenizer& tok, const std::string& file) {
@@ -327,16 +374,18 @@ std::string sample(model::training::GpuTrainer& trainer, const model::Tokenizer&
 }
 
 // --bench's line: the median step after the first (the first builds the pipelines).
-void print_bench(std::vector<double> step_s, uint32_t B, uint32_t T, uint64_t parameters,
-                 const std::string& device) {
+void print_bench(std::vector<double> step_s, uint32_t M, uint32_t B, uint32_t T,
+                 uint64_t parameters, const std::string& device) {
   const size_t skip = step_s.size() > 1 ? 1 : 0;  // one step only after a SIGINT
   std::vector<double> timed(step_s.begin() + static_cast<std::ptrdiff_t>(skip), step_s.end());
   std::sort(timed.begin(), timed.end());
   const size_t n = timed.size();
   const double median = n % 2 ? timed[n / 2] : (timed[n / 2 - 1] + timed[n / 2]) / 2;
-  std::printf("train: %llu parameters, %u x %u tokens per step on %s: %.0f tokens/s "
+  const std::string micro = M > 1 ? std::to_string(M) + " x " : "";
+  std::printf("train: %llu parameters, %s%u x %u tokens per step on %s: %.0f tokens/s "
               "(%.1f ms per step, the median of %zu step%s%s)\n",
-              static_cast<unsigned long long>(parameters), B, T, device.c_str(), double(B) * T / median,
+              static_cast<unsigned long long>(parameters), micro.c_str(), B, T, device.c_str(),
+              double(M) * B * T / median,
               median * 1000, n, n == 1 ? "" : "s", skip ? " after the first" : "");
 }
 
@@ -353,6 +402,9 @@ int train(TrainArgs a, const Given& given) {
     throw std::runtime_error("training runs on a Vulkan device (lavapipe where there is no GPU), not --device cpu");
   if (a.run.batch == 0) throw std::runtime_error("--batch must be at least 1");
   if (a.run.ctx == 0) throw std::runtime_error("--ctx must be at least 1");
+  if (a.run.grad_accum == 0)
+    throw std::runtime_error("--grad-accum must be at least 1 (the micro-batches of --batch "
+                             "sequences a step sums)");
   if (a.run.steps == 0) throw std::runtime_error("--steps must be at least 1");
   if (a.bench) {
     if (!a.out.empty() || !a.resume.empty() || !a.log.empty() || !a.run.val_data.empty() ||
@@ -415,17 +467,21 @@ int train(TrainArgs a, const Given& given) {
     if (r.state.settings != state.settings)
       throw std::runtime_error(a.resume + " was trained with other flags or data:\n  then: " +
                                r.state.settings + "\n  now:  " + state.settings);
-    model::training::check_run_state(r.state, {data.size(), uint64_t{a.run.batch} * a.run.ctx, a.run.steps},
-                                     (fs::path(a.resume) / "trainer_state.json").string());
+    model::training::check_run_state(
+        r.state,
+        {data.size(), uint64_t{a.run.grad_accum} * a.run.batch * a.run.ctx, a.run.steps,
+         a.run.sampling == "random"},
+        (fs::path(a.resume) / "trainer_state.json").string());
     *params = std::move(r.params);
     m = std::make_unique<Parameters>(std::move(r.m));
     v = std::make_unique<Parameters>(std::move(r.v));
     state.step = r.state.step;
     state.position = r.state.position;
+    state.rng_state = r.state.rng_state;
     state.train_loss = std::move(r.state.train_loss);
     state.val_loss = std::move(r.state.val_loss);
   }
-  model::training::Batches batches(data, a.run.batch, a.run.ctx, state.position);
+  DataOrder batches(a.run, data, state);
   const std::vector<int32_t> prompt =
       a.sample_every ? sample_prompt(a, *tok, data) : std::vector<int32_t>{};
   // The output folder must take a checkpoint before the run spends anything.
@@ -458,20 +514,23 @@ int train(TrainArgs a, const Given& given) {
   io.validation = io.validation || a.model.validation;
   vk::Instance instance(io);
   vk::Device device(instance, device_options(a.model));
-  model::training::GpuTrainer trainer(device, *params, a.run.batch, a.run.ctx, a.profile);
+  model::training::GpuTrainer trainer(device, *params, a.run.batch, a.run.ctx, a.profile,
+                                      a.run.grad_accum);
   if (m) trainer.upload_moments(*m, *v);
   else m = std::make_unique<Parameters>(c), v = std::make_unique<Parameters>(c);
   std::fprintf(stderr,
-               "gpt2vk: training %llu parameters on %s: %zu tokens of data, steps of %u x %u, "
-               "step %llu of %llu\n",
+               "gpt2vk: training %llu parameters on %s: %zu tokens of data, steps of %s%u x %u "
+               "(%s windows), step %llu of %llu\n",
                static_cast<unsigned long long>(params->count()), device.caps().name.c_str(),
-               data.size(), a.run.batch, a.run.ctx, static_cast<unsigned long long>(state.step),
+               data.size(),
+               a.run.grad_accum > 1 ? (std::to_string(a.run.grad_accum) + " x ").c_str() : "",
+               a.run.batch, a.run.ctx, a.run.sampling.c_str(), static_cast<unsigned long long>(state.step),
                static_cast<unsigned long long>(a.run.steps));
 
   const auto save = [&] {
     trainer.download(*params);
     trainer.download_moments(*m, *v);
-    state.position = batches.position();
+    batches.keep(state);
     model::training::save_checkpoint(a.out, *params, tokenizer_dir, &state, m.get(), v.get(),
                                      file_ops);
   };
@@ -511,7 +570,7 @@ int train(TrainArgs a, const Given& given) {
     state.step++;
     state.train_loss.emplace_back(state.step, r.loss);
     const double per_step = training_s / double(state.step - first);
-    const double tokens_per_s = double(a.run.batch) * a.run.ctx / per_step;
+    const double tokens_per_s = double(a.run.grad_accum) * a.run.batch * a.run.ctx / per_step;
     nlohmann::json line = {{"step", state.step}, {"loss", r.loss}, {"grad_norm", r.grad_norm},
                            {"lr", lr}, {"tokens_per_s", tokens_per_s}};
     if (!a.bench && !val.empty() && a.run.eval_every && (state.step % a.run.eval_every == 0 || state.step == a.run.steps)) {
@@ -554,7 +613,7 @@ int train(TrainArgs a, const Given& given) {
   if (line_open) std::fprintf(stderr, "\n");
   if (a.bench) {
     if (a.profile) print_profile(trainer);
-    print_bench(step_s, a.run.batch, a.run.ctx, params->count(), device.caps().name);
+    print_bench(step_s, a.run.grad_accum, a.run.batch, a.run.ctx, params->count(), device.caps().name);
     return interrupted ? 128 + interrupted : 0;
   }
   save();
@@ -593,6 +652,13 @@ Command add_train(CLI::App& cli) {
   cmd->add_option("--batch", run.batch, "sequences per step (default 4)")
       ->check(whole(0, UINT32_MAX));
   cmd->add_option("-c,--ctx", run.ctx, "tokens per sequence (default 64)")->check(whole(0, UINT32_MAX));
+  cmd->add_option("--grad-accum", run.grad_accum,
+                  "micro-batches of --batch sequences per optimizer step, their gradients summed "
+                  "(default 1)")
+      ->check(whole(0, model::training::kMaxGradAccum));
+  cmd->add_option("--sampling", run.sampling,
+                  "the data order: random windows (default; seeded by --seed) or sequential")
+      ->check(CLI::IsMember({"random", "sequential"}));
   cmd->add_option("--optimizer", run.optimizer, "adamw (default) or sgd")
       ->check(CLI::IsMember({"adamw", "sgd"}));
   cmd->add_option("--lr", run.lr, "the learning rate (default 3e-4)")->check(CLI::PositiveNumber);

@@ -1,8 +1,9 @@
 // libFuzzer target: trainer_state.json (model/training/run_state.h parse_run_state) on arbitrary
 // bytes, then the state checked against a fixed run (check_run_state) and its position given
 // to the data order (schedule.h Batches), which once read past the data for a position near
-// 2^64. What parse_run_state accepts must read back equal through run_state_json and keep its
-// documented shape; a position Batches accepts must keep every step inside the data.
+// 2^64, and its generator's state to the random windows (RandomWindows). What parse_run_state
+// accepts must read back equal through run_state_json and keep its documented shape; a position
+// Batches accepts, and any generator state, must keep every step inside the data.
 // A std::runtime_error naming the source is the one acceptable failure of the readers.
 #include <cmath>
 #include <cstddef>
@@ -51,6 +52,26 @@ void walk(uint64_t position) {
   }
 }
 
+// A few steps of random windows from the generator's state: each row a window of the data.
+void walk_random(uint64_t state) {
+  static const std::vector<int32_t> index = [] {
+    std::vector<int32_t> t(kTokens);
+    for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<int32_t>(i);
+    return t;
+  }();
+  model::training::RandomWindows windows(index, kB, kT, state);
+  std::vector<int32_t> ids, targets;
+  for (int step = 0; step < 3; ++step) {
+    windows.next(ids, targets);
+    FUZZ_CHECK(ids.size() == size_t{kB} * kT && targets.size() == ids.size());
+    for (uint32_t r = 0; r < kB; ++r) {
+      const int32_t first = ids[size_t{r} * kT];
+      FUZZ_CHECK(first >= 0 && uint64_t(first) + kT < kTokens);
+      FUZZ_CHECK(targets[size_t{r} * kT + kT - 1] == first + int32_t{kT});
+    }
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -74,7 +95,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz::check_message(e, kSource);
     fits = false;
   }
-  FUZZ_CHECK(fits == (s.position < kTokens && s.position % (kB * kT) == 0 && s.step <= kSteps));
+  FUZZ_CHECK(fits == (s.position < kTokens && s.position % (kB * kT) == 0 && s.step <= kSteps &&
+                      !s.rng_state));
+  // The same state resumed by a run of random windows.
+  bool fits_random = true;
+  try {
+    model::training::check_run_state(s, {kTokens, uint64_t{kB} * kT, kSteps, true}, kSource);
+  } catch (const std::runtime_error& e) {
+    fuzz::check_message(e, kSource);
+    fits_random = false;
+  }
+  FUZZ_CHECK(fits_random == (s.position == 0 && s.step <= kSteps && s.rng_state.has_value()));
+  if (s.rng_state) walk_random(*s.rng_state);
   // The data order guards itself too, whatever the state's checks said.
   try {
     walk(s.position);

@@ -39,7 +39,8 @@ std::filesystem::path chat_model(const std::filesystem::path& dir) {
   write_file(dir / "chat.txt", text);
   const CliResult r = gpt2vk({"train", "-m", (source_dir() / "models/kjv").string(), "--data",
                               (dir / "chat.txt").string(), "-o", (dir / "model").string(),
-                              "--steps", "30", "--batch", "4", "--ctx", "64", "--lr", "2e-3"});
+                              "--steps", "30", "--batch", "4", "--ctx", "64", "--lr", "2e-3",
+                              "--sampling", "sequential"});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   return dir / "model";

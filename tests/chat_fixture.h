@@ -25,7 +25,8 @@ std::string reply_of(const std::string& continuation);
 
 // Trains the demo model (models/kjv) for 30 steps on conversations whose every reply is
 // "Peace be with thee.", in `dir`: a model that ends its turns with "\nUser:", the stop the
-// shipped model never writes. Returns its folder. About 5 s on lavapipe.
+// shipped model never writes. Returns its folder. About 5 s on lavapipe. Sequential windows,
+// the order the chat tests' expected replies were found with.
 std::filesystem::path chat_model(const std::filesystem::path& dir);
 
 }  // namespace test

@@ -169,7 +169,7 @@ TEST_CASE("trainer_state.json: the run's flags read back exactly, and their sett
   CHECK(settings_line(f) ==
         "data=/runs/the data.txt batch=2 ctx=16 optimizer=adamw lr=0.003 beta1=0.9 beta2=0.95 "
         "eps=1e-08 weight_decay=0.1 grad_clip=1 warmup=0 cosine=0 lr_min=0 seed=7 "
-        "init=/runs/config.json model=");
+        "init=/runs/config.json model= sampling=random");
   // More digits than the settings line's 6: the flags keep them, and show the shortest text.
   f.lr = 1.2345678e-3f;
   f.val_data = "/runs/val.txt", f.eval_every = 2;
@@ -230,5 +230,106 @@ TEST_CASE("trainer_state.json: bad flags are refused, naming the flag") {
   j["flags"] = "x";
   CHECK_THROWS_WITH_AS(parse_run_state(j.dump(), kFile),
                        doctest::Contains("flags: must be an object, got string x"),
+                       std::runtime_error);
+}
+
+// Issue 41: the data order and the micro-batches shape the run; a run from before them (no
+// "sampling" or "grad_accum" anywhere) is one of sequential windows and one micro-batch, its
+// settings line the same text; random windows keep their generator's state in "rng_state".
+TEST_CASE("trainer_state.json: sampling, grad_accum and the generator's state") {
+  using model::training::settings_line;
+  model::training::RunFlags f = run_flags();
+  const std::string legacy_line =
+      "data=/runs/the data.txt batch=2 ctx=16 optimizer=adamw lr=0.003 beta1=0.9 beta2=0.95 "
+      "eps=1e-08 weight_decay=0.1 grad_clip=1 warmup=0 cosine=0 lr_min=0 seed=7 "
+      "init=/runs/config.json model=";
+  f.sampling = "sequential";
+  CHECK(settings_line(f) == legacy_line);
+  f.grad_accum = 4;
+  CHECK(settings_line(f) == legacy_line + " grad_accum=4");
+  f.sampling = "random";
+  CHECK(settings_line(f) == legacy_line + " sampling=random grad_accum=4");
+  // The line reads back, and an old line is sequential windows and one micro-batch.
+  for (const std::string& line : {legacy_line, legacy_line + " grad_accum=4",
+                                  legacy_line + " sampling=random",
+                                  legacy_line + " sampling=random grad_accum=4"}) {
+    const std::optional<model::training::RunFlags> back = model::training::parse_settings_line(line);
+    REQUIRE_MESSAGE(back, line);
+    CHECK(settings_line(*back) == line);
+    CHECK(back->model.empty());
+  }
+  CHECK(model::training::parse_settings_line(legacy_line)->sampling == "sequential");
+  CHECK(model::training::parse_settings_line(legacy_line)->grad_accum == 1);
+  // Not the canonical line: a value that is the legacy one written out, keys out of order.
+  CHECK(!model::training::parse_settings_line(legacy_line + " sampling=sequential"));
+  CHECK(!model::training::parse_settings_line(legacy_line + " grad_accum=4 sampling=random"));
+  CHECK(!model::training::parse_settings_line(legacy_line + " grad_accum=x"));
+
+  // The state: flags and the generator's state round trip; 16 hexadecimal digits on disk.
+  RunState s = parse_run_state(with("", ""), kFile);
+  s.position = 0;
+  s.settings = settings_line(f);
+  s.flags = f;
+  s.rng_state = 0x00ff00ff00ff00ffull;
+  const std::string text = model::training::run_state_json(s);
+  CHECK(text.find("\"rng_state\": \"00ff00ff00ff00ff\"") != std::string::npos);
+  CHECK(parse_run_state(text, kFile) == s);
+  s.rng_state = UINT64_MAX;
+  CHECK(parse_run_state(model::training::run_state_json(s), kFile).rng_state == UINT64_MAX);
+
+  // A state written before issue 41: flags without the two keys, the old line.
+  nlohmann::json old = nlohmann::json::parse(with_flags(run_flags()));
+  old["flags"].erase("sampling");
+  old["flags"].erase("grad_accum");
+  old["settings"] = legacy_line;
+  const RunState o = parse_run_state(old.dump(), kFile);
+  REQUIRE(o.flags);
+  CHECK(o.flags->sampling == "sequential");
+  CHECK(o.flags->grad_accum == 1);
+  CHECK(!o.rng_state);
+  // Without the old line it is not one: the flags and the settings then disagree.
+  old["settings"] = settings_line(run_flags());
+  CHECK_THROWS_WITH_AS(parse_run_state(old.dump(), kFile),
+                       doctest::Contains("flags: do not match settings"), std::runtime_error);
+
+  const auto refused = [&](const std::string& key, const std::string& value,
+                           const std::string& message) {
+    nlohmann::json j = nlohmann::json::parse(model::training::run_state_json(s));
+    if (key.rfind("flags.", 0) == 0)
+      j["flags"][key.substr(6)] = nlohmann::json::parse(value);
+    else
+      j[key] = nlohmann::json::parse(value);
+    CAPTURE(key);
+    CHECK_THROWS_WITH_AS(parse_run_state(j.dump(), kFile),
+                         doctest::Contains((std::string(kFile) + ": " + message).c_str()),
+                         std::runtime_error);
+  };
+  refused("rng_state", "5", "rng_state: must be 16 lowercase hexadecimal digits, got 5");
+  refused("rng_state", "\"ff\"", "rng_state: must be 16 lowercase hexadecimal digits");
+  refused("rng_state", "\"00FF00FF00FF00FF\"", "rng_state: must be 16 lowercase");
+  refused("rng_state", "\"-0ff00ff00ff00ff\"", "rng_state: must be 16 lowercase");
+  refused("rng_state", "\"00ff00ff00ff00ff0\"", "rng_state: must be 16 lowercase");
+  refused("flags.sampling", "\"shuffled\"", "flags.sampling: must be random or sequential");
+  refused("flags.grad_accum", "0", "flags.grad_accum: 0 is outside 1..65536");
+  refused("flags.grad_accum", "65537", "flags.grad_accum: 65537 is outside 1..65536");
+  refused("flags.grad_accum", "2", "flags: do not match settings");
+
+  // The run that resumes it: random windows need the generator's state and position 0;
+  // sequential ones have no generator.
+  const model::training::RunBounds random{3300, 128, 8, true}, sequential{3300, 128, 8, false};
+  CHECK_NOTHROW(check_run_state(s, random, kFile));
+  CHECK_THROWS_WITH_AS(check_run_state(s, sequential, kFile),
+                       doctest::Contains("rng_state: present in a run of sequential windows"),
+                       std::runtime_error);
+  RunState no_rng = s;
+  no_rng.rng_state.reset();
+  CHECK_THROWS_WITH_AS(check_run_state(no_rng, random, kFile),
+                       doctest::Contains("rng_state: missing: a run of random windows keeps"),
+                       std::runtime_error);
+  CHECK_NOTHROW(check_run_state(no_rng, sequential, kFile));
+  RunState moved = s;
+  moved.position = 128;
+  CHECK_THROWS_WITH_AS(check_run_state(moved, random, kFile),
+                       doctest::Contains("position: 128 in a run of random windows, which keeps 0"),
                        std::runtime_error);
 }

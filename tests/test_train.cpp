@@ -208,6 +208,70 @@ TEST_CASE("the GPU training step matches the CPU reference step, every variant, 
     }
 }
 
+// Gradient accumulation (issue 41): M = 3 micro-batches of B = 2 against one batch of 6 on the
+// same rows. The gradients against the CPU reference step of the 6 rows within 2e-3 of each
+// tensor's largest magnitude (the bound above), and against the device's own batch of 6 within
+// 1e-5 of it: the same terms summed in another grouping, fp32 rounding of sums of at most 30
+// products (~1e-7 relative; a micro-batch's share scaled by 1/(B T) instead of 1/(M B T) is 3x
+// off, one left out 1/3). The losses of three clipped AdamW steps within 1e-6 relative of the
+// batch's; a second trainer with M = 3 gives the same bits (one order of every sum). Both kernel
+// sets.
+TEST_CASE("gradient accumulation: M micro-batches equal one batch of M B, to the bit each time") {
+  GPU_TEST(g);
+  for (vk::KernelSet set : test::kKernelSets) {
+    const model::Config c = tiny("gpt2");
+    const uint32_t B = 2, T = 5, M = 3;
+    const std::string what = set == vk::KernelSet::Gpu ? "gpu kernels" : "cpu kernels";
+    const Parameters start = random_parameters(c, 80);
+    std::vector<int32_t> ids(size_t{M} * B * T), targets(ids.size());
+    for (size_t i = 0; i < ids.size(); i++)
+      ids[i] = static_cast<int32_t>((i * 7 + 3) % c.n_vocab),
+      targets[i] = static_cast<int32_t>((i * 5 + 1) % c.n_vocab);
+    model::training::GpuTrainer acc(g.with_kernels(set), start, B, T, false, M),
+        again(g.with_kernels(set), start, B, T, false, M), batch(g.with_kernels(set), start, M * B, T);
+    CHECK(acc.micro_batches() == M);
+    const model::training::StepResult got = acc.gradients(ids, targets),
+                                      one = batch.gradients(ids, targets);
+    Parameters params = start, ref(c), got_grads(c), one_grads(c);
+    const double want = model::training::cpu_train_step(params, ref, ids, targets, M * B, T);
+    CHECK_MESSAGE(std::abs(got.loss - want) <= 1e-5 * want, what);
+    CHECK_MESSAGE(std::abs(got.loss - one.loss) <= 1e-6 * one.loss, what);
+    acc.download_grads(got_grads);
+    batch.download_grads(one_grads);
+    for (const model::ExpectedTensor& e : ref.tensors()) {
+      double peak = 0;
+      for (float v : ref.tensor(e.name)) peak = std::max(peak, std::abs(double(v)));
+      CHECK(test::close(what + ": d loss / d " + e.name, got_grads.tensor(e.name), ref.tensor(e.name),
+                        {2e-3 * peak, 0}));
+      CHECK(test::close(what + ": accumulated d loss / d " + e.name, got_grads.tensor(e.name),
+                        one_grads.tensor(e.name), {1e-5 * peak, 0}));
+    }
+    CHECK_MESSAGE(std::abs(got.grad_norm - one.grad_norm) <= 1e-5 * one.grad_norm, what);
+    // Evaluation stays one micro-batch of B rows.
+    CHECK_THROWS_WITH(acc.evaluate(ids, targets), doctest::Contains("B * T = 10 ids"));
+    CHECK_THROWS_WITH(acc.step(std::span(ids).first(10), std::span(targets).first(10), {}),
+                      doctest::Contains("M * B * T = 30 ids"));
+
+    model::training::StepSettings s;
+    s.lr = 1e-2f;
+    s.clip = static_cast<float>(0.5 * one.grad_norm);
+    for (uint64_t step = 1; step <= 3; step++) {
+      s.step = step;
+      const model::training::StepResult a = acc.step(ids, targets, s), b = again.step(ids, targets, s),
+                                        w = batch.step(ids, targets, s);
+      const std::string at = what + ", step " + std::to_string(step);
+      CHECK_MESSAGE(a.loss == b.loss, at);
+      CHECK_MESSAGE(a.grad_norm == b.grad_norm, at);
+      CHECK_MESSAGE(std::abs(a.loss - w.loss) <= 1e-6 * w.loss, at, ": ", a.loss, " against ", w.loss);
+    }
+    Parameters after_a(c), after_b(c);
+    acc.download(after_a);
+    again.download(after_b);
+    for (const model::ExpectedTensor& e : after_a.tensors())
+      CHECK_MESSAGE(after_a.tensor(e.name) == after_b.tensor(e.name), (what + ": " + e.name));
+  }
+}
+
 TEST_CASE("the GPU trainer's next-token logits: the CPU reference's, and no change to training") {
   GPU_TEST(g);
   // Tolerance: 1e-4 of the row's largest |logit|, compare's: fp32 sums of at most 24 terms
@@ -288,6 +352,60 @@ TEST_CASE("the data order and the learning-rate schedule of the training contrac
   CHECK(model::training::learning_rate(s, 110) == doctest::Approx(1e-4));
   s.cosine = false;
   CHECK(model::training::learning_rate(s, 60) == doctest::Approx(1e-3));
+}
+
+// The random windows' generator against the published splitmix64 sequence of state 0 (Vigna's
+// splitmix64.c) and against tools/reference/train_ref.py's draws (values it printed): bounds
+// with no rejection to speak of (23, 3, 1) and one, 2^63 + 1, that rejects about half the draws
+// (5 of the 13 here), which a draw taken mod n without the rejection would get wrong.
+TEST_CASE("random windows: splitmix64, unbiased draws below n, and the rows they give") {
+  uint64_t state = 0;
+  CHECK(model::training::splitmix64(state) == 0xe220a8397b1dcdafull);
+  CHECK(model::training::splitmix64(state) == 0x6e789e6aa1b965f4ull);
+  CHECK(model::training::splitmix64(state) == 0x06c45d188009454full);
+  const auto draws = [](uint64_t seed, uint64_t n) {
+    std::vector<uint64_t> out;
+    for (int i = 0; i < 8; i++) out.push_back(model::training::uniform_below(seed, n));
+    out.push_back(seed);  // the state after them
+    return out;
+  };
+  CHECK(draws(7, 23) == std::vector<uint64_t>{1, 17, 20, 21, 7, 0, 22, 22, 0xf1bbcdcbfa53e0afull});
+  CHECK(draws(42, 3) == std::vector<uint64_t>{1, 1, 0, 0, 1, 0, 1, 2, 0xf1bbcdcbfa53e0d2ull});
+  CHECK(draws(1, 1) == std::vector<uint64_t>{0, 0, 0, 0, 0, 0, 0, 0, 0xf1bbcdcbfa53e0a9ull});
+  CHECK(draws(1337, (uint64_t{1} << 63) + 1) ==
+        std::vector<uint64_t>{3765287255879986010ull, 8575537320440087138ull,
+                              4226762000762084508ull, 6760084522805969585ull,
+                              1728794338555983553ull, 4097099913247830087ull,
+                              1877559036795167846ull, 7082475210656181602ull,
+                              0x08d12e6b76c8524aull});
+
+  // 23 tokens, 2 rows of T = 5 from seed 7: offsets in [0, 18), the reference's 3 and 6, then
+  // 0 and 15 (the last window that fits ends on the last token at offset 17).
+  std::vector<int32_t> tokens(23);
+  for (int32_t i = 0; i < 23; i++) tokens[size_t(i)] = i;
+  model::training::RandomWindows windows(tokens, 2, 5, 7);
+  std::vector<int32_t> ids, targets;
+  windows.next(ids, targets);
+  CHECK(ids == std::vector<int32_t>{3, 4, 5, 6, 7, 6, 7, 8, 9, 10});
+  CHECK(targets == std::vector<int32_t>{4, 5, 6, 7, 8, 7, 8, 9, 10, 11});
+  windows.next(ids, targets);
+  CHECK(ids == std::vector<int32_t>{0, 1, 2, 3, 4, 15, 16, 17, 18, 19});
+  CHECK(windows.state() == 0x78dde6e5fd29f05bull);
+  // From a saved state, the same rows as the run that went on.
+  model::training::RandomWindows resumed(tokens, 2, 5, 7);
+  resumed.next(ids, targets);
+  model::training::RandomWindows from_state(tokens, 2, 5, resumed.state());
+  std::vector<int32_t> a, b;
+  from_state.next(a, targets);
+  resumed.next(b, targets);
+  CHECK(a == b);
+  // Every offset of a window that fits, and none past it: 6 tokens hold one window of 5.
+  model::training::RandomWindows one{std::span(tokens).first(6), 3, 5, 9};
+  one.next(ids, targets);
+  CHECK(ids == std::vector<int32_t>{0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1, 2, 3, 4});
+  CHECK_THROWS_WITH_AS(model::training::RandomWindows(std::span(tokens).first(5), 1, 5, 1),
+                       doctest::Contains("holds 5 tokens; a window of T=5 needs 6"),
+                       std::invalid_argument);
 }
 
 // Against the independent PyTorch reference of the contract (tools/reference/train_ref.py,

@@ -2,7 +2,9 @@
 // the validation layer: the checkpoint generate reads as it is, two runs with one seed giving
 // the same bits, a resumed run equal to an uninterrupted one, SIGINT and SIGTERM, a diverging
 // run, --bench, and every bad input refused with a message that names it. Issue 35: a kill at
-// any file operation of a save, and a corrupt trainer_state.json.
+// any file operation of a save, and a corrupt trainer_state.json. Issue 41: the runs here take
+// the default random windows unless they say --sampling sequential; resumes with gradient
+// accumulation and from states written before either.
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -168,12 +170,49 @@ TEST_CASE("gpt2vk train --resume equals an uninterrupted run") {
         test::read_file(s.dir / "whole" / "model.safetensors"));
   CHECK(test::read_file(s.dir / "part" / "optimizer.safetensors") ==
         test::read_file(s.dir / "whole" / "optimizer.safetensors"));
+  // Random windows (the default): the generator's state went on from the saved one.
+  CHECK(test::read_file(s.dir / "part" / "trainer_state.json").find("\"rng_state\"") !=
+        std::string::npos);
   // Other flags than the run's: refused, naming both.
   std::vector<std::string> other = with(s.args(s.dir / "part", "8"), "--lr", "1e-3");
   other.insert(other.end(), {"--resume", (s.dir / "part").string()});
   const test::CliResult bad = test::gpt2vk(other);
   CHECK(bad.exit_code != 0);
   CHECK(bad.err.find("trained with other flags or data") != std::string::npos);
+}
+
+// Gradient accumulation over sequential windows: a run of 2 micro-batches resumed at step 3 ends
+// on the bits of the uninterrupted one (its data position is a multiple of 2 x B x T), and the
+// step's tokens are the micro-batches' (the log's tokens/s counts them).
+TEST_CASE("gpt2vk train --resume equals an uninterrupted run with --grad-accum 2") {
+  Setup s;
+  const auto args = [&](const std::string& out, const std::string& steps) {
+    std::vector<std::string> a = s.args(s.dir / out, steps);
+    a.insert(a.end(), {"--grad-accum", "2", "--sampling", "sequential", "--log",
+                       (s.dir / (out + ".jsonl")).string()});
+    return a;
+  };
+  REQUIRE(test::gpt2vk(args("whole", "4")).exit_code == 0);
+  REQUIRE(test::gpt2vk(args("part", "2")).exit_code == 0);
+  const std::string state = test::read_file(s.dir / "part" / "trainer_state.json");
+  CHECK_MESSAGE(state.find("\"position\": 128") != std::string::npos, state);  // 2 x 2 x 2 x 16
+  CHECK(state.find("\"grad_accum\": 2") != std::string::npos);
+  CHECK(state.find("\"rng_state\"") == std::string::npos);
+  std::vector<std::string> rest = args("part", "4");
+  rest.insert(rest.end(), {"--resume", (s.dir / "part").string()});
+  const test::CliResult r = test::gpt2vk(rest);
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  CHECK_MESSAGE(r.err.find("steps of 2 x 2 x 16 (sequential windows)") != std::string::npos, r.err);
+  REQUIRE(losses(s.dir / "whole.jsonl").size() == 4);
+  CHECK(losses(s.dir / "part.jsonl") == losses(s.dir / "whole.jsonl"));
+  for (const char* f : {"model.safetensors", "optimizer.safetensors", "trainer_state.json"})
+    CHECK_MESSAGE(test::read_file(s.dir / "part" / f) == test::read_file(s.dir / "whole" / f), f);
+  // The micro-batches are the run's: another count is refused.
+  std::vector<std::string> other = with(args("part", "6"), "--grad-accum", "1");
+  other.insert(other.end(), {"--resume", (s.dir / "part").string()});
+  const test::CliResult bad = test::gpt2vk(other);
+  CHECK(bad.exit_code == 1);
+  CHECK_MESSAGE(bad.err.find("--grad-accum 1 here, 2 in its run") != std::string::npos, bad.err);
 }
 
 TEST_CASE("gpt2vk train refuses bad input with a message that names it") {
@@ -188,7 +227,20 @@ TEST_CASE("gpt2vk train refuses bad input with a message that names it") {
   test::write_file(s.dir / "bad.txt", std::string("ab\xff\xfe", 4));
   const std::vector<std::string> ok = s.args(s.dir / "o", "2");
   fails(with(ok, "--data", (s.dir / "empty.txt").string()), "the data holds 0 tokens");
-  fails(with(ok, "--data", (s.dir / "short.txt").string()), "needs 33");
+  // Random windows need one window of T + 1 tokens; sequential ones the step's whole rows.
+  fails(with(ok, "--data", (s.dir / "short.txt").string()),
+        "short.txt: the data holds 16 tokens; a window of T=16 needs 17");
+  std::vector<std::string> seq = with_flag(ok, "--sampling", "sequential");
+  fails(with(seq, "--data", (s.dir / "short.txt").string()),
+        "the data holds 16 tokens; a step of B=2 sequences of T=16 needs 33");
+  // 3,300 bytes of data against a step of 128 x 2 x 16 + 1.
+  fails(with_flag(seq, "--grad-accum", "128"),
+        "data.txt: the data holds 3300 tokens; a step of 128 micro-batches of B=2 sequences of "
+        "T=16 needs 4097");
+  fails(with_flag(ok, "--grad-accum", "0"), "--grad-accum must be at least 1");
+  fails(with_flag(ok, "--grad-accum", "65537"), "--grad-accum");
+  fails(with_flag(ok, "--sampling", "shuffled"), "--sampling");
+  CHECK(!fs::exists(s.dir / "o"));  // nothing written by any of them
   fails(with(ok, "--data", (s.dir / "bad.txt").string()), "bad.txt");
   fails(with(ok, "--ctx", "17"), "past the model's context of 16");
   fails(with(ok, "--batch", "0"), "--batch must be at least 1");
@@ -327,11 +379,15 @@ TEST_CASE("gpt2vk train: a diverging run stops with an error and keeps the last 
 
 TEST_CASE("gpt2vk train --resume refuses a corrupt trainer_state.json, naming the field") {
   Setup s;
-  REQUIRE(test::gpt2vk(s.args(s.dir / "out", "3")).exit_code == 0);
+  // Sequential windows: the data position is the state's place in the data.
+  const auto args = [&](const fs::path& out, const std::string& steps) {
+    return with_flag(s.args(out, steps), "--sampling", "sequential");
+  };
+  REQUIRE(test::gpt2vk(args(s.dir / "out", "3")).exit_code == 0);
   const auto refused = [&](const std::string& field, const std::string& value,
                            const std::string& message) {
     corrupt_copy(s.dir / "out", s.dir / "bad", field, value);
-    std::vector<std::string> a = s.args(s.dir / "bad", "6");
+    std::vector<std::string> a = args(s.dir / "bad", "6");
     a.insert(a.end(), {"--resume", (s.dir / "bad").string()});
     const test::CliResult r = test::gpt2vk(a);
     CHECK_MESSAGE(r.exit_code == 1, field, " = ", value, ": ", r.err);
@@ -347,8 +403,9 @@ TEST_CASE("gpt2vk train --resume refuses a corrupt trainer_state.json, naming th
   refused("step", "0", "step: must be at least 1");
   refused("train_loss", "[[2, 5.0], [1, 5.0]]", "train_loss[1]: step 1 does not follow step 2");
   refused("settings", "null", "settings: must be a string, got null");
+  refused("rng_state", "\"0123456789abcdef\"", "rng_state: present in a run of sequential windows");
   // A step past --steps once saved again and exited 0.
-  std::vector<std::string> a = s.args(s.dir / "out", "2");
+  std::vector<std::string> a = args(s.dir / "out", "2");
   a.insert(a.end(), {"--resume", (s.dir / "out").string()});
   const test::CliResult past = test::gpt2vk(a);
   CHECK(past.exit_code == 1);
@@ -357,6 +414,28 @@ TEST_CASE("gpt2vk train --resume refuses a corrupt trainer_state.json, naming th
   // The untouched state resumes.
   const test::CliResult r = test::gpt2vk(with(a, "--steps", "4"));
   CHECK_MESSAGE(r.exit_code == 0, r.err);
+
+  // Random windows: the generator's state is the place in the data.
+  REQUIRE(test::gpt2vk(s.args(s.dir / "random", "1")).exit_code == 0);
+  const auto refused_random = [&](const std::string& field, const std::string& value,
+                                  const std::string& message) {
+    corrupt_copy(s.dir / "random", s.dir / "bad", field, value.empty() ? "null" : value);
+    if (value.empty()) {
+      nlohmann::json j = nlohmann::json::parse(test::read_file(s.dir / "bad" / "trainer_state.json"));
+      j.erase(field);
+      test::write_file(s.dir / "bad" / "trainer_state.json", j.dump(2));
+    }
+    std::vector<std::string> b = s.args(s.dir / "bad", "2");
+    b.insert(b.end(), {"--resume", (s.dir / "bad").string()});
+    const test::CliResult bad = test::gpt2vk(b);
+    CHECK_MESSAGE(bad.exit_code == 1, field, " = ", value, ": ", bad.err);
+    const std::string expected = (s.dir / "bad" / "trainer_state.json").string() + ": " + message;
+    CHECK_MESSAGE(bad.err.find(expected) != std::string::npos, bad.err);
+  };
+  refused_random("rng_state", "\"12345\"", "rng_state: must be 16 lowercase hexadecimal digits");
+  refused_random("rng_state", "null", "rng_state: must be 16 lowercase hexadecimal digits, got null");
+  refused_random("rng_state", "", "rng_state: missing: a run of random windows keeps");
+  refused_random("position", "32", "position: 32 in a run of random windows, which keeps 0 there");
 }
 
 TEST_CASE("gpt2vk train killed at any file operation of a save: --resume finds a whole checkpoint") {
@@ -437,9 +516,11 @@ TEST_CASE("gpt2vk train --resume DIR alone goes on with the run's flags") {
 }
 
 TEST_CASE("gpt2vk train --resume alone reads a state from before the flags were kept") {
+  // Such a run took sequential windows (issue 41's --sampling did not exist): its settings line
+  // is that of --sampling sequential today.
   Setup s;
-  REQUIRE(test::gpt2vk(s.args(s.dir / "whole", "6")).exit_code == 0);
-  REQUIRE(test::gpt2vk(s.args(s.dir / "old", "3")).exit_code == 0);
+  REQUIRE(test::gpt2vk(with_flag(s.args(s.dir / "whole", "6"), "--sampling", "sequential")).exit_code == 0);
+  REQUIRE(test::gpt2vk(with_flag(s.args(s.dir / "old", "3"), "--sampling", "sequential")).exit_code == 0);
   // Such a state has the settings line only; its total steps were never kept.
   nlohmann::json j = nlohmann::json::parse(test::read_file(s.dir / "old" / "trainer_state.json"));
   REQUIRE(j.contains("flags"));
@@ -450,6 +531,29 @@ TEST_CASE("gpt2vk train --resume alone reads a state from before the flags were 
   REQUIRE_MESSAGE(r.exit_code == 0, r.err);
   for (const char* f : {"model.safetensors", "optimizer.safetensors", "trainer_state.json"})
     CHECK_MESSAGE(test::read_file(s.dir / "old" / f) == test::read_file(s.dir / "whole" / f), f);
+}
+
+TEST_CASE("gpt2vk train --resume reads a state from before --sampling and --grad-accum") {
+  // Written with the flags but without these two: a run of sequential windows and one
+  // micro-batch, which goes on as one (the new default of random windows would change it).
+  Setup s;
+  REQUIRE(test::gpt2vk(with_flag(s.args(s.dir / "whole", "4"), "--sampling", "sequential")).exit_code == 0);
+  REQUIRE(test::gpt2vk(with_flag(s.args(s.dir / "old", "2"), "--sampling", "sequential")).exit_code == 0);
+  nlohmann::json j = nlohmann::json::parse(test::read_file(s.dir / "old" / "trainer_state.json"));
+  REQUIRE(j.at("flags").contains("sampling"));
+  j["flags"].erase("sampling");
+  j["flags"].erase("grad_accum");
+  test::write_file(s.dir / "old" / "trainer_state.json", j.dump(2));
+  const test::CliResult r = test::gpt2vk(
+      {"train", "--resume", (s.dir / "old").string(), "--steps", "4", "--kernels", "cpu"});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  CHECK_MESSAGE(r.err.find("(sequential windows)") != std::string::npos, r.err);
+  for (const char* f : {"model.safetensors", "optimizer.safetensors"})
+    CHECK_MESSAGE(test::read_file(s.dir / "old" / f) == test::read_file(s.dir / "whole" / f), f);
+  // The state it saves names them now.
+  const nlohmann::json saved = nlohmann::json::parse(test::read_file(s.dir / "old" / "trainer_state.json"));
+  CHECK(saved.at("flags").at("sampling") == "sequential");
+  CHECK(saved.at("flags").at("grad_accum") == 1);
 }
 
 TEST_CASE("gpt2vk train -o onto a checkpoint needs --resume or --overwrite") {

@@ -70,14 +70,19 @@ struct PlanBackend {
 }  // namespace
 
 struct GpuTrainer::Impl {
-  Impl(const vk::Device& d, const Parameters& params, uint32_t b, uint32_t t, bool timestamps)
+  Impl(const vk::Device& d, const Parameters& params, uint32_t b, uint32_t t, uint32_t m,
+       bool timestamps)
       : device(d), ops(gpu::checked_ops(d)), config(params.config()), expected(params.tensors()),
-        B(b), T(t), N(b * t), weights_(d, "training weights"), grads_(d, "training gradients"),
+        B(b), T(t), N(b * t), M(m), weights_(d, "training weights"), grads_(d, "training gradients"),
         m_(d, "AdamW m"), v_(d, "AdamW v"), acts_(d, "training activations"),
         packed_(d, "training interleaved weights"), io_(d, "training ids"),
         out_(d, "training losses"), rec(d, timestamps) {
     const Config& c = config;
-    if (B == 0 || T == 0) throw std::invalid_argument("training needs B >= 1 and T >= 1");
+    if (B == 0 || T == 0 || M == 0)
+      throw std::invalid_argument("training needs B >= 1, T >= 1 and a micro-batch or more");
+    if (uint64_t{M} * N > UINT32_MAX)
+      throw std::invalid_argument("a step of " + std::to_string(M) + " micro-batches of " +
+                                  std::to_string(N) + " tokens passes 2^32 tokens");
     if (T > c.n_ctx)
       throw std::invalid_argument("T=" + std::to_string(T) + " is past the model's context of " +
                                   std::to_string(c.n_ctx));
@@ -105,10 +110,13 @@ struct GpuTrainer::Impl {
     norm_scratch = acts_.add(gpu::grad_sum_squares_scratch(device.caps(), counts) * 4);
     acts_.allocate(vk::MemoryKind::Device);
     plan_packing(plan.linears);
-    ids = io_.add(uint64_t{N} * 4);
-    targets = io_.add(uint64_t{N} * 4);
+    // Each micro-batch its own ids, targets and losses: one recording holds them all.
+    for (uint32_t i = 0; i < M; i++) {
+      ids.push_back(io_.add(uint64_t{N} * 4));
+      targets.push_back(io_.add(uint64_t{N} * 4));
+    }
     io_.allocate(vk::MemoryKind::Parameters);
-    losses = out_.add(uint64_t{N} * 4);
+    for (uint32_t i = 0; i < M; i++) losses.push_back(out_.add(uint64_t{N} * 4));
     norm_sq = out_.add(4);
     out_.allocate(vk::MemoryKind::Readback);
     // Moments start at zero.
@@ -188,7 +196,8 @@ struct GpuTrainer::Impl {
   const gpu::Ops ops;  // the device's pipelines and policy, decided once
   Config config;
   std::vector<ExpectedTensor> expected;
-  uint32_t B, T, N;
+  uint32_t B, T, N;  // a micro-batch's sequences, tokens each, and tokens
+  uint32_t M;        // micro-batches a step
   Packer weights_, grads_, m_, v_;  // one span per tensor each, the same plan
   std::map<std::string, size_t> handles;
   // Per tensor, in `expected` order: its gradient's span and its elements.
@@ -207,21 +216,25 @@ struct GpuTrainer::Impl {
   Packer packed_;
   std::map<W, Packed> packed;  // by the weight's span; empty where weights stay as they are
   bool fwd_current = false, bwd_current = false;  // the copies hold the weights as they are
-  Packer io_;  // host-written: ids and targets
-  size_t ids = 0, targets = 0;
-  Packer out_;  // read back: each row's loss, the gradients' sum of squares
-  size_t losses = 0, norm_sq = 0;
+  Packer io_;  // host-written: ids and targets [N] of each micro-batch
+  std::vector<size_t> ids, targets;
+  Packer out_;  // read back: each micro-batch's row losses [N], the gradients' sum of squares
+  std::vector<size_t> losses;
+  size_t norm_sq = 0;
   vk::Recorder rec;
 };
 
 namespace {
 
 // The backend train_graph.h drives: each step records its ops into the trainer's one command
-// buffer, over the trainer's buffers (sized for its B x T tokens) or a first part of them.
+// buffer, over the trainer's buffers (sized for its B x T tokens) or a first part of them, and
+// micro-batch `micro`'s ids, targets and losses.
 struct GpuTrainBackend {
   GpuTrainer::Impl& m;
   const Config& c;
   uint32_t B, T, N;  // this pass's sequences, tokens each, and tokens: the trainer's, or fewer
+  uint32_t micro = 0;
+  uint32_t mean_over = N;  // the targets the loss is the mean over: the step's
 
   const vk::BufferSpan& span(Saved s) const { return m.acts_.span(m.saved.at(s)); }
   const vk::BufferSpan& span(Grad g) const { return m.acts_.span(m.grad.at(g)); }
@@ -233,7 +246,7 @@ struct GpuTrainBackend {
     const gpu::Weight wpe = m.w.wpe ? weight(m.w.wpe, WeightLayout::KN) : wte;
     gpu::embedding(m.ops, m.rec,
                    {.out = span(out),
-                    .ids = m.io_.span(m.ids),
+                    .ids = m.io_.span(m.ids[micro]),
                     .wte = wte,
                     .wpe = c.positions == PositionKind::Learned ? &wpe : nullptr,
                     .T = N,
@@ -287,12 +300,12 @@ struct GpuTrainBackend {
   }
   void cross_entropy(Saved logits) {
     gpu::cross_entropy(m.ops, m.rec,
-                       {.losses = m.out_.span(m.losses),
+                       {.losses = m.out_.span(m.losses[micro]),
                         .logits = span(logits),
-                        .targets = m.io_.span(m.targets),
+                        .targets = m.io_.span(m.targets[micro]),
                         .N = N,
                         .V = c.n_vocab,
-                        .mean_over = N});
+                        .mean_over = mean_over});
   }
   template <class Out>
   void linear_backward(const Grad* dx, Out dout, Saved x, const Linear<W>& l, const Linear<W>& dl) {
@@ -355,7 +368,7 @@ struct GpuTrainBackend {
                             {.dwte = *m.dw.wte,
                              .dwpe = c.positions == PositionKind::Learned ? m.dw.wpe : nullptr,
                              .dout = span(dout),
-                             .ids = m.io_.span(m.ids),
+                             .ids = m.io_.span(m.ids[micro]),
                              .n = N,
                              .T = T,
                              .C = c.n_embd,
@@ -368,18 +381,29 @@ struct GpuTrainBackend {
 StepResult GpuTrainer::Impl::run(std::span<const int32_t> id_values,
                                  std::span<const int32_t> target_values, bool backward,
                                  const StepSettings* update) {
-  if (id_values.size() != N || target_values.size() != N)
-    throw std::invalid_argument("a step takes B * T = " + std::to_string(N) +
-                                " ids and as many targets");
-  gpu::upload_ids(device, io_.span(ids), id_values, config.n_vocab);
-  gpu::upload_ids(device, io_.span(targets), target_values, config.n_vocab);
+  // An evaluation is one micro-batch; a step's gradients are those of all M.
+  const uint32_t micros = backward ? M : 1;
+  const uint64_t n = uint64_t{N} * micros;
+  if (id_values.size() != n || target_values.size() != n)
+    throw std::invalid_argument(
+        backward ? "a step takes M * B * T = " + std::to_string(n) + " ids and as many targets"
+                 : "an evaluation takes B * T = " + std::to_string(n) + " ids and as many targets");
+  for (uint32_t i = 0; i < micros; i++) {
+    gpu::upload_ids(device, io_.span(ids[i]), id_values.subspan(size_t{i} * N, N), config.n_vocab);
+    gpu::upload_ids(device, io_.span(targets[i]), target_values.subspan(size_t{i} * N, N),
+                    config.n_vocab);
+  }
   rec.begin();
   if (backward)
     for (size_t i = 0; i < grad_spans.size(); i++)
       gpu::fill(ops, rec, {.out = grad_spans[i], .n = counts[i], .value = 0.0f});
   repack(backward);
-  GpuTrainBackend backend{*this, config, B, T, N};
-  train_step(backend, config, w, dw, backward ? Until::Gradients : Until::Losses);
+  // The micro-batches in order, each adding its share of the mean's gradient (1 / (M N) a
+  // target) to the same gradients: one order of the sums, whatever the device.
+  for (uint32_t i = 0; i < micros; i++) {
+    GpuTrainBackend backend{*this, config, B, T, N, i, static_cast<uint32_t>(n)};
+    train_step(backend, config, w, dw, backward ? Until::Gradients : Until::Losses);
+  }
   if (backward)
     gpu::grad_sum_squares(ops, rec,
                           {.out = out_.span(norm_sq),
@@ -408,11 +432,13 @@ StepResult GpuTrainer::Impl::run(std::span<const int32_t> id_values,
   bwd_current = (bwd_current || backward) && !update;
   std::vector<float> row_losses(N);
   float sum_sq = 0;
-  vk::download(device, row_losses.data(), out_.span(losses), uint64_t{N} * 4);
-  if (backward) vk::download(device, &sum_sq, out_.span(norm_sq), 4);
   double total = 0;
-  for (float l : row_losses) total += static_cast<double>(l);
-  return {total / N, std::sqrt(static_cast<double>(sum_sq))};
+  for (uint32_t i = 0; i < micros; i++) {
+    vk::download(device, row_losses.data(), out_.span(losses[i]), uint64_t{N} * 4);
+    for (float l : row_losses) total += static_cast<double>(l);
+  }
+  if (backward) vk::download(device, &sum_sq, out_.span(norm_sq), 4);
+  return {total / static_cast<double>(n), std::sqrt(static_cast<double>(sum_sq))};
 }
 
 // One sequence of n <= T tokens recorded as a pass of B = 1, T = n over the first n rows of the
@@ -423,7 +449,7 @@ std::vector<float> GpuTrainer::Impl::next_logits(std::span<const int32_t> id_val
                                 std::to_string(id_values.size()));
   const auto n = static_cast<uint32_t>(id_values.size());
   const uint64_t V = config.n_vocab;
-  gpu::upload_ids(device, io_.span(ids), id_values, config.n_vocab);
+  gpu::upload_ids(device, io_.span(ids[0]), id_values, config.n_vocab);
   rec.begin();
   repack(false);
   GpuTrainBackend backend{*this, config, 1, n, n};
@@ -437,8 +463,8 @@ std::vector<float> GpuTrainer::Impl::next_logits(std::span<const int32_t> id_val
 }
 
 GpuTrainer::GpuTrainer(const vk::Device& device, const Parameters& params, uint32_t B, uint32_t T,
-                       bool timestamps)
-    : impl_(std::make_unique<Impl>(device, params, B, T, timestamps)) {}
+                       bool timestamps, uint32_t M)
+    : impl_(std::make_unique<Impl>(device, params, B, T, M, timestamps)) {}
 GpuTrainer::~GpuTrainer() = default;
 
 StepResult GpuTrainer::gradients(std::span<const int32_t> ids, std::span<const int32_t> targets) {
@@ -500,5 +526,6 @@ std::vector<vk::DispatchTime> GpuTrainer::timings() const { return impl_->rec.ti
 uint64_t GpuTrainer::dispatches() const { return impl_->rec.stats().dispatches; }
 uint32_t GpuTrainer::batch() const { return impl_->B; }
 uint32_t GpuTrainer::context() const { return impl_->T; }
+uint32_t GpuTrainer::micro_batches() const { return impl_->M; }
 
 }  // namespace model::training

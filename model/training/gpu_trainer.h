@@ -1,7 +1,7 @@
-// A training step on a Vulkan device: train_graph.h recorded through the model::gpu ops, then
-// the gradients' global norm and the optimizer update, all in one command buffer with one
-// submission and one wait; the host reads back the losses and the norm. Weights, gradients and
-// AdamW's moments stay on the device in fp32 between steps.
+// A training step on a Vulkan device: train_graph.h recorded through the model::gpu ops once per
+// micro-batch, then the gradients' global norm and the optimizer update, all in one command
+// buffer with one submission and one wait; the host reads back the losses and the norm.
+// Weights, gradients and AdamW's moments stay on the device in fp32 between steps.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -24,26 +24,33 @@ struct StepSettings {
 };
 
 struct StepResult {
-  double loss = 0;       // the mean cross-entropy over the step's B * T targets
+  double loss = 0;       // the mean cross-entropy over the step's M * B * T targets
   double grad_norm = 0;  // the global L2 norm of the gradients, before clipping
 };
 
 class GpuTrainer {
  public:
-  // The parameters go to the device; AdamW's moments start at zero. B sequences of T tokens
-  // per step, T <= n_ctx. Throws vk::Error when an op cannot run on the device. timestamps:
-  // time every dispatch (timings()).
+  // The parameters go to the device; AdamW's moments start at zero. A step is M micro-batches
+  // (gradient accumulation) of B sequences of T tokens, T <= n_ctx: each micro-batch's forward
+  // and backward in turn over the same activations, their gradients summed into one set in
+  // micro-batch order, each scaled so the sum is that of the mean loss over all M * B * T
+  // targets; the activations are those of B x T whatever M is, the ids, targets and losses
+  // (12 bytes a token) those of the M * B * T. Throws vk::Error when an op cannot run on the
+  // device. timestamps: time every dispatch (timings()).
   GpuTrainer(const vk::Device& device, const Parameters& params, uint32_t B, uint32_t T,
-             bool timestamps = false);
+             bool timestamps = false, uint32_t M = 1);
   ~GpuTrainer();
   GpuTrainer(const GpuTrainer&) = delete;
   GpuTrainer& operator=(const GpuTrainer&) = delete;
 
-  // Forward and backward of ids [B, T] against targets [B, T]: the gradients, no update.
+  // Forward and backward of ids [M * B, T] against targets [M * B, T], micro-batch m the rows
+  // [m B, m B + B): the gradients of the mean loss over them all, no update.
   StepResult gradients(std::span<const int32_t> ids, std::span<const int32_t> targets);
-  // The forward pass alone: the mean loss of ids [B, T] against targets [B, T] (evaluation).
+  // The forward pass alone: the mean loss of ids [B, T] against targets [B, T] (evaluation; one
+  // micro-batch).
   double evaluate(std::span<const int32_t> ids, std::span<const int32_t> targets);
-  // A whole step: forward, backward, the global norm, clipping and the update.
+  // A whole step over ids and targets [M * B, T]: the micro-batches' forwards and backwards,
+  // the global norm, clipping and the update.
   StepResult step(std::span<const int32_t> ids, std::span<const int32_t> targets,
                   const StepSettings& settings);
   // The forward pass of one sequence alone, ids [n] with 1 <= n <= T, as a pass of B = 1 and
@@ -67,8 +74,9 @@ class GpuTrainer {
   // out.
   uint64_t dispatches() const;
 
-  uint32_t batch() const;
-  uint32_t context() const;
+  uint32_t batch() const;          // B, a micro-batch's sequences
+  uint32_t context() const;        // T
+  uint32_t micro_batches() const;  // M
 
   struct Impl;  // gpu_trainer.cpp's: the device buffers and the recorder
 

@@ -1,5 +1,6 @@
 #include "model/training/run_state.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <charconv>
 #include <cmath>
@@ -81,10 +82,35 @@ const Field kFields[] = {
     {"warmup", &RunFlags::warmup},     {"cosine", &RunFlags::cosine},
     {"lr_min", &RunFlags::lr_min},     {"seed", &RunFlags::seed},
     {"init", &RunFlags::init},         {"model", &RunFlags::model},
+    {"sampling", &RunFlags::sampling}, {"grad_accum", &RunFlags::grad_accum},
     {"steps", &RunFlags::steps},       {"val_data", &RunFlags::val_data},
     {"eval_every", &RunFlags::eval_every}, {"save_every", &RunFlags::save_every},
 };
-constexpr size_t kShaping = 16;
+constexpr size_t kShaping = 18;
+// The first kLegacy shape every run's settings line; the rest (issue 41's) appear in it only
+// where they differ from their value in a run from before them.
+constexpr size_t kLegacy = 16;
+const RunFlags& legacy() {
+  static const RunFlags f = [] {
+    RunFlags r;
+    r.sampling = "sequential";
+    r.grad_accum = 1;
+    return r;
+  }();
+  return f;
+}
+bool in_line(const RunFlags& f, size_t i) {
+  return i < kLegacy ||
+         run_flag_text(f, kFields[i].key, false) != run_flag_text(legacy(), kFields[i].key, false);
+}
+
+// rng_state's text: 16 lowercase hexadecimal digits.
+std::string hex16(uint64_t v) {
+  static const char* digits = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 15; i >= 0; i--, v >>= 4) out[size_t(i)] = digits[v & 15];
+  return out;
+}
 
 const Field& field_of(std::string_view key) {
   for (const Field& f : kFields)
@@ -154,10 +180,13 @@ RunFlags parse_flags(const json& j, uint64_t step, const std::string& settings,
     for (const Field& f : kFields) known = known || f.key == key;
     if (!known) fail(file, "flags." + json_util::show(key, 40), "is not a flag of a run");
   }
-  RunFlags f;
+  // A state from before issue 41 has neither "sampling" nor "grad_accum": its run's are
+  // sequential windows and one micro-batch.
+  RunFlags f = legacy();
   for (const Field& field : kFields) {
     const std::string at = "flags." + std::string(field.key);
     const auto it = j.find(std::string(field.key));
+    if (it == j.end() && (field.key == "sampling" || field.key == "grad_accum")) continue;
     if (it == j.end()) fail(file, at, "missing");
     const json& v = *it;
     std::visit(
@@ -195,6 +224,12 @@ RunFlags parse_flags(const json& j, uint64_t step, const std::string& settings,
   if (f.ctx == 0) fail(file, "flags.ctx", "must be at least 1");
   if (f.optimizer != "adamw" && f.optimizer != "sgd")
     fail(file, "flags.optimizer", "must be adamw or sgd, got " + json_util::show(f.optimizer, 40));
+  if (f.sampling != "random" && f.sampling != "sequential")
+    fail(file, "flags.sampling",
+         "must be random or sequential, got " + json_util::show(f.sampling, 40));
+  if (f.grad_accum == 0 || f.grad_accum > kMaxGradAccum)
+    fail(file, "flags.grad_accum",
+         std::to_string(f.grad_accum) + " is outside 1.." + std::to_string(kMaxGradAccum));
   range("lr", f.lr, 0, FLT_MAX, true);
   range("beta1", f.beta1, 0, 1, false);
   range("beta2", f.beta2, 0, 1, false);
@@ -255,6 +290,7 @@ std::string settings_line(const RunFlags& f) {
   // Appended piece by piece: `"literal" + std::string&&` makes GCC 12 at -O3 warn of an
   // overlapping memcpy that cannot happen (-Wrestrict, GCC bug 105329).
   for (size_t i = 0; i < kShaping; i++) {
+    if (!in_line(f, i)) continue;
     if (i) line += ' ';
     line.append(kFields[i].key).append("=").append(run_flag_text(f, kFields[i].key, false));
   }
@@ -262,26 +298,37 @@ std::string settings_line(const RunFlags& f) {
 }
 
 std::optional<RunFlags> parse_settings_line(std::string_view line) {
-  RunFlags f;
+  RunFlags f = legacy();
   size_t at = 0;
-  for (size_t i = 0; i < kShaping; i++) {
+  const auto key_of = [](size_t i) {
     std::string key = i ? " " : "";
-    key.append(kFields[i].key).append("=");
-    if (line.compare(at, key.size(), key) != 0) return std::nullopt;
+    return key.append(kFields[i].key).append("=");
+  };
+  for (size_t i = 0; i < kShaping; i++) {
+    const std::string key = key_of(i);
+    if (line.compare(at, key.size(), key) != 0) {
+      if (i >= kLegacy) continue;  // at its legacy value
+      return std::nullopt;
+    }
     at += key.size();
-    // A path may hold spaces: the value runs to the next key (the last, to the end).
+    // A path may hold spaces: the value runs to the next key there (the last, to the end).
     size_t end = line.size();
-    if (i + 1 < kShaping) {
-      std::string next = " ";
-      next.append(kFields[i + 1].key).append("=");
-      end = line.find(next, at);
+    if (i + 1 < kLegacy) {
+      end = line.find(key_of(i + 1), at);
       if (end == std::string_view::npos) return std::nullopt;
+    } else {
+      for (size_t k = std::max(i + 1, kLegacy); k < kShaping; k++)
+        end = std::min(end, line.find(key_of(k), at));
     }
     if (!read_value(f, kFields[i].member, line.substr(at, end - at))) return std::nullopt;
     at = end;
   }
+  if (at != line.size()) return std::nullopt;
   // A run names its data and began from one of a config and a checkpoint.
   if (f.data.empty() || f.init.empty() == f.model.empty() || settings_line(f) != line)
+    return std::nullopt;
+  if ((f.sampling != "random" && f.sampling != "sequential") || f.grad_accum == 0 ||
+      f.grad_accum > kMaxGradAccum)
     return std::nullopt;
   return f;
 }
@@ -292,6 +339,7 @@ std::string run_state_json(const RunState& s) {
             {"settings", s.settings},
             {"train_loss", s.train_loss},
             {"val_loss", s.val_loss}};
+  if (s.rng_state) j["rng_state"] = hex16(*s.rng_state);
   if (s.flags) j["flags"] = flags_json(*s.flags);
   return j.dump(2) + "\n";
 }
@@ -302,7 +350,7 @@ RunState parse_run_state(std::string_view text, const std::string& file) {
     throw std::runtime_error(file + ": a JSON " + std::string(j.type_name()) + ", not an object");
   for (const auto& [key, value] : j.items())
     if (key != "step" && key != "position" && key != "settings" && key != "train_loss" &&
-        key != "val_loss" && key != "flags")
+        key != "val_loss" && key != "flags" && key != "rng_state")
       fail(file, json_util::show(key, 40), "is not a field of a run state");
   const auto field = [&](const char* key) -> const json& {
     const auto it = j.find(key);
@@ -313,6 +361,14 @@ RunState parse_run_state(std::string_view text, const std::string& file) {
   s.step = whole(field("step"), file, "step");
   if (s.step == 0) fail(file, "step", "must be at least 1 (a checkpoint is saved after a step)");
   s.position = whole(field("position"), file, "position");
+  if (j.contains("rng_state")) {
+    const json& v = j["rng_state"];
+    const bool ok = v.is_string() && v.get_ref<const std::string&>().size() == 16 &&
+                    v.get_ref<const std::string&>().find_first_not_of("0123456789abcdef") ==
+                        std::string::npos;
+    if (!ok) fail(file, "rng_state", "must be 16 lowercase hexadecimal digits, got " + describe(v));
+    s.rng_state = std::strtoull(v.get_ref<const std::string&>().c_str(), nullptr, 16);
+  }
   const json& settings = field("settings");
   if (!settings.is_string()) fail(file, "settings", "must be a string, got " + describe(settings));
   s.settings = settings.get<std::string>();
@@ -334,6 +390,14 @@ void check_run_state(const RunState& s, const RunBounds& b, const std::string& f
          std::to_string(s.position) + " is not a multiple of the " +
              std::to_string(b.batch_tokens) +
              " tokens a step takes (B x T), where every step starts");
+  if (b.random && !s.rng_state)
+    fail(file, "rng_state",
+         "missing: a run of random windows keeps its generator's state there");
+  if (!b.random && s.rng_state)
+    fail(file, "rng_state", "present in a run of sequential windows, which has none");
+  if (b.random && s.position != 0)
+    fail(file, "position",
+         std::to_string(s.position) + " in a run of random windows, which keeps 0 there");
   if (s.step > b.steps)
     fail(file, "step",
          std::to_string(s.step) + " is past --steps " + std::to_string(b.steps) +

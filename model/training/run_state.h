@@ -25,6 +25,10 @@ struct RunFlags {
   float lr_min = 0.0f;
   uint64_t seed = 1;
   std::string init, model;  // where the run began: a config.json or a checkpoint (one of them)
+  // Issue 41's, after the first 16 in the settings line, and there only where they are not
+  // sequential and 1: a run from before them reads as one with those.
+  std::string sampling = "random";  // random | sequential: the data order (schedule.h)
+  uint32_t grad_accum = 1;  // micro-batches of B sequences per optimizer step
   // These a resume may change: the total steps (to extend the run), validation, saves.
   uint64_t steps = 1000;
   std::string val_data;
@@ -33,8 +37,12 @@ struct RunFlags {
   bool operator==(const RunFlags&) const = default;
 };
 
+// --grad-accum's largest value.
+constexpr uint32_t kMaxGradAccum = 65536;
+
 // The flags' keys in the settings line's order, those that shape the weights first ("data",
-// "batch", ..., "model"), then "steps", "val_data", "eval_every", "save_every".
+// "batch", ..., "model", "sampling", "grad_accum"), then "steps", "val_data", "eval_every",
+// "save_every".
 const std::vector<std::string_view>& run_flag_keys();
 // Whether the flag of `key` shapes the weights (a resume must not change it).
 bool shapes_run(std::string_view key);
@@ -46,30 +54,35 @@ void copy_run_flag(RunFlags& to, const RunFlags& from, std::string_view key);
 
 // The canonical one-line description of the flags that shape the weights, which every state
 // has kept since the first: "data=/abs/data.txt batch=4 ctx=64 optimizer=adamw lr=0.0003 ...
-// init=/abs/config.json model=".
+// init=/abs/config.json model=", then " sampling=random" and " grad_accum=N" where they are not
+// sequential and 1 (so the line of a run from before them is the line of its flags today).
 std::string settings_line(const RunFlags& flags);
 // The flags read back from a settings line, for states written before "flags" was kept; the
 // other flags keep their defaults, and numbers have the line's 6 significant digits. nullopt
 // where the line is not one settings_line() writes.
 std::optional<RunFlags> parse_settings_line(std::string_view line);
 
-// Where a run stands: the steps made, the data position of the next, and the flags that shaped
-// it (a resume must be given the same ones).
+// Where a run stands: the steps made, where the next one's data comes from (the position of
+// sequential windows, the generator's state of random ones), and the flags that shaped it (a
+// resume must be given the same ones).
 struct RunState {
   uint64_t step = 0;
-  uint64_t position = 0;
+  uint64_t position = 0;  // sequential windows; 0 in a run of random ones
   std::string settings;  // settings_line() of the run's flags, compared on resume
   // The run's flags, exactly; states written before they were kept have only the settings line.
   std::optional<RunFlags> flags;
   // (step, loss) of every step so far, and of every evaluation: a resumed run's loss.svg draws
   // the whole run. Checkpoints written before this was kept have none.
   std::vector<std::pair<uint64_t, double>> train_loss, val_loss;
+  // Random windows: splitmix64's state before the next step (schedule.h RandomWindows).
+  std::optional<uint64_t> rng_state;
 
   bool operator==(const RunState&) const = default;
 };
 
-// The file's text: {"flags", "position", "settings", "step", "train_loss", "val_loss"},
-// indented by 2; "flags" an object of run_flag_keys(), where the state has them.
+// The file's text: {"flags", "position", "rng_state", "settings", "step", "train_loss",
+// "val_loss"}, indented by 2; "flags" an object of run_flag_keys(), where the state has them;
+// "rng_state" 16 lowercase hexadecimal digits, where the state has one.
 std::string run_state_json(const RunState& state);
 
 // Reads the text of `file` (named in errors only). Every problem throws std::runtime_error
@@ -78,19 +91,23 @@ std::string run_state_json(const RunState& state);
 // follow a step), a loss curve whose steps are not increasing within 1..step or whose losses
 // are not finite; in "flags", a missing or unknown key, a value of another type or outside what
 // the command accepts, a steps before the state's step, or flags whose settings_line() is not
-// "settings". parse_run_state(run_state_json(s)) == s for any state it accepts.
+// "settings" ("sampling" and "grad_accum" may be missing: sequential and 1, as before them); an
+// "rng_state" that is not 16 lowercase hexadecimal digits. parse_run_state(run_state_json(s))
+// == s for any state it accepts.
 RunState parse_run_state(std::string_view text, const std::string& file);
 
-// What the resuming run has: its data's tokens, the tokens a step consumes (B * T) and the
-// steps it is asked to reach.
+// What the resuming run has: its data's tokens, the tokens a step consumes (N * B * T, N the
+// micro-batches), the steps it is asked to reach, and its data order.
 struct RunBounds {
   uint64_t tokens = 0;
   uint64_t batch_tokens = 1;
   uint64_t steps = 0;
+  bool random = false;  // --sampling random: the state must have an rng_state, and position 0
 };
 // Throws "<file>: <field>: <problem>" where the state does not fit the run: a position that is
-// not before the data's last token or not a multiple of B * T (the data order only ever stops
-// there), a step past the steps asked for.
+// not before the data's last token or not a multiple of N * B * T (the data order only ever
+// stops there), a step past the steps asked for, an rng_state missing from a run of random
+// windows or present in one of sequential ones, a position other than 0 in a random one.
 void check_run_state(const RunState& state, const RunBounds& bounds, const std::string& file);
 
 }  // namespace model::training

@@ -1,5 +1,6 @@
 #include "model/training/schedule.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -29,6 +30,47 @@ void Batches::next(std::vector<int32_t>& ids, std::vector<int32_t>& targets) {
   targets.assign(tokens_.begin() + static_cast<std::ptrdiff_t>(position_ + 1),
                  tokens_.begin() + static_cast<std::ptrdiff_t>(position_ + n + 1));
   position_ += n;
+}
+
+uint64_t splitmix64(uint64_t& state) {
+  state += 0x9e3779b97f4a7c15ull;
+  uint64_t z = state;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t uniform_below(uint64_t& state, uint64_t n) {
+  if (n == 0) throw std::invalid_argument("uniform_below needs n >= 1");
+  // 2^64 mod n, in 64 bits: (2^64 - n) mod n. The draws at or above 2^64 - rem would favour the
+  // low residues; rem = 0 rejects nothing.
+  const uint64_t rem = (0 - n) % n;
+  for (;;) {
+    const uint64_t x = splitmix64(state);
+    if (rem == 0 || x < 0 - rem) return x % n;
+  }
+}
+
+RandomWindows::RandomWindows(std::span<const int32_t> tokens, uint32_t rows, uint32_t T,
+                             uint64_t state)
+    : tokens_(tokens), rows_(rows), T_(T), state_(state) {
+  if (rows == 0 || T == 0) throw std::invalid_argument("the batch and the context must be at least 1");
+  if (tokens.size() < uint64_t{T} + 1)
+    throw std::invalid_argument("the data holds " + std::to_string(tokens.size()) +
+                                " tokens; a window of T=" + std::to_string(T) + " needs " +
+                                std::to_string(uint64_t{T} + 1));
+}
+
+void RandomWindows::next(std::vector<int32_t>& ids, std::vector<int32_t>& targets) {
+  ids.resize(size_t{rows_} * T_);
+  targets.resize(ids.size());
+  for (uint32_t r = 0; r < rows_; r++) {
+    const uint64_t o = uniform_below(state_, tokens_.size() - T_);
+    std::copy_n(tokens_.begin() + static_cast<std::ptrdiff_t>(o), T_,
+                ids.begin() + static_cast<std::ptrdiff_t>(size_t{r} * T_));
+    std::copy_n(tokens_.begin() + static_cast<std::ptrdiff_t>(o + 1), T_,
+                targets.begin() + static_cast<std::ptrdiff_t>(size_t{r} * T_));
+  }
 }
 
 double learning_rate(const Schedule& s, uint64_t step) {

@@ -1,5 +1,5 @@
-// The training contract's data order and learning-rate schedule (issue 17), as plain functions
-// any implementation can be checked against (tools/ holds PyTorch's side).
+// The training contract's data orders (issues 17 and 41) and learning-rate schedule, as plain
+// functions any implementation can be checked against (tools/ holds PyTorch's side).
 #pragma once
 #include <cstdint>
 #include <span>
@@ -23,6 +23,32 @@ class Batches {
   std::span<const int32_t> tokens_;
   uint32_t B_, T_;
   uint64_t position_;
+};
+
+// splitmix64 (Steele, Lea and Flood 2014; Vigna's reference code), the generator of the random
+// windows: state += 0x9e3779b97f4a7c15, then z = state, z = (z ^ z >> 30) * 0xbf58476d1ce4e5b9,
+// z = (z ^ z >> 27) * 0x94d049bb133111eb, and z ^ z >> 31 is the draw (all mod 2^64).
+uint64_t splitmix64(uint64_t& state);
+// A draw uniform in [0, n), n >= 1, without bias: draws x of splitmix64 until x < 2^64 - (2^64
+// mod n), then x mod n (mostly one draw: the rejected share is below n / 2^64).
+uint64_t uniform_below(uint64_t& state, uint64_t n);
+
+// nanoGPT's get_batch with a generator specified exactly: each of the step's `rows` rows is the
+// window of T + 1 tokens at offset o = uniform_below(state, tokens - T), drawn row after row
+// (row r of micro-batch m is row m B + r), its inputs tokens [o, o + T) and its targets
+// [o + 1, o + T + 1). A new run's state is its --seed; trainer_state.json keeps it between steps.
+class RandomWindows {
+ public:
+  // Throws std::invalid_argument when the tokens hold fewer than T + 1 (no window fits).
+  RandomWindows(std::span<const int32_t> tokens, uint32_t rows, uint32_t T, uint64_t state);
+  // The next step's ids and targets ([rows, T] each), then advances the generator.
+  void next(std::vector<int32_t>& ids, std::vector<int32_t>& targets);
+  uint64_t state() const { return state_; }  // the generator's state before the next step
+
+ private:
+  std::span<const int32_t> tokens_;
+  uint32_t rows_, T_;
+  uint64_t state_;
 };
 
 // The learning rate of step s (0-based) of N: below W warm-up steps lr (s + 1) / W; then lr, or
