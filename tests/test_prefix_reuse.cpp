@@ -140,3 +140,16 @@ TEST_CASE("serve: prompt-prefix reuse answers with the bits of the prompt comput
     CHECK(test::no_validation_messages({0, "", server.err()}));
   }
 }
+
+TEST_CASE("serve --no-prefix-reuse computes every prompt whole") {
+  test::Server server({"--no-prefix-reuse"});
+  const json body = {{"prompt", std::string(100, 'a')}, {"max_tokens", 2}, {"temperature", 0}};
+  for (int i = 0; i < 2; i++) {
+    const test::HttpReply r = test::post(server.url() + "/v1/completions", body.dump());
+    REQUIRE(r.status == 200);
+    CHECK(json::parse(r.body)["usage"]["prompt_tokens_details"]["cached_tokens"] == 0);
+  }
+  CHECK(test::get(server.url() + "/metrics").body.find("gpt2vk_prompt_tokens_cached_total 0\n") !=
+        std::string::npos);
+  CHECK(server.stop(SIGTERM) == 0);
+}
