@@ -117,7 +117,8 @@ CompletionRequest parse_chat(const std::string& body, const model::Tokenizer& to
 json usage(const Event& done) {
   return {{"prompt_tokens", done.prompt_tokens},
           {"completion_tokens", done.completion_tokens},
-          {"total_tokens", done.prompt_tokens + done.completion_tokens}};
+          {"total_tokens", done.prompt_tokens + done.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", done.cached_tokens}}}};
 }
 
 json chat_response(const std::string& id, std::time_t created, const std::string& model,

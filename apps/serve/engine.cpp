@@ -42,13 +42,15 @@ void Job::push(Event e) {
 }
 
 Engine::Engine(model::Model& model, const model::Tokenizer& tokenizer, Metrics& metrics,
-               uint32_t max_queue, std::function<bool()> device_lost)
+               uint32_t max_queue, bool prefix_reuse, std::function<bool()> device_lost)
     : model_(model),
       tokenizer_(tokenizer),
       metrics_(metrics),
       max_queue_(max_queue),
+      prefix_reuse_(prefix_reuse),
       device_lost_(std::move(device_lost)),
       slots_(model.slots()),
+      cached_(model.slots()),
       step_delay_ms_(std::getenv("GPT2VK_SERVE_STEP_DELAY_MS")
                          ? static_cast<uint32_t>(std::atoi(std::getenv("GPT2VK_SERVE_STEP_DELAY_MS")))
                          : 0),
@@ -148,7 +150,8 @@ struct Engine::Slot {
   std::shared_ptr<Job> job;
   model::Sampler sampler;
   Clock::time_point started = Clock::now(), last, first;  // first: its first new token
-  size_t prefilled = 0;     // prompt tokens run
+  size_t prefilled = 0;     // prompt tokens in the cache: run, or kept (cached)
+  size_t cached = 0;        // prompt tokens kept from the slot's last request
   std::vector<float> next;  // the logits the next token comes from, once the prompt has run
   Event head;               // the echoed prompt and its log-probabilities
   model::Utf8Stream utf8;
@@ -162,9 +165,26 @@ struct Engine::Slot {
       : job(std::move(j)), sampler(o), stops(job->request.stop), tokens(job->request.prompt) {}
 };
 
+// The prompt tokens request r may take from cache c: their common prefix, short of the prompt's
+// last token (a pass must give the next token's logits), in whole prefill chunks that the cache
+// computed as a fresh prompt's passes would. The rest then runs in the same passes over the
+// same keys and values as without reuse, so its tokens and log-probabilities are the same bits
+// and a request's answer still does not depend on what ran before it (docs/serving.md,
+// "Prompt-prefix reuse"). None for echo with logprobs: it needs every prompt row's logits.
+size_t Engine::reusable(const Cached& c, const CompletionRequest& r) const {
+  if (!prefix_reuse_ || !r.cache_prompt || (r.echo && r.logprobs) || r.prompt.size() < 2) return 0;
+  const size_t limit = std::min(c.chunked, r.prompt.size() - 1);
+  size_t n = 0;
+  while (n < limit && c.ids[n] == r.prompt[n]) n++;
+  return n - n % kPrefillChunk;
+}
+
 void Engine::admit() {
-  for (uint32_t i = 0; i < slots_.size(); i++) {
-    if (slots_[i]) continue;
+  while (true) {
+    std::vector<uint32_t> free;
+    for (uint32_t i = 0; i < slots_.size(); i++)
+      if (!slots_[i]) free.push_back(i);
+    if (free.empty()) return;
     std::shared_ptr<Job> job;
     {
       std::lock_guard lock(mutex_);
@@ -177,10 +197,24 @@ void Engine::admit() {
       running_++;
       update_metrics();
     }
+    // The free slot that keeps the most of the prompt; among equals, the one holding the fewest
+    // tokens (the least to lose for the requests after), then the first.
+    uint32_t i = free[0];
+    size_t keep = reusable(cached_[i], job->request);
+    for (uint32_t f : free) {
+      const size_t n = reusable(cached_[f], job->request);
+      if (n > keep || (n == keep && cached_[f].ids.size() < cached_[i].ids.size())) {
+        i = f;
+        keep = n;
+      }
+    }
     model::SamplerOptions so = job->request.sampling;
     if (!job->request.seed_given) so.seed = std::random_device{}();
     slots_[i] = std::make_unique<Slot>(job, so);
-    model_.slot_reset(i);
+    slots_[i]->prefilled = slots_[i]->cached = keep;
+    model_.slot_truncate(i, static_cast<uint32_t>(keep));
+    cached_[i].ids.resize(keep);
+    cached_[i].chunked = keep;
     if (job->request.echo) slots_[i]->head.text = job->request.prompt_text;
   }
 }
@@ -193,6 +227,11 @@ void Engine::prefill(Slot& s, uint32_t index) {
   // echo + logprobs: every row's logits, row t predicting token t + 1.
   const bool rows = r.echo && r.logprobs.has_value();
   std::vector<float> out = model_.slot_prefill(index, chunk, rows);
+  Cached& c = cached_[index];
+  c.ids.insert(c.ids.end(), chunk.begin(), chunk.end());
+  // A whole chunk at a multiple of the chunk size: the pass a fresh prompt runs there. (An
+  // every-row pass may be cut differently on a GPU with a watchdog: not counted.)
+  if (n == kPrefillChunk && c.chunked == s.prefilled && !rows) c.chunked += n;
   if (rows) {
     if (s.prefilled == 0) s.head.logprobs.push_back({r.prompt[0], std::nullopt, {}});
     for (size_t t = 0; t < n; t++) {
@@ -274,6 +313,7 @@ void Engine::finish(Slot& s, std::string reason, bool stopped) {
   done.finish_reason = reason;
   done.prompt_tokens = static_cast<uint32_t>(r.prompt.size());
   done.completion_tokens = s.generated;
+  done.cached_tokens = static_cast<uint32_t>(s.cached);
   const auto since = [&](Clock::time_point t) {
     return std::chrono::duration<double>(t - s.job->arrived).count();
   };
@@ -281,6 +321,7 @@ void Engine::finish(Slot& s, std::string reason, bool stopped) {
   if (s.generated) done.first_token_s = since(s.first);
   done.total_s = since(Clock::now());
   metrics_.tokens(r.prompt.size(), s.generated);
+  metrics_.cached_tokens(s.cached);
   s.job->push(std::move(done));
 }
 
@@ -320,6 +361,7 @@ void Engine::loop() {
       } catch (const std::exception& e) {
         fail(*s, failed(e));
         freed.push_back(i);
+        cached_[i] = {};  // whatever the pass left, reuse nothing of it
       }
     }
     // 2. A token for each request past its prompt; those that go on decode together.
@@ -348,13 +390,16 @@ void Engine::loop() {
         const std::vector<float> out = model_.slot_decode(rows);
         metrics_.decode_pass(static_cast<uint32_t>(rows.size()));
         const size_t V = model_.config().n_vocab;
-        for (size_t b = 0; b < rows.size(); b++)
+        for (size_t b = 0; b < rows.size(); b++) {
           slots_[rows[b].slot]->next.assign(out.begin() + long(b * V), out.begin() + long((b + 1) * V));
+          cached_[rows[b].slot].ids.push_back(rows[b].id);
+        }
       } catch (const std::exception& e) {
         const ApiError err = failed(e);
         for (const auto& row : rows) {
           fail(*slots_[row.slot], err);
           freed.push_back(row.slot);
+          cached_[row.slot] = {};
         }
       }
     }

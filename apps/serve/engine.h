@@ -2,7 +2,9 @@
 // requests, each as a stream of events its HTTP handler turns into a response. Requests take the
 // model's slots (a KV cache each); every step runs one prompt chunk for each newcomer, then one
 // pass that decodes a token for every request past its prompt (continuous batching: a request
-// joins or leaves between steps).
+// joins or leaves between steps). A slot keeps its cache after its request: a new request takes
+// the free slot whose tokens share the longest prefix with its prompt, and computes only the
+// rest (prompt-prefix reuse).
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -38,6 +40,7 @@ struct Event {
   bool done = false;
   std::string finish_reason;  // done: "stop" (end-of-text or a stop string) or "length"
   uint32_t prompt_tokens = 0, completion_tokens = 0;  // done
+  uint32_t cached_tokens = 0;  // done: prompt tokens taken from the slot's cache, not computed
   // done: seconds from the request's arrival until it took a slot, until its first new token
   // (none generated: none), and until this event.
   double queued_s = 0, total_s = 0;
@@ -69,9 +72,10 @@ class Job {
 class Engine {
  public:
   // device_lost: whether the model's device is gone (then /health fails and nothing more runs).
-  // The model's slots (Model::slots) are the requests that decode together.
+  // The model's slots (Model::slots) are the requests that decode together. prefix_reuse: a
+  // request may start from the cache a slot kept (a request's cache_prompt can refuse it).
   Engine(model::Model& model, const model::Tokenizer& tokenizer, Metrics& metrics,
-         uint32_t max_queue, std::function<bool()> device_lost);
+         uint32_t max_queue, bool prefix_reuse, std::function<bool()> device_lost);
   ~Engine();
 
   // Queues a request. Throws ApiError 503 when max_queue requests already wait (with a
@@ -91,6 +95,15 @@ class Engine {
 
  private:
   struct Slot;
+  // What a slot's cache holds, kept after its request is done: the ids it has run, and how many
+  // of the first are from whole prefill chunks [64k, 64k + 64), the passes a fresh prompt of
+  // those ids runs too.
+  struct Cached {
+    std::vector<int32_t> ids;
+    size_t chunked = 0;
+  };
+  // The prompt tokens request r may take from cache c (see engine.cpp).
+  size_t reusable(const Cached& c, const CompletionRequest& r) const;
   void loop();
   void admit();                        // queued requests into free slots
   void prefill(Slot& s, uint32_t index);  // one chunk of its prompt
@@ -103,8 +116,10 @@ class Engine {
   const model::Tokenizer& tokenizer_;
   Metrics& metrics_;
   const uint32_t max_queue_;
+  const bool prefix_reuse_;
   std::function<bool()> device_lost_;
   std::vector<std::unique_ptr<Slot>> slots_;  // the engine thread's; null = free
+  std::vector<Cached> cached_;                // the engine thread's, one per slot
 
   mutable std::mutex mutex_;
   std::condition_variable wake_, idle_;

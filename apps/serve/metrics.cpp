@@ -55,6 +55,11 @@ void Metrics::tokens(uint64_t prompt, uint64_t completion) {
   completion_tokens_ += completion;
 }
 
+void Metrics::cached_tokens(uint64_t prompt) {
+  std::lock_guard lock(mutex_);
+  cached_tokens_ += prompt;
+}
+
 void Metrics::first_token(double seconds) {
   std::lock_guard lock(mutex_);
   first_token_.add(seconds);
@@ -86,6 +91,9 @@ std::string Metrics::text() const {
            std::to_string(key.second) + "\"} " + std::to_string(n) + "\n";
   single(out, "gpt2vk_prompt_tokens_total", "counter", "Prompt tokens of completed requests.",
          prompt_tokens_);
+  single(out, "gpt2vk_prompt_tokens_cached_total", "counter",
+         "Prompt tokens of completed requests taken from a slot's cache, not computed.",
+         cached_tokens_);
   single(out, "gpt2vk_completion_tokens_total", "counter", "Tokens generated.", completion_tokens_);
   single(out, "gpt2vk_queue_length", "gauge", "Requests waiting for a slot.", waiting_);
   single(out, "gpt2vk_requests_running", "gauge", "Requests holding a slot.", running_);

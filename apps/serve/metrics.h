@@ -13,6 +13,7 @@ class Metrics {
  public:
   void request(const std::string& endpoint, int status);  // one answered request
   void tokens(uint64_t prompt, uint64_t completion);
+  void cached_tokens(uint64_t prompt);  // prompt tokens a request took from a slot's cache
   void first_token(double seconds);  // from the request's arrival to its first new token
   void per_token(double seconds);    // between consecutive new tokens of one request
   void set_queue(uint32_t waiting, uint32_t running);
@@ -31,7 +32,7 @@ class Metrics {
   };
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
-  uint64_t prompt_tokens_ = 0, completion_tokens_ = 0;
+  uint64_t prompt_tokens_ = 0, completion_tokens_ = 0, cached_tokens_ = 0;
   uint32_t waiting_ = 0, running_ = 0;
   uint64_t decode_passes_ = 0, decode_rows_ = 0;
   Histogram first_token_{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};

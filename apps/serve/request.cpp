@@ -209,6 +209,7 @@ void read_sampling(const json& j, const model::Config& config, CompletionRequest
     }
   }
   r.stream = get_bool(j, "stream", false);
+  r.cache_prompt = get_bool(j, "cache_prompt", true);
 }
 
 void check_context(const CompletionRequest& r, uint32_t context, const std::string& prompt_field,

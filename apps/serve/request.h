@@ -39,6 +39,7 @@ struct CompletionRequest {
   bool stream = false;
   std::optional<uint32_t> logprobs;  // the top-N alternatives per token (0..kMaxLogprobs)
   bool echo = false;                 // the prompt first in the text (and its logprobs)
+  bool cache_prompt = true;          // llama.cpp's: false takes none of the prompt from a cache
 };
 
 inline constexpr uint32_t kMaxLogprobs = 20;
@@ -60,7 +61,8 @@ int64_t get_integer(const nlohmann::json& body, const char* name, int64_t fallba
                     int64_t hi);
 
 // The fields /v1/completions and /v1/chat/completions share, into `r`: model, n (must be 1),
-// temperature, top_p, top_k, seed, stop, stream. A sampling field added here applies to both.
+// temperature, top_p, top_k, seed, stop, stream, cache_prompt. A sampling field added here
+// applies to both.
 void read_sampling(const nlohmann::json& body, const model::Config& config, CompletionRequest& r);
 
 // Throws ApiError 400 (context_length_exceeded) unless r's prompt plus max_tokens fit `context`;

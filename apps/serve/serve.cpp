@@ -45,6 +45,7 @@ struct ServeArgs {
   uint32_t request_timeout = 10;    // seconds for a request's headers, and again for its body
   uint32_t drain_timeout = 30;      // seconds SIGTERM waits for requests in flight
   uint32_t max_connections = 512;   // connections served at once (a thread each)
+  bool prefix_reuse = true;         // a request may start from the cache a slot kept
   LogFormat log_format = LogFormat::Text;  // of the line each request gets on stderr
 };
 
@@ -574,7 +575,7 @@ int serve_on(const ServeArgs& args, Session& s, EncoderSession* enc, Seq2SeqSess
     server.runner = std::make_unique<Seq2SeqRunner>(*s2s, server.metrics, args.max_queue);
   } else {
     server.engine = std::make_unique<Engine>(*s.model, *s.tokenizer, server.metrics,
-                                             args.max_queue,
+                                             args.max_queue, args.prefix_reuse,
                                              [&s] { return s.device && s.device->lost(); });
   }
   server.routes();
@@ -671,6 +672,11 @@ Command add_serve(CLI::App& cli) {
                   "tokens of prompt plus completion a request may use (default: the model's "
                   "context)")
       ->check(whole_number(1, 1u << 20));
+  cmd->add_flag_callback(
+      "--no-prefix-reuse", [args] { args->prefix_reuse = false; },
+      "compute every prompt whole; by default a request whose prompt starts with the tokens a "
+      "free slot's cache holds takes them from it, in whole 64-token chunks (the same tokens "
+      "and log-probabilities either way; a request's cache_prompt: false does the same)");
   cmd->add_option("--api-key", args->api_key,
                   "require 'Authorization: Bearer KEY' on every endpoint but /health");
   cmd->add_option("--max-queue", args->max_queue,

@@ -541,6 +541,13 @@ void GpuModel::slot_reset(uint32_t slot) {
   slot_len_[slot] = 0;
 }
 
+void GpuModel::slot_truncate(uint32_t slot, uint32_t n) {
+  if (slots_ == 1) return Model::slot_truncate(slot, n);
+  check_slot(slot);
+  check_truncate(n, slot_len_[slot]);
+  slot_len_[slot] = n;
+}
+
 std::vector<float> GpuModel::slot_prefill(uint32_t slot, std::span<const int32_t> ids,
                                           bool all_rows) {
   if (slots_ == 1) return Model::slot_prefill(slot, ids, all_rows);

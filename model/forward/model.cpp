@@ -97,6 +97,18 @@ void Model::slot_reset(uint32_t slot) {
   reset();
 }
 
+void Model::slot_truncate(uint32_t slot, uint32_t n) {
+  check_slot(slot);
+  check_truncate(n, length_);
+  length_ = n;
+}
+
+void Model::check_truncate(uint32_t n, uint32_t length) const {
+  if (n > length)
+    throw std::runtime_error("a slot holding " + std::to_string(length) +
+                             " tokens cannot keep " + std::to_string(n));
+}
+
 std::vector<float> Model::slot_prefill(uint32_t slot, std::span<const int32_t> ids,
                                        bool all_rows) {
   check_slot(slot);

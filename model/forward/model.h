@@ -92,6 +92,10 @@ class Model {
   virtual uint32_t slot_context() const { return config().n_ctx; }
   virtual uint32_t slot_length(uint32_t slot) const;
   virtual void slot_reset(uint32_t slot);
+  // Keeps the first n of slot's cached tokens (n <= slot_length(slot)): the next pass runs at
+  // position n and writes over what lay past it, which no pass reads (a row attends only to
+  // keys below its own position). Prompt-prefix reuse (gpt2vk serve) keeps a prefix this way.
+  virtual void slot_truncate(uint32_t slot, uint32_t n);
   // Runs ids after slot's cached tokens: every row's V logits ([n, V]) or the last row's.
   virtual std::vector<float> slot_prefill(uint32_t slot, std::span<const int32_t> ids,
                                           bool all_rows);
@@ -146,6 +150,8 @@ class Model {
              const std::string& whose) const;
   // Throws unless slot < slots().
   void check_slot(uint32_t slot) const;
+  // Throws unless a slot of `length` tokens can keep n of them (slot_truncate).
+  void check_truncate(uint32_t n, uint32_t length) const;
 
  private:
   uint32_t length_ = 0;
