@@ -36,6 +36,7 @@ test_packages=(
   python3-torch          # the float64 PyTorch references the training tests run (tools/reference)
   python3-sentencepiece  # the SentencePiece check: Google's Python library gives the reference ids
   sentencepiece          # spm_train, which made tests/data/spm's models (tests/data/spm/README.md)
+  haproxy prometheus     # deploy/'s configs: replicas behind HAProxy, scraped by Prometheus (and promtool)
 )
 if ((tests)); then packages+=("${test_packages[@]}"); fi
 
@@ -55,7 +56,7 @@ On other systems install:
     check, the same Python with the sentencepiece module
   - for `gpt2vk serve`: cpp-httplib (Homebrew: cpp-httplib; vcpkg: cpp-httplib; else fetched);
     for its tests and the WordPiece check: curl, Node.js >= 18 with npm, then:
-    npm ci --prefix tests/node
+    npm ci --prefix tests/node; for the tests of deploy/: HAProxy >= 2.2, Prometheus and promtool
 Then: cmake -S . -B build && cmake --build build
 MSG
   exit 1

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <regex>
@@ -109,6 +110,12 @@ Background::Background(const std::vector<std::string>& args, const Env& env,
                input);
 }
 
+Background::Background(const Program& program, const Env& env) {
+  write_file(dir_ / "out", "");
+  write_file(dir_ / "err", "");
+  pid_ = spawn(program.argv, env, (dir_ / "out").string(), (dir_ / "err").string());
+}
+
 Background::~Background() {
   if (pid_ > 0) {
     kill(pid_, SIGKILL);
@@ -146,7 +153,9 @@ int Background::wait(int seconds) {
 
 Server::Server(const std::vector<std::string>& args, const Env& env)
     : Background([&] {
-        std::vector<std::string> argv = {"serve", "--port", "0"};
+        std::vector<std::string> argv = {"serve"};
+        if (std::find(args.begin(), args.end(), "--port") == args.end())
+          argv.insert(argv.end(), {"--port", "0"});
         argv.insert(argv.end(), args.begin(), args.end());
         return argv;
       }(), env) {

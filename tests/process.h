@@ -30,6 +30,11 @@ HttpReply get(const std::string& url);
 // The payloads of a server-sent-events body's "data: " lines, in order ("[DONE]" included).
 std::vector<std::string> sse_data(const std::string& body);
 
+// Another program's command line (argv[0] looked up in PATH), for Background.
+struct Program {
+  std::vector<std::string> argv;
+};
+
 // `gpt2vk ARGS` in the background, with the validation layer on, its stdout and stderr kept in
 // files, its stdin from `input` (a FIFO the test writes to, say). The destructor kills it if it
 // still runs.
@@ -37,6 +42,8 @@ class Background {
  public:
   explicit Background(const std::vector<std::string>& args, const Env& env = {},
                       const std::string& input = "/dev/null");
+  // Another program (haproxy, prometheus) the same way, without the validation layer.
+  explicit Background(const Program& program, const Env& env = {});
   ~Background();
   Background(const Background&) = delete;
   Background& operator=(const Background&) = delete;
@@ -56,8 +63,9 @@ class Background {
   pid_t pid_ = -1;
 };
 
-// `gpt2vk serve ... --port 0` in the background; the constructor waits (at most a minute) for
-// the line naming its port, and throws with its stderr if the server exits or never says.
+// `gpt2vk serve ... --port 0` in the background (ARGS may name a port instead: a replica
+// restarted where it was); the constructor waits (at most a minute) for the line naming its
+// port, and throws with its stderr if the server exits or never says.
 class Server : public Background {
  public:
   explicit Server(const std::vector<std::string>& args, const Env& env = {});

@@ -414,17 +414,26 @@ TEST_CASE("serve: a client that leaves frees the engine; SIGTERM finishes the st
   REQUIRE(m.size() == 2);
   CHECK(std::stoi(m[1]) < 250);
 
-  // A stream in flight when SIGTERM comes runs to its end; then the server exits 0.
-  const std::string out = (dir / "stream").string();
+  // A stream in flight when SIGTERM comes runs to its end; then the server exits 0. A stream
+  // still queued behind it is refused with a 503 of its own, before any event (a proxy retries
+  // that on another replica), not a 200 whose stream holds the error.
+  const std::string out = (dir / "stream").string(), queued = (dir / "queued").string();
   test::write_file(out, "");
   int code = -1;
   {
     std::jthread client([&] { test::run({"sh", "-c", curl + " > " + out}); });
     for (int i = 0; i < 400 && test::read_file(out).find("data: ") == std::string::npos; i++)
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    std::jthread waiting([&] { test::run({"sh", "-c", curl + " -D " + queued + ".h > " + queued}); });
+    for (int i = 0; i < 400 && request(server.url() + "/metrics").body.find("gpt2vk_queue_length 1") ==
+                                   std::string::npos; i++)
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
     code = server.stop(SIGTERM);
   }
   CHECK(code == 0);
+  CHECK(test::read_file(queued + ".h").find("HTTP/1.1 503") == 0);
+  CHECK(test::read_file(queued).find("the server is shutting down") != std::string::npos);
+  CHECK(test::read_file(queued).find("data: ") == std::string::npos);
   json last;
   const auto [text, done] = stream_text(test::read_file(out), &last);
   CHECK(done);

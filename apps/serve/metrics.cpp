@@ -1,14 +1,20 @@
 #include "apps/serve/metrics.h"
 
-#include <cstdio>
+#include <charconv>
+#include <cmath>
 
 namespace app {
 
 namespace {
+// The shortest text that reads back as x, without an exponent where Prometheus' own Go
+// clients write none: a bucket's bound is le="0.025" or le="0.0005", as a query writes it.
 std::string number(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", x);
-  return buf;
+  char buf[64];
+  const double a = std::fabs(x);
+  const bool plain = a == 0 || (a >= 1e-4 && a < 1e21);
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, x,
+                                       plain ? std::chars_format::fixed : std::chars_format::scientific);
+  return std::string(buf, end);
 }
 
 // The HELP and TYPE lines of a metric.

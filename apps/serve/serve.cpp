@@ -343,34 +343,45 @@ struct Server {
     respond(std::move(r), res, std::move(a));
   }
 
+  // The job's next event, or none once the client has gone (it is then cancelled, which frees
+  // the engine at its next token, and the status is 499: nginx's "client closed request", for
+  // the log and the metrics).
+  static std::optional<Event> next_unless_gone(Job& job, httplib::Response& res) {
+    while (true) {
+      std::optional<Event> e = job.next(std::chrono::milliseconds(200));
+      if (current.fd >= 0 && ConnectionGuard::peer_closed(current.fd)) {
+        job.cancel();
+        res.status = 499;
+        return std::nullopt;
+      }
+      if (e) return e;
+    }
+  }
+
   // Runs a decoder's request on the engine and writes its answer, whole or streamed.
   void respond(CompletionRequest r, httplib::Response& res, Answer answer) {
     // Counted before it can start, so that a shutdown waits for its response.
     begin_response();
-    std::shared_ptr<Job> job;
-    try {
-      job = engine->submit(std::move(r));
-    } catch (...) {
-      end_response();
-      throw;
-    }
+    // Ends the response's count where the handler returns, unless a stream's writer took it.
+    struct Pending {
+      Server& s;
+      bool owned = true;
+      ~Pending() {
+        if (owned) s.end_response();
+      }
+    } pending{*this};
+    std::shared_ptr<Job> job = engine->submit(std::move(r));
+    // Nothing is sent before the first event, streamed or not: a request refused before its
+    // first token (the queue drained by SIGTERM, the GPU lost) is a 503 of its own, which a
+    // proxy in front (deploy/haproxy.cfg) retries on another replica. Only a stream that has
+    // begun ends with its error as an event.
+    std::optional<Event> first = next_unless_gone(*job, res);
+    if (!first) return;
+    if (first->error) throw *first->error;
     if (!job->request.stream) {
-      struct End {
-        Server& s;
-        ~End() { s.end_response(); }
-      } end{*this};
       std::string text;
       std::vector<TokenLogprob> tokens;
-      while (true) {
-        std::optional<Event> e = job->next(std::chrono::milliseconds(200));
-        // A client gone frees its slot at the next token, as a stream's does (499: nginx's
-        // "client closed request", for the log and the metrics).
-        if (current.fd >= 0 && ConnectionGuard::peer_closed(current.fd)) {
-          job->cancel();
-          res.status = 499;
-          return;
-        }
-        if (!e) continue;
+      for (std::optional<Event> e = std::move(first); e; e = next_unless_gone(*job, res)) {
         if (e->error) throw *e->error;
         tokens.insert(tokens.end(), e->logprobs.begin(), e->logprobs.end());
         text += e->text;
@@ -379,15 +390,20 @@ struct Server {
         res.set_content(dump(answer.whole(text, tokens, *e)), "application/json");
         return;
       }
+      return;  // the client left
     }
     // Server-sent events, then [DONE]. A write that fails (the client left) cancels the job,
-    // which frees the engine at its next token; while nothing comes (queued, or the prompt's
-    // pass), a comment line every second finds a closed connection too.
+    // which frees the engine at its next token; while nothing comes (a long prompt's pass), a
+    // comment line every second finds a closed connection too.
     res.set_header("Cache-Control", "no-cache");
+    pending.owned = false;  // the writer's release ends it
     res.set_chunked_content_provider(
         "text/event-stream",
-        [job, events = std::move(answer.events)](size_t, httplib::DataSink& sink) {
-          std::optional<Event> e = job->next(std::chrono::milliseconds(1000));
+        [job, events = std::move(answer.events),
+         held = std::make_shared<std::optional<Event>>(std::move(first))](size_t,
+                                                                          httplib::DataSink& sink) {
+          std::optional<Event> e = std::exchange(*held, std::nullopt);
+          if (!e) e = job->next(std::chrono::milliseconds(1000));
           if (!e) {
             static const std::string ping = ": waiting\n\n";
             if (!sink.write(ping.data(), ping.size())) return false;

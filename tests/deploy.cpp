@@ -1,0 +1,91 @@
+#include "tests/deploy.h"
+
+#include <doctest/doctest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <sstream>
+
+#include "tests/process.h"
+
+namespace test {
+
+bool have_program(const std::string& program) {
+  if (on_path(program)) return true;
+  const char* ci = std::getenv("CI");
+  if (ci && std::string(ci) == "true")
+    FAIL(program << " is not installed (bash scripts/setup.sh --tests; CI=true makes this a failure)");
+  MESSAGE("skipped: " << program << " is not installed (bash scripts/setup.sh --tests)");
+  return false;
+}
+
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t n = sizeof a;
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n) == 0);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+Timed timed_request(int port, const std::string& method, const std::string& path,
+                    const std::string& body) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto since = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  Timed out;
+  httplib::Client client("127.0.0.1", port);
+  client.set_connection_timeout(5);
+  client.set_read_timeout(120);
+  client.set_url_encode(false);  // a path is sent as the caller encoded it
+  httplib::Request req;
+  req.method = method;
+  req.path = path;
+  req.body = body;
+  if (!body.empty()) req.set_header("Content-Type", "application/json");
+  req.response_handler = [&](const httplib::Response& r) {
+    out.status = r.status;
+    return true;
+  };
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    if (out.body.empty()) out.first_s = since();
+    out.body.append(data, n);
+    return true;
+  };
+  httplib::Response res;
+  httplib::Error error = httplib::Error::Success;
+  if (!client.send(req, res, error)) out.status = 0;
+  out.total_s = since();
+  return out;
+}
+
+std::string haproxy_stat(const std::string& csv, const std::string& px, const std::string& sv,
+                         const std::string& column) {
+  auto split = [](const std::string& line) {
+    std::vector<std::string> cells;
+    std::stringstream s(line);
+    for (std::string cell; std::getline(s, cell, ',');) cells.push_back(cell);
+    return cells;
+  };
+  std::stringstream lines(csv);
+  std::string line;
+  if (!std::getline(lines, line) || line.rfind("# ", 0) != 0) return "";
+  const std::vector<std::string> head = split(line.substr(2));
+  size_t at = 0;
+  while (at < head.size() && head[at] != column) at++;
+  while (std::getline(lines, line)) {
+    const std::vector<std::string> cells = split(line);
+    if (cells.size() > at && cells[0] == px && cells[1] == sv) return cells[at];
+  }
+  return "";
+}
+
+}  // namespace test
