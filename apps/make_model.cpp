@@ -25,7 +25,8 @@ struct MakeModelArgs {
   std::string shape;            // gpt2: tiny | small | medium | large | xl (default small);
                                 // bert: tiny | minilm | base | large (default base);
                                 // marian: tiny | base (opus-mt's, the default);
-                                // t5: tiny | tiny-gated | small | small-gated (default small)
+                                // t5: tiny | tiny-gated | tiny-narrow | tiny-wide | small |
+                                // small-gated | v1_1-small (default small)
   std::string spm;              // marian, t5: the SentencePiece model
   std::string head = "mlm";     // bert: none | mlm | seqcls | tokcls
   std::string dtype = "f16";    // f32 | f16 | bf16
@@ -182,31 +183,39 @@ int make_t5(const MakeModelArgs& args) {
   struct Shape {
     uint32_t n_embd, n_inner, layers, n_head;
     bool gated;
+    uint32_t d_kv = 0;  // each head's width; 0: n_embd / n_head
   };
   // t5-small's (d_model 512, d_ff 2048, 6 + 6 layers, 8 heads; v1.0: ReLU, tied head), the
-  // same with v1.1's gated GELU and untied head, and tiny ones. The vocabulary is the
-  // SentencePiece model's with T5's 100 sentinels (t5-small's is 32,128).
+  // same with v1.1's gated GELU and untied head, t5-v1_1-small's and flan-t5-small's (d_ff
+  // 1024, 8 + 8 layers, 6 heads of 64: attention 384 wide in a 512-wide model), and tiny ones,
+  // two with attention narrower (4 heads of 8 in 64) and wider (4 heads of 32) than the model.
+  // The vocabulary is the SentencePiece model's with T5's 100 sentinels (t5-small's is 32,128).
   const std::map<std::string, Shape> shapes = {{"tiny", {64, 128, 2, 4, false}},
                                                {"tiny-gated", {64, 128, 2, 4, true}},
+                                               {"tiny-narrow", {64, 128, 2, 4, true, 8}},
+                                               {"tiny-wide", {64, 128, 2, 4, true, 32}},
                                                {"small", {512, 2048, 6, 8, false}},
-                                               {"small-gated", {512, 2048, 6, 8, true}}};
+                                               {"small-gated", {512, 2048, 6, 8, true}},
+                                               {"v1_1-small", {512, 1024, 8, 6, true, 64}}};
   const std::string name = args.shape.empty() ? "small" : args.shape;
   const auto it = shapes.find(name);
   if (it == shapes.end())
-    throw std::runtime_error("unknown T5 shape '" + name + "' (tiny, tiny-gated, small, small-gated)");
+    throw std::runtime_error("unknown T5 shape '" + name +
+                             "' (tiny, tiny-gated, tiny-narrow, tiny-wide, small, small-gated, "
+                             "v1_1-small)");
   const Shape& s = it->second;
   const std::filesystem::path spm = spm_model(args);
-  const model::Config c =
-      model::t5_config(s.n_embd, s.n_inner, s.layers, s.n_head, t5_tokenizer(spm)->vocab_size(), s.gated);
+  const model::Config c = model::t5_config(s.n_embd, s.n_inner, s.layers, s.n_head,
+                                           t5_tokenizer(spm)->vocab_size(), s.gated, s.d_kv);
   model::RandomCheckpointOptions o = random_options(args);
   o.scale = 1.0f / std::sqrt(float(c.n_embd));  // activations of order 1, as a trained model's
   const std::filesystem::path dir = args.out;
   std::filesystem::create_directories(dir);
   model::write_random_checkpoint(dir, c, model::config_json(c), o);
   std::filesystem::copy_file(spm, dir / "spiece.model", std::filesystem::copy_options::overwrite_existing);
-  std::fprintf(stderr, "gpt2vk: wrote %s: T5 %s shape (%u + %u layers, width %u, %u heads, %u tokens), %s, seed %llu\n",
+  std::fprintf(stderr, "gpt2vk: wrote %s: T5 %s shape (%u + %u layers, width %u, %u heads of %u, %u tokens), %s, seed %llu\n",
                dir.c_str(), name.c_str(), c.n_encoder_layer, c.n_layer, c.n_embd, c.n_head,
-               c.n_vocab, args.dtype.c_str(), static_cast<unsigned long long>(args.seed));
+               c.head_dim(), c.n_vocab, args.dtype.c_str(), static_cast<unsigned long long>(args.seed));
   return 0;
 }
 
@@ -256,10 +265,13 @@ Command add_make_model(CLI::App& cli) {
   cmd->add_option("--shape", args->shape,
                   "gpt2: tiny (4 layers, width 128), small (124M, default), medium, large, xl "
                   "(1.5B); bert: tiny, minilm (MiniLM-L6), base (default), large; marian: tiny, "
-                  "base (opus-mt's, default); t5: tiny, tiny-gated, small (t5-small's, default), "
-                  "small-gated (v1.1's gated GELU)")
+                  "base (opus-mt's, default); t5: tiny, tiny-gated, tiny-narrow and tiny-wide "
+                  "(attention narrower and wider than the model), small (t5-small's, default), "
+                  "small-gated (v1.1's gated GELU), v1_1-small (t5-v1_1-small's and "
+                  "flan-t5-small's: 6 heads of 64 in 512)")
       ->check(CLI::IsMember({"tiny", "small", "medium", "large", "xl", "minilm", "base",
-                             "tiny-gated", "small-gated"}));
+                             "tiny-gated", "small-gated", "tiny-narrow", "tiny-wide",
+                             "v1_1-small"}));
   cmd->add_option("--spm", args->spm,
                   "marian, t5: the SentencePiece model (default: tests/data/spm's)");
   cmd->add_option("--head", args->head, "bert: none, mlm (default), seqcls, tokcls")

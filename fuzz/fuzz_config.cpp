@@ -28,7 +28,7 @@ void check_sizes(const model::Config& c) {
   }
   FUZZ_CHECK(total < (uint64_t{1} << 50));
   FUZZ_CHECK(model::parameter_count(c) == total);
-  FUZZ_CHECK(c.n_head > 0 && c.n_embd % c.n_head == 0 && c.head_dim() > 0);
+  FUZZ_CHECK(c.n_head > 0 && c.attn_width() % c.n_head == 0 && c.head_dim() > 0);
 }
 
 // The character tokenizer a config asks for encodes its own characters as 0..n-1 and decodes

@@ -15,7 +15,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "model/formats/checkpoint.h"
@@ -25,7 +27,9 @@
 #include "model/forward/cpu_model.h"
 #include "model/forward/gpu_model.h"
 #include "model/forward/seq2seq.h"
+#include "model/forward/submissions.h"
 #include "model/generation/seq2seq_generate.h"
+#include "model/training/parameters.h"
 #include "tests/files.h"
 #include "tests/gpu.h"
 #include "tests/hf_expected.h"
@@ -52,15 +56,23 @@ std::vector<int32_t> generated(const nlohmann::json& row, const model::Config& c
   return ids;
 }
 
-nlohmann::json expected_json(const char* name) {
-  std::ifstream in(test::hf(name) / "expected.json");
+nlohmann::json expected_json(const std::filesystem::path& dir) {
+  std::ifstream in(dir / "expected.json");
   return nlohmann::json::parse(in);
 }
 
-// The encoder's output, the teacher-forced logits and the greedy ids of every source.
-void check_fixture(model::Seq2Seq& m, const std::string& name, const std::string& device) {
-  const auto e = test::read_expected(test::hf(name.c_str()) / "expected.safetensors");
-  const nlohmann::json ids = expected_json(name.c_str());
+// tests/data/t5-dkv/<name>: a T5 whose attention is not the model's width, with the float64
+// reference's outputs (tools/reference/seq2seq_ref.py --write-dkv).
+std::filesystem::path dkv(const char* name) {
+  return test::source_dir() / "tests/data/t5-dkv" / name;
+}
+
+// The encoder's output, the teacher-forced logits (all at once, then one cached step at a time)
+// and the greedy and beam ids of every source, against a fixture folder's expected outputs.
+void check_fixture(model::Seq2Seq& m, const std::filesystem::path& dir, const std::string& device) {
+  const std::string name = dir.filename().string();
+  const auto e = test::read_expected(dir / "expected.safetensors");
+  const nlohmann::json ids = expected_json(dir);
   const model::Config& c = m.config();
   const size_t C = c.n_embd, V = c.n_vocab;
   const test::Array &input = e.at("input_ids"), &mask = e.at("attention_mask");
@@ -78,7 +90,14 @@ void check_fixture(model::Seq2Seq& m, const std::string& name, const std::string
     const std::vector<int32_t> target = ids_of(dec, b);
     const std::vector<float> got = m.decoder().logits(target);
     REQUIRE(got.size() == target.size() * V);
-    CHECK(test::worst_scaled(got, logits.slice(b * target.size() * V, target.size() * V), V) < 1e-4);
+    const auto ref = logits.slice(b * target.size() * V, target.size() * V);
+    CHECK(test::worst_scaled(got, ref, V) < 1e-4);
+    m.decoder().reset();
+    for (size_t t = 0; t < target.size(); t++) {
+      CAPTURE(t);
+      const std::vector<float> row = m.decoder().next(std::span(&target[t], 1), 0).logits;
+      CHECK(test::worst_scaled(row, std::span(ref).subspan(t * V, V), V) < 1e-4);
+    }
 
     CHECK(model::greedy(m, source, ids["generate"]["max_new_tokens"]) == generated(ids["greedy"][b], c));
 
@@ -100,15 +119,15 @@ void check_fixture(model::Seq2Seq& m, const std::string& name, const std::string
 
 // check_fixture on the GPU under both kernel sets, with beams rerun from scratch (1 slot) and
 // each in a slot of its own (4).
-void check_fixture_on_gpu(test::Gpu& g, const char* name) {
-  auto ck = model::Checkpoint::load(test::hf(name));
+void check_fixture_on_gpu(test::Gpu& g, const std::filesystem::path& dir) {
+  auto ck = model::Checkpoint::load(dir);
   for (vk::KernelSet set : test::kKernelSets)
     for (uint32_t slots : {1u, 4u}) {
       model::GpuModelOptions o;
       o.precision = model::Precision::F32;
       o.slots = slots;
       auto m = model::make_gpu_seq2seq(*ck, g.with_kernels(set), o);
-      check_fixture(*m, name, m->decoder().device_name() + ", slots " + std::to_string(slots));
+      check_fixture(*m, dir, m->decoder().device_name() + ", slots " + std::to_string(slots));
     }
 }
 
@@ -176,12 +195,12 @@ TEST_CASE("seq2seq: a Marian folder loads as an encoder-decoder") {
 TEST_CASE("seq2seq: the CPU reference matches Hugging Face's Marian") {
   auto ck = model::Checkpoint::load(test::hf("marian"));
   auto m = model::make_cpu_seq2seq(*ck, model::Precision::F32);
-  check_fixture(*m, "marian", "CPU reference");
+  check_fixture(*m, test::hf("marian"), "CPU reference");
 }
 
 TEST_CASE("seq2seq: the GPU matches Hugging Face's Marian under both kernel sets") {
   GPU_TEST(g);
-  check_fixture_on_gpu(g, "marian");
+  check_fixture_on_gpu(g, test::hf("marian"));
 }
 
 TEST_CASE("seq2seq: a decoder with cross-attention needs its source") {
@@ -273,13 +292,13 @@ TEST_CASE("seq2seq: the CPU reference matches Hugging Face's T5 (v1.0 and v1.1)"
   for (const char* name : {"t5-v1_0", "t5-v1_1"}) {
     auto ck = model::Checkpoint::load(test::hf(name));
     auto m = model::make_cpu_seq2seq(*ck, model::Precision::F32);
-    check_fixture(*m, name, "CPU reference");
+    check_fixture(*m, test::hf(name), "CPU reference");
   }
 }
 
 TEST_CASE("seq2seq: the GPU matches Hugging Face's T5 under both kernel sets") {
   GPU_TEST(g);
-  for (const char* name : {"t5-v1_0", "t5-v1_1"}) check_fixture_on_gpu(g, name);
+  for (const char* name : {"t5-v1_0", "t5-v1_1"}) check_fixture_on_gpu(g, test::hf(name));
 }
 
 // The shapes users run: t5-small's width (C = 512, 8 heads of 64, F = 2048; v1.0's ReLU and
@@ -306,9 +325,8 @@ TEST_CASE("seq2seq: a T5 config the engine cannot run is a clear error") {
   CHECK(parse().relative_max_distance == 128);
   CHECK(parse().eos_token_id == 1);
   CHECK_FALSE(parse({{"eos_token_id", nullptr}}).eos_token_id);  // null: none
-  // t5-v1_1-small's and flan-t5-small's attention: 6 heads of 64 in a 512-wide model.
-  CHECK_THROWS_WITH(parse({{"num_heads", 6}}),
-                    doctest::Contains("d_kv: 64 x num_heads 6 differs from d_model 512"));
+  CHECK_THROWS_WITH(parse({{"d_kv", 65536}}),
+                    doctest::Contains("d_kv: 65536 x num_heads 8 is more than 65536 wide"));
   CHECK_THROWS_WITH(parse({{"feed_forward_proj", "gated-gelu-x"}}),
                     doctest::Contains("feed_forward_proj: gated-gelu-x is not ACT or gated-ACT"));
   CHECK_THROWS_WITH(parse({{"feed_forward_proj", "tanh"}}),
@@ -316,4 +334,107 @@ TEST_CASE("seq2seq: a T5 config the engine cannot run is a clear error") {
   CHECK_THROWS_WITH(parse({{"relative_attention_num_buckets", 2}}),
                     doctest::Contains("relative_attention_num_buckets: must be at least 4"));
   CHECK_THROWS_WITH(parse({{"vocab_size", 0}}), doctest::Contains("vocab_size: must be at least 1"));
+}
+
+// Attention whose width A = d_kv x num_heads is not d_model (C): t5-v1_1-small's and
+// flan-t5-small's 6 heads of 64 in 512 (A < C, and C no multiple of H), t5-3b's 32 heads of 128
+// in 1024 (A > C). The config keeps A where it differs, and writes it back as d_kv.
+TEST_CASE("seq2seq: T5 configs whose attention is not d_model wide") {
+  auto parse = [](nlohmann::json j) {
+    nlohmann::json base = {{"model_type", "t5"}, {"vocab_size", 100}, {"d_ff", 1024}, {"num_layers", 2}};
+    base.update(j);
+    return model::parse_config(base.dump(), "config.json");
+  };
+  const model::Config small = parse({{"d_model", 512}, {"num_heads", 6}, {"d_kv", 64}});
+  CHECK(small.n_attn == 384);
+  CHECK(small.attn_width() == 384);
+  CHECK(small.head_dim() == 64);
+  const model::Config t5_3b = parse({{"d_model", 1024}, {"num_heads", 32}, {"d_kv", 128}});
+  CHECK(t5_3b.attn_width() == 4096);
+  CHECK(t5_3b.head_dim() == 128);
+  const model::Config same = parse({{"d_model", 512}, {"num_heads", 8}, {"d_kv", 64}});
+  CHECK(same.n_attn == 0);  // A = C: kept as 0, as every other family has it
+  CHECK(same.attn_width() == 512);
+  for (const model::Config& c : {small, t5_3b, same}) {
+    CHECK(model::parse_config(model::config_json(c), "x") == c);
+    for (const model::Config& side : {model::encoder_side(c), model::decoder_side(c)})
+      CHECK(side.attn_width() == c.attn_width());
+  }
+  CHECK(nlohmann::json::parse(model::config_json(small))["d_kv"] == 64);
+  CHECK(model::t5_config(512, 1024, 8, 6, 100, true, 64) ==
+        parse({{"d_model", 512}, {"num_heads", 6}, {"d_kv", 64}, {"d_ff", 1024}, {"num_layers", 8},
+               {"num_decoder_layers", 8}, {"feed_forward_proj", "gated-gelu"},
+               {"tie_word_embeddings", false}, {"eos_token_id", 1}, {"pad_token_id", 0},
+               {"decoder_start_token_id", 0}}));
+  // Only T5's keys can say so: another family's config.json would drop it.
+  model::Config gpt2 = model::gpt2_config(768, 12, 12);
+  gpt2.n_attn = 384;
+  CHECK_THROWS_WITH(model::config_json(gpt2),
+                    doctest::Contains("attention 384 wide in a model 768 wide"));
+  // Training's buffers are the model's width throughout: it says so rather than misread.
+  CHECK_THROWS_WITH(model::training::Parameters{gpt2},
+                    doctest::Contains("training needs attention as wide as the model"));
+  // The planner's cost of a block follows A: a wider attention costs more.
+  const model::SubmissionRates rates;
+  CHECK(model::block_seconds(model::decoder_side(t5_3b), 64, 64, model::DType::F16, rates) >
+        model::block_seconds(model::decoder_side(parse({{"d_model", 1024}, {"num_heads", 32},
+                                                        {"d_kv", 32}})),
+                             64, 64, model::DType::F16, rates));
+}
+
+// tests/data/t5-dkv: narrow (3 heads of 16 in 64, gated GELU, untied, one decoder layer to the
+// encoder's two) and wide (4 heads of 16 in 32, ReLU, tied and scaled): the file's q, k, v
+// [A, C] and o [C, A] presented as c_attn [C, 3A], c_proj [A, C], cross-attention's [C, A] and
+// [A, C]; nothing left over, every parameter counted.
+TEST_CASE("seq2seq: T5 folders whose attention is not d_model wide load") {
+  for (auto [name, C, A] : {std::tuple{"narrow", 64u, 48u}, {"wide", 32u, 64u}}) {
+    CAPTURE(name);
+    auto ck = model::Checkpoint::load(dkv(name));
+    const model::Config& c = ck->config();
+    CHECK(c.n_embd == C);
+    CHECK(c.attn_width() == A);
+    CHECK(c.head_dim() == 16);
+    CHECK(ck->warnings().empty());
+    auto dec = ck->side(model::Family::Decoder);
+    auto enc = ck->side(model::Family::Encoder);
+    using Shape = std::vector<uint64_t>;
+    CHECK(enc->tensor("h.1.attn.c_attn.weight").shape == Shape{C, 3 * A});
+    CHECK(enc->tensor("h.1.attn.c_proj.weight").shape == Shape{A, C});
+    CHECK(dec->tensor("h.0.attn.c_attn.weight").shape == Shape{C, 3 * A});
+    for (const char* t : {"h.0.cross.c_q.weight", "h.0.cross.c_k.weight", "h.0.cross.c_v.weight"})
+      CHECK(dec->tensor(t).shape == Shape{C, A});
+    CHECK(dec->tensor("h.0.cross.c_proj.weight").shape == Shape{A, C});
+    auto file = model::SafeTensors::open(dkv(name) / "model.safetensors");
+    uint64_t params = 0;  // the file has lm_head.weight only where the head is untied
+    for (const model::TensorView& v : file->tensors()) params += v.elements();
+    CHECK(model::parameter_count(c) == params);
+    CHECK(model::parse_config(model::config_json(c), "x") == c);
+  }
+}
+
+// The engine against the float64 reference (tools/reference/seq2seq_ref.py, written from
+// transformers' T5 definition: q, k, v Linear(d_model, d_kv x heads), o the reverse): encoder
+// output, teacher-forced logits and each cached step's, 1e-4 of the row's scale as above (sums
+// over C = 64 or 32, A = 48 or 64, F = 64); greedy and beam ids identical.
+TEST_CASE("seq2seq: the CPU reference matches the float64 reference where d_kv x heads != d_model") {
+  for (const char* name : {"narrow", "wide"}) {
+    auto ck = model::Checkpoint::load(dkv(name));
+    auto m = model::make_cpu_seq2seq(*ck, model::Precision::F32);
+    check_fixture(*m, dkv(name), "CPU reference");
+  }
+}
+
+TEST_CASE("seq2seq: the GPU matches the float64 reference where d_kv x heads != d_model") {
+  GPU_TEST(g);
+  for (const char* name : {"narrow", "wide"}) check_fixture_on_gpu(g, dkv(name));
+}
+
+// The shapes users run: t5-v1_1-small's and flan-t5-small's width (C = 512, 6 heads of 64, F =
+// 1024, gated GELU) and t5-3b's heads (128 wide; here 4 of them in C = 256, A = 512), one layer
+// a side, an 80-token source and 24 target tokens, GPU under both kernel sets against the CPU
+// reference, 1e-4 of the row's scale, then decoding step by step from the cache.
+TEST_CASE("seq2seq: t5-v1_1-small's and t5-3b's attention, GPU against the CPU reference") {
+  GPU_TEST(g);
+  check_width(g, model::t5_config(512, 1024, 1, 6, 8000, true, 64), 80, 24, 0, 3);
+  check_width(g, model::t5_config(256, 512, 1, 4, 8000, false, 128), 80, 24, 0, 3);
 }

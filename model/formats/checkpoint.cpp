@@ -16,7 +16,7 @@ using json_util::shape_str;
 using json_util::show;
 
 std::vector<ExpectedTensor> expected_tensors(const Config& c) {
-  const uint64_t C = c.n_embd, V = c.n_vocab, F = c.n_inner;
+  const uint64_t C = c.n_embd, A = c.attn_width(), V = c.n_vocab, F = c.n_inner;
   std::vector<ExpectedTensor> out;
   if (c.family == Family::EncoderDecoder) {  // the encoder's under "enc.", the shared wte once
     for (ExpectedTensor& e : expected_tensors(encoder_side(c)))
@@ -49,13 +49,15 @@ std::vector<ExpectedTensor> expected_tensors(const Config& c) {
   for (uint32_t i = 0; i < c.n_layer; ++i) {
     const std::string h = "h." + std::to_string(i) + ".";
     if (!c.attention_only) add_norm(h + "ln_1");
-    add_linear(h + "attn.c_attn", C, 3 * C, c.attention_bias);
-    add_linear(h + "attn.c_proj", C, C, c.attention_bias);
+    // Attention A wide (Config::n_attn): q, k, v [C] -> [A], the output [A] -> [C].
+    add_linear(h + "attn.c_attn", C, 3 * A, c.attention_bias);
+    add_linear(h + "attn.c_proj", A, C, c.attention_bias);
     if (c.attention_only) continue;
     if (c.cross_attention) {
       add_norm(h + "ln_x");
-      for (const char* name : {"cross.c_q", "cross.c_k", "cross.c_v", "cross.c_proj"})
-        add_linear(h + name, C, C, c.attention_bias);
+      for (const char* name : {"cross.c_q", "cross.c_k", "cross.c_v"})
+        add_linear(h + name, C, A, c.attention_bias);
+      add_linear(h + "cross.c_proj", A, C, c.attention_bias);
     }
     add_norm(h + "ln_2");
     add_linear(h + "mlp.c_fc", C, c.gated_mlp ? 2 * F : F, c.mlp_bias);  // gated: act, gate

@@ -365,11 +365,14 @@ Config parse_t5(const Reader& r) {
   c.n_ctx = r.count("n_positions", kMaxCtx, 512);
   c.n_embd = r.count("d_model", kMaxEmbd);
   c.n_head = r.count("num_heads", kMaxEmbd);
+  // The attention's width d_kv x num_heads need not be d_model's (t5-v1_1-small: 6 x 64 in 512,
+  // t5-3b: 32 x 128 in 1024); kept only where it differs (Config::n_attn).
   const uint32_t d_kv = r.count("d_kv", kMaxEmbd);
-  if (uint64_t{d_kv} * c.n_head != c.n_embd)
+  const uint64_t width = uint64_t{d_kv} * c.n_head;
+  if (width > kMaxEmbd)
     r.fail("d_kv", std::to_string(d_kv) + " x num_heads " + std::to_string(c.n_head) +
-                       " differs from d_model " + std::to_string(c.n_embd) +
-                       " (attention wider or narrower than the model is not supported)");
+                       " is more than " + std::to_string(kMaxEmbd) + " wide");
+  if (width != c.n_embd) c.n_attn = static_cast<uint32_t>(width);
   c.n_inner = r.count("d_ff", kMaxInner);
   c.n_encoder_layer = r.count("num_layers", kMaxLayer);
   c.n_layer = r.count("num_decoder_layers", kMaxLayer, c.n_encoder_layer);
@@ -626,6 +629,12 @@ std::string t5_json(const Config& c) {
 }  // namespace
 
 std::string config_json(const Config& c) {
+  // Only T5's keys can say that the attention is not the model's width (d_kv).
+  const bool t5 = c.family == Family::EncoderDecoder && c.relative_buckets;
+  if (c.attn_width() != c.n_embd && !t5)
+    throw std::invalid_argument("config_json: attention " + std::to_string(c.attn_width()) +
+                                " wide in a model " + std::to_string(c.n_embd) +
+                                " wide, which only T5's config.json (d_kv) can say");
   if (c.family == Family::Encoder) return bert_json(c);
   if (c.family == Family::EncoderDecoder)
     return c.relative_buckets ? t5_json(c) : marian_json(c);
@@ -682,12 +691,12 @@ Config marian_config(uint32_t n_embd, uint32_t n_layer, uint32_t n_head, uint32_
 }
 
 Config t5_config(uint32_t n_embd, uint32_t n_inner, uint32_t n_layer, uint32_t n_head,
-                 uint32_t n_vocab, bool gated) {
+                 uint32_t n_vocab, bool gated, uint32_t d_kv) {
   // Through parse_t5, so that the derived fields are the ones a folder gets.
   return parse_config(nlohmann::json{{"model_type", "t5"},
                                      {"vocab_size", n_vocab},
                                      {"d_model", n_embd},
-                                     {"d_kv", n_embd / n_head},
+                                     {"d_kv", d_kv ? d_kv : n_embd / n_head},
                                      {"d_ff", n_inner},
                                      {"num_layers", n_layer},
                                      {"num_decoder_layers", n_layer},

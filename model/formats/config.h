@@ -50,7 +50,7 @@ struct Config {
   uint32_t n_ctx = 0;     // n_positions (or n_ctx): the longest sequence
   uint32_t n_embd = 0;    // C
   uint32_t n_layer = 0;
-  uint32_t n_head = 0;    // H; n_embd % n_head == 0
+  uint32_t n_head = 0;    // H; attn_width() % n_head == 0
   uint32_t n_inner = 0;   // MLP width; n_inner, default 4 * n_embd
   float layer_norm_epsilon = 1e-5f;
   model::Activation activation = model::Activation::GeluTanh;  // activation_function
@@ -80,8 +80,8 @@ struct Config {
   std::vector<std::string> labels;     // (id2label) the classifiers' outputs, in id order
   std::optional<int32_t> pad_token_id;  // (pad_token_id)
 
-  // Encoder-decoders (model_type "marian", "t5"). Both stacks share n_embd, n_head, n_inner, the
-  // vocabulary and its embedding; n_layer is the decoder's.
+  // Encoder-decoders (model_type "marian", "t5"). Both stacks share n_embd, n_head, n_attn,
+  // n_inner, the vocabulary and its embedding; n_layer is the decoder's.
   uint32_t n_encoder_layer = 0;  // (encoder_layers)
   bool cross_attention = false;  // a decoder whose blocks attend to an encoder's output
   float embed_scale = 1.0f;      // (scale_embedding: sqrt(n_embd)) multiplies wte's rows
@@ -96,11 +96,16 @@ struct Config {
   uint32_t relative_max_distance = 0;  // (relative_attention_max_distance)
   // (feed_forward_proj "gated-*") the MLP's input projection is [C, 2F]: act(first F) * second F
   bool gated_mlp = false;
+  // (d_kv x num_heads) the attention's width A where it is not the model's: q, k and v project
+  // [C] -> [A], H heads of A / H, and the output [A] -> [C]. 0 (every other family, and a T5
+  // whose d_kv x num_heads is d_model): A = C. attn_width() is the one to read.
+  uint32_t n_attn = 0;
   // (scale_decoder_outputs, or a tied head before transformers 5) multiplies the decoder's
   // output before the head: d_model^-0.5. Applied to ln_f.weight as it loads (seq2seq_tensors).
   float output_scale = 1.0f;
 
-  uint32_t head_dim() const { return n_embd / n_head; }
+  uint32_t attn_width() const { return n_attn ? n_attn : n_embd; }  // A
+  uint32_t head_dim() const { return attn_width() / n_head; }
   // Floats per row of the head's output: the vocabulary (a decoder, masked LM), the labels (a
   // classifier), or 0 (an encoder without a head).
   uint32_t head_width() const;
@@ -140,8 +145,9 @@ Config marian_config(uint32_t n_embd, uint32_t n_layer, uint32_t n_head, uint32_
 // A T5 as Google's are made: n_layer layers a side, 32 buckets up to 128 apart, eps 1e-6, pad =
 // the decoder's start = 0, eos 1, 512 positions. v1.0 (t5-small is (512, 2048, 6, 8) with
 // 32,128 tokens): ReLU, a tied head scaled by d_model^-0.5; v1.1 (gated): gated GELU (tanh), an
-// untied head.
+// untied head. d_kv: each head's width, 0 for n_embd / n_head (t5-v1_1-small and flan-t5-small
+// are (512, 1024, 8, 6) with d_kv 64: attention 384 wide in a 512-wide model).
 Config t5_config(uint32_t n_embd, uint32_t n_inner, uint32_t n_layer, uint32_t n_head,
-                 uint32_t n_vocab, bool gated);
+                 uint32_t n_vocab, bool gated, uint32_t d_kv = 0);
 
 }  // namespace model

@@ -27,13 +27,14 @@ namespace {
 struct CpuState {
   std::vector<int32_t> ids;                           // [T]
   std::vector<int32_t> types;                         // [T] an encoder's token types
-  std::vector<float> x, h, att;                       // [T, C]
-  std::vector<float> qkv;                             // [T, 3C]
+  std::vector<float> x, h;                            // [T, C]
+  std::vector<float> att;                             // [T, A] (A: Config::attn_width())
+  std::vector<float> qkv;                             // [T, 3A]
   std::vector<float> fc;                              // [T, F]
   std::vector<float> gate;                            // [T, 2F] (a gated MLP)
   std::vector<float> logits;                          // [rows, V] (an encoder's head: its width)
-  std::vector<std::vector<float>> k_cache, v_cache;  // [layer][n_ctx, C]
-  // A decoder's source keys and values (cross-attention): [layer][S, C], S = source_len.
+  std::vector<std::vector<float>> k_cache, v_cache;  // [layer][n_ctx, A]
+  // A decoder's source keys and values (cross-attention): [layer][S, A], S = source_len.
   std::vector<std::vector<float>> source_k, source_v;
   uint32_t source_len = 0;
   int32_t argmax = -1;                                // argmax_head's id
@@ -93,12 +94,12 @@ class CpuModel final : public Model {
       auto it = tensors_.find(name);
       return it == tensors_.end() ? nullptr : it->second.data();
     });
-    const size_t C = c.n_embd, T = c.n_ctx;
-    s_.k_cache.assign(c.n_layer, std::vector<float>(T * C));
-    s_.v_cache.assign(c.n_layer, std::vector<float>(T * C));
+    const size_t A = c.attn_width(), T = c.n_ctx;
+    s_.k_cache.assign(c.n_layer, std::vector<float>(T * A));
+    s_.v_cache.assign(c.n_layer, std::vector<float>(T * A));
     if (c.cross_attention) {
-      s_.source_k.assign(c.n_layer, std::vector<float>(T * C));
-      s_.source_v.assign(c.n_layer, std::vector<float>(T * C));
+      s_.source_k.assign(c.n_layer, std::vector<float>(T * A));
+      s_.source_v.assign(c.n_layer, std::vector<float>(T * A));
     }
   }
 
@@ -167,12 +168,12 @@ class CpuModel final : public Model {
   // A pass's buffers for ids, its head's output `logits` floats.
   void start(std::span<const int32_t> ids, size_t logits) {
     const Config& c = config_;
-    const size_t T = ids.size(), C = c.n_embd;
+    const size_t T = ids.size(), C = c.n_embd, A = c.attn_width();
     s_.ids.assign(ids.begin(), ids.end());
     s_.x.assign(T * C, 0);
     s_.h.assign(T * C, 0);
-    s_.att.assign(T * C, 0);
-    s_.qkv.assign(T * 3 * C, 0);
+    s_.att.assign(T * A, 0);
+    s_.qkv.assign(T * 3 * A, 0);
     s_.fc.assign(T * c.n_inner, 0);
     s_.gate.assign(c.gated_mlp ? 2 * T * c.n_inner : 0, 0);
     s_.logits.assign(logits, 0);
@@ -238,18 +239,19 @@ void CpuBackend::argmax_head(Buf in, const Linear<const float*>& l, uint32_t row
   s.argmax = id;
 }
 
+// The attention's width A (Config::attn_width()) is the ops' C: H heads of A / H.
 void CpuBackend::attention_store(uint32_t layer, uint32_t T, uint32_t pos) {
-  const size_t C = c.n_embd;
+  const size_t A = c.attn_width();
   float* kc = s.k_cache[layer].data();
   float* vc = s.v_cache[layer].data();
-  cpu::kv_store(kc, vc, s.qkv.data(), T, C, pos, kv_cache);
+  cpu::kv_store(kc, vc, s.qkv.data(), T, A, pos, kv_cache);
   float* probs = nullptr;
   if (pass.attention && pass.attention_of[layer]) {
     (*pass.attention)[layer].assign(size_t{c.n_head} * T * (pos + T), 0.0f);
     probs = (*pass.attention)[layer].data();
   }
   const uint32_t span = c.relative_buckets ? relative_bias_span(c) : 0;
-  cpu::attention(s.att.data(), s.qkv.data(), 3 * C, kc, vc, T, pos + T, C, c.n_head,
+  cpu::attention(s.att.data(), s.qkv.data(), 3 * A, kc, vc, T, pos + T, A, c.n_head,
                  {c.causal, c.attention_scale, span}, probs, w.rel_bias);
 }
 
@@ -263,9 +265,9 @@ void CpuBackend::source_store(uint32_t layer, const Linear<const float*>& k,
 
 // Every query sees every source row: no mask, the queries' positions play no part.
 void CpuBackend::cross_attention(uint32_t layer, uint32_t T) {
-  const size_t C = c.n_embd;
-  cpu::attention(s.att.data(), s.qkv.data(), C, s.source_k[layer].data(),
-                 s.source_v[layer].data(), T, s.source_len, C, c.n_head,
+  const size_t A = c.attn_width();
+  cpu::attention(s.att.data(), s.qkv.data(), A, s.source_k[layer].data(),
+                 s.source_v[layer].data(), T, s.source_len, A, c.n_head,
                  {false, c.attention_scale}, nullptr);
 }
 

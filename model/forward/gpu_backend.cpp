@@ -131,7 +131,9 @@ void GpuBackend::argmax_head(Buf in, const GpuLinear& l, uint32_t row) {
       k, rec, {.partials = s.partials, .x = buf(in), .w = *l.w, .K = l.K, .N = l.N, .x_row = row});
 }
 
+// The attention's width A (Config::attn_width()) is the ops' C: H heads of A / H.
 void GpuBackend::attention_store(uint32_t layer, uint32_t T, uint32_t pos) {
+  const uint32_t A = c.attn_width();
   gpu::AttentionOptions o;
   o.causal = c.causal;
   o.scale = c.attention_scale;
@@ -151,13 +153,13 @@ void GpuBackend::attention_store(uint32_t layer, uint32_t T, uint32_t pos) {
                                 .rows = s.batch_rows,
                                 .T = T,
                                 .max_len = longest,
-                                .C = c.n_embd,
+                                .C = A,
                                 .H = c.n_head,
                                 .options = o});
     return;
   }
   if (pass.batch) {  // each row alone, in its slot's cache: the same work as a decode step alone
-    const uint64_t row = uint64_t{c.n_embd} * 4;
+    const uint64_t row = uint64_t{A} * 4;
     for (uint32_t b = 0; b < T; b++) {
       const uint32_t slot = pass.batch->rows[b].slot;
       gpu::attention_store(k, rec,
@@ -167,7 +169,7 @@ void GpuBackend::attention_store(uint32_t layer, uint32_t T, uint32_t pos) {
                             .qkv = buf(Buf::QKV).sub(b * 3 * row, 3 * row),
                             .T = 1,
                             .pos = pass.batch->pos[b],
-                            .C = c.n_embd,
+                            .C = A,
                             .H = c.n_head,
                             .options = o});
     }
@@ -183,7 +185,7 @@ void GpuBackend::attention_store(uint32_t layer, uint32_t T, uint32_t pos) {
                         .qkv = buf(Buf::QKV),
                         .T = T,
                         .pos = pos,
-                        .C = c.n_embd,
+                        .C = A,
                         .H = c.n_head,
                         .options = o});
 }
@@ -202,9 +204,10 @@ void GpuBackend::source_store(uint32_t layer, const GpuLinear& kw, const GpuLine
                  .options = {.layout = l->w->layout}});
 }
 
-// Every query sees every source row (no mask): T queries, [T, C] in QKV, over S keys, whatever
+// Every query sees every source row (no mask): T queries, [T, A] in QKV, over S keys, whatever
 // their positions. A batch's rows are independent queries of the same source.
 void GpuBackend::cross_attention(uint32_t layer, uint32_t T) {
+  const uint32_t A = c.attn_width();
   gpu::AttentionOptions o;
   o.causal = false;
   o.scale = c.attention_scale;
@@ -214,10 +217,10 @@ void GpuBackend::cross_attention(uint32_t layer, uint32_t T) {
                   .q = buf(Buf::QKV),
                   .k_cache = s.source_k[layer],
                   .v_cache = s.source_v[layer],
-                  .q_stride = c.n_embd,
+                  .q_stride = A,
                   .T = T,
                   .L = s.source_len,
-                  .C = c.n_embd,
+                  .C = A,
                   .H = c.n_head,
                   .options = o});
 }

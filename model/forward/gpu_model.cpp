@@ -122,16 +122,17 @@ void GpuModel::upload_weights(const Checkpoint& ckpt, const UploadProgress& on_u
 
 void GpuModel::plan_state() {
   const Config& c = config_;
-  const uint64_t T = c.n_ctx, C = c.n_embd, f = 4;
+  // The residual stream and norms are the model's width C, attention and its caches A.
+  const uint64_t T = c.n_ctx, C = c.n_embd, A = c.attn_width(), f = 4;
   x_ = state_.add(T * C * f);
   h_ = state_.add(T * C * f);
-  att_ = state_.add(T * C * f);
-  qkv_ = state_.add(T * 3 * C * f);
+  att_ = state_.add(T * A * f);
+  qkv_ = state_.add(T * 3 * A * f);
   fc_ = state_.add(T * c.n_inner * f);
   if (c.gated_mlp) gate_ = state_.add(T * 2 * c.n_inner * f);
   // A layer's slots side by side, each on a binding's alignment (slot_prefill binds one alone)
   // and all bound at once by a batch.
-  slot_bytes_ = (slots_ == 1 ? T : slot_ctx_) * C * dtype_bytes(kv_cache_);
+  slot_bytes_ = (slots_ == 1 ? T : slot_ctx_) * A * dtype_bytes(kv_cache_);
   slot_stride_ = vk::align_up(slot_bytes_, std::max(state_.alignment(),
                                                      gpu::texel_binding_alignment(device_.caps())));
   const uint64_t layer_bytes = slot_stride_ * (slots_ - 1) + slot_bytes_;
@@ -140,14 +141,14 @@ void GpuModel::plan_state() {
     v_cache_.push_back(state_.add(layer_bytes));
   }
   for (uint32_t i = 0; i < (c.cross_attention ? c.n_layer : 0); i++) {
-    source_k_.push_back(state_.add(T * C * f));
-    source_v_.push_back(state_.add(T * C * f));
+    source_k_.push_back(state_.add(T * A * f));
+    source_v_.push_back(state_.add(T * A * f));
   }
   slot_len_.assign(slots_, 0);
   // The split kernel's partial results; the tiled kernel splits a short prompt's keys in the
   // same scratch.
   if (gpu::attention_needs_scratch(ops_.policy(), slots_, kv_cache_))
-    split_ = state_.add(gpu::attention_model_scratch_bytes(ops_.policy(), c.n_ctx, c.n_embd, c.n_head));
+    split_ = state_.add(gpu::attention_model_scratch_bytes(ops_.policy(), c.n_ctx, c.attn_width(), c.n_head));
   // The top-k's rounds re-read their scratch: device memory, not host memory over the bus.
   const uint32_t k = std::min(Model::kMaxCandidates, c.n_vocab);
   scratch_ = state_.add(std::max<uint64_t>(4, gpu::topk_scratch_bytes(ops_, c.n_vocab, k)));
@@ -177,7 +178,7 @@ void GpuModel::plan_state() {
                                                       .qkv = state_.span(qkv_),
                                                       .T = slots_,
                                                       .max_len = slot_ctx_,
-                                                      .C = c.n_embd,
+                                                      .C = c.attn_width(),
                                                       .H = c.n_head,
                                                       .options = o})
             .empty();
@@ -520,13 +521,15 @@ void GpuModel::check_slots() const {
                              " tokens: the model's context is " + std::to_string(c.n_ctx));
   if (slots_ > 1 && !c.causal)
     throw std::runtime_error("a bidirectional model has no cache to decode several sequences from");
-  // A batch's rows are views of the activations at row offsets, which must be aligned.
+  // A batch's rows are views of the activations at row offsets (C floats, and the attention's
+  // A), which must be aligned.
   const uint64_t align = std::max(device_.caps().storage_buffer_alignment,
                                   device_.caps().texel_buffer_alignment);
-  if (slots_ > 1 && (uint64_t{c.n_embd} * 4) % align != 0)
-    throw std::runtime_error("decoding several sequences together needs a row of " +
-                             std::to_string(c.n_embd) + " floats to be a multiple of " +
-                             std::to_string(align) + " bytes, this device's offset alignment");
+  for (const uint32_t width : {c.n_embd, c.attn_width()})
+    if (slots_ > 1 && (uint64_t{width} * 4) % align != 0)
+      throw std::runtime_error("decoding several sequences together needs a row of " +
+                               std::to_string(width) + " floats to be a multiple of " +
+                               std::to_string(align) + " bytes, this device's offset alignment");
 }
 
 uint32_t GpuModel::slot_length(uint32_t slot) const {
@@ -622,8 +625,8 @@ void GpuModel::slot_copy(std::span<const SlotCopy> copies) {
   rec_.wait();  // a submission still running may read the caches
   rec_.begin();
   const GpuState s = pass_state();
-  // Whole 32-bit words: an fp16 cache's rows hold C halves, C even (check_slots).
-  const uint64_t row_words = uint64_t{config_.n_embd} * dtype_bytes(kv_cache_) / 4;
+  // Whole 32-bit words: an fp16 cache's rows hold A halves, A even (check_slots).
+  const uint64_t row_words = uint64_t{config_.attn_width()} * dtype_bytes(kv_cache_) / 4;
   for (const SlotCopy& c : copies) {
     const auto n = static_cast<uint32_t>(slot_len_[c.from] * row_words);
     for (uint32_t layer = 0; layer < config_.n_layer; layer++) {

@@ -46,14 +46,15 @@ struct Pass {
 
 // What a pass's ops read and write: views of the model's arenas as they are for this pass.
 struct GpuState {
-  vk::BufferSpan x, h, att;  // [n_ctx, C]
-  vk::BufferSpan qkv;        // [n_ctx, 3C]
+  vk::BufferSpan x, h;       // [n_ctx, C]
+  vk::BufferSpan att;        // [n_ctx, A] (A: Config::attn_width())
+  vk::BufferSpan qkv;        // [n_ctx, 3A]
   vk::BufferSpan fc;         // [n_ctx, F]
   vk::BufferSpan gate;       // [n_ctx, 2F] (a gated MLP)
   vk::BufferSpan logits;     // [rows, V]
-  // [layer]: a layer's caches, [slots, slot rows, C], one slot every slot_stride bytes.
+  // [layer]: a layer's caches, [slots, slot rows, A], one slot every slot_stride bytes.
   std::vector<vk::BufferSpan> k_cache, v_cache;
-  // [layer]: a decoder's source keys and values (cross-attention), [S, C] fp32, S = source_len.
+  // [layer]: a decoder's source keys and values (cross-attention), [S, A] fp32, S = source_len.
   std::vector<vk::BufferSpan> source_k, source_v;
   uint32_t source_len = 0;
   uint64_t slot_bytes = 0, slot_stride = 0;
@@ -65,7 +66,7 @@ struct GpuState {
   bool batch_attention = false;          // batches run attention_store_batch
   std::vector<vk::BufferSpan> taps;      // [layer][n_ctx, C] once taps were asked for
   std::vector<vk::BufferSpan> probs;     // [layer][H, T, L]; empty for a layer not tapped
-  // A slot's cache of a layer, [slot rows, C].
+  // A slot's cache of a layer, [slot rows, A].
   vk::BufferSpan k(uint32_t layer, uint32_t slot) const {
     return k_cache[layer].sub(slot * slot_stride, slot_bytes);
   }
@@ -226,8 +227,8 @@ class GpuModel final : public Model {
   Packer state_;  // activations and the KV cache
   size_t x_, h_, qkv_, att_, fc_;
   std::optional<size_t> gate_;  // a gated MLP's [n_ctx, 2F]
-  std::vector<size_t> k_cache_, v_cache_;  // [layer]: [slots, slot rows, C], slot_stride_ apart
-  std::vector<size_t> source_k_, source_v_;  // [layer]: [n_ctx, C] fp32 (cross-attention)
+  std::vector<size_t> k_cache_, v_cache_;  // [layer]: [slots, slot rows, A], slot_stride_ apart
+  std::vector<size_t> source_k_, source_v_;  // [layer]: [n_ctx, A] fp32 (cross-attention)
   uint32_t source_len_ = 0;
   uint64_t slot_bytes_ = 0, slot_stride_ = 0;
   // Batches run attention_store_batch (the same dispatches for any number of rows) where it

@@ -19,8 +19,10 @@ namespace model {
 enum class Buf {
   X,       // [T, C] the residual stream
   H,       // [T, C] a LayerNorm's output, or a residual sum before a post-norm
-  QKV,     // [T, 3C] the fused query/key/value projection; cross-attention's queries [T, C]
-  ATT,     // [T, C] attention output, heads side by side
+  // [T, 3A] the fused query/key/value projection; cross-attention's queries [T, A]. A is the
+  // attention's width (Config::attn_width()): C but in a T5 whose d_kv x num_heads is not d_model.
+  QKV,
+  ATT,     // [T, A] attention output, heads side by side
   FC,      // [T, n_inner] the MLP's hidden layer
   GATE,    // [T, 2 n_inner] a gated MLP's two projections side by side (Config::gated_mlp)
   LOGITS,  // [R, V] logits of the R rows asked for (all T, or the last)
@@ -43,9 +45,9 @@ struct Norm {     // LayerNorm: gamma * normalise(x) + beta, [T, C] -> [T, C]
 
 // A block, as data: its sublayers in order, each a body between a norm and a residual.
 enum class Body {
-  SelfAttention,   // in: the Q, K, V projection [C, 3C]; attention; out: [C, C]
-  // in: the query projection [C, C]; attention over the source's keys and values (an
-  // encoder's output projected once per source: source()); out: [C, C]
+  SelfAttention,   // in: the Q, K, V projection [C, 3A]; attention; out: [A, C]
+  // in: the query projection [C, A]; attention over the source's keys and values (an
+  // encoder's output projected once per source: source()); out: [A, C]
   CrossAttention,
   // in: [C, F] and the config's activation, or gated ([C, 2F], then act(first F) * second F);
   // out: [F, C]
@@ -73,9 +75,9 @@ template <class W>
 struct Sublayer {
   SublayerKind kind;
   Norm<W> norm;   // empty where kind.norm is None
-  Linear<W> in;   // [C, 3C] (self-attention), [C, C] (cross-attention's queries) or [C, F] (MLP)
-  Linear<W> out;  // [C, C] or [F, C]
-  // Cross-attention's key and value projections of the source, [C, C] each (else empty).
+  Linear<W> in;   // [C, 3A] (self-attention), [C, A] (cross-attention's queries) or [C, F] (MLP)
+  Linear<W> out;  // [A, C] or [F, C]
+  // Cross-attention's key and value projections of the source, [C, A] each (else empty).
   Linear<W> source_k, source_v;
 };
 
@@ -126,7 +128,7 @@ enum class Head { AllRows, LastRow, LastArgmax, None };
 // value for a tensor the config does not have.
 template <class W, class Get>
 ModelWeights<W> map_weights(const Config& c, Get get) {
-  const uint32_t C = c.n_embd, F = c.n_inner;
+  const uint32_t C = c.n_embd, A = c.attn_width(), F = c.n_inner;
   auto linear = [&](const std::string& name, uint32_t K, uint32_t N) {
     return Linear<W>{get(name + ".weight"), get(name + ".bias"), K, N, WeightLayout::KN};
   };
@@ -159,14 +161,14 @@ ModelWeights<W> map_weights(const Config& c, Get get) {
           Sublayer<W>{k, k.norm == NormAt::None ? Norm<W>{} : norm(h + ln), {}, {}, {}, {}});
       switch (k.body) {
         case Body::SelfAttention:
-          s.in = linear(h + "attn.c_attn", C, 3 * C);
-          s.out = linear(h + "attn.c_proj", C, C);
+          s.in = linear(h + "attn.c_attn", C, 3 * A);
+          s.out = linear(h + "attn.c_proj", A, C);
           break;
         case Body::CrossAttention:
-          s.in = linear(h + "cross.c_q", C, C);
-          s.out = linear(h + "cross.c_proj", C, C);
-          s.source_k = linear(h + "cross.c_k", C, C);
-          s.source_v = linear(h + "cross.c_v", C, C);
+          s.in = linear(h + "cross.c_q", C, A);
+          s.out = linear(h + "cross.c_proj", A, C);
+          s.source_k = linear(h + "cross.c_k", C, A);
+          s.source_v = linear(h + "cross.c_v", C, A);
           break;
         case Body::Mlp:
           s.in = linear(h + "mlp.c_fc", C, c.gated_mlp ? 2 * F : F);
@@ -192,7 +194,7 @@ ModelWeights<W> map_weights(const Config& c, Get get) {
 //                                               the stack's rel_bias where it has one)
 //   source_store(layer, k, v, S)                X's S rows (the encoder's output) through k
 //                                               and v into the layer's source caches
-//   cross_attention(layer, T)                   attention of QKV's T queries ([T, C]) over
+//   cross_attention(layer, T)                   attention of QKV's T queries ([T, A]) over
 //                                               the source caches -> ATT
 //   argmax_head(in, lin, row)                   the best id of in[row] W (logits not kept)
 //   tap(layer, T)                               X after block `layer` (for comparisons)
@@ -247,6 +249,7 @@ void encoder_head(Backend& b, const Config& c, const ModelWeights<W>& w, uint32_
   switch (c.head) {
     case EncoderHead::None: return;
     case EncoderHead::MaskedLm:  // LayerNorm(act(X Wd + bd)) wte^T + bias
+      // ATT as a [T, C] scratch: an encoder with a head is BERT's, whose A is C.
       b.linear(Buf::H, Buf::X, w.mlm_dense, T, activation(c.activation));
       b.layernorm(Buf::ATT, Buf::H, w.mlm_ln, T);
       b.linear(Buf::LOGITS, Buf::ATT, w.head, T);

@@ -7,15 +7,15 @@ namespace model {
 
 double block_seconds(const Config& c, uint32_t T, uint32_t L, DType weights,
                      const SubmissionRates& rates) {
-  const double C = c.n_embd, t = T, l = std::max(L, T);
-  // c_attn and c_proj, cross-attention's query and output projections, then c_fc (a gated
-  // MLP's two halves) and the MLP's c_proj.
+  const double C = c.n_embd, A = c.attn_width(), t = T, l = std::max(L, T);
+  // c_attn [C, 3A] and c_proj [A, C], cross-attention's query and output projections, then c_fc
+  // (a gated MLP's two halves) and the MLP's c_proj.
   const double mlp = (c.gated_mlp ? 3 : 2) * C * c.n_inner;
-  const double params = 4 * C * C + (c.cross_attention ? 2 * C * C : 0) + (c.attention_only ? 0 : mlp);
+  const double params = 4 * C * A + (c.cross_attention ? 2 * C * A : 0) + (c.attention_only ? 0 : mlp);
   const double tiles = std::ceil(t / 64);
-  const double flops = 2 * t * params + 4 * t * l * C;  // q.k and the weighted sum of v
+  const double flops = 2 * t * params + 4 * t * l * A;  // q.k and the weighted sum of v
   const double bytes = params * static_cast<double>(dtype_bytes(weights)) * tiles +
-                       t * l * C * 2 * sizeof(float);
+                       t * l * A * 2 * sizeof(float);
   return flops / rates.flops_per_s + bytes / rates.bytes_per_s;
 }
 

@@ -42,6 +42,11 @@ Parameters::Parameters(const Config& config) : config_(config), expected_(expect
     throw std::invalid_argument("training runs decoders (GPT-2) only; this is a BERT encoder");
   if (config.family != Family::Decoder || config.cross_attention)
     throw std::invalid_argument("training runs decoders (GPT-2) only; this is an encoder-decoder");
+  // The trainers' buffers and backward ops are sized by n_embd throughout.
+  if (config.attn_width() != config.n_embd)
+    throw std::invalid_argument("training needs attention as wide as the model; this one's is " +
+                                std::to_string(config.attn_width()) + " wide in a model " +
+                                std::to_string(config.n_embd) + " wide");
   for (const ExpectedTensor& e : expected_) values_[e.name].assign(e.elements(), 0.0f);
 }
 

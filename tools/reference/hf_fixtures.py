@@ -8,6 +8,8 @@ with the library's own save_pretrained / save, beside its outputs on fixed input
   bert-st/                                a sentence-transformers folder (BertModel, mean pooling,
                                           Normalize), as SentenceTransformer.save writes it
   t5-v1_0/, t5-v1_1/                      T5ForConditionalGeneration (ReLU tied; gated GELU untied)
+  t5-narrow/, t5-wide/                    the same with d_kv x num_heads != d_model (3 x 16 in 64,
+                                          gated; 4 x 16 in 32, ReLU): tests/data/t5-dkv's shapes
   marian/                                 MarianMTModel (swish, scaled sinusoidal positions)
 
 Each folder gets expected.safetensors (inputs as I64, outputs in F64: the model run in float64
@@ -174,9 +176,14 @@ def t5_family(root):
                   initializer_factor=4.0)  # livelier than 1.0, whose outputs repeat one token
     for i, (name, extra) in enumerate({
             "t5-v1_0": {"feed_forward_proj": "relu", "tie_word_embeddings": True},
-            "t5-v1_1": {"feed_forward_proj": "gated-gelu", "tie_word_embeddings": False}}.items()):
+            "t5-v1_1": {"feed_forward_proj": "gated-gelu", "tie_word_embeddings": False},
+            # Attention narrower (t5-v1_1-small, flan-t5-small) and wider (t5-3b) than the model.
+            "t5-narrow": {"d_model": 64, "num_heads": 3, "d_kv": 16, "num_decoder_layers": 1,
+                          "feed_forward_proj": "gated-gelu", "tie_word_embeddings": False},
+            "t5-wide": {"num_heads": 4, "d_kv": 16, "feed_forward_proj": "relu",
+                        "tie_word_embeddings": True}}.items()):
         torch.manual_seed(300 + i)
-        model = T5ForConditionalGeneration(T5Config(**common, **extra))
+        model = T5ForConditionalGeneration(T5Config(**{**common, **extra}))
         seq2seq(name, model, root, SOURCES, TARGET, {"max_new_tokens": 12})
 
 

@@ -4,6 +4,7 @@ and the logits processors), reading a Hugging Face folder with gpt2_ref's safete
 
     /usr/bin/python3 tools/reference/seq2seq_ref.py --check [DIR ...]  (default: tests/data/hf/{marian,t5-*})
     /usr/bin/python3 tools/reference/seq2seq_ref.py --write-goldens   (tests/data/beam/goldens.json)
+    /usr/bin/python3 tools/reference/seq2seq_ref.py --write-dkv       (tests/data/t5-dkv/{narrow,wide})
     /usr/bin/python3 tools/reference/seq2seq_ref.py --bench-t5 DIR [--source 64 --new 64 --threads 2]
 
 --check, for every fixture (tests/data/hf/README.md): the encoder's last hidden state and the
@@ -12,7 +13,15 @@ fails: float64 against float64 from the same weights, expect ~1e-15), and the gr
 beams4_ngram ids of expected.json exactly. Then Marian's encoder and decoder layers once against
 torch.nn.TransformerEncoderLayer / TransformerDecoderLayer (post-LN, weights copied in, the
 config's activation, no dropout, float64), the implementation nobody here wrote; and that
-tests/data/beam/goldens.json is what --write-goldens would write now.
+tests/data/beam/goldens.json is what --write-goldens would write now. It checks the folders of
+tests/data/t5-dkv the same way (saved outputs against this reference, ids identical).
+
+--write-dkv writes two T5 folders whose attention is not the model's width (d_kv x num_heads !=
+d_model: t5-v1_1-small's and flan-t5-small's narrower, t5-3b's wider), random float32 weights in
+transformers' names and layout, with this reference's float64 outputs and generated ids in the
+fixtures' format (expected.safetensors, expected.json), for tests/test_seq2seq.cpp. No
+transformers here: a folder saved by transformers itself with such a shape is
+tools/reference/hf_fixtures.py's t5-narrow and t5-wide, for a machine that has it.
 
 --write-goldens writes the toy beam-search cases that tests/test_beam.cpp runs through the C++
 beam search (model/generation/beam.h): a seeded "decoder" whose logits are a fixed function of the
@@ -34,7 +43,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpt2_ref import read_safetensors  # noqa: E402
+from gpt2_ref import read_safetensors, write_safetensors  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDENS = ROOT / "tests/data/beam/goldens.json"
@@ -71,8 +80,9 @@ def activation(x, kind):
 
 
 def attention(xq, xkv, w, names, H, scale, bias):
-    """Multi-head attention: xq [B, Tq, C], xkv [B, Tk, C]; names = (q, k, v, out) linears;
-    bias [B or 1, H or 1, Tq, Tk] added to the scores (masks, T5's position bias)."""
+    """Multi-head attention: xq [B, Tq, C], xkv [B, Tk, C]; names = (q, k, v, out) linears, q, k
+    and v [C] -> [A] (T5's A = d_kv x num_heads, which need not be C), out [A] -> [C]; H heads of
+    A / H; bias [B or 1, H or 1, Tq, Tk] added to the scores (masks, T5's position bias)."""
     B, Tq, _ = xq.shape
     Tk = xkv.shape[1]
     q, k, v = (linear(x, w, n) for x, n in ((xq, names[0]), (xkv, names[1]), (xkv, names[2])))
@@ -270,7 +280,7 @@ def t5_bench(folder, source_len, new_tokens, threads):
     config, _, w = load(folder, torch.float32)
     eps, H, C = config["layer_norm_epsilon"], config["num_heads"], config["d_model"]
     layers = config.get("num_decoder_layers") or config["num_layers"]
-    D = C // H
+    D = config["d_kv"]  # each head's width: the attention is H * D wide, not necessarily C
     head = w.get("lm_head.weight", w["shared.weight"])
     scale = config.get("scale_decoder_outputs", config.get("tie_word_embeddings", True))
     g = torch.Generator().manual_seed(1)
@@ -280,7 +290,7 @@ def t5_bench(folder, source_len, new_tokens, threads):
 
     def attend(q, k, v, bias):
         p = torch.softmax(q @ k.transpose(-1, -2) + bias, -1)
-        return (p @ v).transpose(1, 2).reshape(1, -1, C)
+        return (p @ v).transpose(1, 2).reshape(1, -1, H * D)
 
     def run():
         x = w["shared.weight"][source]
@@ -532,6 +542,117 @@ def toy_goldens():
             "cases": out}
 
 
+# ---------------------------------------------------------------- T5 whose attention is not d_model wide
+
+DKV = ROOT / "tests/data/t5-dkv"
+# The fixtures' sources and teacher-forced target (tools/reference/hf_fixtures.py's; pad 0, eos 1).
+DKV_SOURCES = [[13, 7, 42, 19, 5, 1], [22, 8, 31, 1, 0, 0], [3, 44, 17, 29, 11, 1]]
+DKV_TARGET = [0, 9, 14, 27, 6, 33, 1]
+DKV_COMMON = dict(model_type="t5", architectures=["T5ForConditionalGeneration"], is_encoder_decoder=True,
+                  vocab_size=64, num_layers=2, num_decoder_layers=2, relative_attention_num_buckets=8,
+                  relative_attention_max_distance=20, layer_norm_epsilon=1e-6, pad_token_id=0,
+                  eos_token_id=1, decoder_start_token_id=0)
+DKV_SHAPES = {
+    # t5-v1_1-small's and flan-t5-small's pattern: attention narrower than the model (3 x 16 = 48
+    # in 64; 64 is no multiple of 3 heads), gated GELU, an untied head.
+    # One decoder layer to the encoder's two (num_decoder_layers).
+    "narrow": dict(d_model=64, num_heads=3, d_kv=16, d_ff=64, num_decoder_layers=1,
+                   feed_forward_proj="gated-gelu", dense_act_fn="gelu_new", is_gated_act=True,
+                   tie_word_embeddings=False, scale_decoder_outputs=False),
+    # t5-3b's and t5-11b's: wider (4 x 16 = 64 in 32), v1.0's ReLU and tied, scaled head.
+    "wide": dict(d_model=32, num_heads=4, d_kv=16, d_ff=64, feed_forward_proj="relu",
+                 dense_act_fn="relu", is_gated_act=False, tie_word_embeddings=True,
+                 scale_decoder_outputs=True),
+}
+
+# The seeds of 500-529 whose greedy and beam rows run longest before an eos or a loop.
+DKV_SEEDS = {"narrow": 519, "wide": 502}
+
+
+def dkv_weights(config, seed):
+    """{name: float32 tensor} in transformers' T5 names and [out, in] layout, drawn as T5's
+    _init_weights draws them with initializer_factor 4 (q [A, C] by (C d_kv)^-1/2, o [C, A] by
+    A^-1/2, ...) so that greedy decoding does not repeat one token; the norms' weights near 1 but
+    each its own, so that a norm read in the wrong place shows."""
+    g = torch.Generator().manual_seed(seed)
+    C, H, D, F, V = (config[k] for k in ("d_model", "num_heads", "d_kv", "d_ff", "vocab_size"))
+    A, f = H * D, 4.0
+    w = {}
+
+    def draw(name, shape, std):
+        w[name] = (torch.randn(shape, generator=g, dtype=torch.float64) * std).to(torch.float32)
+
+    def norm(name):
+        w[name] = (1 + 0.25 * torch.randn(C, generator=g, dtype=torch.float64)).to(torch.float32)
+
+    def attn(p):
+        draw(p + "q.weight", (A, C), f * (C * D) ** -0.5)
+        draw(p + "k.weight", (A, C), f * C ** -0.5)
+        draw(p + "v.weight", (A, C), f * C ** -0.5)
+        draw(p + "o.weight", (C, A), f * A ** -0.5)
+
+    def ff(p):
+        for wi in (("wi_0", "wi_1") if config["is_gated_act"] else ("wi",)):
+            draw(p + f"DenseReluDense.{wi}.weight", (F, C), f * C ** -0.5)
+        draw(p + "DenseReluDense.wo.weight", (C, F), f * F ** -0.5)
+        norm(p + "layer_norm.weight")
+
+    draw("shared.weight", (V, C), f)
+    for stack, cross, layers in (("encoder", False, "num_layers"), ("decoder", True, "num_decoder_layers")):
+        draw(f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
+             (config["relative_attention_num_buckets"], H), f * C ** -0.5)
+        for i in range(config[layers]):
+            p = f"{stack}.block.{i}.layer."
+            attn(p + "0.SelfAttention.")
+            norm(p + "0.layer_norm.weight")
+            if cross:
+                attn(p + "1.EncDecAttention.")
+                norm(p + "1.layer_norm.weight")
+            ff(p + ("2." if cross else "1."))
+        norm(f"{stack}.final_layer_norm.weight")
+    if not config["tie_word_embeddings"]:
+        draw("lm_head.weight", (V, C), f * C ** -0.5)
+    return w
+
+
+def write_dkv(name, seed):
+    """DKV/name: config.json, model.safetensors, and this reference's outputs as the fixtures
+    hold transformers' (hf_fixtures.py's seq2seq()): float64 runs of the saved float32 weights."""
+    d = DKV / name
+    d.mkdir(parents=True, exist_ok=True)
+    config = dict(DKV_COMMON, **DKV_SHAPES[name])
+    (d / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    write_safetensors(d / "model.safetensors", dkv_weights(config, seed))
+    model = Seq2Seq(d)
+    ids = torch.tensor(DKV_SOURCES)
+    mask = (ids != config["pad_token_id"]).long()
+    dec = torch.tensor([DKV_TARGET] * len(DKV_SOURCES))
+    enc = model.encode(ids, mask)
+    logits = model.logits(enc, mask, dec)
+    write_safetensors(d / "expected.safetensors", {
+        "input_ids": ids, "attention_mask": mask, "decoder_input_ids": dec,
+        "logits": logits.contiguous(), "encoder_hidden": enc.contiguous()})
+    gen = {"max_new_tokens": 12}
+    meta = {"generate": gen,
+            "beam_settings": {"num_beams": 4, "length_penalty": 1.0, "early_stopping": True},
+            "beam_ngram_settings": {"num_beams": 4, "length_penalty": 0.6, "early_stopping": False,
+                                    "no_repeat_ngram_size": 2},
+            "note": "tools/reference/seq2seq_ref.py --write-dkv: float64 outputs of the float32 "
+                    "weights and generated ids from this reference, not from transformers"}
+    runs = {"greedy": {}, "beams4": meta["beam_settings"], "beams4_ngram": meta["beam_ngram_settings"]}
+    for key, beam in runs.items():
+        st = fixture_settings(model, meta, **beam)
+        rows = []
+        for b in range(len(DKV_SOURCES)):
+            def step(seqs, b=b):
+                n = seqs.shape[0]
+                return model.logits(enc[b:b + 1].expand(n, -1, -1), mask[b:b + 1].expand(n, -1), seqs)[:, -1]
+            rows.append(beam_search(st, config["vocab_size"], step))
+        meta[key] = pad_rows(rows, st.pad if key == "greedy" else (st.pad or st.eos))
+    (d / "expected.json").write_text(json.dumps(meta, indent=1) + "\n")
+    return d
+
+
 # ---------------------------------------------------------------- checks
 
 def scaled_error(got, ref):
@@ -640,6 +761,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", nargs="*")
     ap.add_argument("--write-goldens", action="store_true")
+    ap.add_argument("--write-dkv", action="store_true")
     ap.add_argument("--bench-t5", metavar="DIR", help="time t5_bench on a T5 folder")
     ap.add_argument("--source", type=int, default=64)
     ap.add_argument("--new", type=int, default=64)
@@ -654,10 +776,15 @@ def main():
             '{"seed"', '\n{"seed"') + "\n")
         print(f"wrote {GOLDENS.relative_to(ROOT)}")
         return 0
+    if a.write_dkv:
+        for name, seed in DKV_SEEDS.items():
+            print(f"wrote {write_dkv(name, seed).relative_to(ROOT)}")
+        return 0
     if a.check is None:
-        ap.error("--check or --write-goldens")
+        ap.error("--check, --write-goldens or --write-dkv")
     hf = ROOT / "tests/data/hf"
-    folders = a.check or [str(hf / n) for n in ("marian", "t5-v1_0", "t5-v1_1")]
+    folders = a.check or ([str(hf / n) for n in ("marian", "t5-v1_0", "t5-v1_1")] +
+                          [str(DKV / n) for n in DKV_SHAPES])
     bad = 0
     print(f"{'fixture':10} {'encoder_hidden':>14} {'logits':>8} {'greedy':>8} {'beams4':>8} {'beams4_ngram':>12}"
           "   (hidden, logits: max |diff| / row max, ok <= 1e-9; ids: rows identical)")
