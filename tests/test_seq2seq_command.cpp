@@ -120,32 +120,39 @@ TEST_CASE("seq2seq command: bad input is a clear error, exit 1") {
   fails({"-p", "hi"}, "source.spm");
 }
 
-// A T5 folder as make-model writes it (t5's tiny gated shape, random weights over the unigram
-// model's 4,000 pieces and 100 sentinels): one spiece.model for both sides.
+// A T5 folder as make-model writes it (random weights over the unigram model's 4,000 pieces and
+// 100 sentinels): one spiece.model for both sides. The tiny gated shape, and the tiny one whose
+// attention is narrower than the model (flan-t5-small's kind: d_kv x heads < d_model).
 TEST_CASE("seq2seq command: a T5 folder and its spiece.model, CPU and GPU alike") {
-  test::TempDir dir;
-  const std::string m = dir.path().string();
-  const test::CliResult made = test::gpt2vk(
-      {"make-model", "--arch", "t5", "--shape", "tiny-gated", "--dtype", "f32", "-o", m});
-  REQUIRE_MESSAGE(made.exit_code == 0, made.err);
-  const std::string text = "translate English to German: The house is wonderful.";
-  auto ck = model::Checkpoint::load(dir.path());
-  auto s2s = model::make_cpu_seq2seq(*ck, model::Precision::F32);
-  const auto tok = model::load_sentencepiece(dir.path(), model::SpmFlavor::T5);
-  const std::string greedy = tok->decode(model::greedy(*s2s, tok->encode(text), 12));
-  std::vector<std::string> devices{"cpu"};
-  if (test::gpu()) devices.push_back("");
-  for (const std::string& device : devices) {
-    CAPTURE(device);
-    std::vector<std::string> args{"seq2seq", "-m", m, "--precision", "f32", "-n", "12", "-p", text};
-    if (!device.empty()) args.insert(args.end(), {"--device", device});
-    const test::CliResult r = test::gpt2vk(args);
-    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-    CHECK(r.out == greedy + "\n");
-    CHECK(test::no_validation_messages(r));
+  for (const char* shape : {"tiny-narrow", "tiny-gated"}) {
+    CAPTURE(shape);
+    test::TempDir dir;
+    const std::string m = dir.path().string();
+    const test::CliResult made = test::gpt2vk(
+        {"make-model", "--arch", "t5", "--shape", shape, "--dtype", "f32", "-o", m});
+    REQUIRE_MESSAGE(made.exit_code == 0, made.err);
+    const std::string text = "translate English to German: The house is wonderful.";
+    auto ck = model::Checkpoint::load(dir.path());
+    const model::Config& c = ck->config();
+    CHECK((c.attn_width() != c.n_embd) == (std::string(shape) == "tiny-narrow"));
+    auto s2s = model::make_cpu_seq2seq(*ck, model::Precision::F32);
+    const auto tok = model::load_sentencepiece(dir.path(), model::SpmFlavor::T5);
+    const std::string greedy = tok->decode(model::greedy(*s2s, tok->encode(text), 12));
+    std::vector<std::string> devices{"cpu"};
+    if (test::gpu()) devices.push_back("");
+    for (const std::string& device : devices) {
+      CAPTURE(device);
+      std::vector<std::string> args{"seq2seq", "-m", m, "--precision", "f32", "-n", "12", "-p", text};
+      if (!device.empty()) args.insert(args.end(), {"--device", device});
+      const test::CliResult r = test::gpt2vk(args);
+      REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+      CHECK(r.out == greedy + "\n");
+      CHECK(test::no_validation_messages(r));
+    }
+    if (std::string(shape) == "tiny-narrow") continue;
+    std::filesystem::remove(dir.path() / "spiece.model");
+    const test::CliResult r = test::gpt2vk({"seq2seq", "-m", m, "-p", "hi", "--device", "cpu"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("spiece.model: no such file") != std::string::npos);
   }
-  std::filesystem::remove(dir.path() / "spiece.model");
-  const test::CliResult r = test::gpt2vk({"seq2seq", "-m", m, "-p", "hi", "--device", "cpu"});
-  CHECK(r.exit_code == 1);
-  CHECK(r.err.find("spiece.model: no such file") != std::string::npos);
 }

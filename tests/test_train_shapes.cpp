@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -81,20 +82,53 @@ std::vector<int32_t> tokens_of(const model::Config& c) {
   return model::load_tokenizer(test::source_dir() / "data" / "gpt2", c.tokenizer)->encode(text);
 }
 
+// Whether Debian's torch is there for the reference; without it a skip, or a failure in CI.
 bool python_torch() {
-  return test::run({"/usr/bin/python3", "-c", "import torch"}).exit_code == 0;
+  if (test::run({"/usr/bin/python3", "-c", "import torch"}).exit_code == 0) return true;
+  const char* ci = std::getenv("CI");
+  if (ci && std::string(ci) == "true") FAIL("CI=true and Debian's python3-torch is missing");
+  MESSAGE("skipped: /usr/bin/python3 has no torch (Debian: python3-torch, scripts/setup.sh --tests)");
+  return false;
+}
+
+// The trainer's gradients against the reference's: each tensor within 2e-3 of its largest
+// magnitude.
+void check_gradients(const std::string& what, const Parameters& got,
+                     const model::SafeTensors& grads) {
+  for (const model::ExpectedTensor& e : got.tensors()) {
+    const model::TensorView* r = grads.find(e.name);
+    REQUIRE_MESSAGE(r, e.name);
+    const std::vector<float> want = model::to_f32(*r);
+    double peak = 0;
+    for (float v : want) peak = std::max(peak, std::abs(double(v)));
+    CHECK(test::close(what + ": d loss / d " + e.name, got.tensor(e.name), want, {2e-3 * peak, 0}));
+  }
+}
+
+// The reference's AdamW steps: its warm-up, cosine schedule, clipping and decay (its
+// trajectory.json's "settings").
+model::training::Schedule schedule_of(const nlohmann::json& st) {
+  return {st.at("lr"), st.at("warmup"), st.at("cosine"), st.at("lr_min"), st.at("steps")};
+}
+model::training::StepSettings settings_of(const nlohmann::json& st) {
+  model::training::StepSettings settings;
+  settings.beta1 = st.at("beta1"), settings.beta2 = st.at("beta2"), settings.eps = st.at("eps");
+  settings.weight_decay = st.at("weight_decay"), settings.clip = st.at("grad_clip");
+  return settings;
+}
+
+// A step's loss within 1e-4 of the reference's, relative.
+void check_loss(const std::string& what, uint64_t step, double loss, double want) {
+  const std::string at = what + ", step " + std::to_string(step) + ": " + std::to_string(loss) +
+                         " against " + std::to_string(want);
+  CHECK_MESSAGE(std::abs(loss - want) <= 1e-4 * want, at);
 }
 
 }  // namespace
 
 TEST_CASE("training at the shapes users train matches the float64 PyTorch reference, both kernel sets") {
   GPU_TEST(g);
-  if (!python_torch()) {
-    const char* ci = std::getenv("CI");
-    if (ci && std::string(ci) == "true") FAIL("CI=true and Debian's python3-torch is missing");
-    MESSAGE("skipped: /usr/bin/python3 has no torch (Debian: python3-torch, scripts/setup.sh --tests)");
-    return;
-  }
+  if (!python_torch()) return;
   const Shape shapes[] = {
       {32, 4, 50257, true, 2, 16, 10},    // the suite's gpt2-tiny shape with GPT-2's vocabulary
       {128, 4, 50257, true, 4, 17, 0},    // head dim 32: a tile of 16 rows and one more
@@ -138,21 +172,10 @@ TEST_CASE("training at the shapes users train matches the float64 PyTorch refere
       trainer.gradients(step_ids, step_targets);
       Parameters got(c);
       trainer.download_grads(got);
-      for (const model::ExpectedTensor& e : got.tensors()) {
-        const model::TensorView* r = grads->find(e.name);
-        REQUIRE_MESSAGE(r, e.name);
-        const std::vector<float> want = model::to_f32(*r);
-        double peak = 0;
-        for (float v : want) peak = std::max(peak, std::abs(double(v)));
-        CHECK(test::close(what + ": d loss / d " + e.name, got.tensor(e.name), want, {2e-3 * peak, 0}));
-      }
+      check_gradients(what, got, *grads);
       if (s.steps == 0) continue;
-      // The reference's AdamW steps: its warm-up, cosine schedule, clipping and decay.
-      model::training::Schedule schedule{st.at("lr"), st.at("warmup"), st.at("cosine"),
-                                         st.at("lr_min"), st.at("steps")};
-      model::training::StepSettings settings;
-      settings.beta1 = st.at("beta1"), settings.beta2 = st.at("beta2"), settings.eps = st.at("eps");
-      settings.weight_decay = st.at("weight_decay"), settings.clip = st.at("grad_clip");
+      const model::training::Schedule schedule = schedule_of(st);
+      model::training::StepSettings settings = settings_of(st);
       model::training::GpuTrainer stepper(g.with_kernels(set), start, s.B, s.T);
       model::training::Batches batches(tokens, s.B, s.T);
       const std::vector<double> losses = traj.at("losses").get<std::vector<double>>();
@@ -161,10 +184,7 @@ TEST_CASE("training at the shapes users train matches the float64 PyTorch refere
         settings.lr = static_cast<float>(model::training::learning_rate(schedule, step));
         settings.step = step + 1;
         batches.next(step_ids, step_targets);
-        const double loss = stepper.step(step_ids, step_targets, settings).loss;
-        const std::string at = what + ", step " + std::to_string(step) + ": " +
-                               std::to_string(loss) + " against " + std::to_string(losses[step]);
-        CHECK_MESSAGE(std::abs(loss - losses[step]) <= 1e-4 * losses[step], at);
+        check_loss(what, step, stepper.step(step_ids, step_targets, settings).loss, losses[step]);
       }
     }
   }
@@ -179,12 +199,7 @@ TEST_CASE("training at the shapes users train matches the float64 PyTorch refere
 // largest magnitude, 10 AdamW steps' losses within 1e-4 relative. Both kernel sets.
 TEST_CASE("random windows and gradient accumulation match the float64 PyTorch reference") {
   GPU_TEST(g);
-  if (!python_torch()) {
-    const char* ci = std::getenv("CI");
-    if (ci && std::string(ci) == "true") FAIL("CI=true and Debian's python3-torch is missing");
-    MESSAGE("skipped: /usr/bin/python3 has no torch (Debian: python3-torch, scripts/setup.sh --tests)");
-    return;
-  }
+  if (!python_torch()) return;
   const Shape s{32, 4, 256, true, 2, 16, 10};
   const uint32_t M = 3;
   const uint64_t seed = 41;
@@ -221,19 +236,9 @@ TEST_CASE("random windows and gradient accumulation match the float64 PyTorch re
     trainer.gradients(step_ids, step_targets);
     Parameters got(c);
     trainer.download_grads(got);
-    for (const model::ExpectedTensor& e : got.tensors()) {
-      const model::TensorView* r = grads->find(e.name);
-      REQUIRE_MESSAGE(r, e.name);
-      const std::vector<float> want = model::to_f32(*r);
-      double peak = 0;
-      for (float v : want) peak = std::max(peak, std::abs(double(v)));
-      CHECK(test::close(what + ": d loss / d " + e.name, got.tensor(e.name), want, {2e-3 * peak, 0}));
-    }
-    model::training::Schedule schedule{st.at("lr"), st.at("warmup"), st.at("cosine"),
-                                       st.at("lr_min"), st.at("steps")};
-    model::training::StepSettings settings;
-    settings.beta1 = st.at("beta1"), settings.beta2 = st.at("beta2"), settings.eps = st.at("eps");
-    settings.weight_decay = st.at("weight_decay"), settings.clip = st.at("grad_clip");
+    check_gradients(what, got, *grads);
+    const model::training::Schedule schedule = schedule_of(st);
+    model::training::StepSettings settings = settings_of(st);
     model::training::GpuTrainer stepper(g.with_kernels(set), start, s.B, s.T, false, M);
     model::training::RandomWindows order(tokens, M * s.B, s.T, seed);
     for (uint64_t step = 0; step < losses.size(); step++) {
@@ -245,10 +250,7 @@ TEST_CASE("random windows and gradient accumulation match the float64 PyTorch re
         CHECK_MESSAGE(std::equal(step_ids.begin() + r * s.T, step_ids.begin() + (r + 1) * s.T,
                                  tokens.begin() + static_cast<std::ptrdiff_t>(offsets[step][r])),
                       what, ", step ", step, " row ", r, ": not the window at ", offsets[step][r]);
-      const double loss = stepper.step(step_ids, step_targets, settings).loss;
-      const std::string at = what + ", step " + std::to_string(step) + ": " +
-                             std::to_string(loss) + " against " + std::to_string(losses[step]);
-      CHECK_MESSAGE(std::abs(loss - losses[step]) <= 1e-4 * losses[step], at);
+      check_loss(what, step, stepper.step(step_ids, step_targets, settings).loss, losses[step]);
     }
   }
 }
