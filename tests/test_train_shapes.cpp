@@ -91,6 +91,24 @@ bool python_torch() {
   return false;
 }
 
+// tools/reference/train_ref.py over the checkpoint as gpt2vk saves it (dir/model) and the same
+// token ids (dir/ids.bin), its outputs in dir/ref; `extra` after the shape's arguments.
+test::CliResult run_reference(const std::filesystem::path& dir, const Parameters& start,
+                              const std::vector<int32_t>& tokens, const Shape& s,
+                              const std::vector<std::string>& extra) {
+  model::training::save_checkpoint(dir / "model", start, test::source_dir() / "data" / "gpt2");
+  std::string ids(tokens.size() * 4, '\0');
+  std::memcpy(ids.data(), tokens.data(), ids.size());
+  test::write_file(dir / "ids.bin", ids);
+  std::vector<std::string> args{
+      "/usr/bin/python3", (test::source_dir() / "tools" / "reference" / "train_ref.py").string(),
+      "--checkpoint", (dir / "model").string(), "--ids", (dir / "ids.bin").string(), "--out",
+      (dir / "ref").string(), "--batch", std::to_string(s.B), "--ctx", std::to_string(s.T),
+      "--steps", std::to_string(s.steps)};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return test::run(args);
+}
+
 // The trainer's gradients against the reference's: each tensor within 2e-3 of its largest
 // magnitude.
 void check_gradients(const std::string& what, const Parameters& got,
@@ -147,15 +165,7 @@ TEST_CASE("training at the shapes users train matches the float64 PyTorch refere
 
     // The reference, from the checkpoint as gpt2vk saves it and the same token ids.
     test::TempDir dir;
-    model::training::save_checkpoint(dir / "model", start, test::source_dir() / "data" / "gpt2");
-    std::string ids(tokens.size() * 4, '\0');
-    std::memcpy(ids.data(), tokens.data(), ids.size());
-    test::write_file(dir / "ids.bin", ids);
-    const test::CliResult ref = test::run(
-        {"/usr/bin/python3", (test::source_dir() / "tools" / "reference" / "train_ref.py").string(),
-         "--checkpoint", (dir / "model").string(), "--ids", (dir / "ids.bin").string(), "--out",
-         (dir / "ref").string(), "--batch", std::to_string(s.B), "--ctx", std::to_string(s.T),
-         "--steps", std::to_string(s.steps)});
+    const test::CliResult ref = run_reference(dir.path(), start, tokens, s, {});
     REQUIRE_MESSAGE(ref.exit_code == 0, ref.err);
     const std::unique_ptr<model::SafeTensors> grads = model::SafeTensors::open(dir / "ref" / "grads.safetensors");
     const nlohmann::json traj = nlohmann::json::parse(test::read_file(dir / "ref" / "trajectory.json"));
@@ -208,16 +218,10 @@ TEST_CASE("random windows and gradient accumulation match the float64 PyTorch re
   std::vector<int32_t> tokens = tokens_of(c);
   tokens.resize(4000);  // the suite's goldens' 4,000 bytes: windows far apart
   test::TempDir dir;
-  model::training::save_checkpoint(dir / "model", start, test::source_dir() / "data" / "gpt2");
-  std::string ids(tokens.size() * 4, '\0');
-  std::memcpy(ids.data(), tokens.data(), ids.size());
-  test::write_file(dir / "ids.bin", ids);
-  const test::CliResult ref = test::run(
-      {"/usr/bin/python3", (test::source_dir() / "tools" / "reference" / "train_ref.py").string(),
-       "--checkpoint", (dir / "model").string(), "--ids", (dir / "ids.bin").string(), "--out",
-       (dir / "ref").string(), "--batch", std::to_string(s.B), "--ctx", std::to_string(s.T),
-       "--steps", std::to_string(s.steps), "--sampling", "random", "--seed", std::to_string(seed),
-       "--grad-accum", std::to_string(M)});
+  const test::CliResult ref =
+      run_reference(dir.path(), start, tokens, s,
+                    {"--sampling", "random", "--seed", std::to_string(seed), "--grad-accum",
+                     std::to_string(M)});
   REQUIRE_MESSAGE(ref.exit_code == 0, ref.err);
   const std::unique_ptr<model::SafeTensors> grads = model::SafeTensors::open(dir / "ref" / "grads.safetensors");
   const nlohmann::json traj = nlohmann::json::parse(test::read_file(dir / "ref" / "trajectory.json"));
