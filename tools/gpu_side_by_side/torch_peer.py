@@ -6,8 +6,11 @@ The same tests as bench, measured the way bench measures them:
   tgN   one token of prompt, then N greedy tokens through model.generate (what a user runs),
         tokens/s over the whole call (the 1-token prefill included, as is bench's first step).
   train one AdamW step of batch x ctx tokens (mode train): forward, backward, gradient clipping
-        to 1.0, the update; fp32 weights without TF32, as gpt2vk train; the median of the steps
-        after the first two.
+        to 1.0, the update; fp32 weights without TF32, as gpt2vk train (or, with --amp bf16,
+        the forward and backward under torch.autocast in bfloat16, the weights and the update
+        still fp32: what a PyTorch user trains with); the median of the steps after the first
+        two, the peak memory PyTorch allocated, and the model FLOPs of a token (6 N + 12 L C T,
+        N the parameters in matmuls: the tied head counted, the position table not).
 Modes: eager (the default dynamic cache), static (cache_implementation="static", not compiled),
 compiled (static cache and torch.compile through generate's own compile path; the first call
 compiles and is reported apart). One JSON object per test on stdout.
@@ -94,13 +97,15 @@ def time_tg(model, n, repeats, mode):
     return samples, first
 
 
-def time_train(model, batch, ctx, steps):
+def time_train(model, batch, ctx, steps, amp=None):
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1)
     ids = torch.randint(0, 50257, (batch, ctx), device="cuda")
     samples = []
+    torch.cuda.reset_peak_memory_stats()
     for i in range(steps):
         t0 = time.perf_counter()
-        loss = model(input_ids=ids, labels=ids).loss
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp == "bf16"):
+            loss = model(input_ids=ids, labels=ids).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -121,6 +126,7 @@ def main():
     ap.add_argument("--pp", default="128,512")
     ap.add_argument("--tg", default="128")
     ap.add_argument("-r", "--repeats", type=int, default=5)
+    ap.add_argument("--amp", choices=["bf16"], help="train: autocast the forward and backward")
     a = ap.parse_args()
     model = make_model(a.shape, half=a.mode != "train")
     base = {"engine": "pytorch", "torch": torch.__version__,
@@ -128,9 +134,14 @@ def main():
             "shape": a.shape, "mode": a.mode, "attn": model.config._attn_implementation}
     if a.mode == "train":
         torch.backends.cuda.matmul.allow_tf32 = False
-        rec = dict(base, test=f"train {a.batch}x{a.ctx}")
-        s = time_train(model, a.batch, a.ctx, a.repeats + 2)
-        rec.update(median_ts=statistics.median(s), min_ts=min(s), max_ts=max(s), runs=len(s))
+        rec = dict(base, test=f"train {a.batch}x{a.ctx}", amp=a.amp or "none")
+        s = time_train(model, a.batch, a.ctx, a.repeats + 2, a.amp)
+        cfg = model.config
+        n_matmul = sum(p.numel() for p in model.parameters()) - cfg.n_positions * cfg.n_embd
+        flops = 6 * n_matmul + 12 * cfg.n_layer * cfg.n_embd * a.ctx
+        rec.update(median_ts=statistics.median(s), min_ts=min(s), max_ts=max(s), runs=len(s),
+                   peak_mib=round(torch.cuda.max_memory_allocated() / 2**20),
+                   flops_per_token=flops)
         print(json.dumps(rec), flush=True)
         return 0
     tests = [("pp", int(x)) for x in a.pp.split(",") if x and x != "0"]
