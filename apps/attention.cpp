@@ -8,6 +8,7 @@
 
 #include "apps/attention_view.h"
 #include "apps/commands.h"
+#include "apps/encoder_session.h"
 #include "apps/options.h"
 #include "apps/session.h"
 #include "model/generation/generate.h"
@@ -44,10 +45,8 @@ void write_file(const std::string& path, const std::string& text) {
   }
 }
 
-int attention(const AttentionArgs& args) {
-  const std::string text = read_text(args.prompt, args.file);
-  Session s = open_checkpoint(args.model);
-  const model::Config& c = s.checkpoint->config();
+// Throws for a --layer or --head the model does not have.
+void check_layer_head(const AttentionArgs& args, const model::Config& c) {
   if (args.layer && *args.layer >= c.n_layer)
     throw std::runtime_error("--layer " + std::to_string(*args.layer) + ": the model has " +
                              std::to_string(c.n_layer) + " layers (0.." +
@@ -56,43 +55,43 @@ int attention(const AttentionArgs& args) {
     throw std::runtime_error("--head " + std::to_string(*args.head) + ": the model has " +
                              std::to_string(c.n_head) + " heads (0.." +
                              std::to_string(c.n_head - 1) + ")");
-  const std::vector<int32_t> ids = s.tokenizer->encode(text);
-  model::check_prompt(c, ids.size());
-  const bool files = !args.out.empty() || !args.json.empty();
-  // The terminal shows one head: only its layer is tapped.
-  const std::optional<uint32_t> only_layer = files ? args.layer : args.layer.value_or(0);
-  const uint64_t T = ids.size();
-  const uint64_t layers = only_layer ? 1 : c.n_layer, heads = args.head || !files ? 1 : c.n_head;
-  if (files && layers * heads * T * T > kMaxWeights)
+}
+
+bool files(const AttentionArgs& args) {
+  return !args.out.empty() || !args.json.empty();
+}
+
+// The layers to tap: --layer's, else every one for a file; the terminal shows one head, so only
+// its layer is tapped. Throws where the weights asked for are more than a file takes.
+std::optional<uint32_t> tapped_layer(const AttentionArgs& args, const model::Config& c,
+                                     uint64_t T) {
+  const std::optional<uint32_t> only_layer =
+      files(args) ? args.layer : args.layer.value_or(0);
+  const uint64_t layers = only_layer ? 1 : c.n_layer;
+  const uint64_t heads = args.head || !files(args) ? 1 : c.n_head;
+  if (files(args) && layers * heads * T * T > kMaxWeights)
     throw std::runtime_error(
         std::to_string(layers) + " layers x " + std::to_string(heads) + " heads x " +
         std::to_string(T) + " x " + std::to_string(T) + " tokens are " +
         std::to_string(layers * heads * T * T) + " weights, over the " +
         std::to_string(kMaxWeights) +
         " a page or JSON file takes: choose one with --layer and/or --head, or a shorter prompt");
+  return only_layer;
+}
 
-  open_model(s, args.model);
-  s.model->set_attention_taps(true, only_layer);
-  s.model->logits(ids);
-
-  AttentionMap map;
-  map.model = model_dir(args.model).string();
-  map.title = map.model + ": \"" + text.substr(0, 60) + (text.size() > 60 ? "...\"" : "\"");
-  map.device = s.model->device_name();
-  map.precision = model::precision_name(s.model->precision());
-  map.n_layer = c.n_layer;
-  map.n_head = c.n_head;
-  map.causal = c.causal;
-  map.ids = ids;
-  for (int32_t id : ids) map.tokens.push_back(display_token(s.tokenizer->token_bytes(id)));
-  for (uint32_t l = 0; l < c.n_layer; l++)
+// The map's layers, heads and weights from a pass's tap ([layer][H, T, T]); then the page, the
+// JSON and the terminal view, as asked.
+int show(const AttentionArgs& args, AttentionMap& map, std::optional<uint32_t> only_layer,
+         const std::vector<std::vector<float>>& probs) {
+  const bool to_files = files(args);
+  for (uint32_t l = 0; l < map.n_layer; l++)
     if (!only_layer || *only_layer == l) map.layers.push_back(l);
-  for (uint32_t h = 0; h < c.n_head; h++)
-    if ((files && !args.head) || h == args.head.value_or(0)) map.heads.push_back(h);
-  const size_t TT = size_t(T) * T;
+  for (uint32_t h = 0; h < map.n_head; h++)
+    if ((to_files && !args.head) || h == args.head.value_or(0)) map.heads.push_back(h);
+  const size_t TT = size_t(map.T()) * map.T();
   for (uint32_t l : map.layers) {
-    const std::vector<float>& p = s.model->attention_probs().at(l);  // [H, T, T]
-    if (p.size() != c.n_head * TT)
+    const std::vector<float>& p = probs.at(l);  // [H, T, T]
+    if (p.size() != map.n_head * TT)
       throw std::logic_error("the attention tap of layer " + std::to_string(l) + " is missing");
     for (uint32_t h : map.heads)
       map.probs.insert(map.probs.end(), p.data() + h * TT, p.data() + (h + 1) * TT);
@@ -102,11 +101,71 @@ int attention(const AttentionArgs& args) {
   if (!args.json.empty()) write_file(args.json, to_json(map));
   if (args.out.empty()) std::fputs(text_view(map, 0, 0).c_str(), stdout);
   std::fprintf(stderr,
-               "attention: %zu tokens, %zu layer(s) x %zu head(s), %s, %s weights%s%s%s%s\n",
-               ids.size(), map.layers.size(), map.heads.size(), map.device.c_str(),
+               "attention: %u tokens, %zu layer(s) x %zu head(s), %s, %s weights%s%s%s%s\n",
+               map.T(), map.layers.size(), map.heads.size(), map.device.c_str(),
                map.precision.c_str(), args.out.empty() ? "" : "; page: ", args.out.c_str(),
                args.json.empty() ? "" : "; JSON: ", args.json.c_str());
   return 0;
+}
+
+std::string title(const AttentionArgs& args, const std::string& text) {
+  return model_dir(args.model).string() + ": \"" + text.substr(0, 60) +
+         (text.size() > 60 ? "...\"" : "\"");
+}
+
+// A decoder: the prompt's tokens, causal.
+int decoder_attention(const AttentionArgs& args, const std::string& text) {
+  Session s = open_checkpoint(args.model);
+  const model::Config& c = s.checkpoint->config();
+  check_layer_head(args, c);
+  const std::vector<int32_t> ids = s.tokenizer->encode(text);
+  model::check_prompt(c, ids.size());
+  const std::optional<uint32_t> only_layer = tapped_layer(args, c, ids.size());
+
+  open_model(s, args.model);
+  s.model->set_attention_taps(true, only_layer);
+  s.model->logits(ids);
+
+  AttentionMap map;
+  map.model = model_dir(args.model).string();
+  map.title = title(args, text);
+  map.device = s.model->device_name();
+  map.precision = model::precision_name(s.model->precision());
+  map.n_layer = c.n_layer;
+  map.n_head = c.n_head;
+  map.causal = c.causal;
+  map.ids = ids;
+  for (int32_t id : ids) map.tokens.push_back(display_token(s.tokenizer->token_bytes(id)));
+  return show(args, map, only_layer, s.model->attention_probs());
+}
+
+// An encoder (BERT): [CLS] text [SEP] in WordPiece tokens, every token seeing every other.
+int encoder_attention(const AttentionArgs& args, const std::string& text) {
+  EncoderSession s = open_encoder(args.model);
+  const model::Config& c = s.checkpoint->config();
+  check_layer_head(args, c);
+  const model::WordPieceEncoding e = encode_text(s, text, "the prompt");
+  const std::optional<uint32_t> only_layer = tapped_layer(args, c, e.ids.size());
+  s.encoder->set_attention_taps(true, only_layer);
+  s.encoder->encode(e.ids, e.type_ids, false);
+
+  AttentionMap map;
+  map.model = model_dir(args.model).string();
+  map.title = title(args, text);
+  map.device = s.encoder->device_name();
+  map.precision = model::precision_name(s.encoder->precision());
+  map.n_layer = c.n_layer;
+  map.n_head = c.n_head;
+  map.causal = false;
+  map.ids = e.ids;
+  for (int32_t id : e.ids) map.tokens.push_back(display_token(s.wordpiece->token(id)));
+  return show(args, map, only_layer, s.encoder->attention_probs());
+}
+
+int attention(const AttentionArgs& args) {
+  const std::string text = read_text(args.prompt, args.file);
+  return encoder_folder(args.model) ? encoder_attention(args, text)
+                                    : decoder_attention(args, text);
 }
 
 }  // namespace

@@ -97,6 +97,51 @@ TEST_CASE("gpt2vk attention: the JSON of a GPT-2 block against the CPU reference
   }
 }
 
+// An encoder's folder (transformers' own BertForMaskedLM save): [CLS] text [SEP] in WordPiece
+// tokens, every query on every key, both kernel sets against the CPU reference's JSON; a layer
+// past the model's is refused as for a decoder.
+TEST_CASE("gpt2vk attention on a BERT folder: bidirectional, against the CPU reference") {
+  test::TempDir dir;
+  const std::string model = (test::source_dir() / "tests" / "data" / "hf" / "bert-mlm").string();
+  const std::string text = "Paris is the capital of France.";
+  auto weights = [&](const std::vector<std::string>& where, const std::string& name) {
+    std::vector<std::string> args = {"attention", "-m", model, "-p", text, "--precision", "f32",
+                                     "--json", (dir / name).string()};
+    args.insert(args.end(), where.begin(), where.end());
+    const auto r = test::gpt2vk(args);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(test::no_validation_messages(r));
+    return nlohmann::json::parse(test::read_file(dir / name));
+  };
+  const nlohmann::json ref = weights({"--device", "cpu"}, "cpu.json");
+  CHECK(ref["tokens"] == nlohmann::json({"[CLS]", "paris", "is", "the", "capital", "of",
+                                         "france", ".", "[SEP]"}));
+  CHECK(ref["causal"] == false);
+  const size_t T = 9;
+  const uint32_t L = ref["n_layer"], H = ref["n_head"];
+  for (const char* kernels : {"gpu", "cpu"}) {
+    CAPTURE(kernels);
+    const nlohmann::json j = weights({"--kernels", kernels}, std::string(kernels) + ".json");
+    CHECK(j["tokens"] == ref["tokens"]);
+    for (uint32_t l = 0; l < L; l++)
+      for (uint32_t h = 0; h < H; h++) {
+        std::vector<float> got, want;
+        for (size_t q = 0; q < T; q++)
+          for (size_t k = 0; k < T; k++) {
+            got.push_back(j["attention"][l][h][q][k].get<float>());
+            want.push_back(ref["attention"][l][h][q][k].get<float>());
+          }
+        // A bidirectional query's last key (past it, a causal mask would leave 0).
+        CHECK(got[T - 1] > 0.0f);
+        CHECK(test::close("layer " + std::to_string(l) + " head " + std::to_string(h), got, want,
+                          kTol));
+      }
+  }
+  const auto r = test::gpt2vk({"attention", "-m", model, "-p", text, "--layer", "9"});
+  CHECK(r.exit_code == 1);
+  CHECK_MESSAGE(r.err.find("--layer 9: the model has") != std::string::npos, r.err);
+}
+
 TEST_CASE("gpt2vk attention refuses what it cannot show") {
   model::Config c = test::tiny_config();
   c.n_ctx = 1024;

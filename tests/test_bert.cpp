@@ -11,6 +11,7 @@
 // (mean pooling, normalised): cosine to the reference >= 0.99999.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -18,6 +19,7 @@
 #include "model/forward/cpu_model.h"
 #include "model/forward/encoder.h"
 #include "model/forward/gpu_model.h"
+#include "tests/compare.h"
 #include "tests/files.h"
 #include "tests/gpu.h"
 #include "tests/hf_expected.h"
@@ -247,6 +249,61 @@ TEST_CASE("bert: MiniLM's and BERT-base's shapes, GPU against the CPU reference"
       CHECK(test::close_rows("hidden", got.hidden, ref.hidden, s.config.n_embd, 1e-4));
       CHECK(test::close_rows("head", got.logits, ref.logits, s.config.head_width(), 1e-4));
     }
+  }
+}
+
+// The attention tap of an encoder (`gpt2vk attention` on a BERT folder) at MiniLM's heads
+// (12 of 32) over 128 tokens of a pair: every layer's [H, T, T] and one layer's alone, from the
+// GPU under both kernel sets against the CPU reference's, test_model.cpp's tap tolerance
+// (|gpu - cpu| <= 1e-5 + 1e-4 * cpu, weights in [0, 1]). Each query sees every key: its row sums
+// to 1 over all 128 keys, and the weights are far from uniform (else a transposed or shifted
+// map would pass too).
+TEST_CASE("bert: the attention tap, GPU against the CPU reference") {
+  GPU_TEST(g);
+  const model::Config c = bert_config(384, 2, 12, 1000, model::EncoderHead::None);
+  const uint32_t T = 128, H = c.n_head;
+  test::TempDir dir;
+  model::RandomCheckpointOptions options;
+  options.scale = 1.0f / std::sqrt(float(c.n_embd));
+  model::write_random_checkpoint(dir.path(), c, model::config_json(c), options);
+  const auto checkpoint = model::Checkpoint::load(dir.path());
+  std::vector<int32_t> ids(T), types(T);
+  for (uint32_t t = 0; t < T; t++) {
+    ids[t] = static_cast<int32_t>((t * 7919u + 3) % c.n_vocab);
+    types[t] = t >= T / 2 ? 1 : 0;
+  }
+  auto cpu = model::make_cpu_encoder(*checkpoint, model::Precision::F32);
+  cpu->set_attention_taps(true);
+  cpu->encode(ids, types, false);
+  const std::vector<std::vector<float>> ref = cpu->attention_probs();
+  REQUIRE(ref.size() == c.n_layer);
+  for (const std::vector<float>& layer : ref) {
+    REQUIRE(layer.size() == size_t{H} * T * T);
+    for (size_t row = 0; row < size_t{H} * T; row++) {
+      double sum = 0;
+      for (uint32_t j = 0; j < T; j++) sum += double{layer[row * T + j]};
+      CHECK(std::fabs(sum - 1.0) < 1e-5);
+    }
+    CHECK(*std::max_element(layer.begin(), layer.end()) > 4.0f / T);
+  }
+  for (vk::KernelSet set : test::kKernelSets) {
+    CAPTURE(vk::kernel_set_name(set));
+    model::GpuModelOptions o;
+    o.precision = model::Precision::F32;
+    auto gpu = model::make_gpu_encoder(*checkpoint, g.with_kernels(set), o);
+    gpu->set_attention_taps(true);
+    gpu->encode(ids, types, false);
+    REQUIRE(gpu->attention_probs().size() == c.n_layer);
+    for (uint32_t l = 0; l < c.n_layer; l++)
+      CHECK(test::close("layer " + std::to_string(l), gpu->attention_probs()[l], ref[l],
+                        {1e-5, 1e-4}));
+    gpu->set_attention_taps(true, 1);
+    gpu->encode(ids, types, false);
+    CHECK(gpu->attention_probs()[0].empty());
+    CHECK(test::close("layer 1 alone", gpu->attention_probs()[1], ref[1], {1e-5, 1e-4}));
+    gpu->set_attention_taps(false);
+    gpu->encode(ids, types, false);
+    CHECK(gpu->attention_probs().empty());
   }
 }
 

@@ -115,6 +115,7 @@ class CpuModel final : public Model {
     start(ids, head ? size_t{c.head_rows(T)} * c.head_width() : 0);
     s_.types.assign(types.begin(), types.end());
     CpuPass pass;
+    tap_attention(pass);
     CpuBackend b{c, weights_, kv_cache_, s_, pass};
     forward(b, c, weights_, T, 0, head ? Head::AllRows : Head::None);
     const float* hidden = b.buf(encoder_output(c));
@@ -141,11 +142,7 @@ class CpuModel final : public Model {
       taps_.assign(c.n_layer, {});
       pass.taps = &taps_;
     }
-    if (attention_on_ && all_rows) {  // a tapped pass
-      attention_.assign(c.n_layer, {});
-      pass.attention = &attention_;
-      for (uint32_t i = 0; i < c.n_layer; i++) pass.attention_of.push_back(attention_tapped(i));
-    }
+    if (all_rows) tap_attention(pass);
     CpuBackend b{c, weights_, kv_cache_, s_, pass};
     // Greedy decoding takes the argmax head, as the GPU's CPU kernel set does.
     const Head head = all_rows ? Head::AllRows : k == 1 ? Head::LastArgmax : Head::LastRow;
@@ -165,6 +162,15 @@ class CpuModel final : public Model {
   }
 
  private:
+  // With the attention tap on, this pass keeps the tapped layers' weights in attention_.
+  void tap_attention(CpuPass& pass) {
+    attention_.clear();
+    if (!attention_on_) return;
+    attention_.assign(config_.n_layer, {});
+    pass.attention = &attention_;
+    for (uint32_t i = 0; i < config_.n_layer; i++) pass.attention_of.push_back(attention_tapped(i));
+  }
+
   // A pass's buffers for ids, its head's output `logits` floats.
   void start(std::span<const int32_t> ids, size_t logits) {
     const Config& c = config_;

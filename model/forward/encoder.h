@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -45,6 +46,12 @@ class Encoder {
   Encoded encode(std::span<const int32_t> ids, std::span<const int32_t> types = {},
                  bool head = true);
 
+  // The attention tap, as Model's: with it on, encode() also keeps the softmax weights of every
+  // layer, or of `only_layer`, from the pass's own kernels. attention_probs()[layer] is [H, T, T]
+  // for the last encode() of T tokens (every query sees every key); empty for a layer not tapped.
+  virtual void set_attention_taps(bool on, std::optional<uint32_t> only_layer = std::nullopt) = 0;
+  virtual const std::vector<std::vector<float>>& attention_probs() const = 0;
+
  protected:
   // types has ids' length (encode() fills the zeros).
   virtual void run(std::span<const int32_t> ids, std::span<const int32_t> types, bool head,
@@ -62,6 +69,12 @@ class EncoderOver final : public Encoder {
   std::string device_name() const override { return model_.device_name(); }
   Precision precision() const override { return model_.precision(); }
   const std::vector<std::string>& warnings() const override { return model_.warnings(); }
+  void set_attention_taps(bool on, std::optional<uint32_t> only_layer) override {
+    model_.set_attention_taps(on, only_layer);
+  }
+  const std::vector<std::vector<float>>& attention_probs() const override {
+    return model_.attention_probs();
+  }
 
  protected:
   void run(std::span<const int32_t> ids, std::span<const int32_t> types, bool head,

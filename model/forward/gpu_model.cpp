@@ -485,7 +485,9 @@ void GpuModel::encode(std::span<const int32_t> ids, std::span<const int32_t> typ
   Pass p = plan_pass(T, 0, true, 0);
   p.head = head ? Head::AllRows : Head::None;
   const uint32_t rows = head ? c.head_rows(T) : 1;
+  p.attention_taps = attention_on_;
   ensure_logits(rows);
+  if (p.attention_taps) ensure_attention_taps(T, T);
   write_params(ids, types, 0);
   submit_pass(p, 0, false);
   rec_.wait();
@@ -493,6 +495,15 @@ void GpuModel::encode(std::span<const int32_t> ids, std::span<const int32_t> typ
   out.hidden.resize(size_t{T} * c.n_embd);
   const size_t hidden = encoder_output(c) == Buf::H ? h_ : x_;
   vk::download(device_, out.hidden.data(), state_.span(hidden), out.hidden.size() * 4);
+  attention_.clear();
+  if (p.attention_taps) {  // each tapped layer's [H, T, T], as the pass wrote it
+    attention_.assign(c.n_layer, {});
+    for (uint32_t i = 0; i < c.n_layer; i++) {
+      if (!attention_tapped(i)) continue;
+      attention_[i].resize(size_t{c.n_head} * T * T);
+      vk::download(device_, attention_[i].data(), probs_spans_[i], attention_[i].size() * 4);
+    }
+  }
   out.logits.clear();
   if (!head) return;
   out.logits.resize(size_t{rows} * c.head_width());
