@@ -15,8 +15,10 @@
 #include "model/forward/cpu_model.h"
 #include "apps/commands.h"
 #include "apps/encoder_session.h"
+#include "apps/seq2seq_session.h"
 #include "apps/session.h"
 #include "model/generation/generate.h"
+#include "model/generation/seq2seq_generate.h"
 #include "model/forward/gpu_model.h"
 #include "model/text/utf8.h"
 
@@ -56,6 +58,39 @@ double worst_relative(std::span<const float> g, std::span<const float> r, size_t
   return worst;
 }
 
+// The logits [T, V] of each position, GPU against CPU, a line each: the row's largest |diff|
+// against tolerance x max(1, max |logit|), and both top ids, which may differ only where the
+// reference's own top two are within tolerance. True when every row passes.
+bool compare_logits(std::span<const float> g, std::span<const float> r, size_t V,
+                    std::span<const int32_t> ids, const model::Tokenizer& tokenizer,
+                    double tolerance) {
+  std::printf("%5s %-16s %12s %12s %5s %5s\n", "pos", "token", "max|diff|", "allowed", "gpu", "cpu");
+  bool ok = true;
+  for (size_t t = 0; t < ids.size(); t++) {
+    const float *gr = &g[t * V], *rr = &r[t * V];
+    double d = 0, m = 0;
+    for (size_t v = 0; v < V; v++) {
+      d = std::max(d, std::fabs(double{gr[v]} - double{rr[v]}));
+      m = std::max(m, std::fabs(double{rr[v]}));
+    }
+    const double allowed = tolerance * std::max(1.0, m);
+    const size_t gt = top(gr, V).first;
+    const auto [rt, rmargin] = top(rr, V);
+    const bool agree = gt == rt || rmargin <= 2 * allowed;
+    const bool row_ok = std::isfinite(d) && d <= allowed && agree;
+    ok = ok && row_ok;
+    // An id past the tokenizer (t5-small's padded rows) has no text.
+    std::string tok = static_cast<uint32_t>(ids[t]) < tokenizer.vocab_size()
+                          ? model::sanitize_utf8(tokenizer.token_bytes(ids[t]))
+                          : "";
+    for (char& ch : tok)
+      if (ch == '\n' || ch == '\t' || ch == '\r') ch = ' ';
+    std::printf("%5zu %-16.16s %12.3e %12.3e %5zu %5zu%s\n", t, tok.c_str(), d, allowed, gt, rt,
+                row_ok ? "" : (agree ? "  <- over tolerance" : "  <- top token differs"));
+  }
+  return ok;
+}
+
 // An encoder's: the hidden states and the head's logits, each row against the tolerance.
 int compare_encoder(const CompareArgs& args, const std::string& text, double tolerance) {
   EncoderSession s = open_encoder(args.model);
@@ -81,6 +116,39 @@ int compare_encoder(const CompareArgs& args, const std::string& text, double tol
   return ok ? 0 : 2;
 }
 
+// An encoder-decoder's: the encoder's output, then the decoder's logits teacher-forced over the
+// start token and the CPU reference's greedy translation (at most kSeq2SeqTarget tokens), each
+// position against the tolerance. Both sides read the same source ids.
+constexpr uint32_t kSeq2SeqTarget = 32;
+
+int compare_seq2seq(const CompareArgs& args, const std::string& text, double tolerance) {
+  Seq2SeqSession s = open_seq2seq(args.model);
+  const model::Config& c = s.checkpoint->config();
+  model::Seq2Seq& gpu = *s.model;
+  const std::unique_ptr<model::Seq2Seq> cpu =
+      model::make_cpu_seq2seq(*s.checkpoint, gpu.decoder().precision());
+  const std::vector<int32_t> source = s.source->encode(text);
+  if (source.size() > c.n_ctx)
+    throw std::runtime_error("the prompt: " + std::to_string(source.size()) +
+                             " tokens; the model takes at most " + std::to_string(c.n_ctx) +
+                             " (its context)");
+  std::vector<int32_t> ids = {c.decoder_start_token_id.value_or(0)};
+  for (int32_t id : model::greedy(*cpu, source, std::min(kSeq2SeqTarget, c.n_ctx - 1)))
+    ids.push_back(id);
+  std::printf("%s vs CPU reference, %s weights, a source of %zu tokens, %zu target tokens "
+              "(the reference's greedy), tolerance %.1e x max(1, max|x|) of a row\n",
+              gpu.decoder().device_name().c_str(), model::precision_name(gpu.decoder().precision()),
+              source.size(), ids.size(), tolerance);
+  const std::vector<float> gh = gpu.set_source(source), rh = cpu->set_source(source);
+  const double hidden = worst_relative(gh, rh, c.n_embd);
+  std::printf("encoder output [%zu, %u]: max relative |diff| %.3e\n", source.size(), c.n_embd,
+              hidden);
+  const std::vector<float> g = gpu.decoder().logits(ids), r = cpu->decoder().logits(ids);
+  const bool ok = compare_logits(g, r, c.n_vocab, ids, *s.target, tolerance) && hidden <= tolerance;
+  std::printf("%s\n", ok ? "OK: the GPU matches the CPU reference" : "FAIL: the GPU differs from the CPU reference");
+  return ok ? 0 : 2;
+}
+
 int compare(const CompareArgs& args) {
   const std::string text = read_text(args.prompt, args.file);
   double tolerance =
@@ -89,6 +157,7 @@ int compare(const CompareArgs& args) {
   if (gpu_args.device == "cpu") throw std::runtime_error("compare runs a GPU against the CPU: --device cpu makes no sense here");
   if (encoder_folder(gpu_args))
     return compare_encoder(args, text, tolerance);
+  if (seq2seq_folder(gpu_args)) return compare_seq2seq(args, text, tolerance);
   Session s = open_checkpoint(gpu_args);
   open_gpu(s, gpu_args);
   const model::Precision precision = s.model->precision();
@@ -118,28 +187,7 @@ int compare(const CompareArgs& args) {
     }
     std::printf("block %3u: max |diff| %.3e (max |x| %.3e)\n", l, d, m);
   }
-  std::printf("%5s %-16s %12s %12s %5s %5s\n", "pos", "token", "max|diff|", "allowed", "gpu", "cpu");
-  bool ok = true;
-  for (size_t t = 0; t < ids.size(); t++) {
-    const float *gr = &g[t * V], *rr = &r[t * V];
-    double d = 0, m = 0;
-    for (size_t v = 0; v < V; v++) {
-      d = std::max(d, std::fabs(double{gr[v]} - double{rr[v]}));
-      m = std::max(m, std::fabs(double{rr[v]}));
-    }
-    const double allowed = tolerance * std::max(1.0, m);
-    const size_t gt = top(gr, V).first;
-    const auto [rt, rmargin] = top(rr, V);
-    // The top tokens may differ only where the reference's own top two are within tolerance.
-    const bool agree = gt == rt || rmargin <= 2 * allowed;
-    const bool row_ok = std::isfinite(d) && d <= allowed && agree;
-    ok = ok && row_ok;
-    std::string tok = model::sanitize_utf8(s.tokenizer->token_bytes(ids[t]));
-    for (char& ch : tok)
-      if (ch == '\n' || ch == '\t' || ch == '\r') ch = ' ';
-    std::printf("%5zu %-16.16s %12.3e %12.3e %5zu %5zu%s\n", t, tok.c_str(), d, allowed, gt, rt,
-                row_ok ? "" : (agree ? "  <- over tolerance" : "  <- top token differs"));
-  }
+  const bool ok = compare_logits(g, r, V, ids, *s.tokenizer, tolerance);
   std::printf("%s\n", ok ? "OK: the GPU matches the CPU reference" : "FAIL: the GPU differs from the CPU reference");
   return ok ? 0 : 2;
 }

@@ -190,6 +190,10 @@ TEST_CASE("seq2seq: a Marian folder loads as an encoder-decoder") {
   // A decoder command or an encoder's is told what to use.
   CHECK_THROWS_WITH(model::make_cpu_model(*ck, model::Precision::F32),
                     doctest::Contains("an encoder-decoder (Marian): use seq2seq"));
+  // A T5 folder is named as T5.
+  const auto t5 = model::Checkpoint::load(test::source_dir() / "tests" / "data" / "hf" / "t5-v1_0");
+  CHECK_THROWS_WITH(model::make_cpu_model(*t5, model::Precision::F32),
+                    doctest::Contains("an encoder-decoder (T5): use seq2seq"));
 }
 
 TEST_CASE("seq2seq: the CPU reference matches Hugging Face's Marian") {

@@ -1,7 +1,7 @@
-// gpt2vk bench and gpt2vk logits on encoder-decoder folders (Marian, T5), end to end through the
-// binary: bench's encoder (enc<P>) and greedy decoding (tg<N> @ src<P>) tests on random tiny
-// folders from make-model, and logits' teacher-forced decoder logits against what transformers
-// computed for tests/data/hf/t5-v1_1.
+// gpt2vk bench, logits and compare on encoder-decoder folders (Marian, T5), end to end through
+// the binary: bench's encoder (enc<P>) and greedy decoding (tg<N> @ src<P>) tests on random tiny
+// folders from make-model, logits' teacher-forced decoder logits against what transformers
+// computed for tests/data/hf/t5-v1_1, and compare's GPU against the CPU reference.
 //
 // Tolerance for logits: 1e-4 of the row's scale (its largest |value|, at least 1), fp32 weights,
 // as tests/test_seq2seq.cpp holds the same model to through the API: the reference is a float64
@@ -191,4 +191,30 @@ TEST_CASE("logits: an encoder-decoder's bad input is an error") {
        "cpu", "--ids", (dir / "ok.bin").string(), "-o", (dir / "out.bin").string(), "--source",
        (dir / "ok.bin").string()});
   refused(d, "--source: only for an encoder-decoder");
+}
+
+// compare on an encoder-decoder: the encoder's output and the decoder's logits over the CPU
+// reference's greedy target, both kernel sets, at compare's own tolerance (1e-4 of a row's
+// scale; measured ~1e-5 here); a tolerance below fp32's rounding fails, so the command measures.
+TEST_CASE("compare: an encoder-decoder's GPU against the CPU reference") {
+  GPU_TEST(g);
+  test::TempDir dir;
+  for (const auto& [arch, shape] : {std::pair{"marian", "tiny"}, std::pair{"t5", "tiny-narrow"}}) {
+    CAPTURE(arch);
+    const std::string m = make_folder(dir, arch, shape);
+    const std::string text = "translate English to German: The house is wonderful.";
+    for (const char* kernels : {"gpu", "cpu"}) {
+      CAPTURE(kernels);
+      const test::CliResult r = test::gpt2vk({"compare", "-m", m, "-p", text, "--kernels", kernels});
+      CHECK_MESSAGE(r.exit_code == 0, r.out << r.err);
+      CHECK(test::no_validation_messages(r));
+      CHECK(r.out.find("encoder output [") != std::string::npos);
+      CHECK(r.out.find("target tokens (the reference's greedy)") != std::string::npos);
+      CHECK(r.out.find("OK: the GPU matches the CPU reference") != std::string::npos);
+    }
+    const test::CliResult tight =
+        test::gpt2vk({"compare", "-m", m, "-p", text, "--kernels", "gpu", "--tolerance", "1e-12"});
+    CHECK(tight.exit_code == 2);
+    CHECK(tight.out.find("FAIL: the GPU differs") != std::string::npos);
+  }
 }

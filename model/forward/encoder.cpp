@@ -33,7 +33,9 @@ void require_family(const Checkpoint& checkpoint, Family family) {
   if (is == family) return;
   const std::string dir = checkpoint.dir().string();
   if (is == Family::EncoderDecoder)
-    throw std::runtime_error(dir + ": an encoder-decoder (Marian): use seq2seq");
+    throw std::runtime_error(dir + ": an encoder-decoder (" +
+                             (checkpoint.config().relative_buckets ? "T5" : "Marian") +
+                             "): use seq2seq");
   if (is == Family::Encoder)
     throw std::runtime_error(dir + ": a BERT encoder (" +
                              encoder_head_name(checkpoint.config().head) +
