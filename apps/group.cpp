@@ -45,6 +45,12 @@ Group::Group() {
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   rank_ = static_cast<uint32_t>(r), size_ = static_cast<uint32_t>(n);
+  MPI_Comm node;
+  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, r, MPI_INFO_NULL, &node),
+        "MPI_Comm_split_type");
+  MPI_Comm_rank(node, &r);
+  local_rank_ = static_cast<uint32_t>(r);
+  MPI_Comm_free(&node);
 #else
   if (launched > 1)
     throw std::runtime_error("this gpt2vk was built without MPI, and mpirun started " +

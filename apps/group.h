@@ -21,6 +21,7 @@ class Group {
 
   uint32_t rank() const { return rank_; }
   uint32_t size() const { return size_; }
+  uint32_t local_rank() const { return local_rank_; }  // among the ranks on this machine
   bool lead() const { return rank_ == 0; }  // the rank that writes: checkpoints, logs, lines
 
   // Every rank's `mine` (of one length on all) into `all`, [size][mine.size()], in rank order.
@@ -33,7 +34,7 @@ class Group {
   [[noreturn]] void abort(const std::string& message) const;
 
  private:
-  uint32_t rank_ = 0, size_ = 1;
+  uint32_t rank_ = 0, size_ = 1, local_rank_ = 0;
   bool mpi_ = false;  // MPI_Init ran
 };
 

@@ -442,8 +442,8 @@ void print_bench(std::vector<double> step_s, uint32_t M, uint32_t B, uint32_t T,
               median * 1000, n, n == 1 ? "" : "s", skip ? " after the first" : "");
 }
 
-// A rank's device: --device where given, else the GPUs in turn by rank (rank modulo their
-// count), else the default (lavapipe where there is no GPU).
+// A rank's device: --device where given, else this machine's GPUs in turn by the rank's place
+// among the machine's ranks (modulo their count), else the default (lavapipe where no GPU).
 std::string rank_device(const vk::Instance& instance, uint32_t rank) {
   std::vector<uint32_t> gpus;
   for (const vk::PhysicalDevice& d : instance.devices())
@@ -622,7 +622,7 @@ int train_ranks(TrainArgs a, const Given& given, const Group& group) {
   vk::Instance instance(io);
   vk::DeviceOptions device_choice = device_options(a.model);
   if (group.size() > 1 && device_choice.select.empty())
-    device_choice.select = rank_device(instance, group.rank());
+    device_choice.select = rank_device(instance, group.local_rank());
   vk::Device device(instance, device_choice);
   model::training::Share share{group.rank(), group.size(),
                                [&group](std::span<const float> mine, std::span<float> all) {
@@ -807,7 +807,7 @@ Command add_train(CLI::App& cli) {
   cmd->add_option("-c,--ctx", run.ctx, "tokens per sequence (default 64)")->check(whole(0, UINT32_MAX));
   cmd->add_option("--grad-accum", run.grad_accum,
                   "micro-batches of --batch sequences per optimizer step, their gradients summed "
-                  "(default 1)")
+                  "(default 1; under mpirun -np N, N, shared by the ranks)")
       ->check(whole(0, model::training::kMaxGradAccum));
   cmd->add_option("--sampling", run.sampling,
                   "the data order: random windows (default; seeded by --seed) or sequential")
