@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "apps/commands.h"
+#include "apps/group.h"
 #include "apps/options.h"
 #include "apps/progress.h"
 #include "apps/session.h"
@@ -82,6 +83,58 @@ model::training::FileOpHook kill_hook_from_env() {
     std::fflush(stderr);
     std::raise(SIGKILL);
   };
+}
+
+// GPT2VK_TRAIN_KILL_RANK=R:S, for tests: rank R of an MPI job SIGKILLs itself before step S
+// (counting from 1), named on stderr first, as a crashed machine would end it.
+void kill_rank_from_env(const Group& group, uint64_t step) {
+  const char* v = std::getenv("GPT2VK_TRAIN_KILL_RANK");
+  if (!v || !*v) return;
+  unsigned long long rank = 0, at = 0;
+  if (std::sscanf(v, "%llu:%llu", &rank, &at) != 2)
+    throw std::runtime_error(std::string("GPT2VK_TRAIN_KILL_RANK=") + v + ": not RANK:STEP");
+  if (rank != group.rank() || at != step) return;
+  std::fprintf(stderr, "gpt2vk: rank %llu killed before step %llu\n", rank, at);
+  std::fflush(stderr);
+  std::raise(SIGKILL);
+}
+
+// An error every rank of a job meets alike (a check across the ranks): each ends by itself,
+// rank 0 saying why, rather than one rank aborting the others.
+struct GroupRefusal : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// FNV-1a, 64 bits: what the ranks compare of their flags, data and weights.
+uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = 0xcbf29ce484222325ull) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+uint64_t fnv1a(std::string_view s) { return fnv1a(s.data(), s.size()); }
+uint64_t fnv1a(const Parameters& p, uint64_t h = 0xcbf29ce484222325ull) {
+  for (const model::ExpectedTensor& e : p.tensors())
+    h = fnv1a(p.tensor(e.name).data(), p.tensor(e.name).size() * 4, fnv1a(e.name.data(), e.name.size(), h));
+  return h;
+}
+
+// The ranks must run one job: each names what it has, and a job whose ranks disagree is refused
+// naming the items and the first rank that differs from rank 0.
+void check_ranks(const Group& group, const std::vector<std::pair<std::string, uint64_t>>& items) {
+  if (group.size() == 1) return;
+  std::vector<uint64_t> mine;
+  for (const auto& item : items) mine.push_back(item.second);
+  const std::vector<uint64_t> all = group.allgather(mine);
+  for (uint32_t r = 1; r < group.size(); r++) {
+    std::string differ;
+    for (size_t i = 0; i < items.size(); i++)
+      if (all[r * items.size() + i] != all[i]) differ += (differ.empty() ? "" : ", ") + items[i].first;
+    if (!differ.empty())
+      throw GroupRefusal("the ranks of this job disagree: rank " + std::to_string(r) + " of " +
+                         std::to_string(group.size()) + " has another " + differ +
+                         " than rank 0 (every rank must be given the same flags, and the same "
+                         "files at the same paths)");
+  }
 }
 
 // The validation flags come together: one without the other would silently evaluate nothing.
@@ -389,9 +442,27 @@ void print_bench(std::vector<double> step_s, uint32_t M, uint32_t B, uint32_t T,
               median * 1000, n, n == 1 ? "" : "s", skip ? " after the first" : "");
 }
 
-int train(TrainArgs a, const Given& given) {
+// A rank's device: --device where given, else this machine's GPUs in turn by the rank's place
+// among the machine's ranks (modulo their count), else the default (lavapipe where no GPU).
+std::string rank_device(const vk::Instance& instance, uint32_t rank) {
+  std::vector<uint32_t> gpus;
+  for (const vk::PhysicalDevice& d : instance.devices())
+    if (d.unusable.empty() && d.caps.type != VK_PHYSICAL_DEVICE_TYPE_CPU) gpus.push_back(d.index);
+  return gpus.empty() ? std::string() : std::to_string(gpus[rank % gpus.size()]);
+}
+
+// The run on each rank of `group` (one process alone: the run as it always was). Every rank
+// trains a replica on its share of each step; rank 0 alone writes.
+int train_ranks(TrainArgs a, const Given& given, const Group& group) {
   const model::training::FileOpHook file_ops = kill_hook_from_env();
   make_absolute(a.run);
+  // Rank 0 moves in a save a kill cut short before any rank reads the folder.
+  if (group.size() > 1) {
+    if (group.lead())
+      for (const std::string& dir : {a.resume, a.run.model})
+        if (!dir.empty() && fs::is_directory(dir)) model::training::finish_save(dir, file_ops);
+    group.any(false);
+  }
   if (!a.resume.empty() && !a.bench && !take_resume(a, given, file_ops)) return 0;
   if (a.run.data.empty())
     throw std::runtime_error("--data FILE is required (the training text), or --resume DIR to "
@@ -406,6 +477,21 @@ int train(TrainArgs a, const Given& given) {
     throw std::runtime_error("--grad-accum must be at least 1 (the micro-batches of --batch "
                              "sequences a step sums)");
   if (a.run.steps == 0) throw std::runtime_error("--steps must be at least 1");
+  if (group.size() > 1) {
+    // A step's micro-batches are the run's (--grad-accum), shared by the ranks: by default one
+    // a rank, which makes `mpirun -np N` the run of --grad-accum N.
+    const std::string n = std::to_string(group.size()), M = std::to_string(a.run.grad_accum);
+    if (!given("--grad-accum") && a.resume.empty()) a.run.grad_accum = group.size();
+    else if (a.run.grad_accum % group.size() != 0 && !a.resume.empty() && !given("--grad-accum"))
+      throw GroupRefusal(a.resume + "'s run takes " + M + " micro-batch" +
+                         (a.run.grad_accum == 1 ? "" : "es") + " a step (--grad-accum " +
+                         M + "), which " + n + " ranks cannot share: resume it with a rank count "
+                         "that divides " + M + " (one process runs it to the same bits)");
+    else if (a.run.grad_accum % group.size() != 0)
+      throw GroupRefusal("--grad-accum " + M + " is a step's micro-batches, shared by the ranks: "
+                         "give a multiple of the job's " + n + " ranks, or leave it out for one "
+                         "micro-batch a rank");
+  }
   if (a.bench) {
     if (!a.out.empty() || !a.resume.empty() || !a.log.empty() || !a.run.val_data.empty() ||
         a.run.eval_every || a.run.save_every || a.sample_every)
@@ -419,7 +505,7 @@ int train(TrainArgs a, const Given& given) {
   }
   check_validation(a);
   check_sampling(a, given);
-  check_out(a);
+  if (group.lead()) check_out(a);
 
   // The model and its tokenizer: a resume given neither -m nor --init reads its own folder's
   // config and tokenizer files (the weights come with its state below).
@@ -481,11 +567,32 @@ int train(TrainArgs a, const Given& given) {
     state.train_loss = std::move(r.state.train_loss);
     state.val_loss = std::move(r.state.val_loss);
   }
+  {
+    // What shapes the run must be one on every rank; -o, --log and --device are rank 0's or
+    // each rank's own.
+    std::vector<std::pair<std::string, uint64_t>> items;
+    for (std::string_view key : model::training::run_flag_keys())
+      items.emplace_back(flag_of(key), fnv1a(model::training::run_flag_text(a.run, key)));
+    items.emplace_back("--kernels", fnv1a(a.model.kernels));
+    items.emplace_back("--bench", a.bench);
+    items.emplace_back("--sample-every", a.sample_every);
+    items.emplace_back("--sample-len", a.sample_len);
+    items.emplace_back("--sample-prompt", fnv1a(a.sample_prompt));
+    items.emplace_back("training text (--data)", fnv1a(data.data(), data.size() * 4));
+    items.emplace_back("validation text (--val-data)", fnv1a(val.data(), val.size() * 4));
+    items.emplace_back("starting weights", fnv1a(*params));
+    items.emplace_back("optimizer state", m ? fnv1a(*v, fnv1a(*m)) : 0);
+    model::training::RunState where = state;  // its flags are compared above
+    where.flags.reset(), where.settings.clear();
+    items.emplace_back("--resume state (step, data position, losses)",
+                       fnv1a(model::training::run_state_json(where)));
+    check_ranks(group, items);
+  }
   DataOrder batches(a.run, data, state);
   const std::vector<int32_t> prompt =
       a.sample_every ? sample_prompt(a, *tok, data) : std::vector<int32_t>{};
   // The output folder must take a checkpoint before the run spends anything.
-  if (!a.bench) {
+  if (!a.bench && group.lead()) {
     std::error_code ec;
     fs::create_directories(a.out, ec);
     const fs::path probe = fs::path(a.out) / ".gpt2vk-write-test";
@@ -495,7 +602,7 @@ int train(TrainArgs a, const Given& given) {
     fs::remove(probe, ec);
   }
   std::unique_ptr<std::ofstream> log;
-  if (!a.log.empty()) {
+  if (!a.log.empty() && group.lead()) {
     // A resumed run keeps the log's lines up to its checkpoint's step: steps a stopped run made
     // after its last save are made again, and would otherwise be there twice.
     if (state.step) {
@@ -513,23 +620,43 @@ int train(TrainArgs a, const Given& given) {
   vk::InstanceOptions io = vk::InstanceOptions::from_env();
   io.validation = io.validation || a.model.validation;
   vk::Instance instance(io);
-  vk::Device device(instance, device_options(a.model));
+  vk::DeviceOptions device_choice = device_options(a.model);
+  if (group.size() > 1 && device_choice.select.empty())
+    device_choice.select = rank_device(instance, group.local_rank());
+  vk::Device device(instance, device_choice);
+  model::training::Share share{group.rank(), group.size(),
+                               [&group](std::span<const float> mine, std::span<float> all) {
+                                 group.allgather(mine, all);
+                               }};
   model::training::GpuTrainer trainer(device, *params, a.run.batch, a.run.ctx, a.profile,
-                                      a.run.grad_accum);
+                                      a.run.grad_accum, share);
   if (m) trainer.upload_moments(*m, *v);
   else m = std::make_unique<Parameters>(c), v = std::make_unique<Parameters>(c);
-  std::fprintf(stderr,
-               "gpt2vk: training %llu parameters on %s: %zu tokens of data, steps of %s%u x %u "
-               "(%s windows), step %llu of %llu\n",
-               static_cast<unsigned long long>(params->count()), device.caps().name.c_str(),
-               data.size(),
-               a.run.grad_accum > 1 ? (std::to_string(a.run.grad_accum) + " x ").c_str() : "",
-               a.run.batch, a.run.ctx, a.run.sampling.c_str(), static_cast<unsigned long long>(state.step),
-               static_cast<unsigned long long>(a.run.steps));
+  if (group.size() > 1)
+    std::fprintf(stderr, "gpt2vk: rank %u of %u on %s\n", group.rank(), group.size(),
+                 device.caps().name.c_str());
+  if (group.lead()) {
+    std::fprintf(stderr,
+                 "gpt2vk: training %llu parameters on %s: %zu tokens of data, steps of %s%u x %u "
+                 "(%s windows), step %llu of %llu\n",
+                 static_cast<unsigned long long>(params->count()), device.caps().name.c_str(),
+                 data.size(),
+                 a.run.grad_accum > 1 ? (std::to_string(a.run.grad_accum) + " x ").c_str() : "",
+                 a.run.batch, a.run.ctx, a.run.sampling.c_str(), static_cast<unsigned long long>(state.step),
+                 static_cast<unsigned long long>(a.run.steps));
+  }
 
   const auto save = [&] {
     trainer.download(*params);
     trainer.download_moments(*m, *v);
+    // The replicas must be one: every update the same on every rank.
+    const std::vector<uint64_t> sums = group.allgather(std::vector<uint64_t>{fnv1a(*v, fnv1a(*m, fnv1a(*params)))});
+    for (uint32_t r = 1; r < sums.size(); r++)
+      if (sums[r] != sums[0])
+        throw GroupRefusal("after step " + std::to_string(state.step) + " rank " +
+                           std::to_string(r) + "'s weights differ from rank 0's (devices that "
+                           "round differently?); the last checkpoint is kept");
+    if (!group.lead()) return;
     batches.keep(state);
     model::training::save_checkpoint(a.out, *params, tokenizer_dir, &state, m.get(), v.get(),
                                      file_ops);
@@ -555,13 +682,14 @@ int train(TrainArgs a, const Given& given) {
     const double lr = model::training::learning_rate(schedule, s);
     settings.lr = static_cast<float>(lr);
     settings.step = s + 1;
+    kill_rank_from_env(group, s + 1);
     batches.next(ids, targets);
     const auto start = std::chrono::steady_clock::now();
     const model::training::StepResult r = trainer.step(ids, targets, settings);
     step_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     training_s += step_s.back();
     if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm))
-      throw std::runtime_error("the run diverged at step " + std::to_string(s) + " (loss " +
+      throw GroupRefusal("the run diverged at step " + std::to_string(s) + " (loss " +
                                std::to_string(r.loss) + ", gradient norm " +
                                std::to_string(r.grad_norm) + ")" +
                                (a.bench ? std::string()
@@ -578,22 +706,26 @@ int train(TrainArgs a, const Given& given) {
       if (e.windows) {
         line["val_loss"] = e.loss;
         state.val_loss.emplace_back(state.step, e.loss);
-        std::fprintf(stderr, "%sgpt2vk: step %llu: validation loss %.4f, perplexity %.3f over %llu windows of %u\n",
-                     line_open ? "\n" : "",
-                     static_cast<unsigned long long>(state.step), e.loss, std::exp(e.loss),
-                     static_cast<unsigned long long>(e.windows), a.run.ctx);
+        if (group.lead()) {
+          std::fprintf(stderr, "%sgpt2vk: step %llu: validation loss %.4f, perplexity %.3f over %llu windows of %u\n",
+                       line_open ? "\n" : "",
+                       static_cast<unsigned long long>(state.step), e.loss, std::exp(e.loss),
+                       static_cast<unsigned long long>(e.windows), a.run.ctx);
+        }
         line_open = false;
       }
     }
     // A line of its own, quoted as a JSON string (a sample's newlines stay inside it).
     if (a.sample_every && state.step % a.sample_every == 0) {
       const nlohmann::json text = sample(trainer, *tok, c, prompt, a.sample_len);
-      std::fprintf(stderr, "%sgpt2vk: step %llu sample: %s\n", line_open ? "\n" : "",
-                   static_cast<unsigned long long>(state.step),
-                   text.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+      if (group.lead()) {
+        std::fprintf(stderr, "%sgpt2vk: step %llu sample: %s\n", line_open ? "\n" : "",
+                     static_cast<unsigned long long>(state.step),
+                     text.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+      }
       line_open = false;
     }
-    if (tty || state.step % every == 0 || state.step == a.run.steps) {
+    if (group.lead() && (tty || state.step % every == 0 || state.step == a.run.steps)) {
       line_open = tty;
       std::fprintf(stderr, "%sstep %llu/%llu | loss %.4f | norm %.3f | lr %.2e | %.0f tok/s | ETA %s%s",
                    tty ? "\r" : "", static_cast<unsigned long long>(state.step),
@@ -603,8 +735,9 @@ int train(TrainArgs a, const Given& given) {
     }
     if (log) *log << line.dump() << "\n" << std::flush;
     if (!a.bench && a.run.save_every && state.step % a.run.save_every == 0 && state.step < a.run.steps) save();
-    if (signals.received()) {
-      interrupted = signals.received();
+    // A signal on any rank stops them all after this step (mpirun passes it to every rank).
+    if (group.size() > 1 ? group.any(signals.received() != 0) : signals.received() != 0) {
+      interrupted = signals.received() ? signals.received() : SIGTERM;
       break;
     }
   }
@@ -612,17 +745,37 @@ int train(TrainArgs a, const Given& given) {
   signals.restore();
   if (line_open) std::fprintf(stderr, "\n");
   if (a.bench) {
+    if (!group.lead()) return interrupted ? 128 + interrupted : 0;
     if (a.profile) print_profile(trainer);
     print_bench(step_s, a.run.grad_accum, a.run.batch, a.run.ctx, params->count(), device.caps().name);
     return interrupted ? 128 + interrupted : 0;
   }
   save();
+  if (!group.lead()) return interrupted ? 128 + interrupted : 0;
   write_plot(fs::path(a.out) / "loss.svg", state.train_loss, state.val_loss);
   if (a.profile) print_profile(trainer);
   std::fprintf(stderr, "gpt2vk: %s at step %llu: %s (model.safetensors, optimizer state, loss.svg)\n",
                interrupted ? "interrupted; saved" : "saved", static_cast<unsigned long long>(state.step),
                a.out.c_str());
   return interrupted ? 128 + interrupted : 0;
+}
+
+// Each rank of an MPI job runs train_ranks(); an error that all meet alike ends each with rank
+// 0's message, any other ends the whole job from the rank that met it (MPI_Abort), so that no
+// rank waits for one that is gone.
+int train(TrainArgs a, const Given& given) {
+  const Group group;
+  if (group.size() == 1) return train_ranks(std::move(a), given, group);
+  try {
+    return train_ranks(std::move(a), given, group);
+  } catch (const GroupRefusal& e) {
+    if (group.lead()) std::fprintf(stderr, "gpt2vk: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    group.abort("gpt2vk: error on rank " + std::to_string(group.rank()) + " of " +
+                std::to_string(group.size()) + ": " + e.what() +
+                " (ending the job; the last checkpoint is kept)");
+  }
 }
 
 }  // namespace
@@ -654,7 +807,7 @@ Command add_train(CLI::App& cli) {
   cmd->add_option("-c,--ctx", run.ctx, "tokens per sequence (default 64)")->check(whole(0, UINT32_MAX));
   cmd->add_option("--grad-accum", run.grad_accum,
                   "micro-batches of --batch sequences per optimizer step, their gradients summed "
-                  "(default 1)")
+                  "(default 1; under mpirun -np N, N, shared by the ranks)")
       ->check(whole(0, model::training::kMaxGradAccum));
   cmd->add_option("--sampling", run.sampling,
                   "the data order: random windows (default; seeded by --seed) or sequential")

@@ -26,6 +26,7 @@ packages=(
   libicu-dev             # BERT's WordPiece normaliser: NFD, lowercase, Unicode categories
   libsentencepiece-dev   # T5's and Marian's tokenizers run SentencePiece models
   libcpp-httplib-dev     # gpt2vk serve's HTTP
+  libopenmpi-dev openmpi-bin  # training over MPI (mpirun -np N gpt2vk train), and its tests
 )
 test_packages=(
   spirv-tools spirv-cross                 # the shaders' SPIR-V checks
@@ -57,6 +58,8 @@ On other systems install:
   - for `gpt2vk serve`: cpp-httplib (Homebrew: cpp-httplib; vcpkg: cpp-httplib; else fetched);
     for its tests and the WordPiece check: curl, Node.js >= 18 with npm, then:
     npm ci --prefix tests/node; for the tests of deploy/: HAProxy >= 2.2, Prometheus and promtool
+  - for training over MPI (optional: CMake builds without it): an MPI with mpirun (OpenMPI;
+    Homebrew: open-mpi)
 Then: cmake -S . -B build && cmake --build build
 MSG
   exit 1

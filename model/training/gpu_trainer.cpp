@@ -71,9 +71,10 @@ struct PlanBackend {
 
 struct GpuTrainer::Impl {
   Impl(const vk::Device& d, const Parameters& params, uint32_t b, uint32_t t, uint32_t m,
-       bool timestamps)
+       bool timestamps, Share sh)
       : device(d), ops(gpu::checked_ops(d)), config(params.config()), expected(params.tensors()),
-        B(b), T(t), N(b * t), M(m), weights_(d, "training weights"), grads_(d, "training gradients"),
+        B(b), T(t), N(b * t), M(m), share(std::move(sh)), weights_(d, "training weights"),
+        grads_(d, "training gradients"), micro_(d, "training micro-batch gradients"),
         m_(d, "AdamW m"), v_(d, "AdamW v"), acts_(d, "training activations"),
         packed_(d, "training interleaved weights"), io_(d, "training ids"),
         out_(d, "training losses"), rec(d, timestamps) {
@@ -86,19 +87,27 @@ struct GpuTrainer::Impl {
     if (T > c.n_ctx)
       throw std::invalid_argument("T=" + std::to_string(T) + " is past the model's context of " +
                                   std::to_string(c.n_ctx));
+    if (share.ranks == 0 || share.rank >= share.ranks || M % share.ranks != 0 ||
+        (share.ranks > 1 && !share.allgather))
+      throw std::invalid_argument("a shared step needs rank < ranks, M a multiple of the ranks "
+                                  "and an allgather");
     for (const ExpectedTensor& e : expected) {
       const uint64_t bytes = e.elements() * 4;
       handles[e.name] = weights_.add(bytes);
       grads_.add(bytes), m_.add(bytes), v_.add(bytes);
+      if (M > 1) micro_.add(bytes);
       counts.push_back(e.elements());
     }
     for (Packer* p : {&weights_, &grads_, &m_, &v_}) p->allocate(vk::MemoryKind::Device);
+    if (M > 1) micro_.allocate(vk::MemoryKind::Device);
     for (const ExpectedTensor& e : expected) {
       vk::upload(device, weights_.span(handles[e.name]), params.tensor(e.name).data(), e.elements() * 4);
       grad_spans.push_back(grads_.span(handles[e.name]));
+      if (M > 1) micro_spans.push_back(micro_.span(handles[e.name]));
     }
     w = map(weights_);
     dw = map(grads_);
+    if (M > 1) dmicro = map(micro_);
 
     // The activations and scratch the graph touches, and the ops' own scratch.
     PlanBackend plan;
@@ -190,6 +199,17 @@ struct GpuTrainer::Impl {
   // backward false: the losses only (grad_norm 0); update: the optimizer step after them.
   StepResult run(std::span<const int32_t> id_values, std::span<const int32_t> target_values,
                  bool backward, const StepSettings* update);
+  // A step shared by ranks: the rounds of micro-batches, each exchanged and summed; the losses.
+  double shared_gradients(std::span<const int32_t> id_values,
+                          std::span<const int32_t> target_values);
+  // Records micro-batch i's forward and backward, its gradients from zero into the sum (the
+  // first) or into micro_ (the others); `sum` adds those to the sum.
+  void record_micro(uint32_t i, uint32_t mean_over, bool sum);
+  void record_sum() {
+    for (size_t t = 0; t < grad_spans.size(); t++)
+      gpu::add(ops, rec, {.out = grad_spans[t], .a = grad_spans[t], .b = micro_spans[t], .n = counts[t]});
+  }
+  void record_update(const StepSettings& update);
   std::vector<float> next_logits(std::span<const int32_t> id_values);
 
   const vk::Device& device;
@@ -198,12 +218,14 @@ struct GpuTrainer::Impl {
   std::vector<ExpectedTensor> expected;
   uint32_t B, T, N;  // a micro-batch's sequences, tokens each, and tokens
   uint32_t M;        // micro-batches a step
-  Packer weights_, grads_, m_, v_;  // one span per tensor each, the same plan
+  Share share;       // the micro-batches this process computes
+  // One span per tensor each, the same plan; micro_ (M > 1 only) a micro-batch's gradients.
+  Packer weights_, grads_, micro_, m_, v_;
   std::map<std::string, size_t> handles;
   // Per tensor, in `expected` order: its gradient's span and its elements.
-  std::vector<vk::BufferSpan> grad_spans;
+  std::vector<vk::BufferSpan> grad_spans, micro_spans;
   std::vector<uint64_t> counts;
-  ModelWeights<W> w, dw;
+  ModelWeights<W> w, dw, dmicro;
   Packer acts_;
   std::map<Saved, size_t> saved;
   std::map<Grad, size_t> grad;
@@ -235,6 +257,7 @@ struct GpuTrainBackend {
   uint32_t B, T, N;  // this pass's sequences, tokens each, and tokens: the trainer's, or fewer
   uint32_t micro = 0;
   uint32_t mean_over = N;  // the targets the loss is the mean over: the step's
+  const ModelWeights<W>* dw = &m.dw;  // the gradients the backward adds into
 
   const vk::BufferSpan& span(Saved s) const { return m.acts_.span(m.saved.at(s)); }
   const vk::BufferSpan& span(Grad g) const { return m.acts_.span(m.grad.at(g)); }
@@ -365,8 +388,8 @@ struct GpuTrainBackend {
   }
   void embed_backward(Grad dout) {
     gpu::embedding_backward(m.ops, m.rec,
-                            {.dwte = *m.dw.wte,
-                             .dwpe = c.positions == PositionKind::Learned ? m.dw.wpe : nullptr,
+                            {.dwte = *dw->wte,
+                             .dwpe = c.positions == PositionKind::Learned ? dw->wpe : nullptr,
                              .dout = span(dout),
                              .ids = m.io_.span(m.ids[micro]),
                              .n = N,
@@ -378,6 +401,77 @@ struct GpuTrainBackend {
 
 }  // namespace
 
+void GpuTrainer::Impl::record_micro(uint32_t i, uint32_t mean_over, bool sum) {
+  GpuTrainBackend backend{*this, config, B, T, N, i, mean_over};
+  if (sum) {
+    train_step(backend, config, w, dw);
+    return;
+  }
+  for (size_t t = 0; t < micro_spans.size(); t++)
+    gpu::fill(ops, rec, {.out = micro_spans[t], .n = counts[t], .value = 0.0f});
+  backend.dw = &dmicro;
+  train_step(backend, config, w, dmicro);
+}
+
+void GpuTrainer::Impl::record_update(const StepSettings& update) {
+  for (size_t i = 0; i < expected.size(); i++) {
+    const size_t h = handles[expected[i].name];
+    gpu::OptimizerStep o{update.sgd, update.lr, update.beta1, update.beta2, update.eps,
+                         expected[i].shape.size() >= 2 ? update.weight_decay : 0.0f,
+                         update.clip, update.step};
+    gpu::adamw(ops, rec,
+               {.param = weights_.span(h),
+                .m = m_.span(h),
+                .v = v_.span(h),
+                .grad = grads_.span(h),
+                .norm_sq = out_.span(norm_sq),
+                .n = counts[i],
+                .options = o});
+  }
+}
+
+// Round j: this rank's micro-batch j * ranks + rank computed from zero and read back, every
+// rank's gathered, then added into the sum in rank order (the first of all written as it is):
+// the sum one process with M micro-batches makes, to the bit. The losses likewise.
+double GpuTrainer::Impl::shared_gradients(std::span<const int32_t> id_values,
+                                          std::span<const int32_t> target_values) {
+  const uint32_t R = share.ranks, rounds = M / R;
+  uint64_t floats = 0;
+  for (uint64_t c : counts) floats += c;
+  std::vector<float> mine(floats + N), all((floats + N) * R);
+  double total = 0;
+  for (uint32_t j = 0; j < rounds; j++) {
+    const uint32_t i = j * R + share.rank;
+    gpu::upload_ids(device, io_.span(ids[i]), id_values.subspan(size_t{i} * N, N), config.n_vocab);
+    gpu::upload_ids(device, io_.span(targets[i]), target_values.subspan(size_t{i} * N, N),
+                    config.n_vocab);
+    rec.begin();
+    repack(true);
+    record_micro(i, M * N, false);
+    rec.run();
+    fwd_current = bwd_current = true;  // until the update
+    uint64_t at = 0;
+    for (size_t t = 0; t < micro_spans.size(); at += counts[t], t++)
+      vk::download(device, mine.data() + at, micro_spans[t], counts[t] * 4);
+    vk::download(device, mine.data() + floats, out_.span(losses[i]), uint64_t{N} * 4);
+    share.allgather(mine, all);
+    for (uint32_t r = 0; r < R; r++) {
+      const float* g = all.data() + (floats + N) * r;
+      const bool first = j == 0 && r == 0;
+      at = 0;
+      for (size_t t = 0; t < counts.size(); at += counts[t], t++)
+        vk::upload(device, first ? grad_spans[t] : micro_spans[t], g + at, counts[t] * 4);
+      if (!first) {
+        rec.begin();
+        record_sum();
+        rec.run();
+      }
+      for (uint32_t k = 0; k < N; k++) total += static_cast<double>(g[floats + k]);
+    }
+  }
+  return total;
+}
+
 StepResult GpuTrainer::Impl::run(std::span<const int32_t> id_values,
                                  std::span<const int32_t> target_values, bool backward,
                                  const StepSettings* update) {
@@ -388,21 +482,34 @@ StepResult GpuTrainer::Impl::run(std::span<const int32_t> id_values,
     throw std::invalid_argument(
         backward ? "a step takes M * B * T = " + std::to_string(n) + " ids and as many targets"
                  : "an evaluation takes B * T = " + std::to_string(n) + " ids and as many targets");
-  for (uint32_t i = 0; i < micros; i++) {
-    gpu::upload_ids(device, io_.span(ids[i]), id_values.subspan(size_t{i} * N, N), config.n_vocab);
-    gpu::upload_ids(device, io_.span(targets[i]), target_values.subspan(size_t{i} * N, N),
-                    config.n_vocab);
-  }
-  rec.begin();
-  if (backward)
-    for (size_t i = 0; i < grad_spans.size(); i++)
-      gpu::fill(ops, rec, {.out = grad_spans[i], .n = counts[i], .value = 0.0f});
-  repack(backward);
-  // The micro-batches in order, each adding its share of the mean's gradient (1 / (M N) a
-  // target) to the same gradients: one order of the sums, whatever the device.
-  for (uint32_t i = 0; i < micros; i++) {
-    GpuTrainBackend backend{*this, config, B, T, N, i, static_cast<uint32_t>(n)};
-    train_step(backend, config, w, dw, backward ? Until::Gradients : Until::Losses);
+  const bool shared = backward && share.ranks > 1;
+  double total = 0;
+  if (shared) {
+    total = shared_gradients(id_values, target_values);
+    rec.begin();
+  } else {
+    for (uint32_t i = 0; i < micros; i++) {
+      gpu::upload_ids(device, io_.span(ids[i]), id_values.subspan(size_t{i} * N, N), config.n_vocab);
+      gpu::upload_ids(device, io_.span(targets[i]), target_values.subspan(size_t{i} * N, N),
+                      config.n_vocab);
+    }
+    rec.begin();
+    if (backward)
+      for (size_t i = 0; i < grad_spans.size(); i++)
+        gpu::fill(ops, rec, {.out = grad_spans[i], .n = counts[i], .value = 0.0f});
+    repack(backward);
+    // The micro-batches in order, each one's share of the mean's gradient (1 / (M N) a target)
+    // computed from zero, then added to the sum: one order of the sums, whatever the device,
+    // and the one a group of processes can make too.
+    for (uint32_t i = 0; i < micros; i++) {
+      if (!backward) {
+        GpuTrainBackend backend{*this, config, B, T, N, i, static_cast<uint32_t>(n)};
+        train_step(backend, config, w, dw, Until::Losses);
+        continue;
+      }
+      record_micro(i, static_cast<uint32_t>(n), i == 0);
+      if (i > 0) record_sum();
+    }
   }
   if (backward)
     gpu::grad_sum_squares(ops, rec,
@@ -410,30 +517,14 @@ StepResult GpuTrainer::Impl::run(std::span<const int32_t> id_values,
                            .scratch = acts_.span(norm_scratch),
                            .tensors = grad_spans,
                            .counts = counts});
-  if (update) {
-    for (size_t i = 0; i < expected.size(); i++) {
-      const size_t h = handles[expected[i].name];
-      gpu::OptimizerStep o{update->sgd, update->lr, update->beta1, update->beta2, update->eps,
-                           expected[i].shape.size() >= 2 ? update->weight_decay : 0.0f,
-                           update->clip, update->step};
-      gpu::adamw(ops, rec,
-                 {.param = weights_.span(h),
-                  .m = m_.span(h),
-                  .v = v_.span(h),
-                  .grad = grads_.span(h),
-                  .norm_sq = out_.span(norm_sq),
-                  .n = counts[i],
-                  .options = o});
-    }
-  }
+  if (update) record_update(*update);
   rec.run();
   // The copies now match the weights, until an update changes them.
   fwd_current = !update;
   bwd_current = (bwd_current || backward) && !update;
   std::vector<float> row_losses(N);
   float sum_sq = 0;
-  double total = 0;
-  for (uint32_t i = 0; i < micros; i++) {
+  for (uint32_t i = 0; i < micros && !shared; i++) {
     vk::download(device, row_losses.data(), out_.span(losses[i]), uint64_t{N} * 4);
     for (float l : row_losses) total += static_cast<double>(l);
   }
@@ -463,8 +554,8 @@ std::vector<float> GpuTrainer::Impl::next_logits(std::span<const int32_t> id_val
 }
 
 GpuTrainer::GpuTrainer(const vk::Device& device, const Parameters& params, uint32_t B, uint32_t T,
-                       bool timestamps, uint32_t M)
-    : impl_(std::make_unique<Impl>(device, params, B, T, M, timestamps)) {}
+                       bool timestamps, uint32_t M, Share share)
+    : impl_(std::make_unique<Impl>(device, params, B, T, M, timestamps, std::move(share))) {}
 GpuTrainer::~GpuTrainer() = default;
 
 StepResult GpuTrainer::gradients(std::span<const int32_t> ids, std::span<const int32_t> targets) {

@@ -4,6 +4,7 @@
 // Weights, gradients and AdamW's moments stay on the device in fp32 between steps.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -23,6 +24,17 @@ struct StepSettings {
   uint64_t step = 1;          // counts from 1 (AdamW's bias corrections)
 };
 
+// A step shared by a group of processes, one replica of the weights each (data parallelism:
+// apps/train.cpp over MPI). Of a step's M micro-batches this process computes those m with
+// m % ranks == rank, a round of `ranks` at a time; each round's gradients (and row losses) go to
+// every rank through `allgather`, and every rank adds them into its sum in micro-batch order,
+// so the sum, the norm and the update are those of one process with the same M, to the bit.
+struct Share {
+  uint32_t rank = 0, ranks = 1;
+  // Every rank's `mine` (of one length on all) into `all`, in rank order: MPI_Allgather.
+  std::function<void(std::span<const float> mine, std::span<float> all)> allgather;
+};
+
 struct StepResult {
   double loss = 0;       // the mean cross-entropy over the step's M * B * T targets
   double grad_norm = 0;  // the global L2 norm of the gradients, before clipping
@@ -32,13 +44,15 @@ class GpuTrainer {
  public:
   // The parameters go to the device; AdamW's moments start at zero. A step is M micro-batches
   // (gradient accumulation) of B sequences of T tokens, T <= n_ctx: each micro-batch's forward
-  // and backward in turn over the same activations, their gradients summed into one set in
-  // micro-batch order, each scaled so the sum is that of the mean loss over all M * B * T
-  // targets; the activations are those of B x T whatever M is, the ids, targets and losses
-  // (12 bytes a token) those of the M * B * T. Throws vk::Error when an op cannot run on the
-  // device. timestamps: time every dispatch (timings()).
+  // and backward in turn over the same activations, each micro-batch's gradients computed from
+  // zero (the first into the sum, the others into a second set of gradients, added to the sum
+  // in micro-batch order: sum = ((g0 + g1) + g2) ...), each scaled so the sum is that of the mean
+  // loss over all M * B * T targets; the activations are those of B x T whatever M is, the ids,
+  // targets and losses (12 bytes a token) those of the M * B * T. Throws vk::Error when an op
+  // cannot run on the device. timestamps: time every dispatch (timings()). share: the part of
+  // each step this process computes, M a multiple of its ranks.
   GpuTrainer(const vk::Device& device, const Parameters& params, uint32_t B, uint32_t T,
-             bool timestamps = false, uint32_t M = 1);
+             bool timestamps = false, uint32_t M = 1, Share share = {});
   ~GpuTrainer();
   GpuTrainer(const GpuTrainer&) = delete;
   GpuTrainer& operator=(const GpuTrainer&) = delete;
