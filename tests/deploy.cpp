@@ -95,7 +95,7 @@ std::optional<nlohmann::json> deploy_files(const std::filesystem::path& dir) {
     const char* ci = std::getenv("CI");
     if (ci && std::string(ci) == "true")
       FAIL("node or the npm packages of tests/node are missing (bash scripts/setup.sh --tests)");
-    MESSAGE("skipped: node or the npm packages of tests/node are missing (scripts/setup.sh --tests)");
+    MESSAGE("skipped: node or the npm packages of tests/node are missing (setup.sh --tests)");
     return std::nullopt;
   }
   const CliResult r =

@@ -1,14 +1,15 @@
 // deploy/kubernetes/ (issue 42), without a cluster: every manifest parses and passes its kind's
 // schema (Kubernetes' OpenAPI schemas through npm's kubernetes-models, prometheus-operator's
-// CRD schemas through @kubernetes-models/prometheus-operator: tests/node/deploy_manifests.mjs),
-// a copy broken on purpose does not, and the files agree with each other and with
-// deploy/Dockerfile: the pods' labels, one port, the probes' and the scrape's paths, the user,
-// the model's and the caches' mounts, the grace period against the drain, the autoscaler's
-// metric against prometheus-adapter's rule. tests/test_deploy_image.cpp runs the image's
-// entrypoint with the Deployment's arguments and reads that metric from the server.
+// CRD schemas through @kubernetes-models/prometheus-operator: tests/node/deploy_manifests.mjs)
+// with no field the schema does not name, a copy broken on purpose does not, and the files agree
+// with each other and with deploy/Dockerfile: the pods' labels, one port, the probes' and the
+// scrape's paths, the user, the model's and the caches' mounts, the grace period against the drain,
+// the autoscaler's metric against prometheus-adapter's rule. tests/test_deploy_image.cpp runs the
+// image's entrypoint with the Deployment's arguments and reads that metric from the server.
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -48,8 +49,8 @@ TEST_CASE("deploy/kubernetes: every manifest passes its kind's schema") {
     CHECK(m["errors"] == json::array());
     if (m["object"].is_object()) kinds.insert(m["object"]["kind"].get<std::string>());
   }
-  CHECK(kinds == std::set<std::string>{"Deployment", "HorizontalPodAutoscaler", "PodMonitor",
-                                       "Service"});
+  CHECK(kinds ==
+        std::set<std::string>{"Deployment", "HorizontalPodAutoscaler", "PodMonitor", "Service"});
 }
 
 TEST_CASE("deploy/kubernetes: a copy broken on purpose fails, each file") {
@@ -62,19 +63,29 @@ TEST_CASE("deploy/kubernetes: a copy broken on purpose fails, each file") {
     REQUIRE_MESSAGE(at != std::string::npos, file << " has no '" << from << "'");
     test::write_file(dir / file, text.replace(at, from.size(), to));
   };
-  // A port that is not a number, a target port neither a name nor a number, a PodMonitor's
-  // required list misspelt, and an API version that does not exist.
+  // What each file's errors must name: a port that is not a number and a misspelt optional
+  // field (which the schemas alone let through), a target port that is neither a name nor a
+  // number, a required list misspelt, an API version that does not exist.
+  const std::map<std::string, std::vector<std::string>> expected = {
+      {"deployment.yaml", {"containerPort must be integer", "readinesProbe: no such field"}},
+      {"service.yaml", {"targetPort must match exactly one schema"}},
+      {"podmonitor.yaml",
+       {"required property podMetricsEndpoints", "podMetricEndpoints: no such field"}},
+      {"hpa.yaml", {"no schema here for autoscaling/v9"}}};
   edit("kubernetes/deployment.yaml", "containerPort: 8080", "containerPort: \"8080x\"");
+  edit("kubernetes/deployment.yaml", "readinessProbe:", "readinesProbe:");
   edit("kubernetes/service.yaml", "targetPort: http", "targetPort: [http]");
   edit("kubernetes/podmonitor.yaml", "podMetricsEndpoints:", "podMetricEndpoints:");
   edit("kubernetes/hpa.yaml", "apiVersion: autoscaling/v2", "apiVersion: autoscaling/v9");
   const auto files = test::deploy_files(dir.path());
   if (!files) return;
-  REQUIRE(files->at("manifests").size() == 4);
+  REQUIRE(files->at("manifests").size() == expected.size());
   for (const json& m : files->at("manifests")) {
-    CAPTURE(m["file"].get<std::string>());
-    CHECK(!m["errors"].empty());
-    MESSAGE(m["file"].get<std::string>() << ": " << m["errors"].dump());
+    const std::string file = m["file"], errors = m["errors"].dump();
+    CAPTURE(file);
+    CAPTURE(errors);
+    REQUIRE(expected.count(file) == 1);
+    for (const std::string& e : expected.at(file)) CHECK(errors.find(e) != std::string::npos);
   }
 }
 
@@ -106,9 +117,9 @@ TEST_CASE("deploy/: the manifests agree with each other and with the Dockerfile"
   CHECK(selects(deployment["spec"]["selector"]["matchLabels"], labels));
   CHECK(selects(service["spec"]["selector"], labels));
   CHECK(selects(monitor["spec"]["selector"]["matchLabels"], labels));
-  CHECK(hpa["spec"]["scaleTargetRef"] ==
-        json{{"apiVersion", "apps/v1"}, {"kind", "Deployment"},
-             {"name", deployment["metadata"]["name"]}});
+  CHECK(hpa["spec"]["scaleTargetRef"] == json{{"apiVersion", "apps/v1"},
+                                              {"kind", "Deployment"},
+                                              {"name", deployment["metadata"]["name"]}});
 
   // One port: the server's, the image's EXPOSE, the container's, the Service's target, the
   // probes', the scrapes'. /health for the probes, /metrics for the scrapes.
@@ -147,7 +158,8 @@ TEST_CASE("deploy/: the manifests agree with each other and with the Dockerfile"
   // XDG_CACHE_HOME) a writable one, the root filesystem being read-only.
   std::string cache;
   for (const json& env : runtime["instructions"])
-    if (env["keyword"] == "ENV" && env["args"][0].get<std::string>().rfind("XDG_CACHE_HOME=", 0) == 0)
+    if (env["keyword"] == "ENV" &&
+        env["args"][0].get<std::string>().rfind("XDG_CACHE_HOME=", 0) == 0)
       cache = env["args"][0].get<std::string>().substr(15);
   CHECK(container["securityContext"]["readOnlyRootFilesystem"] == true);
   const std::string models = test::flag_value(entrypoint, "-m");

@@ -6,11 +6,12 @@
 //   of an exec form such as ENTRYPOINT ["a", "b"], else null);
 // - manifests: every document of DEPLOY_DIR/kubernetes/*.yaml, with `errors`: what parsing it
 //   and validating it against its kind's schema (kubernetes-models: Kubernetes' OpenAPI schemas;
-//   @kubernetes-models/prometheus-operator: the CRDs' schemas) found; a kind with no schema
-//   here is an error;
+//   @kubernetes-models/prometheus-operator: the CRDs' schemas) found, and every field the
+//   schema does not name (unknown_fields.mjs); a kind with no schema here is an error;
 // - adapter: DEPLOY_DIR/prometheus-adapter.yaml, parsed.
 import { readFileSync, readdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { DockerfileParser } from 'dockerfile-ast';
 import { validate as lintDockerfile } from 'dockerfile-utils';
 import { parseAllDocuments, parse } from 'yaml';
@@ -18,6 +19,7 @@ import { Deployment } from 'kubernetes-models/apps/v1';
 import { Service } from 'kubernetes-models/v1';
 import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2';
 import { PodMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
+import { unknownFields } from './unknown_fields.mjs';
 
 const dir = process.argv[2];
 if (!dir) {
@@ -25,7 +27,16 @@ if (!dir) {
   process.exit(2);
 }
 
-const models = { Deployment, Service, HorizontalPodAutoscaler, PodMonitor };
+// Each kind's model, and the declaration of its type that unknown_fields.mjs walks.
+const modules = join(dirname(fileURLToPath(import.meta.url)), 'node_modules');
+const models = {
+  Deployment: [Deployment, 'kubernetes-models/apps/v1/Deployment.d.ts', 'IDeployment'],
+  Service: [Service, 'kubernetes-models/v1/Service.d.ts', 'IService'],
+  HorizontalPodAutoscaler: [HorizontalPodAutoscaler,
+    'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler.d.ts', 'IHorizontalPodAutoscaler'],
+  PodMonitor: [PodMonitor,
+    '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PodMonitor.d.ts', 'IPodMonitor'],
+};
 
 function dockerfile(path) {
   const text = readFileSync(path, 'utf8');
@@ -40,9 +51,9 @@ function dockerfile(path) {
     const keyword = instruction.getKeyword();
     if (keyword === 'FROM') stages.push({ instructions: [] });
     if (stages.length === 0) continue;  // ARG before the first FROM
-    const json = typeof instruction.getJSONStrings === 'function' && instruction.getJSONStrings().length
-      ? instruction.getJSONStrings().map((s) => s.getJSONValue())
-      : null;
+    const strings = typeof instruction.getJSONStrings === 'function'
+      ? instruction.getJSONStrings() : [];
+    const json = strings.length ? strings.map((s) => s.getJSONValue()) : null;
     stages.at(-1).instructions.push({
       keyword,
       line: instruction.getRange().start.line + 1,
@@ -65,7 +76,7 @@ function manifests(folder) {
       const errors = doc.errors.map((e) => e.message);
       const object = errors.length ? null : doc.toJS();
       if (object) {
-        const Model = models[object.kind];
+        const [Model, declarations, type] = models[object.kind] ?? [];
         const known = Model && Model.apiVersion === object.apiVersion;
         if (!known) errors.push(`no schema here for ${object.apiVersion} ${object.kind}`);
         else {
@@ -74,6 +85,8 @@ function manifests(folder) {
           } catch (e) {
             errors.push(e.message);
           }
+          for (const field of unknownFields(object, join(modules, declarations), type, modules))
+            errors.push(`${field}: no such field in ${object.apiVersion} ${object.kind}`);
         }
       }
       out.push({ file, index, object, errors });
