@@ -8,9 +8,11 @@
 // its entrypoint run from there with the image's environment, once with the image's CMD and
 // once with deploy/kubernetes/deployment.yaml's args, as a pod would: /health (the probes'),
 // /metrics (the scrapes') with the gauge the autoscaler reads, a completion, and an exit 0 on
-// the image's STOPSIGNAL. What an image build would add (apt-get in a bare Debian 12, the
-// Release build in the build stage, the user's rights in the container) is not tried here.
+// the image's STOPSIGNAL; and the build's context, the ignore file applied, configures. What an
+// image build would add (apt-get in a bare Debian 12, the Release build in the build stage, the
+// user's rights in the container) is not tried here.
 #include <doctest/doctest.h>
+#include <fnmatch.h>
 #include <signal.h>
 
 #include <chrono>
@@ -85,7 +87,8 @@ std::vector<fs::path> loaded_files(const fs::path& binary) {
     const fs::path loader = line.substr(arrow + 4);
     if (fs::canonical(loader).parent_path() == libraries) out.push_back(loader), loaders++;
   }
-  CHECK_MESSAGE(loaders == 1, "ldconfig -p lists " << loaders << " libvulkan.so.1 beside " << libraries);
+  CHECK_MESSAGE(loaders == 1,
+                "ldconfig -p lists " << loaders << " libvulkan.so.1 beside " << libraries);
   for (const auto& e : fs::directory_iterator("/usr/share/vulkan/icd.d"))
     if (e.path().filename().string().rfind("lvp_icd", 0) == 0) out.push_back(e.path());
   return out;
@@ -99,7 +102,8 @@ std::string joined(const std::set<std::string>& s) {
 
 }  // namespace
 
-TEST_CASE("deploy/Dockerfile: lint-clean, Debian 12, not root, the runtime packages the binary needs") {
+TEST_CASE(
+    "deploy/Dockerfile: lint-clean, Debian 12, not root, the runtime packages the binary needs") {
   if (!test::have_program("dpkg") || !test::have_program("ldd")) return;
   const auto files = test::deploy_files(test::source_dir() / "deploy");
   if (!files) return;
@@ -107,7 +111,8 @@ TEST_CASE("deploy/Dockerfile: lint-clean, Debian 12, not root, the runtime packa
   CHECK_MESSAGE(dockerfile["problems"] == json::array(), dockerfile["problems"].dump(1));
   const json& stages = dockerfile.at("stages");
   REQUIRE(stages.size() == 2);
-  CHECK(test::instruction(stages[0], "FROM")->at("args") == json::array({"debian:12", "AS", "build"}));
+  CHECK(test::instruction(stages[0], "FROM")->at("args") ==
+        json::array({"debian:12", "AS", "build"}));
   CHECK(test::instruction(stages[1], "FROM")->at("args") == json::array({"debian:12"}));
   const json& runtime = stages[1];
   const json* user = test::instruction(runtime, "USER");
@@ -177,9 +182,10 @@ TEST_CASE("deploy/Dockerfile: its entrypoint, installed as the image has it, ser
   const char* mesa = std::getenv("MESA_SHADER_CACHE_DIR");
   const char* xdg = std::getenv("XDG_CACHE_HOME");
   const char* home = std::getenv("HOME");
-  env.emplace_back("MESA_SHADER_CACHE_DIR",
-                   mesa ? mesa : (xdg ? fs::path(xdg) : fs::path(home ? home : "/") / ".cache") /
-                                     "mesa_shader_cache");
+  env.emplace_back(
+      "MESA_SHADER_CACHE_DIR",
+      mesa ? mesa
+           : (xdg ? fs::path(xdg) : fs::path(home ? home : "/") / ".cache") / "mesa_shader_cache");
 
   const json* entry = test::instruction(runtime, "ENTRYPOINT");
   REQUIRE(entry);
@@ -188,9 +194,18 @@ TEST_CASE("deploy/Dockerfile: its entrypoint, installed as the image has it, ser
   REQUIRE(entrypoint[0].rfind(prefix + "/", 0) == 0);
   const std::string models = test::flag_value(entrypoint, "-m");
   const std::string metric = test::manifest(*files, "HorizontalPodAutoscaler")
-                                 .at("spec").at("metrics").at(0).at("pods").at("metric").at("name");
-  const json& container =
-      test::manifest(*files, "Deployment").at("spec").at("template").at("spec").at("containers").at(0);
+                                 .at("spec")
+                                 .at("metrics")
+                                 .at(0)
+                                 .at("pods")
+                                 .at("metric")
+                                 .at("name");
+  const json& container = test::manifest(*files, "Deployment")
+                              .at("spec")
+                              .at("template")
+                              .at("spec")
+                              .at("containers")
+                              .at(0);
   const std::string health = container.at("readinessProbe").at("httpGet").at("path");
   const std::string scrape =
       test::manifest(*files, "PodMonitor").at("spec").at("podMetricsEndpoints").at(0).at("path");
@@ -208,10 +223,14 @@ TEST_CASE("deploy/Dockerfile: its entrypoint, installed as the image has it, ser
     all.insert(all.end(), args.begin(), args.end());
     for (size_t i = 0; i < all.size(); i++) {
       const std::string& before = i ? all[i - 1] : "";
-      if (all[i] == models) argv.push_back((test::source_dir() / "models/kjv").string());
-      else if (before == "--host") argv.push_back("127.0.0.1");
-      else if (before == "--port") argv.push_back(std::to_string(port));
-      else argv.push_back(all[i]);
+      if (all[i] == models)
+        argv.push_back((test::source_dir() / "models/kjv").string());
+      else if (before == "--host")
+        argv.push_back("127.0.0.1");
+      else if (before == "--port")
+        argv.push_back(std::to_string(port));
+      else
+        argv.push_back(all[i]);
     }
     test::Background server(test::Program{argv}, env);
     int code = 0;
@@ -231,4 +250,63 @@ TEST_CASE("deploy/Dockerfile: its entrypoint, installed as the image has it, ser
     CHECK(completion.status == 200);
     CHECK(server.stop(SIGTERM, 60) == 0);
   }
+}
+
+TEST_CASE("deploy/Dockerfile: the build's context, its ignore file applied, configures") {
+  if (!test::have_program("cmake") || !test::have_program("git")) return;
+  // The ignore file's patterns: a name or a glob at the top (".git", "build*"), or "**/NAME"
+  // anywhere. The build stage copies what is left and builds it: here it is configured only
+  // (a second build of the project would double CI's time) without the tests and the fuzz
+  // targets, which proves CMakeLists.txt needs neither folder.
+  std::vector<std::string> top, anywhere;
+  std::istringstream lines(test::read_file(test::source_dir() / "deploy/Dockerfile.dockerignore"));
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const bool deep = line.rfind("**/", 0) == 0;
+    const bool plain = line.find('/') == std::string::npos;
+    REQUIRE_MESSAGE((deep || plain), "a pattern this test does not read: " << line);
+    if (deep)
+      anywhere.push_back(line.substr(3));
+    else
+      top.push_back(line);
+  }
+  auto ignored = [&](const fs::path& relative) {
+    const std::string first = relative.begin()->string();
+    for (const std::string& p : top)
+      if (fnmatch(p.c_str(), first.c_str(), 0) == 0) return true;
+    for (const auto& part : relative)
+      for (const std::string& p : anywhere)
+        if (fnmatch(p.c_str(), part.c_str(), 0) == 0) return true;
+    return false;
+  };
+  test::TempDir context;
+  const fs::path source = test::source_dir();
+  for (auto it = fs::recursive_directory_iterator(source); it != fs::recursive_directory_iterator();
+       ++it) {
+    const fs::path relative = fs::relative(it->path(), source);
+    if (ignored(relative)) {
+      if (it->is_directory()) it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_directory())
+      fs::create_directories(context / relative.string());
+    else if (it->is_regular_file())
+      fs::copy_file(it->path(), context / relative.string());
+  }
+  CHECK(!fs::exists(context / "build"));
+  CHECK(!fs::exists(context / "tests"));
+  // What git tracks is all there but the tests and the fuzz targets: configuring finds no
+  // shader or data folder missing (it globs them), so this is what holds those in.
+  const test::CliResult tracked = test::run({"git", "-C", source.string(), "ls-files"});
+  REQUIRE(tracked.exit_code == 0);
+  std::istringstream paths(tracked.out);
+  std::set<std::string> left_out;
+  for (std::string path; std::getline(paths, path);)
+    if (!fs::exists(context / path) && path.rfind("tests/", 0) != 0 && path.rfind("fuzz/", 0) != 0)
+      left_out.insert(path);
+  CHECK_MESSAGE(left_out.empty(), "the context leaves out: " << joined(left_out));
+  const test::CliResult configure =
+      test::run({"cmake", "-S", context.path().string(), "-B", (context / "build").string(),
+                 "-DCMAKE_BUILD_TYPE=Release"});
+  CHECK_MESSAGE(configure.exit_code == 0, configure.out << configure.err);
 }
