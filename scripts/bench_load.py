@@ -8,11 +8,11 @@ after another for 60 s through HAProxy; then the same load on one replica alone,
 Each request is a greedy completion of `--max-tokens` tokens of one of 16 prompts (`"stream":
 true`): its time to first token is the time until its first event with text, seen by the
 client. Prints, for each setup, requests/s, tokens/s (from the replicas' own
-`gpt2vk_completion_tokens_total`), p50/p99 time to
-first token, the errors, and each replica's resident memory (VmRSS) before and after the load
-(after a warm-up that fills every slot once).
-Requests still running at the end of the window finish and count; rates are over the time until
-the last one finished.
+`gpt2vk_completion_tokens_total`), p50/p99 time to first token, the errors, the CPU time the
+replicas used (all their threads, lavapipe's too: on a shared machine, what the load got of
+it), and each replica's resident memory (VmRSS) before and after the load, after a warm-up that
+fills every slot once. Requests still running at the end of the window finish and count; rates
+are over the time until the last one finished.
 
     ./build/gpt2vk make-model --shape small -o /tmp/gpt2-small
     python3 scripts/bench_load.py -m models/kjv
@@ -20,6 +20,7 @@ the last one finished.
 """
 import argparse
 import json
+import os
 import re
 import socket
 import subprocess
@@ -67,6 +68,12 @@ def rss_mib(pid):
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def cpu_seconds(pid):
+    """User plus system CPU time of a process, all its threads (lavapipe's too)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def tokens_total(port):
@@ -185,7 +192,9 @@ def run_setup(a, name, n_replicas, through_haproxy, tmp):
             t.join()
         rss_start = [rss_mib(proc.pid) for _, proc in replicas]
         tok_start = [tokens_total(p) for p, _ in replicas]
+        cpu_start = sum(cpu_seconds(proc.pid) for _, proc in replicas)
         elapsed, ttft, counts = load(port, a.clients, a.seconds, a.max_tokens)
+        cpu = sum(cpu_seconds(proc.pid) for _, proc in replicas) - cpu_start
         tokens = sum(tokens_total(p) for p, _ in replicas) - sum(tok_start)
         rss_end = [rss_mib(proc.pid) for _, proc in replicas]
         if haproxy:
@@ -202,7 +211,8 @@ def run_setup(a, name, n_replicas, through_haproxy, tmp):
           f"{counts['ok'] / elapsed:.2f} requests/s, {tokens / elapsed:.1f} tokens/s; "
           f"time to first token "
           f"p50 {quantile(ttft, 0.5) * 1000:.0f} ms, p99 {quantile(ttft, 0.99) * 1000:.0f} ms; "
-          f"RSS {rss}", flush=True)
+          f"replicas' CPU {cpu:.0f} s ({cpu / elapsed:.2f} cores, {tokens / cpu:.0f} tokens per "
+          f"CPU second); RSS {rss}", flush=True)
 
 
 def main():
