@@ -168,7 +168,7 @@ TEST_CASE("deploy/Dockerfile: its entrypoint, installed as the image has it, ser
   REQUIRE_MESSAGE(install.exit_code == 0, install.out << install.err);
 
   // The image's environment, its absolute paths under the root (the Dockerfile makes them).
-  // Mesa's shader cache stays where it is: a cold one costs this test a minute of compiling.
+  // Mesa's shader cache stays where it is: a cold one would compile every pipeline again.
   test::Env env;
   for (const json& i : runtime["instructions"]) {
     if (i["keyword"] != "ENV") continue;
