@@ -1,3 +1,4 @@
+#include "tests/ci.h"
 #include "tests/deploy.h"
 
 #include <doctest/doctest.h>
@@ -16,8 +17,7 @@ namespace test {
 
 bool have_program(const std::string& program) {
   if (on_path(program)) return true;
-  const char* ci = std::getenv("CI");
-  if (ci && std::string(ci) == "true")
+  if (test::in_ci())
     FAIL(program << " is not installed (bash scripts/setup.sh --tests; CI=true makes this a failure)");
   MESSAGE("skipped: " << program << " is not installed (bash scripts/setup.sh --tests)");
   return false;
@@ -92,8 +92,7 @@ std::optional<nlohmann::json> deploy_files(const std::filesystem::path& dir) {
   const auto modules = source_dir() / "tests/node/node_modules";
   if (!on_path("node") || !std::filesystem::exists(modules / "kubernetes-models/package.json") ||
       !std::filesystem::exists(modules / "dockerfile-utils/package.json")) {
-    const char* ci = std::getenv("CI");
-    if (ci && std::string(ci) == "true")
+    if (test::in_ci())
       FAIL("node or the npm packages of tests/node are missing (bash scripts/setup.sh --tests)");
     MESSAGE("skipped: node or the npm packages of tests/node are missing (setup.sh --tests)");
     return std::nullopt;

@@ -6,14 +6,10 @@
 
 #include "model/formats/dtype.h"
 #include "model/ops/gpu/common.h"
+#include "tests/ci.h"
 
 namespace test {
 namespace {
-
-bool in_ci() {
-  const char* ci = std::getenv("CI");
-  return ci && (std::strcmp(ci, "true") == 0 || std::strcmp(ci, "1") == 0);
-}
 
 vk::DeviceOptions device_options() {
   vk::DeviceOptions o;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "model/forward/cpu_model.h"
+#include "tests/ci.h"
 #include "tests/cli.h"
 #include "tests/compare.h"
 #include "tests/files.h"
@@ -172,8 +173,7 @@ TEST_CASE("gpt2vk attention refuses what it cannot show") {
 TEST_CASE("gpt2vk attention: the page of 12 x 12 heads over 256 tokens renders in Chromium") {
   const char* chromium = "/usr/bin/chromium";
   if (std::system("test -x /usr/bin/chromium") != 0) {
-    const bool ci = std::getenv("CI") && std::string(std::getenv("CI")) == "true";
-    if (ci) FAIL("no /usr/bin/chromium: scripts/setup.sh --tests installs Debian's chromium");
+    if (test::in_ci()) FAIL("no /usr/bin/chromium: scripts/setup.sh --tests installs Debian's chromium");
     MESSAGE("SKIPPED: no /usr/bin/chromium (scripts/setup.sh --tests installs it)");
     return;
   }

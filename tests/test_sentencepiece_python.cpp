@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "model/text/sentencepiece.h"
+#include "tests/ci.h"
 #include "tests/files.h"
 #include "tests/process.h"
 
@@ -20,15 +21,11 @@ using nlohmann::json;
 
 namespace {
 
-bool ci() {
-  return std::getenv("CI") && std::string(std::getenv("CI")) == "true";
-}
-
 // Debian's python3 with its sentencepiece module (setup.sh --tests); in CI its absence fails.
 bool have_reference() {
   const bool there = test::run({"/usr/bin/python3", "-c", "import sentencepiece"}).exit_code == 0;
   if (!there) {
-    if (ci())
+    if (test::in_ci())
       FAIL_CHECK("/usr/bin/python3 has no sentencepiece: run scripts/setup.sh --tests");
     else
       MESSAGE("SKIPPED: /usr/bin/python3 has no sentencepiece (scripts/setup.sh --tests)");

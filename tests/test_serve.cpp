@@ -16,6 +16,7 @@
 #include "model/forward/cpu_model.h"
 #include "model/generation/sampler.h"
 #include "model/text/tokenizer.h"
+#include "tests/ci.h"
 #include "tests/cli.h"
 #include "tests/files.h"
 #include "tests/process.h"
@@ -101,14 +102,13 @@ std::string generated(const std::string& prompt, int n) {
   return r.out.substr(prompt.size(), r.out.size() - prompt.size() - 1);  // the newline after
 }
 
-bool ci() { return std::getenv("CI") && std::string(std::getenv("CI")) == "true"; }
 
 // The node client is there (setup.sh installs it); in CI its absence fails the test.
 bool have_openai_client() {
   const bool there = test::on_path("node") &&
                      std::filesystem::exists(test::source_dir() / "tests/node/node_modules/openai/package.json");
   if (!there) {
-    if (ci()) FAIL_CHECK("node or the openai npm client is missing: run scripts/setup.sh --tests");
+    if (test::in_ci()) FAIL_CHECK("node or the openai npm client is missing: run scripts/setup.sh --tests");
     else MESSAGE("SKIPPED: node or the openai npm client is missing (scripts/setup.sh --tests installs them)");
   }
   return there;

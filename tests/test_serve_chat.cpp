@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/ci.h"
 #include "tests/chat_fixture.h"
 #include "tests/cli.h"
 #include "tests/files.h"
@@ -35,7 +36,7 @@ std::pair<std::vector<json>, bool> chunks(const std::string& body) {
 }
 
 bool have_openai_client() {
-  const bool ci = std::getenv("CI") && std::string(std::getenv("CI")) == "true";
+  const bool ci = test::in_ci();
   const bool there =
       test::on_path("node") &&
       std::filesystem::exists(test::source_dir() / "tests/node/node_modules/openai/package.json");

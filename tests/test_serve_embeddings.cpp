@@ -7,6 +7,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "tests/ci.h"
 #include "tests/cli.h"
 #include "tests/files.h"
 #include "tests/hf_expected.h"
@@ -33,7 +34,6 @@ std::string words(int n) {
   return s;
 }
 
-bool ci() { return std::getenv("CI") && std::string(std::getenv("CI")) == "true"; }
 
 }  // namespace
 
@@ -83,7 +83,7 @@ TEST_CASE("serve: /v1/embeddings from an encoder, as sentence-transformers compu
       for (size_t k = 0; k < b.size(); k++) CHECK(static_cast<float>(b[k]) == static_cast<float>(got[i][k]));
     }
     CHECK(o["usage"]["prompt_tokens"] == tokens);
-  } else if (ci()) {
+  } else if (test::in_ci()) {
     FAIL_CHECK("node or the openai npm client is missing: run scripts/setup.sh --tests");
   }
 

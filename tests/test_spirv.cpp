@@ -2,6 +2,8 @@
 // translation MoltenVK performs on Apple devices, and sizes its shared arrays with constants.
 #include <doctest/doctest.h>
 
+#include "tests/ci.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -134,8 +136,7 @@ TEST_CASE("no embedded module sizes a shared array with a specialization constan
 
 TEST_CASE("every embedded module passes spirv-val and spirv-cross --msl") {
   if (!tool_found(SPIRV_VAL) || !tool_found(SPIRV_CROSS)) {
-    const char* ci = std::getenv("CI");
-    if (ci && std::string(ci) == "true") FAIL("spirv-val or spirv-cross not found (install spirv-tools, spirv-cross)");
+    if (test::in_ci()) FAIL("spirv-val or spirv-cross not found (install spirv-tools, spirv-cross)");
     MESSAGE("SKIPPED: spirv-val or spirv-cross not found");
     return;
   }

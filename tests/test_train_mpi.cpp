@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/formats/config.h"
+#include "tests/ci.h"
 #include "tests/cli.h"
 #include "tests/files.h"
 #include "tests/process.h"
@@ -83,8 +84,7 @@ void check_same_run(const fs::path& a, const fs::path& b) {
 
 bool mpi_build() {
   if (GPT2VK_MPI_BUILD) return true;
-  const char* ci = std::getenv("CI");
-  if (ci && std::string(ci) == "true")
+  if (test::in_ci())
     FAIL("gpt2vk was built without MPI (bash scripts/setup.sh installs libopenmpi-dev; CI=true "
          "makes this a failure)");
   MESSAGE("gpt2vk was built without MPI: its MPI runs are not tested");

@@ -30,6 +30,7 @@
 #include "model/training/parameters.h"
 #include "model/training/save.h"
 #include "model/training/schedule.h"
+#include "tests/ci.h"
 #include "tests/compare.h"
 #include "tests/files.h"
 #include "tests/gpu.h"
@@ -85,8 +86,7 @@ std::vector<int32_t> tokens_of(const model::Config& c) {
 // Whether Debian's torch is there for the reference; without it a skip, or a failure in CI.
 bool python_torch() {
   if (test::run({"/usr/bin/python3", "-c", "import torch"}).exit_code == 0) return true;
-  const char* ci = std::getenv("CI");
-  if (ci && std::string(ci) == "true") FAIL("CI=true and Debian's python3-torch is missing");
+  if (test::in_ci()) FAIL("CI=true and Debian's python3-torch is missing");
   MESSAGE("skipped: /usr/bin/python3 has no torch (Debian: python3-torch, scripts/setup.sh --tests)");
   return false;
 }

