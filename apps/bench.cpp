@@ -317,8 +317,14 @@ struct Profile {
   double wall_s = 0;
 
   void add(const model::Model& m, double seconds) {
+    add(model::gpu_timings(m), model::gpu_stats(m), seconds);
+  }
+  // One pass made of several passes' dispatches (an encoder-decoder's source: the encoder's,
+  // then the decoder's projections of its output): add(parts...) with the time of them all.
+  void add(const std::vector<vk::DispatchTime>& timings, const vk::RecorderStats& st,
+           double seconds) {
     std::map<std::string, double> longest;
-    for (const vk::DispatchTime& d : model::gpu_timings(m)) {
+    for (const vk::DispatchTime& d : timings) {
       ops[d.shader].ms += d.ms;
       ops[d.shader].dispatches++;
       // The embedding binds the whole table and gathers T rows of it, and attention binds the
@@ -329,7 +335,7 @@ struct Profile {
       longest[d.shader] = std::max(longest[d.shader], d.ms);
     }
     for (const auto& [name, ms] : longest) ops[name].longest += ms;
-    stats += model::gpu_stats(m);
+    stats += st;
     passes++;
     wall_s += seconds;
   }
@@ -530,11 +536,60 @@ std::vector<Test> plan_seq2seq_tests(const BenchArgs& args, const model::Config&
   return tests;
 }
 
+// Where an encoder-decoder's time goes, on an instance of its own with timestamps on, warmed
+// up first: the source pass (the encoder's dispatches and the decoder's projections of its
+// output, one pass) over `source` random ids, then the mean decoder step over `gen` greedy
+// steps after it.
+void profile_seq2seq(const model::Checkpoint& ckpt, const vk::Device& device,
+                     model::Precision precision, uint32_t split_layers, uint32_t source,
+                     uint32_t gen, double bandwidth, FILE* out) {
+  if (!device.caps().timestamps)
+    std::fprintf(out, "\n'%s' has no compute timestamps: the op times are missing\n",
+                 device.caps().name.c_str());
+  model::GpuModelOptions o;
+  o.precision = precision;
+  o.timestamps = true;
+  o.split_layers = split_layers;
+  std::unique_ptr<model::Seq2Seq> m = model::make_gpu_seq2seq(ckpt, device, o);
+  const model::Config& c = m->config();
+  const std::string where = " on " + device.caps().name + ", " + model::precision_name(precision) +
+                            "; GPU time from timestamp queries";
+  const std::vector<int32_t> ids = random_ids(std::max(source, 1u), c.n_vocab);
+  time_greedy(*m, ids, 1);  // the warm-up: pipelines, and a decoder step
+  if (source > 0) {
+    const double seconds = time_encode(*m, ids);
+    std::vector<vk::DispatchTime> timings = model::gpu_timings(m->encoder());
+    for (const vk::DispatchTime& d : model::gpu_timings(m->decoder())) timings.push_back(d);
+    vk::RecorderStats stats = model::gpu_stats(m->encoder());
+    stats += model::gpu_stats(m->decoder());
+    Profile p;
+    p.add(timings, stats, seconds);
+    print_profile(out,
+                  "profile: the source pass of " + std::to_string(source) +
+                      " tokens (the encoder, then the decoder's cross-attention keys and values)" +
+                      where,
+                  p, "pass", bandwidth);
+  }
+  if (gen > 0) {
+    m->set_source(ids);
+    model::Model& d = m->decoder();
+    int32_t id = c.decoder_start_token_id.value_or(0);
+    Profile p;
+    for (uint32_t i = 0; i < gen; i++) {
+      const Clock::time_point t0 = Clock::now();
+      id = d.next({&id, 1}, 1).ids[0];
+      p.add(d, seconds_since(t0));
+    }
+    print_profile(out,
+                  "profile: decoder step, mean of " + std::to_string(gen) + " after a source of " +
+                      std::to_string(ids.size()) + " tokens" + where,
+                  p, "token", bandwidth);
+  }
+}
+
 int bench_seq2seq(const BenchArgs& args) {
   if (!args.parallel.empty())
     throw std::runtime_error("--parallel: an encoder-decoder's bench decodes one sequence");
-  if (args.profile)
-    throw std::runtime_error("--profile: not yet for an encoder-decoder");
   if (args.model.kv_cache != "f32")
     throw std::runtime_error("--kv-cache " + args.model.kv_cache +
                              ": an encoder-decoder's caches are fp32");
@@ -558,6 +613,23 @@ int bench_seq2seq(const BenchArgs& args) {
     print_json(subject, tests);
   else
     print_table(subject, tests);
+  std::fflush(stdout);
+
+  if (!args.profile) return 0;
+  if (args.model.device == "cpu") {
+    std::fprintf(stderr,
+                 "gpt2vk: --profile needs a Vulkan device; the CPU reference has no GPU timings\n");
+    return 0;
+  }
+  s.model.reset();  // the profiled instance takes its place
+  uint32_t source = 0, gen = 0;
+  for (const Test& t : tests) {
+    if (!source && t.n_gen == 0) source = t.n_prompt;
+    if (!gen) gen = t.n_gen;
+  }
+  profile_seq2seq(*s.checkpoint, *s.device, model::parse_precision(args.model.precision),
+                  args.model.split_layers, source, gen, args.bandwidth,
+                  args.json ? stderr : stdout);
   return 0;
 }
 

@@ -102,6 +102,35 @@ TEST_CASE("bench: an encoder-decoder's encoder and greedy decoding, on the GPU")
   }
 }
 
+// --profile: the source pass (the encoder's dispatches and the decoder's projections of its
+// output, as one pass) and the mean decoder step, each op kind's GPU time, on an instance with
+// timestamps; the CPU reference has none, which is said.
+TEST_CASE("bench --profile: an encoder-decoder's source pass and decoder step") {
+  GPU_TEST(g);
+  test::TempDir dir;
+  const std::string folder = make_folder(dir, "marian", "tiny");
+  const test::CliResult r =
+      test::gpt2vk({"bench", "-m", folder, "-p", "32", "-n", "4", "-r", "1", "--profile"});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  CHECK(test::no_validation_messages(r));
+  const size_t source = r.out.find("profile: the source pass of 32 tokens");
+  const size_t step = r.out.find("profile: decoder step, mean of 4 after a source of 32 tokens");
+  REQUIRE(source != std::string::npos);
+  REQUIRE(step != std::string::npos);
+  // Each table names the matmuls and the attention, and both sides' dispatches: the source pass
+  // has the encoder's layers and the decoder's projections (2 + 2 layers here).
+  for (size_t at : {source, step}) {
+    const std::string table = r.out.substr(at, r.out.find("| counter", at) - at);
+    CHECK(table.find("| matmul") != std::string::npos);
+    CHECK(table.find("| attention") != std::string::npos);
+    CHECK(table.find("| all (GPU)") != std::string::npos);
+  }
+  const test::CliResult cpu = test::gpt2vk(
+      {"bench", "-m", folder, "-p", "8", "-n", "2", "-r", "1", "--profile", "--device", "cpu"});
+  CHECK(cpu.exit_code == 0);
+  CHECK(cpu.err.find("--profile needs a Vulkan device") != std::string::npos);
+}
+
 TEST_CASE("bench: what an encoder-decoder's bench refuses") {
   test::TempDir dir;
   const std::string folder = make_folder(dir, "t5", "tiny-gated");
@@ -116,7 +145,6 @@ TEST_CASE("bench: what an encoder-decoder's bench refuses") {
     CHECK(r.out.empty());
   };
   refused({"--parallel", "2"}, "--parallel: an encoder-decoder's bench decodes one sequence");
-  refused({"--profile"}, "--profile: not yet for an encoder-decoder");
   refused({"--kv-cache", "f16"}, "--kv-cache f16: an encoder-decoder's caches are fp32");
   refused({"-p", "0", "-n", "0"}, "nothing to run");
   refused({"-p", "100000"}, "-p 100000: a source longer than the model's");

@@ -75,6 +75,7 @@ class EncoderOver final : public Encoder {
   const std::vector<std::vector<float>>& attention_probs() const override {
     return model_.attention_probs();
   }
+  const M& model() const { return model_; }  // gpu_timings(const Encoder&) reads a GPU's
 
  protected:
   void run(std::span<const int32_t> ids, std::span<const int32_t> types, bool head,

@@ -679,6 +679,14 @@ std::vector<vk::DispatchTime> gpu_timings(const Model& model) {
   return dynamic_cast<const GpuModel&>(model).timings();
 }
 
+const vk::RecorderStats& gpu_stats(const Encoder& encoder) {
+  return dynamic_cast<const EncoderOver<GpuModel>&>(encoder).model().stats();
+}
+
+std::vector<vk::DispatchTime> gpu_timings(const Encoder& encoder) {
+  return dynamic_cast<const EncoderOver<GpuModel>&>(encoder).model().timings();
+}
+
 std::string gpu_kernels(const Model& model) {
   return dynamic_cast<const GpuModel&>(model).policy().describe();
 }

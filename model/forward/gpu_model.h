@@ -13,6 +13,7 @@
 namespace model {
 
 class Checkpoint;
+class Encoder;
 
 // Called as weights upload: bytes done of the total (a command's progress bar).
 using UploadProgress = std::function<void(uint64_t done, uint64_t total)>;
@@ -59,6 +60,9 @@ std::unique_ptr<Model> make_gpu_model(const Checkpoint& checkpoint, const vk::De
 // the tests that prove one submission per token). `model` must come from make_gpu_model.
 const vk::RecorderStats& gpu_stats(const Model& model);
 std::vector<vk::DispatchTime> gpu_timings(const Model& model);
+// The same of a GPU encoder's last pass (`encoder` from make_gpu_encoder).
+const vk::RecorderStats& gpu_stats(const Encoder& encoder);
+std::vector<vk::DispatchTime> gpu_timings(const Encoder& encoder);
 // How long a wait for one of the last pass's submissions may take (submission_timeout).
 double gpu_submission_timeout(const Model& model);
 // "gpu (forced ...)" or "cpu (auto: a CPU device)": the kernel set the model runs.
