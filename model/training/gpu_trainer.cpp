@@ -35,10 +35,11 @@ using W = const vk::BufferSpan*;
 
 // Which activations and scratch buffers a step uses: a dry walk of train_graph.h.
 struct PlanBackend {
+  bool recompute;  // activations by slot(s, recompute)
   std::set<Saved> saved;
   std::set<Grad> grads;
   std::map<W, Linear<W>> linears;  // each weight matrix a linear reads, once
-  void use(Saved s) { saved.insert(s); }
+  void use(Saved s) { saved.insert(slot(s, recompute)); }
   void use(Grad g) { grads.insert(g); }
   void embed(Saved out) { use(out); }
   void layernorm(Saved out, Saved in, const Norm<W>&) { use(out), use(in); }
@@ -71,9 +72,9 @@ struct PlanBackend {
 
 struct GpuTrainer::Impl {
   Impl(const vk::Device& d, const Parameters& params, uint32_t b, uint32_t t, uint32_t m,
-       bool timestamps)
+       bool timestamps, bool recompute_blocks)
       : device(d), ops(gpu::checked_ops(d)), config(params.config()), expected(params.tensors()),
-        B(b), T(t), N(b * t), M(m), weights_(d, "training weights"), grads_(d, "training gradients"),
+        B(b), T(t), N(b * t), M(m), recompute(recompute_blocks), weights_(d, "training weights"), grads_(d, "training gradients"),
         m_(d, "AdamW m"), v_(d, "AdamW v"), acts_(d, "training activations"),
         packed_(d, "training interleaved weights"), io_(d, "training ids"),
         out_(d, "training losses"), rec(d, timestamps) {
@@ -101,8 +102,8 @@ struct GpuTrainer::Impl {
     dw = map(grads_);
 
     // The activations and scratch the graph touches, and the ops' own scratch.
-    PlanBackend plan;
-    train_step(plan, c, w, dw);
+    PlanBackend plan{recompute, {}, {}, {}};
+    train_step(plan, c, w, dw, Until::Gradients, recompute);
     for (const Saved& s : plan.saved) saved[s] = acts_.add(uint64_t{N} * width(c, s) * 4);
     for (Grad g : plan.grads) grad[g] = acts_.add(uint64_t{N} * width(c, g) * 4);
     ln_stats = acts_.add(uint64_t{N} * 16);
@@ -198,6 +199,7 @@ struct GpuTrainer::Impl {
   std::vector<ExpectedTensor> expected;
   uint32_t B, T, N;  // a micro-batch's sequences, tokens each, and tokens
   uint32_t M;        // micro-batches a step
+  bool recompute;    // one block's activations, recomputed in the backward (train_graph.h slot)
   Packer weights_, grads_, m_, v_;  // one span per tensor each, the same plan
   std::map<std::string, size_t> handles;
   // Per tensor, in `expected` order: its gradient's span and its elements.
@@ -236,7 +238,9 @@ struct GpuTrainBackend {
   uint32_t micro = 0;
   uint32_t mean_over = N;  // the targets the loss is the mean over: the step's
 
-  const vk::BufferSpan& span(Saved s) const { return m.acts_.span(m.saved.at(s)); }
+  const vk::BufferSpan& span(Saved s) const {
+    return m.acts_.span(m.saved.at(slot(s, m.recompute)));
+  }
   const vk::BufferSpan& span(Grad g) const { return m.acts_.span(m.grad.at(g)); }
   static gpu::Weight weight(W w, WeightLayout layout) { return {*w, DType::F32, layout}; }
   AttentionSpec spec() const { return {c.causal, c.attention_scale}; }
@@ -402,7 +406,7 @@ StepResult GpuTrainer::Impl::run(std::span<const int32_t> id_values,
   // target) to the same gradients: one order of the sums, whatever the device.
   for (uint32_t i = 0; i < micros; i++) {
     GpuTrainBackend backend{*this, config, B, T, N, i, static_cast<uint32_t>(n)};
-    train_step(backend, config, w, dw, backward ? Until::Gradients : Until::Losses);
+    train_step(backend, config, w, dw, backward ? Until::Gradients : Until::Losses, recompute);
   }
   if (backward)
     gpu::grad_sum_squares(ops, rec,
@@ -453,7 +457,7 @@ std::vector<float> GpuTrainer::Impl::next_logits(std::span<const int32_t> id_val
   rec.begin();
   repack(false);
   GpuTrainBackend backend{*this, config, 1, n, n};
-  train_step(backend, config, w, dw, Until::Logits);
+  train_step(backend, config, w, dw, Until::Logits, recompute);
   rec.run();
   fwd_current = true;  // the weights did not change
   std::vector<float> out(V);
@@ -463,8 +467,8 @@ std::vector<float> GpuTrainer::Impl::next_logits(std::span<const int32_t> id_val
 }
 
 GpuTrainer::GpuTrainer(const vk::Device& device, const Parameters& params, uint32_t B, uint32_t T,
-                       bool timestamps, uint32_t M)
-    : impl_(std::make_unique<Impl>(device, params, B, T, M, timestamps)) {}
+                       bool timestamps, uint32_t M, bool recompute)
+    : impl_(std::make_unique<Impl>(device, params, B, T, M, timestamps, recompute)) {}
 GpuTrainer::~GpuTrainer() = default;
 
 StepResult GpuTrainer::gradients(std::span<const int32_t> ids, std::span<const int32_t> targets) {
@@ -527,5 +531,15 @@ uint64_t GpuTrainer::dispatches() const { return impl_->rec.stats().dispatches; 
 uint32_t GpuTrainer::batch() const { return impl_->B; }
 uint32_t GpuTrainer::context() const { return impl_->T; }
 uint32_t GpuTrainer::micro_batches() const { return impl_->M; }
+bool GpuTrainer::recomputes() const { return impl_->recompute; }
+GpuTrainer::Memory GpuTrainer::memory() const {
+  const Impl& i = *impl_;
+  return {.weights = i.weights_.total(),
+          .gradients = i.grads_.total(),
+          .moments = i.m_.total() + i.v_.total(),
+          .activations = i.acts_.total(),
+          .packed = i.packed_.total(),
+          .io = i.io_.total() + i.out_.total()};
+}
 
 }  // namespace model::training
