@@ -39,8 +39,8 @@ namespace {
 
 struct TrainArgs {
   // -m, --init, --data, --batch, --ctx, the optimizer's and the schedule's flags, --seed,
-  // --sampling, --grad-accum, --steps, --val-data, --eval-every, --save-every; paths made
-  // absolute before use.
+  // --sampling, --grad-accum, --steps, --val-data, --eval-every, --save-every, --recompute;
+  // paths made absolute before use.
   model::training::RunFlags run;
   ModelArgs model;  // --device, --kernels, --validation
   std::string out, resume, log;
@@ -426,9 +426,33 @@ std::string sample(model::training::GpuTrainer& trainer, const model::Tokenizer&
   return tok.decode_generated(ids, c.n_vocab);
 }
 
+// "12.5 KiB", "812.4 MiB", "6.81 GiB".
+std::string bytes_text(uint64_t bytes) {
+  char s[32];
+  const double b = static_cast<double>(bytes);
+  if (bytes >= (uint64_t{1} << 30)) std::snprintf(s, sizeof s, "%.2f GiB", b / 1073741824.0);
+  else if (bytes >= (uint64_t{1} << 20)) std::snprintf(s, sizeof s, "%.1f MiB", b / 1048576.0);
+  else std::snprintf(s, sizeof s, "%.1f KiB", b / 1024.0);
+  return s;
+}
+
+// The device memory of the run: the device's peak (the trainer allocates all it holds when it is
+// made), then the trainer's share by use, activations first (what --recompute shrinks).
+std::string memory_text(const model::training::GpuTrainer& trainer, const vk::Device& device) {
+  const model::training::GpuTrainer::Memory m = trainer.memory();
+  return "peak device memory " + bytes_text(device.peak_allocated()) + ": activations " +
+         bytes_text(m.activations) +
+         (trainer.recomputes() ? " (each block's input and one block's, recomputed)"
+                               : " (every block's)") +
+         ", weights " + bytes_text(m.weights) + ", gradients " + bytes_text(m.gradients) +
+         ", AdamW moments " + bytes_text(m.moments) +
+         (m.packed ? ", interleaved weights " + bytes_text(m.packed) : std::string()) +
+         ", ids and losses " + bytes_text(m.io);
+}
+
 // --bench's line: the median step after the first (the first builds the pipelines).
 void print_bench(std::vector<double> step_s, uint32_t M, uint32_t B, uint32_t T,
-                 uint64_t parameters, const std::string& device) {
+                 uint64_t parameters, const std::string& device, const std::string& memory) {
   const size_t skip = step_s.size() > 1 ? 1 : 0;  // one step only after a SIGINT
   std::vector<double> timed(step_s.begin() + static_cast<std::ptrdiff_t>(skip), step_s.end());
   std::sort(timed.begin(), timed.end());
@@ -436,10 +460,10 @@ void print_bench(std::vector<double> step_s, uint32_t M, uint32_t B, uint32_t T,
   const double median = n % 2 ? timed[n / 2] : (timed[n / 2 - 1] + timed[n / 2]) / 2;
   const std::string micro = M > 1 ? std::to_string(M) + " x " : "";
   std::printf("train: %llu parameters, %s%u x %u tokens per step on %s: %.0f tokens/s "
-              "(%.1f ms per step, the median of %zu step%s%s)\n",
+              "(%.1f ms per step, the median of %zu step%s%s); %s\n",
               static_cast<unsigned long long>(parameters), micro.c_str(), B, T, device.c_str(),
               double(M) * B * T / median,
-              median * 1000, n, n == 1 ? "" : "s", skip ? " after the first" : "");
+              median * 1000, n, n == 1 ? "" : "s", skip ? " after the first" : "", memory.c_str());
 }
 
 // A rank's device: --device where given, else this machine's GPUs in turn by the rank's place
@@ -629,7 +653,7 @@ int train_ranks(TrainArgs a, const Given& given, const Group& group) {
                                  group.allgather(mine, all);
                                }};
   model::training::GpuTrainer trainer(device, *params, a.run.batch, a.run.ctx, a.profile,
-                                      a.run.grad_accum, share);
+                                      a.run.grad_accum, share, a.run.recompute);
   if (m) trainer.upload_moments(*m, *v);
   else m = std::make_unique<Parameters>(c), v = std::make_unique<Parameters>(c);
   if (group.size() > 1)
@@ -644,6 +668,7 @@ int train_ranks(TrainArgs a, const Given& given, const Group& group) {
                  a.run.grad_accum > 1 ? (std::to_string(a.run.grad_accum) + " x ").c_str() : "",
                  a.run.batch, a.run.ctx, a.run.sampling.c_str(), static_cast<unsigned long long>(state.step),
                  static_cast<unsigned long long>(a.run.steps));
+    std::fprintf(stderr, "gpt2vk: %s\n", memory_text(trainer, device).c_str());
   }
 
   const auto save = [&] {
@@ -700,7 +725,8 @@ int train_ranks(TrainArgs a, const Given& given, const Group& group) {
     const double per_step = training_s / double(state.step - first);
     const double tokens_per_s = double(a.run.grad_accum) * a.run.batch * a.run.ctx / per_step;
     nlohmann::json line = {{"step", state.step}, {"loss", r.loss}, {"grad_norm", r.grad_norm},
-                           {"lr", lr}, {"tokens_per_s", tokens_per_s}};
+                           {"lr", lr}, {"tokens_per_s", tokens_per_s},
+                           {"device_memory", device.peak_allocated()}};
     if (!a.bench && !val.empty() && a.run.eval_every && (state.step % a.run.eval_every == 0 || state.step == a.run.steps)) {
       const Eval e = evaluate(trainer, val);
       if (e.windows) {
@@ -747,7 +773,8 @@ int train_ranks(TrainArgs a, const Given& given, const Group& group) {
   if (a.bench) {
     if (!group.lead()) return interrupted ? 128 + interrupted : 0;
     if (a.profile) print_profile(trainer);
-    print_bench(step_s, a.run.grad_accum, a.run.batch, a.run.ctx, params->count(), device.caps().name);
+    print_bench(step_s, a.run.grad_accum, a.run.batch, a.run.ctx, params->count(),
+                device.caps().name, memory_text(trainer, device));
     return interrupted ? 128 + interrupted : 0;
   }
   save();
@@ -809,6 +836,9 @@ Command add_train(CLI::App& cli) {
                   "micro-batches of --batch sequences per optimizer step, their gradients summed "
                   "(default 1; under mpirun -np N, N, shared by the ranks)")
       ->check(whole(0, model::training::kMaxGradAccum));
+  cmd->add_flag("--recompute,!--no-recompute", run.recompute,
+                "keep each block's input only and recompute its activations in the backward: "
+                "less device memory, the same bits, a slower step (a resume may switch it)");
   cmd->add_option("--sampling", run.sampling,
                   "the data order: random windows (default; seeded by --seed) or sequential")
       ->check(CLI::IsMember({"random", "sequential"}));
@@ -837,7 +867,7 @@ Command add_train(CLI::App& cli) {
   cmd->add_option("--save-every", run.save_every, "save every N steps (always at the end)")
       ->check(whole(0, UINT64_MAX));
   cmd->add_option("--log", args->log,
-                  "JSON lines: step, loss, grad_norm, lr, tokens_per_s, val_loss");
+                  "JSON lines: step, loss, grad_norm, lr, tokens_per_s, device_memory, val_loss");
   cmd->add_option("--sample-every", args->sample_every,
                   "every N steps print a greedy sample from the weights as they are (default 0: "
                   "never)")

@@ -333,3 +333,30 @@ TEST_CASE("trainer_state.json: sampling, grad_accum and the generator's state") 
                        doctest::Contains("position: 128 in a run of random windows, which keeps 0"),
                        std::runtime_error);
 }
+
+// Issue 41's --recompute: kept with the flags a resume may change (the weights are the same bits
+// either way), so it is not in the settings line; a state from before it reads as false.
+TEST_CASE("trainer_state.json: recompute, a flag a resume may change") {
+  using model::training::settings_line;
+  model::training::RunFlags f = run_flags();
+  const std::string line = settings_line(f);
+  f.recompute = true;
+  CHECK(settings_line(f) == line);
+  CHECK(!model::training::shapes_run("recompute"));
+  CHECK(model::training::run_flag_keys().back() == "recompute");
+  const std::string text = with_flags(f);
+  CHECK(text.find("\"recompute\": true") != std::string::npos);
+  const RunState s = parse_run_state(text, kFile);
+  REQUIRE(s.flags);
+  CHECK(s.flags->recompute);
+  CHECK(parse_run_state(model::training::run_state_json(s), kFile) == s);
+  nlohmann::json old = nlohmann::json::parse(text);
+  old["flags"].erase("recompute");
+  const RunState o = parse_run_state(old.dump(), kFile);
+  REQUIRE(o.flags);
+  CHECK(!o.flags->recompute);
+  old["flags"]["recompute"] = 1;
+  CHECK_THROWS_WITH_AS(parse_run_state(old.dump(), kFile),
+                       doctest::Contains("flags.recompute: must be true or false, got 1"),
+                       std::runtime_error);
+}

@@ -4,7 +4,7 @@
 // run, --bench, and every bad input refused with a message that names it. Issue 35: a kill at
 // any file operation of a save, and a corrupt trainer_state.json. Issue 41: the runs here take
 // the default random windows unless they say --sampling sequential; resumes with gradient
-// accumulation and from states written before either.
+// accumulation and from states written before either; --recompute's bits, memory and resumes.
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -213,6 +213,90 @@ TEST_CASE("gpt2vk train --resume equals an uninterrupted run with --grad-accum 2
   const test::CliResult bad = test::gpt2vk(other);
   CHECK(bad.exit_code == 1);
   CHECK_MESSAGE(bad.err.find("--grad-accum 1 here, 2 in its run") != std::string::npos, bad.err);
+}
+
+// The "device_memory" of a --log file's first line: the device's peak, in bytes.
+uint64_t device_memory(const fs::path& log) {
+  std::istringstream in(test::read_file(log));
+  std::string line;
+  std::getline(in, line);
+  return nlohmann::json::parse(line).at("device_memory").get<uint64_t>();
+}
+
+// Issue 41's --recompute, under both kernel sets with --grad-accum 2: a run with it ends on the
+// bits of one without, in less device memory (the start line, the log and --bench say how much).
+// It does not shape the weights, so the state records it with the flags a resume may change: a
+// resume alone goes on with the run's, and one may switch it either way and still end on the bits
+// of the uninterrupted run.
+TEST_CASE("gpt2vk train --recompute: the same bits in less memory; a resume may switch it") {
+  Setup s;
+  for (const std::string kernels : {"gpu", "cpu"}) {
+    const auto args = [&](const std::string& out, const std::string& steps,
+                          const std::vector<std::string>& extra) {
+      std::vector<std::string> a = with(s.args(s.dir / (kernels + out), steps), "--kernels", kernels);
+      a.insert(a.end(), {"--grad-accum", "2", "--log", (s.dir / (kernels + out + ".jsonl")).string()});
+      a.insert(a.end(), extra.begin(), extra.end());
+      return a;
+    };
+    const auto file = [&](const std::string& out, const char* f) {
+      return test::read_file(s.dir / (kernels + out) / f);
+    };
+    const test::CliResult whole = test::gpt2vk(args("whole", "6", {}));
+    REQUIRE_MESSAGE(whole.exit_code == 0, whole.err);
+    CHECK_MESSAGE(whole.err.find("gpt2vk: peak device memory ") != std::string::npos, whole.err);
+    CHECK_MESSAGE(whole.err.find(" (every block's), weights ") != std::string::npos, whole.err);
+    const test::CliResult re = test::gpt2vk(args("re", "6", {"--recompute"}));
+    REQUIRE_MESSAGE(re.exit_code == 0, re.err);
+    CHECK(test::no_validation_messages(re));
+    CHECK_MESSAGE(re.err.find(" (each block's input and one block's, recomputed), ") != std::string::npos,
+                  re.err);
+    REQUIRE(losses(s.dir / (kernels + "whole.jsonl")).size() == 6);
+    CHECK(losses(s.dir / (kernels + "re.jsonl")) == losses(s.dir / (kernels + "whole.jsonl")));
+    for (const char* f : {"model.safetensors", "optimizer.safetensors"})
+      CHECK_MESSAGE(file("re", f) == file("whole", f), kernels, ": ", f);
+    CHECK(device_memory(s.dir / (kernels + "re.jsonl")) < device_memory(s.dir / (kernels + "whole.jsonl")));
+    CHECK(file("re", "trainer_state.json").find("\"recompute\": true") != std::string::npos);
+
+    // Half the run with it, the rest without: the uninterrupted run's bits, its state too.
+    REQUIRE(test::gpt2vk(args("part", "3", {"--recompute"})).exit_code == 0);
+    const std::string part = (s.dir / (kernels + "part")).string();
+    const test::CliResult rest = test::gpt2vk(
+        {"train", "--resume", part, "--steps", "6", "--kernels", kernels, "--no-recompute"});
+    REQUIRE_MESSAGE(rest.exit_code == 0, rest.err);
+    CHECK_MESSAGE(rest.err.find(" (every block's), ") != std::string::npos, rest.err);
+    for (const char* f : {"model.safetensors", "optimizer.safetensors", "trainer_state.json"})
+      CHECK_MESSAGE(file("part", f) == file("whole", f), kernels, ": ", f);
+  }
+  // The other way, and a resume alone goes on with the run's.
+  const auto args = [&](const std::string& out, const std::string& steps) {
+    std::vector<std::string> a = s.args(s.dir / out, steps);
+    a.insert(a.end(), {"--grad-accum", "2"});
+    return a;
+  };
+  REQUIRE(test::gpt2vk(args("on", "3")).exit_code == 0);
+  const std::string on = (s.dir / "on").string();
+  const test::CliResult rest =
+      test::gpt2vk({"train", "--resume", on, "--steps", "6", "--kernels", "cpu", "--recompute"});
+  REQUIRE_MESSAGE(rest.exit_code == 0, rest.err);
+  CHECK(test::read_file(s.dir / "on" / "model.safetensors") ==
+        test::read_file(s.dir / "cpuwhole" / "model.safetensors"));
+  CHECK(test::read_file(s.dir / "on" / "trainer_state.json").find("\"recompute\": true") !=
+        std::string::npos);
+  const test::CliResult more = test::gpt2vk({"train", "--resume", on, "--steps", "7", "--kernels", "cpu"});
+  REQUIRE_MESSAGE(more.exit_code == 0, more.err);
+  CHECK_MESSAGE(more.err.find("one block's, recomputed") != std::string::npos, more.err);
+
+  // --bench prints the peak, less with it.
+  std::vector<std::string> bench = args("unused", "2");
+  bench.erase(bench.begin() + 5, bench.begin() + 7);  // "-o", out
+  bench.push_back("--bench");
+  const test::CliResult b1 = test::gpt2vk(bench);
+  bench.push_back("--recompute");
+  const test::CliResult b2 = test::gpt2vk(bench);
+  REQUIRE_MESSAGE(b1.exit_code == 0, b1.err);
+  REQUIRE_MESSAGE(b2.exit_code == 0, b2.err);
+  CHECK_MESSAGE(b1.out.find("; peak device memory ") != std::string::npos, b1.out);
+  CHECK_MESSAGE(b2.out.find("(each block's input and one block's, recomputed)") != std::string::npos, b2.out);
 }
 
 TEST_CASE("gpt2vk train refuses bad input with a message that names it") {

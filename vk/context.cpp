@@ -339,6 +339,9 @@ void Device::reserve(uint64_t bytes, const std::string& what) const {
     reserved_ -= bytes;
     throw Error(out_of_memory(what, bytes, VK_ERROR_OUT_OF_DEVICE_MEMORY));
   }
+  uint64_t peak = peak_;
+  while (before + bytes > peak && !peak_.compare_exchange_weak(peak, before + bytes)) {
+  }
 }
 
 std::string Device::out_of_memory(const std::string& what, uint64_t bytes, VkResult r) const {

@@ -204,6 +204,10 @@ class Device {
   // out-of-memory message. reserve() throws that message when `bytes` would pass the budget.
   void reserve(uint64_t bytes, const std::string& what) const;
   void unreserve(uint64_t bytes) const { reserved_ -= bytes; }
+  // Those bytes now, and the most they have been at once since the device was made (what
+  // `train` reports as its peak device memory).
+  uint64_t allocated() const { return reserved_; }
+  uint64_t peak_allocated() const { return peak_; }
   // "out of device memory on '<device>': <what> needs N MiB, with M MiB already allocated, of
   // the device's H MiB ...": for the budget and for a driver's VK_ERROR_OUT_OF_DEVICE_MEMORY.
   std::string out_of_memory(const std::string& what, uint64_t bytes, VkResult r) const;
@@ -246,7 +250,7 @@ class Device {
   uint32_t lose_at_wait_ = 0;
   uint64_t budget_ = 0;  // overrides.device_memory; 0 = the driver decides
   mutable std::atomic<uint32_t> waits_{0};
-  mutable std::atomic<uint64_t> reserved_{0};
+  mutable std::atomic<uint64_t> reserved_{0}, peak_{0};
   mutable std::atomic<bool> lost_{false};
   mutable std::mutex lost_mutex_;
   mutable std::string lost_reason_;  // guarded by lost_mutex_

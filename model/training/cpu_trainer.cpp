@@ -27,12 +27,13 @@ struct CpuTrainBackend {
   const ModelWeights<W>& dw;
   std::span<const int32_t> ids, targets;
   uint32_t B, T, N;
+  bool recompute;  // activations stored by slot(s, recompute)
   std::map<Saved, std::vector<float>> saved;
   std::map<Grad, std::vector<float>> grads;
   double loss = 0;
 
   float* buf(Saved s) {
-    std::vector<float>& v = saved[s];
+    std::vector<float>& v = saved[slot(s, recompute)];
     v.resize(size_t{N} * width(c, s));
     return v.data();
   }
@@ -110,7 +111,7 @@ struct CpuTrainBackend {
 }  // namespace
 
 double cpu_train_step(Parameters& params, Parameters& grads, std::span<const int32_t> ids,
-                      std::span<const int32_t> targets, uint32_t B, uint32_t T) {
+                      std::span<const int32_t> targets, uint32_t B, uint32_t T, bool recompute) {
   const Config& c = params.config();
   if (ids.size() != size_t{B} * T || targets.size() != ids.size())
     throw std::invalid_argument("cpu_train_step: ids and targets must hold B * T tokens");
@@ -121,8 +122,8 @@ double cpu_train_step(Parameters& params, Parameters& grads, std::span<const int
     std::fill(g.begin(), g.end(), 0.0f);
   }
   const ModelWeights<W> w = params.weights(), dw = grads.weights();
-  CpuTrainBackend backend{c, w, dw, ids, targets, B, T, B * T, {}, {}, 0};
-  train_step(backend, c, w, dw);
+  CpuTrainBackend backend{c, w, dw, ids, targets, B, T, B * T, recompute, {}, {}, 0};
+  train_step(backend, c, w, dw, Until::Gradients, recompute);
   return backend.loss;
 }
 
@@ -132,7 +133,7 @@ std::vector<float> cpu_next_logits(Parameters& params, std::span<const int32_t> 
     throw std::invalid_argument("cpu_next_logits: 1 to n_ctx ids");
   const auto T = static_cast<uint32_t>(ids.size());
   const ModelWeights<W> w = params.weights();
-  CpuTrainBackend backend{c, w, w, ids, {}, 1, T, T, {}, {}, 0};  // no gradients: dw unread
+  CpuTrainBackend backend{c, w, w, ids, {}, 1, T, T, false, {}, {}, 0};  // no gradients: dw unread
   train_step(backend, c, w, w, Until::Logits);
   const float* last = backend.buf(Saved{Kept::Logits}) + size_t{T - 1} * c.n_vocab;
   return std::vector<float>(last, last + c.n_vocab);

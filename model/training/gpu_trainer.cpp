@@ -35,10 +35,11 @@ using W = const vk::BufferSpan*;
 
 // Which activations and scratch buffers a step uses: a dry walk of train_graph.h.
 struct PlanBackend {
+  bool recompute;  // activations by slot(s, recompute)
   std::set<Saved> saved;
   std::set<Grad> grads;
   std::map<W, Linear<W>> linears;  // each weight matrix a linear reads, once
-  void use(Saved s) { saved.insert(s); }
+  void use(Saved s) { saved.insert(slot(s, recompute)); }
   void use(Grad g) { grads.insert(g); }
   void embed(Saved out) { use(out); }
   void layernorm(Saved out, Saved in, const Norm<W>&) { use(out), use(in); }
@@ -71,10 +72,11 @@ struct PlanBackend {
 
 struct GpuTrainer::Impl {
   Impl(const vk::Device& d, const Parameters& params, uint32_t b, uint32_t t, uint32_t m,
-       bool timestamps, Share sh)
+       bool timestamps, Share sh, bool recompute_blocks)
       : device(d), ops(gpu::checked_ops(d)), config(params.config()), expected(params.tensors()),
-        B(b), T(t), N(b * t), M(m), share(std::move(sh)), weights_(d, "training weights"),
-        grads_(d, "training gradients"), micro_(d, "training micro-batch gradients"),
+        B(b), T(t), N(b * t), M(m), share(std::move(sh)), recompute(recompute_blocks),
+        weights_(d, "training weights"), grads_(d, "training gradients"),
+        micro_(d, "training micro-batch gradients"),
         m_(d, "AdamW m"), v_(d, "AdamW v"), acts_(d, "training activations"),
         packed_(d, "training interleaved weights"), io_(d, "training ids"),
         out_(d, "training losses"), rec(d, timestamps) {
@@ -110,8 +112,8 @@ struct GpuTrainer::Impl {
     if (M > 1) dmicro = map(micro_);
 
     // The activations and scratch the graph touches, and the ops' own scratch.
-    PlanBackend plan;
-    train_step(plan, c, w, dw);
+    PlanBackend plan{recompute, {}, {}, {}};
+    train_step(plan, c, w, dw, Until::Gradients, recompute);
     for (const Saved& s : plan.saved) saved[s] = acts_.add(uint64_t{N} * width(c, s) * 4);
     for (Grad g : plan.grads) grad[g] = acts_.add(uint64_t{N} * width(c, g) * 4);
     ln_stats = acts_.add(uint64_t{N} * 16);
@@ -219,6 +221,7 @@ struct GpuTrainer::Impl {
   uint32_t B, T, N;  // a micro-batch's sequences, tokens each, and tokens
   uint32_t M;        // micro-batches a step
   Share share;       // the micro-batches this process computes
+  bool recompute;    // one block's activations, recomputed in the backward (train_graph.h slot)
   // One span per tensor each, the same plan; micro_ (M > 1 only) a micro-batch's gradients.
   Packer weights_, grads_, micro_, m_, v_;
   std::map<std::string, size_t> handles;
@@ -259,7 +262,9 @@ struct GpuTrainBackend {
   uint32_t mean_over = N;  // the targets the loss is the mean over: the step's
   const ModelWeights<W>* dw = &m.dw;  // the gradients the backward adds into
 
-  const vk::BufferSpan& span(Saved s) const { return m.acts_.span(m.saved.at(s)); }
+  const vk::BufferSpan& span(Saved s) const {
+    return m.acts_.span(m.saved.at(slot(s, m.recompute)));
+  }
   const vk::BufferSpan& span(Grad g) const { return m.acts_.span(m.grad.at(g)); }
   static gpu::Weight weight(W w, WeightLayout layout) { return {*w, DType::F32, layout}; }
   AttentionSpec spec() const { return {c.causal, c.attention_scale}; }
@@ -404,13 +409,13 @@ struct GpuTrainBackend {
 void GpuTrainer::Impl::record_micro(uint32_t i, uint32_t mean_over, bool sum) {
   GpuTrainBackend backend{*this, config, B, T, N, i, mean_over};
   if (sum) {
-    train_step(backend, config, w, dw);
+    train_step(backend, config, w, dw, Until::Gradients, recompute);
     return;
   }
   for (size_t t = 0; t < micro_spans.size(); t++)
     gpu::fill(ops, rec, {.out = micro_spans[t], .n = counts[t], .value = 0.0f});
   backend.dw = &dmicro;
-  train_step(backend, config, w, dmicro);
+  train_step(backend, config, w, dmicro, Until::Gradients, recompute);
 }
 
 void GpuTrainer::Impl::record_update(const StepSettings& update) {
@@ -504,7 +509,7 @@ StepResult GpuTrainer::Impl::run(std::span<const int32_t> id_values,
     for (uint32_t i = 0; i < micros; i++) {
       if (!backward) {
         GpuTrainBackend backend{*this, config, B, T, N, i, static_cast<uint32_t>(n)};
-        train_step(backend, config, w, dw, Until::Losses);
+        train_step(backend, config, w, dw, Until::Losses, recompute);
         continue;
       }
       record_micro(i, static_cast<uint32_t>(n), i == 0);
@@ -544,7 +549,7 @@ std::vector<float> GpuTrainer::Impl::next_logits(std::span<const int32_t> id_val
   rec.begin();
   repack(false);
   GpuTrainBackend backend{*this, config, 1, n, n};
-  train_step(backend, config, w, dw, Until::Logits);
+  train_step(backend, config, w, dw, Until::Logits, recompute);
   rec.run();
   fwd_current = true;  // the weights did not change
   std::vector<float> out(V);
@@ -554,8 +559,9 @@ std::vector<float> GpuTrainer::Impl::next_logits(std::span<const int32_t> id_val
 }
 
 GpuTrainer::GpuTrainer(const vk::Device& device, const Parameters& params, uint32_t B, uint32_t T,
-                       bool timestamps, uint32_t M, Share share)
-    : impl_(std::make_unique<Impl>(device, params, B, T, M, timestamps, std::move(share))) {}
+                       bool timestamps, uint32_t M, Share share, bool recompute)
+    : impl_(std::make_unique<Impl>(device, params, B, T, M, timestamps, std::move(share),
+                                   recompute)) {}
 GpuTrainer::~GpuTrainer() = default;
 
 StepResult GpuTrainer::gradients(std::span<const int32_t> ids, std::span<const int32_t> targets) {
@@ -618,5 +624,15 @@ uint64_t GpuTrainer::dispatches() const { return impl_->rec.stats().dispatches; 
 uint32_t GpuTrainer::batch() const { return impl_->B; }
 uint32_t GpuTrainer::context() const { return impl_->T; }
 uint32_t GpuTrainer::micro_batches() const { return impl_->M; }
+bool GpuTrainer::recomputes() const { return impl_->recompute; }
+GpuTrainer::Memory GpuTrainer::memory() const {
+  const Impl& i = *impl_;
+  return {.weights = i.weights_.total(),
+          .gradients = i.grads_.total() + i.micro_.total(),
+          .moments = i.m_.total() + i.v_.total(),
+          .activations = i.acts_.total(),
+          .packed = i.packed_.total(),
+          .io = i.io_.total() + i.out_.total()};
+}
 
 }  // namespace model::training

@@ -50,9 +50,11 @@ class GpuTrainer {
   // loss over all M * B * T targets; the activations are those of B x T whatever M is, the ids,
   // targets and losses (12 bytes a token) those of the M * B * T. Throws vk::Error when an op
   // cannot run on the device. timestamps: time every dispatch (timings()). share: the part of
-  // each step this process computes, M a multiple of its ranks.
+  // each step this process computes, M a multiple of its ranks. recompute: keep each block's
+  // input only and one block's activations, run each block's forward again before its backward
+  // (train_graph.h); the gradients, losses and weights are the same bits as without.
   GpuTrainer(const vk::Device& device, const Parameters& params, uint32_t B, uint32_t T,
-             bool timestamps = false, uint32_t M = 1, Share share = {});
+             bool timestamps = false, uint32_t M = 1, Share share = {}, bool recompute = false);
   ~GpuTrainer();
   GpuTrainer(const GpuTrainer&) = delete;
   GpuTrainer& operator=(const GpuTrainer&) = delete;
@@ -88,9 +90,22 @@ class GpuTrainer {
   // out.
   uint64_t dispatches() const;
 
+  // The bytes the trainer holds on the device, by what they are for: all allocated when it is
+  // made and held until it goes, so they are its peak too.
+  struct Memory {
+    // gradients: the sum, and with M > 1 a micro-batch's own; moments: AdamW's m and v together
+    uint64_t weights = 0, gradients = 0, moments = 0;
+    uint64_t activations = 0;  // what the forward keeps for the backward, the backward's scratch
+    uint64_t packed = 0;       // the CPU kernel set's interleaved copies of the weights
+    uint64_t io = 0;           // each micro-batch's ids, targets and losses; the norm
+    uint64_t total() const { return weights + gradients + moments + activations + packed + io; }
+  };
+  Memory memory() const;
+
   uint32_t batch() const;          // B, a micro-batch's sequences
   uint32_t context() const;        // T
   uint32_t micro_batches() const;  // M
+  bool recomputes() const;         // recompute
 
   struct Impl;  // gpu_trainer.cpp's: the device buffers and the recorder
 

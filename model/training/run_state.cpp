@@ -85,6 +85,7 @@ const Field kFields[] = {
     {"sampling", &RunFlags::sampling}, {"grad_accum", &RunFlags::grad_accum},
     {"steps", &RunFlags::steps},       {"val_data", &RunFlags::val_data},
     {"eval_every", &RunFlags::eval_every}, {"save_every", &RunFlags::save_every},
+    {"recompute", &RunFlags::recompute},
 };
 constexpr size_t kShaping = 18;
 // The first kLegacy shape every run's settings line; the rest (issue 41's) appear in it only
@@ -181,12 +182,14 @@ RunFlags parse_flags(const json& j, uint64_t step, const std::string& settings,
     if (!known) fail(file, "flags." + json_util::show(key, 40), "is not a flag of a run");
   }
   // A state from before issue 41 has neither "sampling" nor "grad_accum": its run's are
-  // sequential windows and one micro-batch.
+  // sequential windows and one micro-batch; nor "recompute": its run kept every activation.
   RunFlags f = legacy();
   for (const Field& field : kFields) {
     const std::string at = "flags." + std::string(field.key);
     const auto it = j.find(std::string(field.key));
-    if (it == j.end() && (field.key == "sampling" || field.key == "grad_accum")) continue;
+    if (it == j.end() &&
+        (field.key == "sampling" || field.key == "grad_accum" || field.key == "recompute"))
+      continue;
     if (it == j.end()) fail(file, at, "missing");
     const json& v = *it;
     std::visit(

@@ -29,10 +29,12 @@ struct RunFlags {
   // sequential and 1: a run from before them reads as one with those.
   std::string sampling = "random";  // random | sequential: the data order (schedule.h)
   uint32_t grad_accum = 1;  // micro-batches of B sequences per optimizer step
-  // These a resume may change: the total steps (to extend the run), validation, saves.
+  // These a resume may change: the total steps (to extend the run), validation, saves, and
+  // whether the backward recomputes the blocks' activations (the same bits either way).
   uint64_t steps = 1000;
   std::string val_data;
   uint64_t eval_every = 0, save_every = 0;
+  bool recompute = false;  // --recompute; a state from before it has none: false
 
   bool operator==(const RunFlags&) const = default;
 };
@@ -42,7 +44,7 @@ constexpr uint32_t kMaxGradAccum = 65536;
 
 // The flags' keys in the settings line's order, those that shape the weights first ("data",
 // "batch", ..., "model", "sampling", "grad_accum"), then "steps", "val_data", "eval_every",
-// "save_every".
+// "save_every", "recompute".
 const std::vector<std::string_view>& run_flag_keys();
 // Whether the flag of `key` shapes the weights (a resume must not change it).
 bool shapes_run(std::string_view key);
@@ -91,7 +93,8 @@ std::string run_state_json(const RunState& state);
 // follow a step), a loss curve whose steps are not increasing within 1..step or whose losses
 // are not finite; in "flags", a missing or unknown key, a value of another type or outside what
 // the command accepts, a steps before the state's step, or flags whose settings_line() is not
-// "settings" ("sampling" and "grad_accum" may be missing: sequential and 1, as before them); an
+// "settings" ("sampling" and "grad_accum" may be missing: sequential and 1, as before them;
+// "recompute" too: false); an
 // "rng_state" that is not 16 lowercase hexadecimal digits. parse_run_state(run_state_json(s))
 // == s for any state it accepts.
 RunState parse_run_state(std::string_view text, const std::string& file);

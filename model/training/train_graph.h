@@ -3,7 +3,8 @@
 // same description drives the CPU reference (cpu_trainer.cpp) and the GPU recording
 // (gpu_trainer.cpp). The forward is graph.h's forward() without a KV cache (every token of a
 // sequence attends within it) and with each step's output kept (Saved); the backward is its
-// mirror, op by op.
+// mirror, op by op. With recomputation it keeps each block's input only and runs each block's
+// forward again before its backward.
 #pragma once
 #include <compare>
 #include <cstdint>
@@ -29,6 +30,18 @@ struct Saved {
   uint32_t layer = 0, sub = 0;
   auto operator<=>(const Saved&) const = default;
 };
+
+// Where a Saved activation is stored. Without recomputation, each its own buffer. With it (issue
+// 41's --recompute), only what a block's backward cannot recompute keeps a buffer of its own:
+// each block's input stream {Stream, i, 0} (and the last block's output {Stream, n_layer, 0}),
+// ln_f's output and the logits. Every other activation of block i is stored as block 0's, one
+// block's buffers shared by all, which the backward fills again from the block's input just
+// before the block's backward (train_step).
+inline Saved slot(Saved s, bool recompute) {
+  const bool kept = (s.kind == Kept::Stream && s.sub == 0) || s.kind == Kept::NormF ||
+                    s.kind == Kept::Logits;
+  return recompute && !kept ? Saved{s.kind, 0, s.sub} : s;
+}
 
 // The backward's scratch, all [N, C] unless noted.
 enum class Grad {
@@ -90,9 +103,12 @@ concept TrainBackend = requires(B& b, Saved s, Grad g, const Grad* dx, const Nor
 };
 
 // One sublayer forward, keeping what its backward reads: `out` = Stream + out(body(Normed)),
-// norm(Sum) or Stream + out(body(Stream)), as graph.h's sublayer().
+// norm(Sum) or Stream + out(body(Stream)), as graph.h's sublayer(). Without write_out, the step
+// that writes `out` is left out (its backward does not read it): a block's recomputation, whose
+// output the next block keeps.
 template <class W, TrainBackend<W> Backend>
-void sublayer_forward(Backend& b, const Sublayer<W>& s, uint32_t layer, uint32_t sub, Saved out) {
+void sublayer_forward(Backend& b, const Sublayer<W>& s, uint32_t layer, uint32_t sub, Saved out,
+                      bool write_out = true) {
   const auto S = [&](Kept k) { return Saved{k, layer, sub}; };
   const Saved in = S(Kept::Stream), x = s.kind.norm == NormAt::Before ? S(Kept::Normed) : in;
   if (s.kind.norm == NormAt::Before) b.layernorm(x, in, s.norm);
@@ -104,8 +120,8 @@ void sublayer_forward(Backend& b, const Sublayer<W>& s, uint32_t layer, uint32_t
   }
   if (s.kind.norm == NormAt::After) {
     b.linear(S(Kept::Sum), S(Kept::Inner), s.out, &in);
-    b.layernorm(out, S(Kept::Sum), s.norm);
-  } else {
+    if (write_out) b.layernorm(out, S(Kept::Sum), s.norm);
+  } else if (write_out) {
     b.linear(out, S(Kept::Inner), s.out, &in);
   }
 }
@@ -156,22 +172,29 @@ enum class Until { Logits, Losses, Gradients };
 // Forward then backward of one step: B sequences of T tokens whose ids (and targets) the
 // backend already holds. Returns nothing: the backend's cross_entropy keeps the losses, and
 // its gradients (dw) hold d(mean loss)/d(weight) afterwards (zeroed by the backend first).
+// recompute: the backend stores the activations by slot(s, true), and the backward runs each
+// block's forward again from its kept input before the block's backward (but the last block's,
+// whose activations the forward left in the shared buffers), so that it reads what the forward
+// wrote: the same ops on the same inputs, the same bits.
 template <class W, TrainBackend<W> Backend>
 void train_step(Backend& b, const Config& c, const ModelWeights<W>& w, const ModelWeights<W>& dw,
-                Until until = Until::Gradients) {
+                Until until = Until::Gradients, bool recompute = false) {
   const uint32_t L = c.n_layer;
   const Saved stream_out{Kept::Stream, L, 0}, top = c.final_norm ? Saved{Kept::NormF} : stream_out;
-  // The stream after sublayer j of block i: the next sublayer's, or the next block's.
-  const auto next = [&](uint32_t i, uint32_t j) {
-    return j + 1 < w.layers[i].sublayers.size() ? Saved{Kept::Stream, i, j + 1}
-                                                : Saved{Kept::Stream, i + 1, 0};
+  // Block i's sublayers from its input stream {Stream, i, 0}, each writing the next one's input
+  // and the last the next block's (not written where !write_out).
+  const auto block_forward = [&](uint32_t i, bool write_out) {
+    const auto& subs = w.layers[i].sublayers;
+    for (uint32_t j = 0; j < subs.size(); j++) {
+      const bool last = j + 1 == subs.size();
+      const Saved out = last ? Saved{Kept::Stream, i + 1, 0} : Saved{Kept::Stream, i, j + 1};
+      sublayer_forward(b, subs[j], i, j, out, write_out || !last);
+    }
   };
 
-  // Forward, keeping every sublayer's activations.
+  // Forward, keeping every sublayer's activations (recompute: each block's input only).
   b.embed(Saved{Kept::Stream, 0, 0});
-  for (uint32_t i = 0; i < L; i++)
-    for (uint32_t j = 0; j < w.layers[i].sublayers.size(); j++)
-      sublayer_forward(b, w.layers[i].sublayers[j], i, j, next(i, j));
+  for (uint32_t i = 0; i < L; i++) block_forward(i, true);
   if (c.final_norm) b.layernorm(top, stream_out, w.ln_f);
   b.linear(Saved{Kept::Logits}, top, w.head);
   if (until == Until::Logits) return;
@@ -183,9 +206,11 @@ void train_step(Backend& b, const Config& c, const ModelWeights<W>& w, const Mod
   const Grad X = Grad::X, H = Grad::H;
   b.linear_backward(c.final_norm ? &H : &X, Saved{Kept::Logits}, top, w.head, dw.head);
   if (c.final_norm) b.layernorm_backward(X, H, stream_out, w.ln_f, dw.ln_f);
-  for (uint32_t i = L; i-- > 0;)
+  for (uint32_t i = L; i-- > 0;) {
+    if (recompute && i + 1 < L) block_forward(i, false);
     for (uint32_t j = static_cast<uint32_t>(w.layers[i].sublayers.size()); j-- > 0;)
       sublayer_backward(b, w.layers[i].sublayers[j], dw.layers[i].sublayers[j], i, j);
+  }
   b.embed_backward(X);
 }
 
