@@ -5,6 +5,9 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "apps/attention_view.h"
 #include "apps/commands.h"
@@ -108,9 +111,20 @@ int show(const AttentionArgs& args, AttentionMap& map, std::optional<uint32_t> o
   return 0;
 }
 
-std::string title(const AttentionArgs& args, const std::string& text) {
-  return model_dir(args.model).string() + ": \"" + text.substr(0, 60) +
-         (text.size() > 60 ? "...\"" : "\"");
+// The map's header: the model, what ran it, and the tokens' ids (their text is the caller's).
+AttentionMap start_map(const AttentionArgs& args, const std::string& text, const model::Config& c,
+                       std::string device, model::Precision precision, bool causal,
+                       std::vector<int32_t> ids) {
+  AttentionMap map;
+  map.model = model_dir(args.model).string();
+  map.title = map.model + ": \"" + text.substr(0, 60) + (text.size() > 60 ? "...\"" : "\"");
+  map.device = std::move(device);
+  map.precision = model::precision_name(precision);
+  map.n_layer = c.n_layer;
+  map.n_head = c.n_head;
+  map.causal = causal;
+  map.ids = std::move(ids);
+  return map;
 }
 
 // A decoder: the prompt's tokens, causal.
@@ -126,15 +140,8 @@ int decoder_attention(const AttentionArgs& args, const std::string& text) {
   s.model->set_attention_taps(true, only_layer);
   s.model->logits(ids);
 
-  AttentionMap map;
-  map.model = model_dir(args.model).string();
-  map.title = title(args, text);
-  map.device = s.model->device_name();
-  map.precision = model::precision_name(s.model->precision());
-  map.n_layer = c.n_layer;
-  map.n_head = c.n_head;
-  map.causal = c.causal;
-  map.ids = ids;
+  AttentionMap map = start_map(args, text, c, s.model->device_name(), s.model->precision(),
+                               c.causal, ids);
   for (int32_t id : ids) map.tokens.push_back(display_token(s.tokenizer->token_bytes(id)));
   return show(args, map, only_layer, s.model->attention_probs());
 }
@@ -149,15 +156,8 @@ int encoder_attention(const AttentionArgs& args, const std::string& text) {
   s.encoder->set_attention_taps(true, only_layer);
   s.encoder->encode(e.ids, e.type_ids, false);
 
-  AttentionMap map;
-  map.model = model_dir(args.model).string();
-  map.title = title(args, text);
-  map.device = s.encoder->device_name();
-  map.precision = model::precision_name(s.encoder->precision());
-  map.n_layer = c.n_layer;
-  map.n_head = c.n_head;
-  map.causal = false;
-  map.ids = e.ids;
+  AttentionMap map = start_map(args, text, c, s.encoder->device_name(), s.encoder->precision(),
+                               false, e.ids);
   for (int32_t id : e.ids) map.tokens.push_back(display_token(s.wordpiece->token(id)));
   return show(args, map, only_layer, s.encoder->attention_probs());
 }

@@ -391,19 +391,26 @@ void print_profile(FILE* out, const std::string& title, const Profile& p, const 
                   {"dispatches run", format("%.4g", st.dispatches / n)}});
 }
 
-// Where the time of a prefill pass and of a decoded token goes, on a model instance of its own
-// with timestamps on, warmed up first like the timed runs.
-void profile(const model::Checkpoint& ckpt, const vk::Device& device, model::Precision precision,
-             model::Precision kv_cache, uint32_t split_layers, uint32_t prompt, uint32_t gen,
-             uint32_t parallel, double bandwidth, FILE* out) {
+// A profiled instance's options: timestamps on (and a note where the device has none).
+model::GpuModelOptions profiled(const vk::Device& device, model::Precision precision,
+                                uint32_t split_layers, FILE* out) {
   if (!device.caps().timestamps)
     std::fprintf(out, "\n'%s' has no compute timestamps: the op times are missing\n",
                  device.caps().name.c_str());
   model::GpuModelOptions o;
   o.precision = precision;
-  o.kv_cache = kv_cache;
   o.timestamps = true;
   o.split_layers = split_layers;
+  return o;
+}
+
+// Where the time of a prefill pass and of a decoded token goes, on a model instance of its own
+// with timestamps on, warmed up first like the timed runs.
+void profile(const model::Checkpoint& ckpt, const vk::Device& device, model::Precision precision,
+             model::Precision kv_cache, uint32_t split_layers, uint32_t prompt, uint32_t gen,
+             uint32_t parallel, double bandwidth, FILE* out) {
+  model::GpuModelOptions o = profiled(device, precision, split_layers, out);
+  o.kv_cache = kv_cache;
   if (parallel > 1) {
     o.slots = parallel;
     o.slot_context = std::max({prompt, gen + 1, 1u});
@@ -543,14 +550,8 @@ std::vector<Test> plan_seq2seq_tests(const BenchArgs& args, const model::Config&
 void profile_seq2seq(const model::Checkpoint& ckpt, const vk::Device& device,
                      model::Precision precision, uint32_t split_layers, uint32_t source,
                      uint32_t gen, double bandwidth, FILE* out) {
-  if (!device.caps().timestamps)
-    std::fprintf(out, "\n'%s' has no compute timestamps: the op times are missing\n",
-                 device.caps().name.c_str());
-  model::GpuModelOptions o;
-  o.precision = precision;
-  o.timestamps = true;
-  o.split_layers = split_layers;
-  std::unique_ptr<model::Seq2Seq> m = model::make_gpu_seq2seq(ckpt, device, o);
+  std::unique_ptr<model::Seq2Seq> m =
+      model::make_gpu_seq2seq(ckpt, device, profiled(device, precision, split_layers, out));
   const model::Config& c = m->config();
   const std::string where = " on " + device.caps().name + ", " + model::precision_name(precision) +
                             "; GPU time from timestamp queries";

@@ -18,32 +18,17 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/formats/config.h"
 #include "tests/cli.h"
 #include "tests/files.h"
 #include "tests/process.h"
+#include "tests/train_files.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-// A byte-level model of width 32, 2 layers, context 16, and a text of ~3 KB.
-struct Setup {
-  test::TempDir dir;
-  fs::path config = dir / "config.json", data = dir / "data.txt", val = dir / "val.txt";
-  Setup() {
-    model::Config c = model::gpt2_config(32, 2, 2);
-    c.n_vocab = 256;
-    c.n_ctx = 16;
-    c.n_inner = 64;
-    c.tokenizer.kind = model::TokenizerKind::Bytes;
-    c.eos_token_id.reset();
-    test::write_file(config, model::config_json(c));
-    std::string text;
-    for (int i = 0; i < 60; i++) text += "In the beginning God created the heaven and the earth. ";
-    test::write_file(data, text);
-    test::write_file(val, text.substr(0, 600));
-  }
+// tests/train_files.h's model and text, and a run of them.
+struct Setup : test::TrainFiles {
   std::vector<std::string> args(const fs::path& out, const std::string& steps) const {
     return {"train", "--init", config.string(), "--data", data.string(), "-o", out.string(),
             "--steps", steps, "--batch", "2", "--ctx", "16", "--lr", "3e-3", "--seed", "7",

@@ -12,32 +12,18 @@
 #include <string>
 #include <vector>
 
-#include "model/formats/config.h"
 #include "tests/ci.h"
 #include "tests/cli.h"
 #include "tests/files.h"
 #include "tests/process.h"
+#include "tests/train_files.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-// The tiny byte-level model of test_train_command.cpp and its ~3 KB of text.
-struct Setup {
-  test::TempDir dir;
-  fs::path config = dir / "config.json", data = dir / "data.txt";
-  Setup() {
-    model::Config c = model::gpt2_config(32, 2, 2);
-    c.n_vocab = 256;
-    c.n_ctx = 16;
-    c.n_inner = 64;
-    c.tokenizer.kind = model::TokenizerKind::Bytes;
-    c.eos_token_id.reset();
-    test::write_file(config, model::config_json(c));
-    std::string text;
-    for (int i = 0; i < 60; i++) text += "In the beginning God created the heaven and the earth. ";
-    test::write_file(data, text);
-  }
+// tests/train_files.h's model and text, and a run of them.
+struct Setup : test::TrainFiles {
   // A run of `steps` writing `out` and its log out.jsonl.
   std::vector<std::string> args(const std::string& out, const std::string& steps,
                                 const std::string& kernels = "cpu") const {
