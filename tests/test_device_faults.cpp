@@ -10,8 +10,12 @@
 // be made to lose itself. The timeout is real: a bound shorter than a real submission.
 #include <doctest/doctest.h>
 
+#include <signal.h>
+
 #include <algorithm>
+#include <chrono>
 #include <regex>
+#include <thread>
 
 #include "model/forward/gpu_model.h"
 #include "model/generation/generate.h"
@@ -21,6 +25,7 @@
 #include "tests/files.h"
 #include "tests/gpu.h"
 #include "tests/model_fixture.h"
+#include "tests/process.h"
 #include "vk/check.h"
 
 namespace {
@@ -454,4 +459,29 @@ TEST_CASE("submissions: a prompt whose block alone is over budget runs in chunks
     a->reset();
     CHECK(model::generate(*a, ids, o, [](int32_t) {}).tokens == rb.tokens);
   }
+}
+
+// A process stopped (SIGSTOP, a user's Ctrl-Z) for longer than the fence timeout goes on when
+// continued: the stop is not the GPU's time (Device::wait_for). Lavapipe's threads stop with the
+// process, so a step stopped in its fence wait has work left after the wait's deadline; waited
+// for in one piece, it ended the run as a hung GPU. Training steps of ~2 s at the shipped
+// model's 16 x 256, a 4 s timeout, two stops of 6 s each.
+TEST_CASE("a process stopped longer than the fence timeout goes on when continued") {
+  const std::string kjv = (test::source_dir() / "models" / "kjv").string();
+  test::Background run({"train", "--init", kjv + "/config.json", "--data", kjv + "/heldout.txt",
+                        "--batch", "16", "--ctx", "256", "--steps", "6", "--bench"},
+                       {{"GPT2VK_FENCE_TIMEOUT", "4"}});
+  const auto pause = [](double s) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(s));
+  };
+  pause(6);  // the pipelines, then steps
+  for (int i = 0; i < 2; i++) {
+    REQUIRE(::kill(run.pid(), SIGSTOP) == 0);
+    pause(6);
+    REQUIRE(::kill(run.pid(), SIGCONT) == 0);
+    pause(1.3);
+  }
+  CHECK_MESSAGE(run.wait(300) == 0, run.err());
+  CHECK(run.err().find("did not finish within") == std::string::npos);
+  CHECK(run.out().find("tokens/s") != std::string::npos);
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -359,8 +360,21 @@ void Device::check_usable() const {
 
 void Device::wait_for(VkFence fence, double timeout_s) const {
   if (timeout_s <= 0) timeout_s = fence_timeout_s_;
-  const auto ns = static_cast<uint64_t>(std::min(timeout_s, 1e9) * 1e9);
-  VkResult r = vkWaitForFences(device_, 1, &fence, VK_TRUE, ns);
+  // In waits of at most a second, each counted as what it was asked to wait where it took far
+  // longer: the process was stopped meanwhile (SIGSTOP, a user's Ctrl-Z) or the machine slept,
+  // and that time is not the GPU's. Stopped through a whole wait, a single wait of timeout_s
+  // would return VK_TIMEOUT at once on resuming, and a healthy run would end as a hung GPU.
+  timeout_s = std::min(timeout_s, 1e9);
+  VkResult r = VK_TIMEOUT;
+  for (double spent = 0; spent < timeout_s;) {
+    const double slice = std::min(1.0, timeout_s - spent);
+    const auto t0 = std::chrono::steady_clock::now();
+    r = vkWaitForFences(device_, 1, &fence, VK_TRUE, static_cast<uint64_t>(slice * 1e9));
+    if (r != VK_TIMEOUT) break;
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    spent += took > slice + 1.0 ? slice : std::max(took, slice);
+  }
   if (r == VK_SUCCESS && lose_at_wait_ && ++waits_ == lose_at_wait_)
     r = VK_ERROR_DEVICE_LOST;  // the test hook: the work is done, but report it lost
   if (r == VK_SUCCESS) return;
