@@ -33,6 +33,7 @@
 #include "model/training/run_state.h"
 #include "model/training/save.h"
 #include "model/training/schedule.h"
+#include "vk/hash.h"
 
 namespace app {
 namespace {
@@ -105,14 +106,10 @@ struct GroupRefusal : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// FNV-1a, 64 bits: what the ranks compare of their flags, data and weights.
-uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = 0xcbf29ce484222325ull) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < bytes; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-  return h;
-}
+// What the ranks compare of their flags, data and weights: vk/hash.h's FNV-1a.
+using vk::fnv1a;
 uint64_t fnv1a(std::string_view s) { return fnv1a(s.data(), s.size()); }
-uint64_t fnv1a(const Parameters& p, uint64_t h = 0xcbf29ce484222325ull) {
+uint64_t fnv1a(const Parameters& p, uint64_t h = vk::kFnv1aOffset) {
   for (const model::ExpectedTensor& e : p.tensors())
     h = fnv1a(p.tensor(e.name).data(), p.tensor(e.name).size() * 4, fnv1a(e.name.data(), e.name.size(), h));
   return h;
