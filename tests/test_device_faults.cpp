@@ -464,20 +464,21 @@ TEST_CASE("submissions: a prompt whose block alone is over budget runs in chunks
 // A process stopped (SIGSTOP, a user's Ctrl-Z) for longer than the fence timeout goes on when
 // continued: the stop is not the GPU's time (Device::wait_for). Lavapipe's threads stop with the
 // process, so a step stopped in its fence wait has work left after the wait's deadline; waited
-// for in one piece, it ended the run as a hung GPU. Training steps of ~2 s at the shipped
-// model's 16 x 256, a 4 s timeout, two stops of 6 s each.
+// for in one piece, it ended the run as a hung GPU. Steps of ~0.5 s (8 x 128 on the shipped
+// model; ~1.5 s on a loaded 2-core CI machine, well inside the timeout), an 8 s timeout, two stops
+// of 10 s each.
 TEST_CASE("a process stopped longer than the fence timeout goes on when continued") {
   const std::string kjv = (test::source_dir() / "models" / "kjv").string();
   test::Background run({"train", "--init", kjv + "/config.json", "--data", kjv + "/heldout.txt",
-                        "--batch", "16", "--ctx", "256", "--steps", "6", "--bench"},
-                       {{"GPT2VK_FENCE_TIMEOUT", "4"}});
+                        "--batch", "8", "--ctx", "128", "--steps", "25", "--bench"},
+                       {{"GPT2VK_FENCE_TIMEOUT", "8"}});
   const auto pause = [](double s) {
     std::this_thread::sleep_for(std::chrono::duration<double>(s));
   };
   pause(6);  // the pipelines, then steps
   for (int i = 0; i < 2; i++) {
     REQUIRE(::kill(run.pid(), SIGSTOP) == 0);
-    pause(6);
+    pause(10);
     REQUIRE(::kill(run.pid(), SIGCONT) == 0);
     pause(1.3);
   }
