@@ -51,24 +51,36 @@ struct EmbedArgs {
   std::string prompt, file, out;
   std::string pooling;  // mean | cls; "" = the folder's 1_Pooling/config.json, else mean
   bool normalize = false, similarity = false;
+  uint32_t batch = 32;  // sentences per pass (sentence-transformers' default batch_size)
 };
 
 int embed(EmbedArgs args) {
   const std::vector<std::string> texts = read_texts(args.prompt, args.file);
   if (!args.out.empty() && !args.out.ends_with(".npy") && !args.out.ends_with(".json"))
     throw std::runtime_error(args.out + ": -o writes .npy (float32 [texts, C]) or .json");
+  if (args.batch < 1) throw std::runtime_error("--batch 0: a pass holds at least one text");
+  args.model.encoder_batch = args.batch;
   EncoderSession s = open_encoder(args.model);
   const Pooling pooling = folder_pooling(s.checkpoint->dir(), {args.pooling, args.normalize});
   const uint32_t C = s.checkpoint->config().n_embd;
   std::vector<float> all;  // [texts, C]
   size_t tokens = 0;
   const auto start = std::chrono::steady_clock::now();
-  for (size_t i = 0; i < texts.size(); i++) {
-    const model::WordPieceEncoding e = encode_text(s, texts[i], where(args.file, i));
-    const model::Encoded out = s.encoder->encode(e.ids, e.type_ids, false);
-    tokens += e.ids.size();
-    const std::vector<float> v = pool(out.hidden, e.ids.size(), C, pooling);
-    all.insert(all.end(), v.begin(), v.end());
+  // The texts in groups of --batch, each group's passes as the encoder packs them.
+  std::vector<model::WordPieceEncoding> group;
+  std::vector<model::EncoderInput> inputs;
+  for (size_t first = 0; first < texts.size(); first += args.batch) {
+    group.clear();
+    inputs.clear();
+    for (size_t i = first; i < std::min(texts.size(), first + args.batch); i++)
+      group.push_back(encode_text(s, texts[i], where(args.file, i)));
+    for (const model::WordPieceEncoding& e : group) inputs.push_back({e.ids, e.type_ids});
+    const std::vector<std::vector<float>> hidden = s.encoder->encode_batch(inputs);
+    for (size_t i = 0; i < group.size(); i++) {
+      tokens += group[i].ids.size();
+      const std::vector<float> v = pool(hidden[i], group[i].ids.size(), C, pooling);
+      all.insert(all.end(), v.begin(), v.end());
+    }
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -234,6 +246,8 @@ Command add_embed(CLI::App& cli) {
                 "unit length (the default where modules.json lists Normalize)");
   cmd->add_flag("--similarity", args->similarity, "print the texts' cosine similarity matrix");
   cmd->add_option("-o,--out", args->out, "write .npy (float32 [texts, C]) or .json");
+  cmd->add_option("--batch", args->batch,
+                  "texts per GPU pass, each padded to the pass's longest (default 32)");
   return {cmd, [args] { return embed(*args); }};
 }
 

@@ -32,6 +32,7 @@ EncoderSession open_encoder(const ModelArgs& args) {
     model::GpuModelOptions o;
     o.precision = precision;
     o.split_layers = args.split_layers;
+    o.encoder_batch = args.encoder_batch;
     s.encoder = model::make_gpu_encoder(*s.checkpoint, *s.device, o);
   }
   for (const std::string& w : s.encoder->warnings())

@@ -252,6 +252,66 @@ TEST_CASE("bert: MiniLM's and BERT-base's shapes, GPU against the CPU reference"
   }
 }
 
+// A batch of sequences of different lengths (Encoder::encode_batch, `embed --batch`): on the GPU
+// they run several to a pass, each padded to its pass's longest, each query over its own
+// sequence's keys only. At MiniLM's width and heads (2 of its 6 layers), lengths from 1 to the
+// full 128 tokens, pairs among them, four to a pass: every sequence's hidden states against the
+// CPU reference's encode() of it alone, at the row-scale tolerance above, under both kernel sets.
+// A query that saw another sequence's keys or a padding row would be far outside it. The passes
+// are counted (2, not 9), a batch of one is encode() to the bit, and a bad sequence is named.
+TEST_CASE("bert: a batch of different lengths in shared passes, against each alone") {
+  GPU_TEST(g);
+  const model::Config c = bert_config(384, 2, 12, 1000, model::EncoderHead::MaskedLm);
+  test::TempDir dir;
+  model::RandomCheckpointOptions options;
+  options.scale = 1.0f / std::sqrt(float(c.n_embd));
+  model::write_random_checkpoint(dir.path(), c, model::config_json(c), options);
+  const auto checkpoint = model::Checkpoint::load(dir.path());
+  const uint32_t lengths[] = {77, 128, 1, 100, 5, 128, 64, 33, 2};
+  std::vector<std::vector<int32_t>> ids, types;
+  for (size_t i = 0; i < std::size(lengths); i++) {
+    const uint32_t T = lengths[i];
+    ids.emplace_back(T);
+    types.emplace_back(T, 0);
+    for (uint32_t t = 0; t < T; t++) {
+      ids[i][t] = static_cast<int32_t>((t * 7919u + 31 * i + 3) % c.n_vocab);
+      if (i % 2 && t >= T / 2) types[i][t] = 1;  // odd ones are pairs
+    }
+  }
+  std::vector<model::EncoderInput> inputs;
+  for (size_t i = 0; i < ids.size(); i++)
+    inputs.push_back({ids[i], i == 4 ? std::span<const int32_t>{} : std::span<const int32_t>(types[i])});
+  auto cpu = model::make_cpu_encoder(*checkpoint, model::Precision::F32);
+  std::vector<std::vector<float>> ref;
+  for (const model::EncoderInput& in : inputs) ref.push_back(cpu->encode(in.ids, in.types, false).hidden);
+  const std::vector<std::vector<float>> cpu_batch = cpu->encode_batch(inputs);
+  REQUIRE(cpu_batch.size() == ref.size());
+  for (size_t i = 0; i < ref.size(); i++) CHECK(cpu_batch[i] == ref[i]);
+
+  for (vk::KernelSet set : test::kKernelSets) {
+    CAPTURE(vk::kernel_set_name(set));
+    model::GpuModelOptions o;
+    o.precision = model::Precision::F32;
+    o.encoder_batch = 4;
+    auto gpu = model::make_gpu_encoder(*checkpoint, g.with_kernels(set), o);
+    const std::vector<std::vector<float>> got = gpu->encode_batch(inputs);
+    // Longest first: 128 128 100 77 | 64 33 5 2 | 1 (a pass of one).
+    CHECK(model::gpu_stats(*gpu).submits == 3);
+    REQUIRE(got.size() == ref.size());
+    for (size_t i = 0; i < ref.size(); i++) {
+      CAPTURE(i);
+      REQUIRE(got[i].size() == size_t{lengths[i]} * c.n_embd);
+      CHECK(test::close_rows("hidden", got[i], ref[i], c.n_embd, 1e-4));
+    }
+    const model::EncoderInput one[] = {inputs[3]};
+    CHECK(gpu->encode_batch(one)[0] == gpu->encode(inputs[3].ids, inputs[3].types, false).hidden);
+    const std::vector<int32_t> none;
+    std::vector<model::EncoderInput> bad = inputs;
+    bad[2] = {none, {}};
+    CHECK_THROWS_WITH(gpu->encode_batch(bad), "sequence 2 of the batch: no tokens to encode");
+  }
+}
+
 // The attention tap of an encoder (`gpt2vk attention` on a BERT folder) at MiniLM's heads
 // (12 of 32) over 128 tokens of a pair: every layer's [H, T, T] and one layer's alone, from the
 // GPU under both kernel sets against the CPU reference's, test_model.cpp's tap tolerance

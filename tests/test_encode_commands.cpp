@@ -81,6 +81,21 @@ TEST_CASE("embed: sentence-transformers' embeddings from the texts, as .npy and 
     CHECK(dot >= 0.99999);  // both unit length
   }
 
+  // One text a pass (--batch 1) against the four texts of different lengths in one pass (the
+  // default): the same embeddings within 1e-6 (each sequence's queries see its own keys only).
+  const std::string single = (dir.path() / "single.npy").string();
+  const test::CliResult r1 = test::gpt2vk(
+      {"embed", "-m", hf("bert-st"), "-f", lines, "--precision", "f32", "--batch", "1", "-o", single});
+  REQUIRE_MESSAGE(r1.exit_code == 0, r1.err);
+  const std::string bytes1 = test::read_file(single);
+  REQUIRE(bytes1.size() == bytes.size());
+  for (size_t i = 128; i < bytes.size(); i += 4) {
+    float a = 0, b = 0;
+    std::memcpy(&a, bytes.data() + i, 4);
+    std::memcpy(&b, bytes1.data() + i, 4);
+    CHECK(std::fabs(a - b) <= 1e-6f);
+  }
+
   // One text on stdout; the similarity matrix's diagonal is 1.
   const test::CliResult one = test::gpt2vk({"embed", "-m", hf("bert-st"), "-p", texts[0]});
   REQUIRE_MESSAGE(one.exit_code == 0, one.err);
@@ -185,6 +200,7 @@ TEST_CASE("encoder commands: bad input is a clear error, exit code 1") {
       {{"generate", "-m", hf("bert-mlm"), "-p", "a"}, "a BERT encoder (BertForMaskedLM)"},
       {{"embed", "-m", hf("bert-st"), "-p", "a", "-o", (dir.path() / "x.txt").string()},
        "-o writes .npy"},
+      {{"embed", "-m", hf("bert-st"), "-p", "a", "--batch", "0"}, "--batch 0"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.args);

@@ -239,11 +239,16 @@ struct Server {
     std::vector<std::vector<float>> out;
     size_t tokens = 0;
     {
-      std::lock_guard lock(encode_mutex);
-      for (const EmbeddingsRequest::Input& in : r.inputs) {
-        const model::Encoded e = encoder->encoder->encode(in.ids, in.types, false);
-        out.push_back(pool(e.hidden, in.ids.size(), config().n_embd, pooling));
-        tokens += in.ids.size();
+      std::vector<model::EncoderInput> inputs;
+      for (const EmbeddingsRequest::Input& in : r.inputs) inputs.push_back({in.ids, in.types});
+      std::vector<std::vector<float>> hidden;
+      {
+        std::lock_guard lock(encode_mutex);
+        hidden = encoder->encoder->encode_batch(inputs);
+      }
+      for (size_t i = 0; i < r.inputs.size(); i++) {
+        out.push_back(pool(hidden[i], r.inputs[i].ids.size(), config().n_embd, pooling));
+        tokens += r.inputs[i].ids.size();
       }
     }
     current.record.embeddings = EmbeddingFigures{r.inputs.size(), tokens};
@@ -542,7 +547,9 @@ int serve(const ServeArgs& args) {
   if (encoder_folder(args.model)) {
     if (args.parallel > 1)
       throw std::runtime_error("--parallel is for decoders: an encoder serves its requests one at a time");
-    enc = open_encoder(args.model);
+    ModelArgs margs = args.model;
+    margs.encoder_batch = kServeEncoderBatch;  // a request's inputs, that many to a pass
+    enc = open_encoder(margs);
     return serve_on(args, s, &enc, nullptr, enc.checkpoint->config().n_ctx, signals);
   }
   if (seq2seq_folder(args.model)) {

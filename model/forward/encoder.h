@@ -1,8 +1,9 @@
 // An encoder (BERT) ready to run: the CPU reference or a GPU behind one interface, as Model is
 // for decoders. No cache and no next token: each sequence is encoded whole, every token
 // attending to all of its own sequence, and its hidden states and head come out. A batch of
-// sequences of different lengths is the sequences one by one, so a padded position never
-// takes part: what a padding mask gives, without the padding's work.
+// sequences of different lengths (encode_batch) runs on the GPU in passes of several sequences,
+// each padded to the pass's longest; a query sees only its own sequence's keys, so a padded
+// position never takes part (what a padding mask gives).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -23,6 +24,11 @@ namespace model {
 
 class Checkpoint;
 struct GpuModelOptions;
+
+// One sequence of a batch: its ids and token types (empty: all 0), as encode() takes them.
+struct EncoderInput {
+  std::span<const int32_t> ids, types;
+};
 
 struct Encoded {
   std::vector<float> hidden;  // [T, C] the last block's output
@@ -46,6 +52,11 @@ class Encoder {
   Encoded encode(std::span<const int32_t> ids, std::span<const int32_t> types = {},
                  bool head = true);
 
+  // The hidden states [T_i, C] of each sequence, in the order given, checked as encode()
+  // checks one. Each equals encode()'s within rounding: the matmuls reduce the same values in
+  // tiles chosen by the pass's rows. No head, and no attention tap (a pass of one sequence).
+  std::vector<std::vector<float>> encode_batch(std::span<const EncoderInput> inputs);
+
   // The attention tap, as Model's: with it on, encode() also keeps the softmax weights of every
   // layer, or of `only_layer`, from the pass's own kernels. attention_probs()[layer] is [H, T, T]
   // for the last encode() of T tokens (every query sees every key); empty for a layer not tapped.
@@ -56,6 +67,10 @@ class Encoder {
   // types has ids' length (encode() fills the zeros).
   virtual void run(std::span<const int32_t> ids, std::span<const int32_t> types, bool head,
                    Encoded& out) = 0;
+  // Checked inputs, every types span of its ids' length; hidden gets one [T_i, C] per input.
+  // Here: one run() each (the CPU reference's way).
+  virtual void run_batch(std::span<const EncoderInput> inputs,
+                         std::vector<std::vector<float>>& hidden);
 };
 
 // The encoder interface over a model that has an encode pass (CpuModel, GpuModel: the same
@@ -81,6 +96,13 @@ class EncoderOver final : public Encoder {
   void run(std::span<const int32_t> ids, std::span<const int32_t> types, bool head,
            Encoded& out) override {
     model_.encode(ids, types, head, out);
+  }
+  void run_batch(std::span<const EncoderInput> inputs,
+                 std::vector<std::vector<float>>& hidden) override {
+    if constexpr (requires { model_.encode_batch(inputs, hidden); })
+      model_.encode_batch(inputs, hidden);
+    else
+      Encoder::run_batch(inputs, hidden);
   }
 
  private:

@@ -54,6 +54,8 @@ void GpuBackend::embed(Buf out, uint32_t T, uint32_t pos) {
                           .scale = c.embed_scale});
     return;
   }
+  // An encoder's batch: positions restart at each sequence's first row.
+  const Segments* seg = pass.segments;
   gpu::embedding(k, rec,
                  {.out = buf(out),
                   .ids = s.ids,
@@ -66,7 +68,8 @@ void GpuBackend::embed(Buf out, uint32_t T, uint32_t pos) {
                   .pos_offset = pos,
                   .position = c.positions,
                   .wte_interleaved = wte.layout == WeightLayout::Interleaved,
-                  .step = &s.step,
+                  .step = seg ? nullptr : &s.step,
+                  .period = seg ? seg->period : 0,
                   .types = c.n_types ? &s.types : nullptr,
                   .wtt = w.wtt,
                   .n_types = c.n_types,
@@ -175,9 +178,26 @@ void GpuBackend::attention_store(uint32_t layer, uint32_t T, uint32_t pos) {
     }
     return;
   }
+  o.step = &s.step;  // holds pos (GpuModel::run_pass); an encoder's batch: 0
+  if (const Segments* seg = pass.segments) {  // each sequence over its own rows and keys
+    const uint64_t row = uint64_t{A} * 4, cached = uint64_t{A} * dtype_bytes(s.kv_cache);
+    for (size_t b = 0; b < seg->lens.size(); b++) {
+      const uint64_t first = b * seg->period, n = seg->lens[b];
+      gpu::attention_store(k, rec,
+                           {.out = buf(Buf::ATT).sub(first * row, n * row),
+                            .k_cache = s.k_cache[layer].sub(first * cached, n * cached),
+                            .v_cache = s.v_cache[layer].sub(first * cached, n * cached),
+                            .qkv = buf(Buf::QKV).sub(first * 3 * row, n * 3 * row),
+                            .T = seg->lens[b],
+                            .pos = 0,
+                            .C = A,
+                            .H = c.n_head,
+                            .options = o});
+    }
+    return;
+  }
   if (pass.attention_taps && layer < s.probs.size() && s.probs[layer].size > 0)
     o.probs = &s.probs[layer];
-  o.step = &s.step;  // holds pos (GpuModel::run_pass)
   gpu::attention_store(k, rec,
                        {.out = buf(Buf::ATT),
                         .k_cache = s.k(layer, pass.slot),

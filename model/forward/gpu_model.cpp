@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <numeric>
 
 #include "model/formats/checkpoint.h"
 #include "model/forward/gpu_model_impl.h"
@@ -123,7 +124,23 @@ void GpuModel::upload_weights(const Checkpoint& ckpt, const UploadProgress& on_u
 void GpuModel::plan_state() {
   const Config& c = config_;
   // The residual stream and norms are the model's width C, attention and its caches A.
-  const uint64_t T = c.n_ctx, C = c.n_embd, A = c.attn_width(), f = 4;
+  const uint64_t C = c.n_embd, A = c.attn_width(), f = 4, kv = dtype_bytes(kv_cache_);
+  const bool encoder = c.family == Family::Encoder;
+  // An encoder's batch: the sequences asked for, as far as one binding holds their widest rows.
+  rows_ = c.n_ctx;
+  if (encoder && encoder_batch_ > 1) {
+    const uint64_t widest = f * std::max({C, 3 * A, uint64_t{c.n_inner} * (c.gated_mlp ? 2 : 1)});
+    const uint64_t fit = device_.caps().max_storage_buffer_range / widest;
+    rows_ = static_cast<uint32_t>(
+        std::max<uint64_t>(c.n_ctx, std::min<uint64_t>(uint64_t{encoder_batch_} * c.n_ctx, fit)));
+  }
+  // The rows a batch's sequence starts at a multiple of: its views (ATT, QKV, the cache) on the
+  // binding alignment, a power of two.
+  const uint64_t align = std::max(device_.caps().storage_buffer_alignment,
+                                  gpu::texel_binding_alignment(device_.caps()));
+  for (const uint64_t row : {A * f, 3 * A * f, A * kv})
+    segment_rows_ = std::max(segment_rows_, static_cast<uint32_t>(align / std::gcd(row, align)));
+  const uint64_t T = rows_;
   x_ = state_.add(T * C * f);
   h_ = state_.add(T * C * f);
   att_ = state_.add(T * A * f);
@@ -137,12 +154,13 @@ void GpuModel::plan_state() {
                                                      gpu::texel_binding_alignment(device_.caps())));
   const uint64_t layer_bytes = slot_stride_ * (slots_ - 1) + slot_bytes_;
   for (uint32_t i = 0; i < c.n_layer; i++) {
-    k_cache_.push_back(state_.add(layer_bytes));
-    v_cache_.push_back(state_.add(layer_bytes));
+    const bool shared = encoder && i > 0;  // an encoder keeps nothing from layer to layer
+    k_cache_.push_back(shared ? k_cache_[0] : state_.add(layer_bytes));
+    v_cache_.push_back(shared ? v_cache_[0] : state_.add(layer_bytes));
   }
   for (uint32_t i = 0; i < (c.cross_attention ? c.n_layer : 0); i++) {
-    source_k_.push_back(state_.add(T * A * f));
-    source_v_.push_back(state_.add(T * A * f));
+    source_k_.push_back(state_.add(uint64_t{c.n_ctx} * A * f));
+    source_v_.push_back(state_.add(uint64_t{c.n_ctx} * A * f));
   }
   slot_len_.assign(slots_, 0);
   // The split kernel's partial results; the tiled kernel splits a short prompt's keys in the
@@ -508,6 +526,61 @@ void GpuModel::encode(std::span<const int32_t> ids, std::span<const int32_t> typ
   if (!head) return;
   out.logits.resize(size_t{rows} * c.head_width());
   vk::download(device_, out.logits.data(), logits_, out.logits.size() * 4);
+}
+
+void GpuModel::encode_batch(std::span<const EncoderInput> inputs,
+                            std::vector<std::vector<float>>& hidden) {
+  const Config& c = config_;
+  hidden.assign(inputs.size(), {});
+  // Longest first, so that a pass's sequences are of like lengths and pad little.
+  std::vector<size_t> order(inputs.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return inputs[a].ids.size() > inputs[b].ids.size();
+  });
+  const size_t hidden_buf = encoder_output(c) == Buf::H ? h_ : x_;
+  vk::RecorderStats sum;
+  std::vector<int32_t> ids, types;
+  std::vector<float> rows;
+  for (size_t i = 0; i < order.size();) {
+    const auto period = static_cast<uint32_t>(
+        vk::align_up(inputs[order[i]].ids.size(), segment_rows_));
+    const size_t n = std::min({size_t{encoder_batch_}, size_t{rows_ / period}, order.size() - i});
+    if (n < 2 || attention_on_) {  // a pass of one: encode()'s own
+      Encoded out;
+      encode(inputs[order[i]].ids, inputs[order[i]].types, false, out);
+      sum += stats_;
+      hidden[order[i++]] = std::move(out.hidden);
+      continue;
+    }
+    // Padding rows hold token 0 of type 0: computed, never attended to, never read back.
+    Segments seg{period, {}};
+    ids.assign(n * period, 0);
+    types.assign(n * period, 0);
+    for (size_t b = 0; b < n; b++) {
+      const EncoderInput& in = inputs[order[i + b]];
+      const auto first = static_cast<std::ptrdiff_t>(b * period);
+      std::copy(in.ids.begin(), in.ids.end(), ids.begin() + first);
+      std::copy(in.types.begin(), in.types.end(), types.begin() + first);
+      seg.lens.push_back(static_cast<uint32_t>(in.ids.size()));
+    }
+    const auto T = static_cast<uint32_t>(n * period);
+    Pass p = plan_pass(T, 0, true, 0);
+    p.head = Head::None;
+    p.segments = &seg;
+    write_params(ids, types, 0);
+    submit_pass(p, 0, false);
+    rec_.wait();
+    sum += rec_.stats();
+    rows.resize(size_t{T} * c.n_embd);
+    vk::download(device_, rows.data(), state_.span(hidden_buf), rows.size() * 4);
+    for (size_t b = 0; b < n; b++) {
+      const float* first = rows.data() + b * period * c.n_embd;
+      hidden[order[i + b]].assign(first, first + size_t{seg.lens[b]} * c.n_embd);
+    }
+    i += n;
+  }
+  stats_ = sum;
 }
 
 void GpuModel::submit_pass(const Pass& p, uint32_t k, bool replayable) {

@@ -48,6 +48,10 @@ struct GpuModelOptions {
   // docs/benchmark.md states). Any kernel set; the CPU set's texel attention reads only fp32,
   // so with F16 it runs the storage-buffer kernels.
   Precision kv_cache = Precision::F32;
+  // An encoder's sequences per pass (Encoder::encode_batch): the activations hold this many
+  // sequences of n_ctx rows (fewer where one binding could not hold them: maxStorageBufferRange).
+  // 1: one sequence a pass, the activations n_ctx rows as a decoder's.
+  uint32_t encoder_batch = 1;
 };
 
 inline constexpr uint32_t kMaxSlots = 8;

@@ -29,6 +29,13 @@ struct Batch {
   std::vector<uint32_t> pos;
 };
 
+// An encoder's batch (GpuModel::encode_batch): sequence b at rows [b period, b period +
+// lens[b]), the rows up to the next period padding; each sequence's queries see its own keys only.
+struct Segments {
+  uint32_t period = 0;
+  std::vector<uint32_t> lens;
+};
+
 // One pass, decided whole before it is recorded (GpuModel::plan_pass) and handed to the backend
 // as a value: nothing about a pass is left in the model for the backend to read back.
 struct Pass {
@@ -37,6 +44,7 @@ struct Pass {
   Head head = Head::LastRow;
   uint32_t slot = 0;             // whose cache: slot_prefill's slot, else 0
   const Batch* batch = nullptr;  // slot_decode's rows, each in its slot's cache
+  const Segments* segments = nullptr;  // an encoder's batch of sequences (T = their rows)
   bool taps = false;             // X after every block into GpuState::taps (logits() only)
   bool attention_taps = false;   // the tapped layers' softmax into GpuState::probs
   uint32_t split = 0;            // blocks per submission; 0: the whole pass in one
@@ -46,13 +54,15 @@ struct Pass {
 
 // What a pass's ops read and write: views of the model's arenas as they are for this pass.
 struct GpuState {
-  vk::BufferSpan x, h;       // [n_ctx, C]
-  vk::BufferSpan att;        // [n_ctx, A] (A: Config::attn_width())
-  vk::BufferSpan qkv;        // [n_ctx, 3A]
-  vk::BufferSpan fc;         // [n_ctx, F]
-  vk::BufferSpan gate;       // [n_ctx, 2F] (a gated MLP)
+  // R rows: n_ctx, or an encoder's batch's (GpuModelOptions::encoder_batch).
+  vk::BufferSpan x, h;       // [R, C]
+  vk::BufferSpan att;        // [R, A] (A: Config::attn_width())
+  vk::BufferSpan qkv;        // [R, 3A]
+  vk::BufferSpan fc;         // [R, F]
+  vk::BufferSpan gate;       // [R, 2F] (a gated MLP)
   vk::BufferSpan logits;     // [rows, V]
-  // [layer]: a layer's caches, [slots, slot rows, A], one slot every slot_stride bytes.
+  // [layer]: a layer's caches, [slots, slot rows, A], one slot every slot_stride bytes. An
+  // encoder keeps nothing from layer to layer: every layer's is the same [R, A].
   std::vector<vk::BufferSpan> k_cache, v_cache;
   // [layer]: a decoder's source keys and values (cross-attention), [S, A] fp32, S = source_len.
   std::vector<vk::BufferSpan> source_k, source_v;
@@ -60,7 +70,7 @@ struct GpuState {
   uint64_t slot_bytes = 0, slot_stride = 0;
   DType kv_cache = DType::F32;            // GpuModelOptions::kv_cache
   vk::BufferSpan ids, step, batch_rows;  // written by the host before each pass
-  vk::BufferSpan types;                  // an encoder's token types [n_ctx], likewise
+  vk::BufferSpan types;                  // an encoder's token types [R], likewise
   vk::BufferSpan partials;               // the argmax head's (gpu::matmul_argmax)
   std::optional<vk::BufferSpan> split;   // the split and tiled attention's scratch
   bool batch_attention = false;          // batches run attention_store_batch
@@ -112,6 +122,7 @@ class GpuModel final : public Model {
         rates_(o.rates),
         slots_(o.slots),
         slot_ctx_(o.slot_context ? o.slot_context : ckpt.config().n_ctx),
+        encoder_batch_(std::max<uint32_t>(1, o.encoder_batch)),
         ops_(gpu::checked_ops(device)),
         weights_(device, "weights"),
         state_(device, "activations"),
@@ -141,6 +152,10 @@ class GpuModel final : public Model {
   // states and (with `head`) its head's output read back.
   void encode(std::span<const int32_t> ids, std::span<const int32_t> types, bool head,
               Encoded& out);
+  // Encoder::encode_batch's passes: the sequences longest first, as many a pass as the
+  // activations hold (encoder_batch at most), each padded to the pass's first's length rounded
+  // up to whole segment_rows_; a pass of one is encode()'s.
+  void encode_batch(std::span<const EncoderInput> inputs, std::vector<std::vector<float>>& hidden);
 
  protected:
   void run_source(std::span<const float> hidden, uint32_t S) override;
@@ -216,6 +231,11 @@ class GpuModel final : public Model {
   std::optional<SubmissionRates> rates_;
   double speed_ = 1;  // the best observed_speed() of a pass so far
   uint32_t slots_, slot_ctx_;      // GpuModelOptions::slots, slot_context
+  uint32_t encoder_batch_;         // GpuModelOptions::encoder_batch
+  uint32_t rows_ = 0;              // the activations' rows: n_ctx, or an encoder batch's
+  // A batch's sequences start at multiples of this many rows, so that each one's views of the
+  // activations and the cache sit on the device's binding alignment.
+  uint32_t segment_rows_ = 1;
   std::vector<uint32_t> slot_len_;  // tokens cached per slot (slot 0's is Model::length())
   gpu::Ops ops_;  // the device's pipelines and everything decided about them
   vk::RecorderStats stats_;
@@ -227,7 +247,8 @@ class GpuModel final : public Model {
   Packer state_;  // activations and the KV cache
   size_t x_, h_, qkv_, att_, fc_;
   std::optional<size_t> gate_;  // a gated MLP's [n_ctx, 2F]
-  std::vector<size_t> k_cache_, v_cache_;  // [layer]: [slots, slot rows, A], slot_stride_ apart
+  // [layer]: [slots, slot rows, A], slot_stride_ apart; an encoder's layers share one [R, A].
+  std::vector<size_t> k_cache_, v_cache_;
   std::vector<size_t> source_k_, source_v_;  // [layer]: [n_ctx, A] fp32 (cross-attention)
   uint32_t source_len_ = 0;
   uint64_t slot_bytes_ = 0, slot_stride_ = 0;
