@@ -39,6 +39,7 @@ struct BenchArgs {
   bool profile = false;                    // then GPU time per op kind and per-token counters
   double bandwidth = 0;  // GB/s of the device's memory: the profile shows each op's fraction
   std::vector<uint32_t> parallel;  // tg tests again with N sequences decoding together
+  std::vector<uint32_t> batch;     // an encoder's tests again with N sequences to a pass
 };
 
 using Clock = std::chrono::steady_clock;
@@ -458,9 +459,11 @@ void profile(const model::Checkpoint& ckpt, const vk::Device& device, model::Pre
   }
 }
 
-// An encoder's: for each --n-prompt P, one sequence of P tokens encoded whole (enc<P>), its
-// hidden states only, after a warm-up: sequences/s and tokens/s, mean and spread.
-int bench_encoder(const BenchArgs& args) {
+// An encoder's: for each --n-prompt P, one sequence of P tokens encoded whole (enc<P>), then
+// for each --batch N, N sequences of P tokens in passes of N (enc<P> x<N>, what embed --batch N
+// runs), hidden states only, after a warm-up: sequences/s and tokens/s, mean and spread.
+int bench_encoder(BenchArgs args) {
+  for (uint32_t n : args.batch) args.model.encoder_batch = std::max(args.model.encoder_batch, n);
   EncoderSession s = open_encoder(args.model);
   const model::Config& c = s.checkpoint->config();
   std::vector<Test> tests;
@@ -469,21 +472,30 @@ int bench_encoder(const BenchArgs& args) {
     if (P > c.n_ctx)
       throw std::runtime_error("-p " + std::to_string(P) + ": the model takes at most " +
                                std::to_string(c.n_ctx) + " tokens (max_position_embeddings)");
-    Test t{"enc" + std::to_string(P), P, 0, {}, 0};
-    std::vector<int32_t> ids(P);
-    for (uint32_t i = 0; i < P; i++) ids[i] = static_cast<int32_t>((i * 7919u + 1000) % c.n_vocab);
-    s.encoder->encode(ids, {}, false);  // warm-up: compiles its pipelines
-    for (int r = 0; r < args.repeats; r++) {
-      const Clock::time_point t0 = Clock::now();
-      s.encoder->encode(ids, {}, false);
-      t.samples.push_back(P / seconds_since(t0));
+    std::vector<uint32_t> batches{1};
+    batches.insert(batches.end(), args.batch.begin(), args.batch.end());
+    for (uint32_t n : batches) {
+      Test t{"enc" + std::to_string(P) + (n > 1 ? " x" + std::to_string(n) : ""), P, 0, {}, 0};
+      std::vector<std::vector<int32_t>> ids(n, std::vector<int32_t>(P));
+      std::vector<model::EncoderInput> inputs;
+      for (uint32_t b = 0; b < n; b++) {
+        for (uint32_t i = 0; i < P; i++)
+          ids[b][i] = static_cast<int32_t>((i * 7919u + b * 104729u + 1000) % c.n_vocab);
+        inputs.push_back({ids[b], {}});
+      }
+      s.encoder->encode_batch(inputs);  // warm-up: compiles its pipelines
+      for (int r = 0; r < args.repeats; r++) {
+        const Clock::time_point t0 = Clock::now();
+        s.encoder->encode_batch(inputs);
+        t.samples.push_back(static_cast<double>(n) * P / seconds_since(t0));
+      }
+      tests.push_back(t);
     }
-    tests.push_back(t);
   }
   if (tests.empty()) throw std::runtime_error("an encoder's bench needs -p with a length > 0");
   nlohmann::json all = nlohmann::json::array();
   if (!args.json)
-    std::printf("%s, %s, %s weights\n%-8s %14s %14s\n", folder_name(s.checkpoint->dir()).c_str(),
+    std::printf("%s, %s, %s weights\n%-12s %14s %14s\n", folder_name(s.checkpoint->dir()).c_str(),
                 s.encoder->device_name().c_str(), model::precision_name(s.encoder->precision()),
                 "test", "tokens/s", "sequences/s");
   for (const Test& t : tests) {
@@ -493,7 +505,7 @@ int bench_encoder(const BenchArgs& args) {
                      {"sequences_per_s", tps / t.n_prompt}, {"samples", t.samples},
                      {"device", s.encoder->device_name()}});
     else
-      std::printf("%-8s %14.1f %14.2f\n", t.name.c_str(), tps, tps / t.n_prompt);
+      std::printf("%-12s %14.1f %14.2f\n", t.name.c_str(), tps, tps / t.n_prompt);
   }
   if (args.json) std::printf("%s\n", all.dump(2).c_str());
   return 0;
@@ -637,6 +649,9 @@ int bench_seq2seq(const BenchArgs& args) {
 int bench(const BenchArgs& args) {
   if (encoder_folder(args.model))
     return bench_encoder(args);
+  if (!args.batch.empty())
+    throw std::runtime_error("--batch is an encoder's (a BERT folder); a decoder's sequences "
+                             "decode together with --parallel");
   if (seq2seq_folder(args.model)) return bench_seq2seq(args);
   ModelArgs margs = args.model;
   if (!args.parallel.empty()) {
@@ -725,6 +740,11 @@ Command add_bench(CLI::App& cli) {
                   "the device's memory bandwidth in GB/s (its data sheet's figure): --profile "
                   "then shows the fraction of it each op and the whole token reach")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", args->batch,
+                  "an encoder's: each test again with N sequences to a pass (embed --batch N), "
+                  "aggregate tokens/s; a comma list runs several")
+      ->delimiter(',')
+      ->check(whole_number(2, 1024));
   cmd->add_option("--parallel", args->parallel,
                   "each tg test again with N sequences decoding together (gpt2vk serve "
                   "--parallel N), aggregate tokens/s; a comma list runs several")

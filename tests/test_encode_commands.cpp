@@ -308,6 +308,18 @@ TEST_CASE("bench: an encoder's tokens/s and sequences/s") {
   CHECK(j[1]["samples"].size() == 2);
   CHECK(j[1]["tokens_per_s"].get<double>() > 0);
   CHECK(j[1]["sequences_per_s"].get<double>() == doctest::Approx(j[1]["tokens_per_s"].get<double>() / 64));
+  // --batch: each length again as N sequences in passes of N.
+  const test::CliResult batched =
+      test::gpt2vk({"bench", "-m", hf("bert-st"), "-p", "16,64", "-r", "1", "--batch", "4", "--json"});
+  REQUIRE_MESSAGE(batched.exit_code == 0, batched.err);
+  const auto jb = nlohmann::json::parse(batched.out);
+  REQUIRE(jb.size() == 4);
+  CHECK(jb[1]["test"] == "enc16 x4");
+  CHECK(jb[3]["test"] == "enc64 x4");
+  CHECK(jb[3]["tokens_per_s"].get<double>() > 0);
+  const test::CliResult decoder = test::gpt2vk({"bench", "-p", "8", "--batch", "4"});
+  CHECK(decoder.exit_code == 1);
+  CHECK(decoder.err.find("--batch is an encoder's") != std::string::npos);
   const test::CliResult too_long = test::gpt2vk({"bench", "-m", hf("bert-st"), "-p", "65"});
   CHECK(too_long.exit_code == 1);
   CHECK(too_long.err.find("the model takes at most 64 tokens") != std::string::npos);
