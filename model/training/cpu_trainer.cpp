@@ -24,7 +24,6 @@ using W = float*;
 struct CpuTrainBackend {
   const Config& c;
   const ModelWeights<W>& w;
-  const ModelWeights<W>& dw;
   std::span<const int32_t> ids, targets;
   uint32_t B, T, N;
   bool recompute;  // activations stored by slot(s, recompute)
@@ -102,9 +101,8 @@ struct CpuTrainBackend {
     const float* s = buf(src);
     for (size_t i = 0; i < size_t{N} * c.n_embd; i++) d[i] += s[i];
   }
-  void embed_backward(Grad dout) {
-    cpu::embedding_backward(dw.wte, c.positions == PositionKind::Learned ? dw.wpe : nullptr,
-                            buf(dout), ids.data(), B, T, c.n_embd);
+  void embed_backward(Grad dout, W dwte, W dwpe) {
+    cpu::embedding_backward(dwte, dwpe, buf(dout), ids.data(), B, T, c.n_embd);
   }
 };
 
@@ -122,7 +120,7 @@ double cpu_train_step(Parameters& params, Parameters& grads, std::span<const int
     std::fill(g.begin(), g.end(), 0.0f);
   }
   const ModelWeights<W> w = params.weights(), dw = grads.weights();
-  CpuTrainBackend backend{c, w, dw, ids, targets, B, T, B * T, recompute, {}, {}, 0};
+  CpuTrainBackend backend{c, w, ids, targets, B, T, B * T, recompute, {}, {}, 0};
   train_step(backend, c, w, dw, Until::Gradients, recompute);
   return backend.loss;
 }
@@ -133,7 +131,7 @@ std::vector<float> cpu_next_logits(Parameters& params, std::span<const int32_t> 
     throw std::invalid_argument("cpu_next_logits: 1 to n_ctx ids");
   const auto T = static_cast<uint32_t>(ids.size());
   const ModelWeights<W> w = params.weights();
-  CpuTrainBackend backend{c, w, w, ids, {}, 1, T, T, false, {}, {}, 0};  // no gradients: dw unread
+  CpuTrainBackend backend{c, w, ids, {}, 1, T, T, false, {}, {}, 0};
   train_step(backend, c, w, w, Until::Logits);
   const float* last = backend.buf(Saved{Kept::Logits}) + size_t{T - 1} * c.n_vocab;
   return std::vector<float>(last, last + c.n_vocab);

@@ -65,7 +65,7 @@ struct PlanBackend {
   void activation_backward(Grad dx, Grad dout, Saved x) { use(dx), use(dout), use(x); }
   void attention_backward(Grad dqkv, Grad dout, Saved qkv) { use(dqkv), use(dout), use(qkv); }
   void add(Grad dst, Grad src) { use(dst), use(src); }
-  void embed_backward(Grad dout) { use(dout); }
+  void embed_backward(Grad dout, W, W) { use(dout); }
 };
 
 }  // namespace
@@ -260,7 +260,6 @@ struct GpuTrainBackend {
   uint32_t B, T, N;  // this pass's sequences, tokens each, and tokens: the trainer's, or fewer
   uint32_t micro = 0;
   uint32_t mean_over = N;  // the targets the loss is the mean over: the step's
-  const ModelWeights<W>* dw = &m.dw;  // the gradients the backward adds into
 
   const vk::BufferSpan& span(Saved s) const {
     return m.acts_.span(m.saved.at(slot(s, m.recompute)));
@@ -391,10 +390,10 @@ struct GpuTrainBackend {
     gpu::add(m.ops, m.rec,
              {.out = span(dst), .a = span(dst), .b = span(src), .n = uint64_t{N} * c.n_embd});
   }
-  void embed_backward(Grad dout) {
+  void embed_backward(Grad dout, W dwte, W dwpe) {
     gpu::embedding_backward(m.ops, m.rec,
-                            {.dwte = *dw->wte,
-                             .dwpe = c.positions == PositionKind::Learned ? dw->wpe : nullptr,
+                            {.dwte = *dwte,
+                             .dwpe = dwpe,
                              .dout = span(dout),
                              .ids = m.io_.span(m.ids[micro]),
                              .n = N,
@@ -414,7 +413,6 @@ void GpuTrainer::Impl::record_micro(uint32_t i, uint32_t mean_over, bool sum) {
   }
   for (size_t t = 0; t < micro_spans.size(); t++)
     gpu::fill(ops, rec, {.out = micro_spans[t], .n = counts[t], .value = 0.0f});
-  backend.dw = &dmicro;
   train_step(backend, config, w, dmicro, Until::Gradients, recompute);
 }
 

@@ -81,12 +81,13 @@ inline uint32_t width(const Config& c, Grad g) {
 //   activation_backward(dx, dout, x)       dx = dout f'(x), in place allowed
 //   attention_backward(dqkv, dout, qkv)
 //   add(dst, src)                          dst += src, [N, C]
-//   embed_backward(dout)                   dwte[ids] += dout, dwpe[t] += dout
+//   embed_backward(dout, dwte, dwpe)       dwte[ids] += dout, dwpe[t] += dout (dwpe null:
+//                                          no learned positions)
 // Buffers are Saved or Grad values. The compiler holds each backend (CPU, GPU, the GPU's
 // planner) to it.
 template <class B, class W>
 concept TrainBackend = requires(B& b, Saved s, Grad g, const Grad* dx, const Norm<W>& n,
-                                const Linear<W>& l) {
+                                const Linear<W>& l, W t) {
   b.embed(s);
   b.layernorm(s, s, n);
   b.linear(s, s, l, &s);
@@ -99,7 +100,7 @@ concept TrainBackend = requires(B& b, Saved s, Grad g, const Grad* dx, const Nor
   b.activation_backward(g, g, s);
   b.attention_backward(g, g, s);
   b.add(g, g);
-  b.embed_backward(g);
+  b.embed_backward(g, t, t);
 };
 
 // One sublayer forward, keeping what its backward reads: `out` = Stream + out(body(Normed)),
@@ -211,7 +212,7 @@ void train_step(Backend& b, const Config& c, const ModelWeights<W>& w, const Mod
     for (uint32_t j = static_cast<uint32_t>(w.layers[i].sublayers.size()); j-- > 0;)
       sublayer_backward(b, w.layers[i].sublayers[j], dw.layers[i].sublayers[j], i, j);
   }
-  b.embed_backward(X);
+  b.embed_backward(X, dw.wte, c.positions == PositionKind::Learned ? dw.wpe : nullptr);
 }
 
 }  // namespace model::training
