@@ -127,11 +127,7 @@ int compare_seq2seq(const CompareArgs& args, const std::string& text, double tol
   model::Seq2Seq& gpu = *s.model;
   const std::unique_ptr<model::Seq2Seq> cpu =
       model::make_cpu_seq2seq(*s.checkpoint, gpu.decoder().precision());
-  const std::vector<int32_t> source = s.source->encode(text);
-  if (source.size() > c.n_ctx)
-    throw std::runtime_error("the prompt: " + std::to_string(source.size()) +
-                             " tokens; the model takes at most " + std::to_string(c.n_ctx) +
-                             " (its context)");
+  const std::vector<int32_t> source = encode_source(s, text, "the prompt");
   std::vector<int32_t> ids = {c.decoder_start_token_id.value_or(0)};
   for (int32_t id : model::greedy(*cpu, source, std::min(kSeq2SeqTarget, c.n_ctx - 1)))
     ids.push_back(id);

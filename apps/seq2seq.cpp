@@ -56,17 +56,13 @@ int seq2seq(Seq2SeqArgs a) {
     throw std::runtime_error("--beams " + std::to_string(s.beams) + ": at most half the vocabulary (" +
                              std::to_string(c.n_vocab / 2) + ")");
   model::Seq2Seq* m = session.model.get();
-  const model::SentencePieceTokenizer* source = session.source.get();
   const model::SentencePieceTokenizer* target = session.target.get();
 
   const auto t0 = std::chrono::steady_clock::now();
   size_t made = 0, read = 0;
   for (size_t i = 0; i < texts.size(); i++) {
-    const std::vector<int32_t> ids = source->encode(texts[i]);
-    if (ids.size() > c.n_ctx)
-      throw std::runtime_error((a.file.empty() ? std::string("the prompt") : a.file + ":" + std::to_string(i + 1)) +
-                               ": " + std::to_string(ids.size()) + " tokens; the model takes at most " +
-                               std::to_string(c.n_ctx) + " (its context)");
+    const std::vector<int32_t> ids = encode_source(
+        session, texts[i], a.file.empty() ? "the prompt" : a.file + ":" + std::to_string(i + 1));
     const std::vector<int32_t> out =
         s.beams == 1 ? model::greedy(*m, ids, s.max_new_tokens) : model::beam(*m, ids, s);
     std::printf("%s\n", target->decode_generated(out, c.n_vocab).c_str());

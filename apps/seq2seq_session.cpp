@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <stdexcept>
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
@@ -95,6 +96,17 @@ model::BeamSettings generation_config(const std::filesystem::path& dir) {
     throw std::runtime_error(file.string() + ": " + e.what());
   }
   return s;
+}
+
+std::vector<int32_t> encode_source(const Seq2SeqSession& s, const std::string& text,
+                                   const std::string& where) {
+  std::vector<int32_t> ids = s.source->encode(text);
+  const uint32_t n_ctx = s.checkpoint->config().n_ctx;
+  if (ids.size() > n_ctx)
+    throw std::runtime_error(where + ": " + std::to_string(ids.size()) +
+                             " tokens; the model takes at most " + std::to_string(n_ctx) +
+                             " (its context)");
+  return ids;
 }
 
 }  // namespace app

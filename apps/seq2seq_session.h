@@ -4,6 +4,8 @@
 #pragma once
 #include <filesystem>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "apps/session.h"
 #include "model/forward/seq2seq.h"
@@ -33,6 +35,11 @@ model::SpmFlavor spm_flavor(const model::Config& config);
 // warnings on stderr. Without `tokenizers` (bench and logits, which take ids) source and target
 // stay null, and a folder without tokenizer files opens.
 Seq2SeqSession open_seq2seq(const ModelArgs& args, bool tokenizers = true);
+
+// A source text's ids (the session's source tokenizer), refused past the model's context with
+// `where` (the prompt, or file:line) named.
+std::vector<int32_t> encode_source(const Seq2SeqSession& s, const std::string& text,
+                                   const std::string& where);
 
 // The search generate() would run from the folder's generation_config.json (absent keys, or no
 // file: transformers' defaults, 1 beam and max_length 20, the start token included), the
