@@ -606,7 +606,9 @@ TEST_CASE("matmul's cooperative-matrix tiling, on matrix units and emulated, GPT
   // multiples of 16 or 64; K = 264 in whole 16-byte vectors but not whole 32-deep steps, K = 100
   // and 17 not in whole vectors (gathered by element); both dtypes; GPT-2 small's c_attn and mlp
   // c_proj at prefill (N cut to keep lavapipe's time down: the emulation is scalar). W [N, K],
-  // the GPU set's layout, everywhere; [K, N] on the small shapes.
+  // the GPU set's layout, everywhere; [K, N] on the small shapes. The dtypes alternate by case
+  // and tile, so each tile meets both and every epilogue: each combination is a pipeline, and
+  // lavapipe compiling them was ~90% of this test's cold time.
   const Case cases[] = {{1, 768, 400, true},
                         {127, 768, 96, true, Activation::GeluTanh, Residual::Separate},
                         {128, 3072, 64, true, Activation::None, Residual::InPlace},
@@ -617,38 +619,39 @@ TEST_CASE("matmul's cooperative-matrix tiling, on matrix units and emulated, GPT
     for (bool large : {false, true}) {
       const model::gpu::Ops ops = coop_tiles(g.device, g.kernels, large);
       unsigned seed = 4100;
-      for (Case c : cases)
-        for (WeightLayout layout : {WeightLayout::NK, WeightLayout::KN})
-          for (DType dtype : {DType::F16, DType::F32}) {
-            if (layout == WeightLayout::KN && uint64_t{c.K} * c.N > 10000) continue;
-            c.layout = layout;
-            c.dtype = dtype;
-            Problem p = test::make_problem(c, seed += 10);
-            const std::string what =
-                test::describe(c, kernel) + (large ? ", 128 x 128" : ", 64 x 64");
-            CAPTURE(what);
-            std::set<std::string> shaders;
-            const std::vector<float> got =
-                run_gpu(g.device, ops, p, kernel, nullptr, nullptr, &shaders);
-            // The tile asked for is the module that ran.
-            const std::string module =
-                std::string(kernel == MatmulKernel::Coop ? "matmul_coop" : "matmul_coop_emulated") +
-                (large ? "_large" : "");
-            if (g.device.caps().timestamps) CHECK(shaders == std::set<std::string>{module});
-            std::vector<float> gn(got.size()), rn(got.size());
-            for (size_t i = 0; i < got.size(); i++) {
-              gn[i] = got[i] / p.mag[i];
-              rn[i] = p.ref[i] / p.mag[i];
-            }
-            CHECK(test::close(what + ", values / mag", gn, rn, {3e-3, 0}));
-            // Not within fp32's tolerance everywhere: the inputs really are rounded to fp16.
-            if (dtype == DType::F32 && c.K >= 100) {
-              double worst = 0;
-              for (size_t i = 0; i < gn.size(); i++)
-                worst = std::max(worst, std::fabs(double{gn[i]} - double{rn[i]}));
-              CHECK(worst > kTol);
-            }
+      for (size_t n = 0; n < std::size(cases); n++)
+        for (WeightLayout layout : {WeightLayout::NK, WeightLayout::KN}) {
+          Case c = cases[n];
+          if (layout == WeightLayout::KN && uint64_t{c.K} * c.N > 10000) continue;
+          c.layout = layout;
+          c.dtype = (n + large) % 2 ? DType::F32 : DType::F16;
+          const DType dtype = c.dtype;
+          Problem p = test::make_problem(c, seed += 10);
+          const std::string what =
+              test::describe(c, kernel) + (large ? ", 128 x 128" : ", 64 x 64");
+          CAPTURE(what);
+          std::set<std::string> shaders;
+          const std::vector<float> got =
+              run_gpu(g.device, ops, p, kernel, nullptr, nullptr, &shaders);
+          // The tile asked for is the module that ran.
+          const std::string module =
+              std::string(kernel == MatmulKernel::Coop ? "matmul_coop" : "matmul_coop_emulated") +
+              (large ? "_large" : "");
+          if (g.device.caps().timestamps) CHECK(shaders == std::set<std::string>{module});
+          std::vector<float> gn(got.size()), rn(got.size());
+          for (size_t i = 0; i < got.size(); i++) {
+            gn[i] = got[i] / p.mag[i];
+            rn[i] = p.ref[i] / p.mag[i];
           }
+          CHECK(test::close(what + ", values / mag", gn, rn, {3e-3, 0}));
+          // Not within fp32's tolerance everywhere: the inputs really are rounded to fp16.
+          if (dtype == DType::F32 && c.K >= 100) {
+            double worst = 0;
+            for (size_t i = 0; i < gn.size(); i++)
+              worst = std::max(worst, std::fabs(double{gn[i]} - double{rn[i]}));
+            CHECK(worst > kTol);
+          }
+        }
     }
 }
 
