@@ -312,6 +312,57 @@ TEST_CASE("bert: a batch of different lengths in shared passes, against each alo
   }
 }
 
+// What lets the server batch requests together (apps/serve/encode_queue.h): a sequence's hidden
+// states from encode_batch are the same bits alone and in any batch, both kernel sets, at
+// MiniLM's width. Short sequences are the ones at risk (alone, a pass of up to 8 rows would take
+// the decoding kernels, which reduce in another order: the CPU set's differed in ~95% of the
+// values before encode_batch padded such passes), and so are starts off any tile (the three of
+// 13 tokens sit at rows 0, 13 and 26).
+TEST_CASE("bert: a sequence's hidden states are the same bits alone and in any batch") {
+  GPU_TEST(g);
+  const model::Config c = bert_config(384, 2, 12, 1000, model::EncoderHead::None);
+  test::TempDir dir;
+  model::RandomCheckpointOptions options;
+  options.scale = 1.0f / std::sqrt(float(c.n_embd));
+  model::write_random_checkpoint(dir.path(), c, model::config_json(c), options);
+  const auto checkpoint = model::Checkpoint::load(dir.path());
+  const uint32_t lengths[] = {1, 2, 5, 8, 9, 13, 13, 13, 64, 128};
+  std::vector<std::vector<int32_t>> ids;
+  for (size_t i = 0; i < std::size(lengths); i++) {
+    ids.emplace_back(lengths[i]);
+    for (uint32_t t = 0; t < lengths[i]; t++)
+      ids[i][t] = static_cast<int32_t>((t * 7919u + 131 * i + 5) % c.n_vocab);
+  }
+  const auto input = [&](size_t i) { return model::EncoderInput{ids[i], {}}; };
+  for (vk::KernelSet set : test::kKernelSets) {
+    const std::string kernels = vk::kernel_set_name(set);
+    CAPTURE(kernels);
+    model::GpuModelOptions o;
+    o.precision = model::Precision::F32;
+    o.encoder_batch = 4;
+    auto gpu = model::make_gpu_encoder(*checkpoint, g.with_kernels(set), o);
+    std::vector<std::vector<float>> alone;
+    for (size_t i = 0; i < ids.size(); i++) {
+      const model::EncoderInput one[] = {input(i)};
+      alone.push_back(gpu->encode_batch(one)[0]);
+    }
+    // All of them (passes of 4), the short ones together, the three of 13 together, and each
+    // short one with a long one.
+    std::vector<std::vector<size_t>> batches{{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {3, 2, 1, 0}, {5, 6, 7}};
+    for (size_t i = 0; i < 5; i++) batches.push_back({i, 9});
+    for (const std::vector<size_t>& batch : batches) {
+      std::vector<model::EncoderInput> inputs;
+      for (size_t i : batch) inputs.push_back(input(i));
+      const std::vector<std::vector<float>> got = gpu->encode_batch(inputs);
+      for (size_t b = 0; b < batch.size(); b++) {
+        CAPTURE(batch.size());
+        CAPTURE(lengths[batch[b]]);
+        CHECK(got[b] == alone[batch[b]]);
+      }
+    }
+  }
+}
+
 // The attention tap of an encoder (`gpt2vk attention` on a BERT folder) at MiniLM's heads
 // (12 of 32) over 128 tokens of a pair: every layer's [H, T, T] and one layer's alone, from the
 // GPU under both kernel sets against the CPU reference's, test_model.cpp's tap tolerance

@@ -53,8 +53,9 @@ class Encoder {
                  bool head = true);
 
   // The hidden states [T_i, C] of each sequence, in the order given, checked as encode()
-  // checks one. Each equals encode()'s within rounding: the matmuls reduce the same values in
-  // tiles chosen by the pass's rows. No head, and no attention tap (a pass of one sequence).
+  // checks one. Each equals encode()'s within rounding (the matmuls reduce the same values in
+  // tiles chosen by the pass's rows), and is the same bits whichever sequences it is batched
+  // with, alone included. No head, and no attention tap (a pass of one sequence).
   std::vector<std::vector<float>> encode_batch(std::span<const EncoderInput> inputs);
 
   // The attention tap, as Model's: with it on, encode() also keeps the softmax weights of every

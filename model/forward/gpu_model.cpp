@@ -543,20 +543,32 @@ void GpuModel::encode_batch(std::span<const EncoderInput> inputs,
   std::vector<int32_t> ids, types;
   std::vector<float> rows;
   for (size_t i = 0; i < order.size();) {
-    const auto period = static_cast<uint32_t>(
-        vk::align_up(inputs[order[i]].ids.size(), segment_rows_));
-    const size_t n = std::min({size_t{encoder_batch_}, size_t{rows_ / period}, order.size() - i});
-    if (n < 2 || attention_on_) {  // a pass of one: encode()'s own
+    if (attention_on_) {  // the tap keeps one sequence's maps: encode()'s own pass
       Encoded out;
       encode(inputs[order[i]].ids, inputs[order[i]].types, false, out);
       sum += stats_;
       hidden[order[i++]] = std::move(out.hidden);
       continue;
     }
+    const auto longest = static_cast<uint32_t>(inputs[order[i]].ids.size());
+    auto period = static_cast<uint32_t>(vk::align_up(longest, segment_rows_));
+    size_t n = std::min({size_t{encoder_batch_}, size_t{rows_ / period}, order.size() - i});
+    if (n < 2) n = 1, period = longest;
+    // Every pass takes the prompts' kernels, more than kMatmulVecRows rows (a short sequence
+    // alone is padded to that), so a sequence's hidden states are the same bits whatever
+    // shares its pass: the kernels for fewer rows reduce in another order, and each row of the
+    // prompts' kernels is computed alike wherever it sits (tests/test_bert.cpp). The server
+    // batches requests together on that (apps/serve/encode_queue.h).
+    // (In whole periods, as the embedding restarts positions by them; a model of fewer rows
+    // than that, a toy, goes unpadded.)
+    auto T = static_cast<uint32_t>(n * period);
+    if (const auto padded = static_cast<uint32_t>(vk::align_up(gpu::kMatmulVecRows + 1, period));
+        T < padded)
+      T = padded <= rows_ ? padded : T;
     // Padding rows hold token 0 of type 0: computed, never attended to, never read back.
     Segments seg{period, {}};
-    ids.assign(n * period, 0);
-    types.assign(n * period, 0);
+    ids.assign(T, 0);
+    types.assign(T, 0);
     for (size_t b = 0; b < n; b++) {
       const EncoderInput& in = inputs[order[i + b]];
       const auto first = static_cast<std::ptrdiff_t>(b * period);
@@ -564,7 +576,6 @@ void GpuModel::encode_batch(std::span<const EncoderInput> inputs,
       std::copy(in.types.begin(), in.types.end(), types.begin() + first);
       seg.lens.push_back(static_cast<uint32_t>(in.ids.size()));
     }
-    const auto T = static_cast<uint32_t>(n * period);
     Pass p = plan_pass(T, 0, true, 0);
     p.head = Head::None;
     p.segments = &seg;

@@ -154,7 +154,8 @@ class GpuModel final : public Model {
               Encoded& out);
   // Encoder::encode_batch's passes: the sequences longest first, as many a pass as the
   // activations hold (encoder_batch at most), each padded to the pass's first's length rounded
-  // up to whole segment_rows_; a pass of one is encode()'s.
+  // up to whole segment_rows_, and a pass to more than gpu::kMatmulVecRows rows: a sequence's
+  // hidden states are the same bits whichever sequences share its pass.
   void encode_batch(std::span<const EncoderInput> inputs, std::vector<std::vector<float>>& hidden);
 
  protected:
