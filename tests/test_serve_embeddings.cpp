@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "tests/ci.h"
 #include "tests/cli.h"
@@ -125,6 +126,59 @@ TEST_CASE("serve: /v1/embeddings from an encoder, as sentence-transformers compu
   CHECK_MESSAGE(err.find(" inputs=" + std::to_string(texts.size()) +
                          " tokens=" + std::to_string(tokens) + "\n") != std::string::npos,
                 err);
+}
+
+// Requests that arrive while the encoder runs are encoded together in its next round
+// (apps/serve/encode_queue.h), and each is answered with the bits it gets alone. Eight requests
+// of 1 to 60 tokens (the short ones are where a pass of their own would differ) are sent while
+// a request of 2,048 texts holds the encoder; without the queue they take a round each.
+TEST_CASE("serve: embeddings requests that wait together are encoded together, each as alone") {
+  REQUIRE(test::on_path("curl"));
+  test::Server server({"-m", hf("bert-st"), "--precision", "f32"});
+  const std::string url = server.url() + "/v1/embeddings";
+  test::TempDir dir;
+  const int lengths[] = {1, 2, 3, 6, 7, 12, 30, 60};
+  const size_t n = std::size(lengths);
+  const auto curl = [&](const std::string& name) {
+    return "curl -sS -H 'Content-Type: application/json' --data-binary @" + (dir / name).string() +
+           " " + url + " > " + (dir / (name + ".out")).string();
+  };
+  const auto embedding = [&](size_t i) {
+    const json r = json::parse(test::read_file(dir / (std::to_string(i) + ".out")));
+    return r.at("data").at(0).at("embedding").get<std::vector<double>>();
+  };
+  std::vector<std::vector<double>> alone;
+  for (size_t i = 0; i < n; i++) {
+    test::write_file(dir / std::to_string(i), json{{"input", words(lengths[i])}}.dump());
+    REQUIRE(test::run({"sh", "-c", curl(std::to_string(i))}).exit_code == 0);
+    alone.push_back(embedding(i));
+  }
+  test::write_file(dir / "big",
+                   json{{"input", std::vector<std::string>(2048, words(60))}}.dump());
+  // Rounds and the requests they encoded so far, from /metrics.
+  const auto rounds = [&] {
+    const std::string m = test::get(server.url() + "/metrics").body;
+    std::smatch r, q;
+    REQUIRE(std::regex_search(m, r, std::regex(R"(gpt2vk_encode_rounds_total (\d+))")));
+    REQUIRE(std::regex_search(m, q, std::regex(R"(gpt2vk_encode_round_requests_total (\d+))")));
+    return std::make_pair(std::stoi(r[1]), std::stoi(q[1]));
+  };
+  const auto before = rounds();
+  CHECK(before == std::make_pair(int(n), int(n)));  // one at a time: a round each
+  std::string all = curl("big") + " & sleep 0.5; ";
+  for (size_t i = 0; i < n; i++) all += curl(std::to_string(i)) + " & ";
+  REQUIRE(test::run({"sh", "-c", all + "wait"}).exit_code == 0);
+  const auto after = rounds();
+  CHECK(after.second - before.second == int(n) + 1);
+  CHECK(after.first - before.first <= 3);  // the big one's, then the eight's (in one or two)
+  for (size_t i = 0; i < n; i++) {
+    CAPTURE(lengths[i]);
+    CHECK(embedding(i) == alone[i]);
+  }
+  const json big = json::parse(test::read_file(dir / "big.out"));
+  REQUIRE(big.at("data").size() == 2048);
+  CHECK(big["data"][2047]["embedding"].get<std::vector<double>>() == alone[n - 1]);
+  CHECK(server.stop(SIGTERM) == 0);
 }
 
 TEST_CASE("serve: a decoder refuses /v1/embeddings") {

@@ -20,8 +20,9 @@ struct EmbeddingsRequest {
 };
 
 inline constexpr size_t kMaxEmbeddingInputs = 2048;  // OpenAI's limit per request
-// A request's inputs go to the encoder this many to a pass (Encoder::encode_batch), padded to
-// each pass's longest: the activations of 8 n_ctx-token sequences (about 120 MiB for BERT-base).
+// The inputs of the requests in a round (encode_queue.h) go to the encoder this many to a pass
+// (Encoder::encode_batch), padded to each pass's longest: the activations of 8 n_ctx-token
+// sequences (about 120 MiB for BERT-base).
 inline constexpr uint32_t kServeEncoderBatch = 8;
 
 // Parses /v1/embeddings: "input" a string, an array of strings, an array of token ids (one

@@ -88,6 +88,12 @@ void Metrics::decode_pass(uint32_t rows) {
   decode_rows_ += rows;
 }
 
+void Metrics::encode_round(uint32_t requests) {
+  std::lock_guard lock(mutex_);
+  encode_rounds_++;
+  encode_round_requests_ += requests;
+}
+
 std::string Metrics::text() const {
   std::lock_guard lock(mutex_);
   std::string out;
@@ -107,6 +113,11 @@ std::string Metrics::text() const {
          decode_passes_);
   single(out, "gpt2vk_decode_rows_total", "counter",
          "Tokens those passes decoded (rows / passes: the mean batch).", decode_rows_);
+  single(out, "gpt2vk_encode_rounds_total", "counter",
+         "Rounds of the encoder that served embeddings requests together.", encode_rounds_);
+  single(out, "gpt2vk_encode_round_requests_total", "counter",
+         "Embeddings requests those rounds encoded (requests / rounds: the mean batch).",
+         encode_round_requests_);
   first_token_.write(out, "gpt2vk_time_to_first_token_seconds",
                      "From a request's arrival to its first generated token.");
   per_token_.write(out, "gpt2vk_time_per_output_token_seconds",

@@ -21,6 +21,7 @@
 #include "apps/serve/chat.h"
 #include "apps/serve/connections.h"
 #include "apps/serve/embeddings.h"
+#include "apps/serve/encode_queue.h"
 #include "apps/serve/engine.h"
 #include "apps/serve/request_log.h"
 #include "apps/serve/seq2seq_completions.h"
@@ -108,10 +109,11 @@ struct Server {
       : args(a), session(s), model_name(std::move(name)), context(ctx) {}
   const ServeArgs& args;
   Session& session;  // a decoder's (completions); empty for an encoder or an encoder-decoder
-  // An encoder's (embeddings), or null: one request encodes at a time, in arrival order.
+  // An encoder's (embeddings), or null, and its queue: the requests that wait while it runs
+  // are encoded together in its next round.
   EncoderSession* encoder = nullptr;
   Pooling pooling;
-  std::mutex encode_mutex;
+  std::unique_ptr<EncodeQueue> encode_queue;
   // An encoder-decoder's (completions of a source text), or null; its runner generates one
   // request at a time, in arrival order, with the folder's generation_config.json as defaults.
   Seq2SeqSession* seq2seq = nullptr;
@@ -241,11 +243,7 @@ struct Server {
     {
       std::vector<model::EncoderInput> inputs;
       for (const EmbeddingsRequest::Input& in : r.inputs) inputs.push_back({in.ids, in.types});
-      std::vector<std::vector<float>> hidden;
-      {
-        std::lock_guard lock(encode_mutex);
-        hidden = encoder->encoder->encode_batch(inputs);
-      }
+      const std::vector<std::vector<float>> hidden = encode_queue->encode(inputs);
       for (size_t i = 0; i < r.inputs.size(); i++) {
         out.push_back(pool(hidden[i], r.inputs[i].ids.size(), config().n_embd, pooling));
         tokens += r.inputs[i].ids.size();
@@ -546,9 +544,10 @@ int serve(const ServeArgs& args) {
   EncoderSession enc;
   if (encoder_folder(args.model)) {
     if (args.parallel > 1)
-      throw std::runtime_error("--parallel is for decoders: an encoder serves its requests one at a time");
+      throw std::runtime_error("--parallel is for decoders: an encoder batches the requests "
+                               "that wait for it by itself");
     ModelArgs margs = args.model;
-    margs.encoder_batch = kServeEncoderBatch;  // a request's inputs, that many to a pass
+    margs.encoder_batch = kServeEncoderBatch;  // a round's inputs, that many to a pass
     enc = open_encoder(margs);
     return serve_on(args, s, &enc, nullptr, enc.checkpoint->config().n_ctx, signals);
   }
@@ -589,6 +588,7 @@ int serve_on(const ServeArgs& args, Session& s, EncoderSession* enc, Seq2SeqSess
   if (enc) {
     server.encoder = enc;
     server.pooling = folder_pooling(enc->checkpoint->dir(), {});
+    server.encode_queue = std::make_unique<EncodeQueue>(*enc->encoder, server.metrics);
   } else if (s2s) {
     server.seq2seq = s2s;
     server.search = generation_config(s2s->checkpoint->dir());
