@@ -459,9 +459,57 @@ void profile(const model::Checkpoint& ckpt, const vk::Device& device, model::Pre
   }
 }
 
+// N sequences of P made-up ids each, the same for every run.
+std::vector<std::vector<int32_t>> encoder_ids(uint32_t n, uint32_t P, uint32_t n_vocab) {
+  std::vector<std::vector<int32_t>> ids(n, std::vector<int32_t>(P));
+  for (uint32_t b = 0; b < n; b++)
+    for (uint32_t i = 0; i < P; i++)
+      ids[b][i] = static_cast<int32_t>((i * 7919u + b * 104729u + 1000) % n_vocab);
+  return ids;
+}
+
+std::vector<model::EncoderInput> encoder_inputs(const std::vector<std::vector<int32_t>>& ids) {
+  std::vector<model::EncoderInput> inputs;
+  for (const std::vector<int32_t>& one : ids) inputs.push_back({one, {}});
+  return inputs;
+}
+
+// Where an encoder's time goes, on an instance of its own with timestamps on, warmed up first:
+// the pass of one sequence of `prompt` tokens, and for each of `batches` the pass of that many
+// (the last pass, where they take several: the profile says how many there were).
+void profile_encoder(const model::Checkpoint& ckpt, const vk::Device& device,
+                     model::Precision precision, uint32_t split_layers, uint32_t prompt,
+                     const std::vector<uint32_t>& batches, double bandwidth, FILE* out) {
+  model::GpuModelOptions o = profiled(device, precision, split_layers, out);
+  for (uint32_t n : batches) o.encoder_batch = std::max(o.encoder_batch, n);
+  const std::unique_ptr<model::Encoder> e = model::make_gpu_encoder(ckpt, device, o);
+  const std::string where = " on " + device.caps().name + ", " + model::precision_name(precision) +
+                            "; GPU time from timestamp queries";
+  std::vector<uint32_t> all{1};
+  all.insert(all.end(), batches.begin(), batches.end());
+  for (uint32_t n : all) {
+    const std::vector<std::vector<int32_t>> ids = encoder_ids(n, prompt, e->config().n_vocab);
+    const std::vector<model::EncoderInput> inputs = encoder_inputs(ids);
+    e->encode_batch(inputs);  // warm-up
+    const Clock::time_point t0 = Clock::now();
+    e->encode_batch(inputs);
+    const double seconds = seconds_since(t0);
+    Profile p;
+    const vk::RecorderStats& st = model::gpu_stats(*e);
+    p.add(model::gpu_timings(*e), st, seconds);
+    const std::string what = n == 1 ? "one sequence" : std::to_string(n) + " sequences";
+    const std::string passes =
+        st.submits > 1 ? ", the last of " + std::to_string(st.submits) + " submissions" : ", one pass";
+    print_profile(out, "profile: encode of " + what + " of " + std::to_string(prompt) + " tokens" +
+                           passes + where,
+                  p, "pass", bandwidth);
+  }
+}
+
 // An encoder's: for each --n-prompt P, one sequence of P tokens encoded whole (enc<P>), then
 // for each --batch N, N sequences of P tokens in passes of N (enc<P> x<N>, what embed --batch N
 // runs), hidden states only, after a warm-up: sequences/s and tokens/s, mean and spread.
+// --profile then shows where the first P's passes spend their GPU time.
 int bench_encoder(BenchArgs args) {
   for (uint32_t n : args.batch) args.model.encoder_batch = std::max(args.model.encoder_batch, n);
   EncoderSession s = open_encoder(args.model);
@@ -476,13 +524,8 @@ int bench_encoder(BenchArgs args) {
     batches.insert(batches.end(), args.batch.begin(), args.batch.end());
     for (uint32_t n : batches) {
       Test t{"enc" + std::to_string(P) + (n > 1 ? " x" + std::to_string(n) : ""), P, 0, {}, 0};
-      std::vector<std::vector<int32_t>> ids(n, std::vector<int32_t>(P));
-      std::vector<model::EncoderInput> inputs;
-      for (uint32_t b = 0; b < n; b++) {
-        for (uint32_t i = 0; i < P; i++)
-          ids[b][i] = static_cast<int32_t>((i * 7919u + b * 104729u + 1000) % c.n_vocab);
-        inputs.push_back({ids[b], {}});
-      }
+      const std::vector<std::vector<int32_t>> ids = encoder_ids(n, P, c.n_vocab);
+      const std::vector<model::EncoderInput> inputs = encoder_inputs(ids);
       s.encoder->encode_batch(inputs);  // warm-up: compiles its pipelines
       for (int r = 0; r < args.repeats; r++) {
         const Clock::time_point t0 = Clock::now();
@@ -508,6 +551,19 @@ int bench_encoder(BenchArgs args) {
       std::printf("%-12s %14.1f %14.2f\n", t.name.c_str(), tps, tps / t.n_prompt);
   }
   if (args.json) std::printf("%s\n", all.dump(2).c_str());
+  std::fflush(stdout);
+
+  if (!args.profile) return 0;
+  if (args.model.device == "cpu") {
+    std::fprintf(stderr,
+                 "gpt2vk: --profile needs a Vulkan device; the CPU reference has no GPU timings\n");
+    return 0;
+  }
+  s.encoder.reset();  // the profiled instance takes its place
+  // With --json, stdout holds only the JSON.
+  profile_encoder(*s.checkpoint, *s.device, model::parse_precision(args.model.precision),
+                  args.model.split_layers, tests.front().n_prompt, args.batch, args.bandwidth,
+                  args.json ? stderr : stdout);
   return 0;
 }
 

@@ -317,6 +317,22 @@ TEST_CASE("bench: an encoder's tokens/s and sequences/s") {
   CHECK(jb[1]["test"] == "enc16 x4");
   CHECK(jb[3]["test"] == "enc64 x4");
   CHECK(jb[3]["tokens_per_s"].get<double>() > 0);
+  // --profile: where a pass of one and a pass of 4 spend their GPU time, op by op, after the
+  // table (on stderr with --json).
+  const test::CliResult profiled =
+      test::gpt2vk({"bench", "-m", hf("bert-st"), "-p", "16", "-r", "1", "--batch", "4", "--profile"});
+  REQUIRE_MESSAGE(profiled.exit_code == 0, profiled.err);
+  CHECK(profiled.out.find("enc16 x4") != std::string::npos);
+  for (const char* title : {"profile: encode of one sequence of 16 tokens, one pass",
+                            "profile: encode of 4 sequences of 16 tokens, one pass"}) {
+    CAPTURE(title);
+    const size_t at = profiled.out.find(title);
+    REQUIRE(at != std::string::npos);
+    const std::string table = profiled.out.substr(at, profiled.out.find("counter", at) - at);
+    CHECK(table.find("| matmul") != std::string::npos);
+    CHECK(table.find("| attention") != std::string::npos);
+    CHECK(table.find("| all (GPU)") != std::string::npos);
+  }
   const test::CliResult decoder = test::gpt2vk({"bench", "-p", "8", "--batch", "4"});
   CHECK(decoder.exit_code == 1);
   CHECK(decoder.err.find("--batch is an encoder's") != std::string::npos);
