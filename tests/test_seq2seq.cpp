@@ -30,6 +30,7 @@
 #include "model/forward/submissions.h"
 #include "model/generation/seq2seq_generate.h"
 #include "model/training/parameters.h"
+#include "tests/compare.h"
 #include "tests/files.h"
 #include "tests/gpu.h"
 #include "tests/hf_expected.h"
@@ -237,6 +238,79 @@ TEST_CASE("seq2seq: the config round-trips through config.json") {
 TEST_CASE("seq2seq: opus-mt's width, GPU against the CPU reference") {
   GPU_TEST(g);
   check_width(g, model::marian_config(512, 1, 8, 8000), 200, 64, 7999, 8);  // start: pad, V - 1
+}
+
+// The attention taps of an encoder-decoder (`gpt2vk attention` on a Marian or T5 folder): the
+// encoder's self-attention [H, S, S], the decoder's causal self-attention [H, T, T] and its
+// cross-attention over the source [H, T, S], every layer, from the GPU's own kernels under both
+// kernel sets against the CPU reference's, test_model.cpp's tap tolerance (|gpu - cpu| <= 1e-5 +
+// 1e-4 * cpu). Each cross-attention row sums to 1 over all S source tokens and is far from
+// uniform (else a transposed or shifted map would pass too). A Marian of 8 heads of 32.
+TEST_CASE("seq2seq: the attention taps, self and cross, GPU against the CPU reference") {
+  GPU_TEST(g);
+  const model::Config c = model::marian_config(256, 2, 8, 1000);
+  const uint32_t S = 40, T = 24, H = c.n_head;
+  test::TempDir dir;
+  model::RandomCheckpointOptions options;
+  options.scale = 1.0f / std::sqrt(float(c.n_embd));
+  model::write_random_checkpoint(dir.path(), c, model::config_json(c), options);
+  const auto checkpoint = model::Checkpoint::load(dir.path());
+  std::vector<int32_t> source(S), target(T);
+  for (uint32_t t = 0; t < S; t++) source[t] = static_cast<int32_t>((t * 7919u + 3) % 999);
+  for (uint32_t t = 0; t < T; t++) target[t] = static_cast<int32_t>((t * 104729u + 5) % 999);
+  // [layer] of the encoder's, the decoder's and the cross maps.
+  struct Maps {
+    std::vector<std::vector<float>> encoder, decoder, cross;
+  };
+  const auto run = [&](model::Seq2Seq& m) {
+    m.encoder().set_attention_taps(true);
+    m.decoder().set_attention_taps(true);
+    m.set_source(source);
+    const std::vector<std::vector<float>> enc = m.encoder().attention_probs();
+    m.decoder().logits(target);
+    return Maps{enc, m.decoder().attention_probs(), m.decoder().cross_attention_probs()};
+  };
+  auto cpu = model::make_cpu_seq2seq(*checkpoint, model::Precision::F32);
+  const Maps ref = run(*cpu);
+  REQUIRE(ref.cross.size() == c.n_layer);
+  for (uint32_t l = 0; l < c.n_layer; l++) {
+    CHECK(ref.encoder[l].size() == size_t{H} * S * S);
+    CHECK(ref.decoder[l].size() == size_t{H} * T * T);
+    REQUIRE(ref.cross[l].size() == size_t{H} * T * S);
+    for (size_t row = 0; row < size_t{H} * T; row++) {
+      double sum = 0;
+      for (uint32_t j = 0; j < S; j++) sum += double{ref.cross[l][row * S + j]};
+      CHECK(std::fabs(sum - 1.0) < 1e-5);
+    }
+    CHECK(*std::max_element(ref.cross[l].begin(), ref.cross[l].end()) > 4.0f / S);
+  }
+  const test::Tolerance tap{1e-5, 1e-4};
+  for (vk::KernelSet set : test::kKernelSets) {
+    const std::string kernels = vk::kernel_set_name(set);
+    CAPTURE(kernels);
+    model::GpuModelOptions o;
+    o.precision = model::Precision::F32;
+    auto gpu = model::make_gpu_seq2seq(*checkpoint, g.with_kernels(set), o);
+    const Maps got = run(*gpu);
+    REQUIRE(got.cross.size() == c.n_layer);
+    for (uint32_t l = 0; l < c.n_layer; l++) {
+      CAPTURE(l);
+      CHECK(test::close("encoder self-attention", got.encoder[l], ref.encoder[l], tap));
+      CHECK(test::close("decoder self-attention", got.decoder[l], ref.decoder[l], tap));
+      CHECK(test::close("cross-attention", got.cross[l], ref.cross[l], tap));
+    }
+    // One layer alone (the same target from position 0 again): the other's maps stay empty.
+    gpu->decoder().set_attention_taps(true, 1);
+    gpu->decoder().reset();
+    gpu->decoder().logits(target);
+    CHECK(gpu->decoder().cross_attention_probs()[0].empty());
+    CHECK(test::close("layer 1 alone", gpu->decoder().cross_attention_probs()[1], ref.cross[1], tap));
+    // Off: no maps.
+    gpu->decoder().set_attention_taps(false);
+    gpu->decoder().reset();
+    gpu->decoder().logits(target);
+    CHECK(gpu->decoder().cross_attention_probs().empty());
+  }
 }
 
 TEST_CASE("seq2seq: T5 folders load as encoder-decoders") {

@@ -44,6 +44,7 @@ struct CpuState {
 struct CpuPass {
   std::vector<std::vector<float>>* taps = nullptr;       // [layer][T, C], or none
   std::vector<std::vector<float>>* attention = nullptr;  // [layer][H, T, L], or none
+  std::vector<std::vector<float>>* cross = nullptr;      // [layer][H, T, S], or none
   std::vector<bool> attention_of;                        // [layer]
 };
 
@@ -165,9 +166,14 @@ class CpuModel final : public Model {
   // With the attention tap on, this pass keeps the tapped layers' weights in attention_.
   void tap_attention(CpuPass& pass) {
     attention_.clear();
+    cross_attention_.clear();
     if (!attention_on_) return;
     attention_.assign(config_.n_layer, {});
     pass.attention = &attention_;
+    if (config_.cross_attention) {
+      cross_attention_.assign(config_.n_layer, {});
+      pass.cross = &cross_attention_;
+    }
     for (uint32_t i = 0; i < config_.n_layer; i++) pass.attention_of.push_back(attention_tapped(i));
   }
 
@@ -272,9 +278,14 @@ void CpuBackend::source_store(uint32_t layer, const Linear<const float*>& k,
 // Every query sees every source row: no mask, the queries' positions play no part.
 void CpuBackend::cross_attention(uint32_t layer, uint32_t T) {
   const size_t A = c.attn_width();
+  float* probs = nullptr;
+  if (pass.cross && pass.attention_of[layer]) {
+    (*pass.cross)[layer].assign(size_t{c.n_head} * T * s.source_len, 0.0f);
+    probs = (*pass.cross)[layer].data();
+  }
   cpu::attention(s.att.data(), s.qkv.data(), A, s.source_k[layer].data(),
                  s.source_v[layer].data(), T, s.source_len, A, c.n_head,
-                 {false, c.attention_scale}, nullptr);
+                 {false, c.attention_scale}, probs);
 }
 
 void CpuBackend::tap(uint32_t layer, uint32_t T) {

@@ -232,6 +232,8 @@ void GpuBackend::cross_attention(uint32_t layer, uint32_t T) {
   o.causal = false;
   o.scale = c.attention_scale;
   if (s.split) o.scratch = &*s.split;
+  if (pass.attention_taps && layer < s.cross_probs.size() && s.cross_probs[layer].size > 0)
+    o.probs = &s.cross_probs[layer];
   gpu::attention(k, rec,
                  {.out = buf(Buf::ATT),
                   .q = buf(Buf::QKV),

@@ -223,22 +223,29 @@ void GpuModel::ensure_taps() {
   for (uint32_t i = 0; i < c.n_layer; i++) tap_spans_.push_back(taps_arena_->alloc(each));
 }
 
-// One arena per tapped layer, each [H, T, L] of this pass (each must fit one binding).
+// One arena per tapped layer, each [H, T, L] of this pass (each must fit one binding), and
+// with cross-attention one more, [H, T, S] over the source.
 void GpuModel::ensure_attention_taps(uint32_t T, uint32_t L) {
   const Config& c = config_;
-  const uint64_t bytes = uint64_t{c.n_head} * T * L * sizeof(float);
-  probs_spans_.assign(c.n_layer, {});
-  probs_arenas_.resize(c.n_layer);
-  for (uint32_t i = 0; i < c.n_layer; i++) {
-    if (!attention_tapped(i)) continue;
-    if (!probs_arenas_[i] || probs_arenas_[i]->capacity() < bytes) {
-      probs_arenas_[i].reset();
-      probs_arenas_[i] = std::make_unique<vk::Arena>(device_, bytes, vk::MemoryKind::Device,
-                                                     "attention probabilities");
+  const auto ensure = [&](std::vector<std::unique_ptr<vk::Arena>>& arenas,
+                          std::vector<vk::BufferSpan>& spans, uint64_t keys) {
+    const uint64_t bytes = uint64_t{c.n_head} * T * keys * sizeof(float);
+    spans.assign(c.n_layer, {});
+    arenas.resize(c.n_layer);
+    for (uint32_t i = 0; i < c.n_layer; i++) {
+      if (!attention_tapped(i)) continue;
+      if (!arenas[i] || arenas[i]->capacity() < bytes) {
+        arenas[i].reset();
+        arenas[i] = std::make_unique<vk::Arena>(device_, bytes, vk::MemoryKind::Device,
+                                                "attention probabilities");
+      }
+      arenas[i]->reset();
+      spans[i] = arenas[i]->alloc(bytes);
     }
-    probs_arenas_[i]->reset();
-    probs_spans_[i] = probs_arenas_[i]->alloc(bytes);
-  }
+  };
+  ensure(probs_arenas_, probs_spans_, L);
+  if (c.cross_attention && source_len_ > 0)
+    ensure(cross_probs_arenas_, cross_probs_spans_, source_len_);
 }
 
 GpuState GpuModel::pass_state() const {
@@ -265,6 +272,7 @@ GpuState GpuModel::pass_state() const {
   s.batch_attention = batch_attention_;
   s.taps = tap_spans_;
   s.probs = probs_spans_;
+  s.cross_probs = cross_probs_spans_;
   return s;
 }
 
@@ -387,10 +395,17 @@ void GpuModel::run_at(std::optional<uint32_t> slot, uint32_t pos, std::span<cons
   const bool taps = !slot && taps_on_ && all_rows, attention = !slot && attention_on_ && all_rows;
   if (all_rows) logits.resize(size_t(T) * V);
   if (taps) taps_.assign(c.n_layer, std::vector<float>(size_t(T) * C));
+  const uint32_t S = source_len_;
+  const bool cross = attention && c.cross_attention;
+  cross_attention_.clear();
   if (attention) {
     attention_.assign(c.n_layer, {});
-    for (uint32_t i = 0; i < c.n_layer; i++)
-      if (attention_tapped(i)) attention_[i].assign(size_t(H) * T * L, 0.0f);
+    if (cross) cross_attention_.assign(c.n_layer, {});
+    for (uint32_t i = 0; i < c.n_layer; i++) {
+      if (!attention_tapped(i)) continue;
+      attention_[i].assign(size_t(H) * T * L, 0.0f);
+      if (cross) cross_attention_[i].assign(size_t(H) * T * S, 0.0f);
+    }
   }
   const std::vector<uint32_t> parts = chunks(T, pos, all_rows);
   vk::RecorderStats sum;
@@ -434,6 +449,12 @@ void GpuModel::run_at(std::optional<uint32_t> slot, uint32_t pos, std::span<cons
         for (uint32_t r = 0; r < t; r++)
           std::memcpy(attention_[i].data() + (size_t(h) * T + done + r) * L,
                       probs.data() + (size_t(h) * t + r) * Lt, size_t(Lt) * 4);
+      if (!cross) continue;  // [H, t, S] into rows done.. of [H, T, S]
+      probs.resize(size_t(H) * t * S);
+      vk::download(device_, probs.data(), cross_probs_spans_[i], probs.size() * 4);
+      for (uint32_t h = 0; h < H; h++)
+        std::memcpy(cross_attention_[i].data() + (size_t(h) * T + done) * S,
+                    probs.data() + size_t(h) * t * S, size_t(t) * S * 4);
     }
   }
   stats_ = sum;

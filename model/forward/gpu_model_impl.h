@@ -76,6 +76,7 @@ struct GpuState {
   bool batch_attention = false;          // batches run attention_store_batch
   std::vector<vk::BufferSpan> taps;      // [layer][n_ctx, C] once taps were asked for
   std::vector<vk::BufferSpan> probs;     // [layer][H, T, L]; empty for a layer not tapped
+  std::vector<vk::BufferSpan> cross_probs;  // [layer][H, T, S] likewise, cross-attention's
   // A slot's cache of a layer, [slot rows, A].
   vk::BufferSpan k(uint32_t layer, uint32_t slot) const {
     return k_cache[layer].sub(slot * slot_stride, slot_bytes);
@@ -272,8 +273,8 @@ class GpuModel final : public Model {
   std::unique_ptr<vk::Arena> taps_arena_;
   std::vector<vk::BufferSpan> tap_spans_;  // [layer][n_ctx, C]
   // The attention tap of this pass: [layer][H, T, L] for the tapped layers, else empty spans.
-  std::vector<std::unique_ptr<vk::Arena>> probs_arenas_;
-  std::vector<vk::BufferSpan> probs_spans_;
+  std::vector<std::unique_ptr<vk::Arena>> probs_arenas_, cross_probs_arenas_;
+  std::vector<vk::BufferSpan> probs_spans_, cross_probs_spans_;
   // Last: destroyed first, so a pending submission settles before the memory it uses is freed.
   vk::Recorder rec_;
 };

@@ -73,6 +73,10 @@ class Model {
     attention_layer_ = only_layer;
   }
   const std::vector<std::vector<float>>& attention_probs() const { return attention_; }
+  // A decoder with cross-attention (an encoder-decoder's): its weights over the source, from
+  // the same pass and for the same layers, [layer][H, n, S] for a source of S tokens; empty
+  // for a layer not tapped.
+  const std::vector<std::vector<float>>& cross_attention_probs() const { return cross_attention_; }
 
   // What loading the weights found worth telling: one line per tensor holding NaN or infinite
   // values ("<file>: <tensor>: 3 of 3072 values are NaN or infinite"). Not errors: the model
@@ -138,7 +142,8 @@ class Model {
   }
   bool attention_on_ = false;
   std::optional<uint32_t> attention_layer_;
-  std::vector<std::vector<float>> attention_;  // [layer][H, n, L]
+  std::vector<std::vector<float>> attention_;        // [layer][H, n, L]
+  std::vector<std::vector<float>> cross_attention_;  // [layer][H, n, S]
   std::vector<std::string> warnings_;
   // Adds the warning for `bad` NaN or infinite values of `total` in `tensor` (none if bad == 0);
   // `as` names the precision they were converted to, when that is not the file's own.
