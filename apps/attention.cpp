@@ -13,8 +13,10 @@
 #include "apps/commands.h"
 #include "apps/encoder_session.h"
 #include "apps/options.h"
+#include "apps/seq2seq_session.h"
 #include "apps/session.h"
 #include "model/generation/generate.h"
+#include "model/generation/seq2seq_generate.h"
 
 namespace app {
 namespace {
@@ -26,6 +28,12 @@ struct AttentionArgs {
   std::string json;               // the weights and tokens as JSON
   std::optional<uint32_t> layer;  // only this layer (the terminal view: default 0)
   std::optional<uint32_t> head;   // only this head (the terminal view: default 0)
+  // An encoder-decoder's: which attention (cross: the decoder's over the source; decoder: its
+  // own, causal; encoder: the encoder's over the source), and the target its decoder reads (the
+  // text, or empty: the greedy translation, at most max_new tokens, else as many as the
+  // folder's generation_config.json allows).
+  std::string part, target;  // part empty: cross
+  std::optional<uint32_t> max_new;
 };
 
 // The most weights a page or JSON file takes: GPT-2 small's 12 x 12 heads over 256 tokens are
@@ -65,18 +73,19 @@ bool files(const AttentionArgs& args) {
 }
 
 // The layers to tap: --layer's, else every one for a file; the terminal shows one head, so only
-// its layer is tapped. Throws where the weights asked for are more than a file takes.
+// its layer is tapped. Throws where the weights asked for (T queries over K keys) are more than
+// a file takes.
 std::optional<uint32_t> tapped_layer(const AttentionArgs& args, const model::Config& c,
-                                     uint64_t T) {
+                                     uint64_t T, uint64_t K) {
   const std::optional<uint32_t> only_layer =
       files(args) ? args.layer : args.layer.value_or(0);
   const uint64_t layers = only_layer ? 1 : c.n_layer;
   const uint64_t heads = args.head || !files(args) ? 1 : c.n_head;
-  if (files(args) && layers * heads * T * T > kMaxWeights)
+  if (files(args) && layers * heads * T * K > kMaxWeights)
     throw std::runtime_error(
         std::to_string(layers) + " layers x " + std::to_string(heads) + " heads x " +
-        std::to_string(T) + " x " + std::to_string(T) + " tokens are " +
-        std::to_string(layers * heads * T * T) + " weights, over the " +
+        std::to_string(T) + " x " + std::to_string(K) + " tokens are " +
+        std::to_string(layers * heads * T * K) + " weights, over the " +
         std::to_string(kMaxWeights) +
         " a page or JSON file takes: choose one with --layer and/or --head, or a shorter prompt");
   return only_layer;
@@ -91,9 +100,9 @@ int show(const AttentionArgs& args, AttentionMap& map, std::optional<uint32_t> o
     if (!only_layer || *only_layer == l) map.layers.push_back(l);
   for (uint32_t h = 0; h < map.n_head; h++)
     if ((to_files && !args.head) || h == args.head.value_or(0)) map.heads.push_back(h);
-  const size_t TT = size_t(map.T()) * map.T();
+  const size_t TT = size_t(map.T()) * map.K();
   for (uint32_t l : map.layers) {
-    const std::vector<float>& p = probs.at(l);  // [H, T, T]
+    const std::vector<float>& p = probs.at(l);  // [H, T, K]
     if (p.size() != map.n_head * TT)
       throw std::logic_error("the attention tap of layer " + std::to_string(l) + " is missing");
     for (uint32_t h : map.heads)
@@ -103,9 +112,11 @@ int show(const AttentionArgs& args, AttentionMap& map, std::optional<uint32_t> o
   if (!args.out.empty()) write_file(args.out, html_page(map));
   if (!args.json.empty()) write_file(args.json, to_json(map));
   if (args.out.empty()) std::fputs(text_view(map, 0, 0).c_str(), stdout);
-  std::fprintf(stderr,
-               "attention: %u tokens, %zu layer(s) x %zu head(s), %s, %s weights%s%s%s%s\n",
-               map.T(), map.layers.size(), map.heads.size(), map.device.c_str(),
+  const std::string tokens = map.key_ids.empty() ? std::to_string(map.T()) + " tokens"
+                                                 : std::to_string(map.T()) + " target x " +
+                                                       std::to_string(map.K()) + " source tokens";
+  std::fprintf(stderr, "attention: %s, %zu layer(s) x %zu head(s), %s, %s weights%s%s%s%s\n",
+               tokens.c_str(), map.layers.size(), map.heads.size(), map.device.c_str(),
                map.precision.c_str(), args.out.empty() ? "" : "; page: ", args.out.c_str(),
                args.json.empty() ? "" : "; JSON: ", args.json.c_str());
   return 0;
@@ -134,7 +145,7 @@ int decoder_attention(const AttentionArgs& args, const std::string& text) {
   check_layer_head(args, c);
   const std::vector<int32_t> ids = s.tokenizer->encode(text);
   model::check_prompt(c, ids.size());
-  const std::optional<uint32_t> only_layer = tapped_layer(args, c, ids.size());
+  const std::optional<uint32_t> only_layer = tapped_layer(args, c, ids.size(), ids.size());
 
   open_model(s, args.model);
   s.model->set_attention_taps(true, only_layer);
@@ -152,7 +163,7 @@ int encoder_attention(const AttentionArgs& args, const std::string& text) {
   const model::Config& c = s.checkpoint->config();
   check_layer_head(args, c);
   const model::WordPieceEncoding e = encode_text(s, text, "the prompt");
-  const std::optional<uint32_t> only_layer = tapped_layer(args, c, e.ids.size());
+  const std::optional<uint32_t> only_layer = tapped_layer(args, c, e.ids.size(), e.ids.size());
   s.encoder->set_attention_taps(true, only_layer);
   s.encoder->encode(e.ids, e.type_ids, false);
 
@@ -162,8 +173,72 @@ int encoder_attention(const AttentionArgs& args, const std::string& text) {
   return show(args, map, only_layer, s.encoder->attention_probs());
 }
 
+// An encoder-decoder (Marian, T5): the source, and a target its decoder reads teacher-forced,
+// the start token first: --target's ids, or the greedy translation's. A row of the decoder's
+// maps is one of those inputs, the query that predicts the next target token. --part says
+// which attention: cross (the decoder's over the source: target rows, source columns), decoder
+// (its own, causal) or encoder (the encoder's over the source, bidirectional).
+int seq2seq_attention(const AttentionArgs& args, const std::string& text) {
+  Seq2SeqSession s = open_seq2seq(args.model);
+  model::Seq2Seq& m = *s.model;
+  const bool encoder = args.part == "encoder";
+  const model::Config& c = encoder ? m.encoder().config() : m.decoder().config();
+  check_layer_head(args, c);
+  const std::vector<int32_t> source = encode_source(s, text, "the prompt");
+  const auto piece = [](const model::SentencePieceTokenizer& t, int32_t id) {
+    return display_token(t.piece(id));
+  };
+  if (encoder) {
+    if (!args.target.empty() || args.max_new)
+      throw std::runtime_error("--part encoder shows the encoder's attention over the source "
+                               "alone: --target and -n are the decoder's");
+    const std::optional<uint32_t> only_layer = tapped_layer(args, c, source.size(), source.size());
+    m.encoder().set_attention_taps(true, only_layer);
+    m.set_source(source);
+    AttentionMap map = start_map(args, text, c, m.encoder().device_name(),
+                                 m.encoder().precision(), false, source);
+    for (int32_t id : source) map.tokens.push_back(piece(*s.source, id));
+    return show(args, map, only_layer, m.encoder().attention_probs());
+  }
+
+  // The decoder's inputs: the start token, then the target but its last token (which no row
+  // reads: the last row predicts it).
+  std::vector<int32_t> target;
+  if (!args.target.empty()) {
+    target = s.target->encode(args.target);  // ends with </s>, as the model learned to
+  } else {
+    target = model::greedy(
+        m, source, args.max_new.value_or(generation_config(model_dir(args.model)).max_new_tokens));
+  }
+  std::vector<int32_t> inputs{m.config().decoder_start_token_id.value_or(0)};
+  inputs.insert(inputs.end(), target.begin(), target.end() - (target.empty() ? 0 : 1));
+  if (inputs.size() > c.n_ctx)
+    throw std::runtime_error("--target is " + std::to_string(target.size()) +
+                             " tokens: the decoder reads at most " + std::to_string(c.n_ctx));
+  const bool cross = args.part.empty() || args.part == "cross";
+  const std::optional<uint32_t> only_layer =
+      tapped_layer(args, c, inputs.size(), cross ? source.size() : inputs.size());
+  m.set_source(source);  // the decoder's cache empty
+  m.decoder().set_attention_taps(true, only_layer);
+  m.decoder().logits(inputs);
+  AttentionMap map = start_map(args, text, c, m.decoder().device_name(), m.decoder().precision(),
+                               !cross, inputs);
+  for (int32_t id : inputs) map.tokens.push_back(piece(*s.target, id));
+  if (cross) {
+    map.key_ids = source;
+    for (int32_t id : source) map.key_tokens.push_back(piece(*s.source, id));
+  }
+  return show(args, map, only_layer,
+              cross ? m.decoder().cross_attention_probs() : m.decoder().attention_probs());
+}
+
 int attention(const AttentionArgs& args) {
   const std::string text = read_text(args.prompt, args.file);
+  const bool seq2seq = seq2seq_folder(args.model);
+  if (!seq2seq && (!args.part.empty() || !args.target.empty()))
+    throw std::runtime_error(std::string(args.part.empty() ? "--target" : "--part") +
+                             " is an encoder-decoder's (a Marian or T5 folder)");
+  if (seq2seq) return seq2seq_attention(args, text);
   return encoder_folder(args.model) ? encoder_attention(args, text)
                                     : decoder_attention(args, text);
 }
@@ -186,6 +261,17 @@ Command add_attention(CLI::App& cli) {
       ->check(whole_number(0, UINT32_MAX));
   cmd->add_option("--head", args->head, "only this head (0-based)")
       ->check(whole_number(0, UINT32_MAX));
+  cmd->add_option("--part", args->part,
+                  "an encoder-decoder's attention to show: cross (the decoder's over the source, "
+                  "default), decoder (its own) or encoder")
+      ->check(CLI::IsMember({"cross", "decoder", "encoder"}));
+  cmd->add_option("--target", args->target,
+                  "an encoder-decoder's target, which its decoder reads after the start token "
+                  "(default: the greedy translation of the prompt)");
+  cmd->add_option("-n,--max-new", args->max_new,
+                  "without --target, the greedy translation's most tokens (default: the folder's "
+                  "generation_config.json)")
+      ->check(whole_number(1, 1u << 20));
   return {cmd, [args] { return attention(*args); }};
 }
 

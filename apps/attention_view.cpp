@@ -74,19 +74,57 @@ std::vector<std::vector<std::string>> summaries(const AttentionMap& map) {
   std::vector<std::vector<std::string>> out(map.layers.size());
   for (size_t l = 0; l < map.layers.size(); l++)
     for (size_t h = 0; h < map.heads.size(); h++)
-      out[l].push_back(summarize_head(map.head(l, h), map.ids, map.tokens, map.causal));
+      out[l].push_back(map.key_ids.empty()
+                           ? summarize_head(map.head(l, h), map.ids, map.tokens, map.causal)
+                           : summarize_cross(map.head(l, h), map.T(), map.key_tokens));
   return out;
 }
 
 // Everything but the weights, as both the JSON file and the page carry it.
 nlohmann::json header(const AttentionMap& map) {
-  return {{"title", map.title},       {"model", map.model},
-          {"device", map.device},     {"precision", map.precision},
-          {"n_layer", map.n_layer},   {"n_head", map.n_head},
-          {"layers", map.layers},     {"heads", map.heads},
-          {"causal", map.causal},     {"T", map.T()},
-          {"tokens", map.tokens},     {"ids", map.ids},
-          {"summary", summaries(map)}};
+  nlohmann::json j = {{"title", map.title},       {"model", map.model},
+                      {"device", map.device},     {"precision", map.precision},
+                      {"n_layer", map.n_layer},   {"n_head", map.n_head},
+                      {"layers", map.layers},     {"heads", map.heads},
+                      {"causal", map.causal},     {"T", map.T()},
+                      {"tokens", map.tokens},     {"ids", map.ids},
+                      {"summary", summaries(map)}};
+  if (!map.key_ids.empty()) {
+    j["K"] = map.K();
+    j["key_tokens"] = map.key_tokens;
+    j["key_ids"] = map.key_ids;
+  }
+  return j;
+}
+
+// "focused 0.91, mostly on ␣", or "spread out, entropy 2.3 bits" over a row's n visible keys
+// (row t's: visible(t)); empty where no query is focused and `spread` is false.
+template <class Visible>
+std::string focus(const float* probs, size_t T, size_t K, std::span<const std::string> keys,
+                  Visible visible) {
+  double entropy = 0, top = 0;
+  std::map<std::string, size_t> top_tokens;  // how often each token takes a query's top weight
+  for (size_t t = 0; t < T; t++) {
+    const float* row = probs + t * K;
+    size_t best = 0;
+    for (size_t j = 0; j < visible(t); j++) {
+      if (row[j] > row[best]) best = j;
+      if (row[j] > 0) entropy -= double{row[j]} * std::log2(double{row[j]});
+    }
+    top += double{row[best]};
+    top_tokens[keys[best]]++;
+  }
+  char buf[64];
+  if (T == 0) return "";
+  if (top / double(T) >= 0.5) {
+    const auto most =
+        std::max_element(top_tokens.begin(), top_tokens.end(),
+                         [](const auto& a, const auto& b) { return a.second < b.second; });
+    std::snprintf(buf, sizeof buf, "focused %.2f, mostly on ", top / double(T));
+    return buf + most->first;
+  }
+  std::snprintf(buf, sizeof buf, "spread out, entropy %.1f bits", entropy / double(T));
+  return buf;
 }
 
 }  // namespace
@@ -126,8 +164,6 @@ std::string summarize_head(const float* probs, std::span<const int32_t> ids,
   };
   Pattern first{"first token"}, previous{"previous token"}, itself{"itself"}, next{"next token"},
       same{"same token elsewhere"};
-  double entropy = 0, top = 0;
-  std::map<std::string, size_t> top_tokens;  // how often each token takes a query's top weight
   for (size_t t = 0; t < T; t++) {
     const float* row = probs + t * T;
     const size_t n = causal ? t + 1 : T;  // visible keys
@@ -145,21 +181,15 @@ std::string summarize_head(const float* probs, std::span<const int32_t> ids,
     }
     double s = 0;
     bool any = false;
-    size_t best = 0;
-    for (size_t j = 0; j < n; j++) {
-      if (row[j] > row[best]) best = j;
+    for (size_t j = 0; j < n; j++)
       if (j != t && ids[j] == ids[t]) {
         s += double{row[j]};
         any = true;
       }
-      if (row[j] > 0) entropy -= double{row[j]} * std::log2(double{row[j]});
-    }
     if (any) {
       same.sum += s;
       same.queries++;
     }
-    top += double{row[best]};
-    top_tokens[tokens[best]]++;
   }
   std::vector<const Pattern*> ps{&first, &previous, &itself, &next, &same};
   std::stable_sort(ps.begin(), ps.end(),
@@ -171,45 +201,42 @@ std::string summarize_head(const float* probs, std::span<const int32_t> ids,
                   ps[i]->mean());
     out += buf;
   }
-  if (!out.empty() || T == 0) return out;
-  if (top / double(T) >= 0.5) {
-    const auto most =
-        std::max_element(top_tokens.begin(), top_tokens.end(),
-                         [](const auto& a, const auto& b) { return a.second < b.second; });
-    std::snprintf(buf, sizeof buf, "focused %.2f, mostly on ", top / double(T));
-    return buf + most->first;
-  }
-  std::snprintf(buf, sizeof buf, "spread out, entropy %.1f bits", entropy / double(T));
-  return buf;
-  return out;
+  if (!out.empty()) return out;
+  return focus(probs, T, T, tokens, [&](size_t t) { return causal ? t + 1 : T; });
+}
+
+std::string summarize_cross(const float* probs, size_t T, std::span<const std::string> keys) {
+  return focus(probs, T, keys.size(), keys, [&](size_t) { return keys.size(); });
 }
 
 std::string text_view(const AttentionMap& map, size_t layer, size_t head) {
-  const size_t T = map.T();
+  const size_t T = map.T(), K = map.K();
   const float* p = map.head(layer, head);
+  const std::string summary = map.key_ids.empty()
+                                  ? summarize_head(p, map.ids, map.tokens, map.causal)
+                                  : summarize_cross(p, T, map.key_tokens);
   std::string out = "layer " + std::to_string(map.layers[layer]) + ", head " +
                     std::to_string(map.heads[head]) + " (of " + std::to_string(map.n_layer) +
-                    " x " + std::to_string(map.n_head) +
-                    "): " + summarize_head(p, map.ids, map.tokens, map.causal) + "\n";
+                    " x " + std::to_string(map.n_head) + "): " + summary + "\n";
   out +=
       "weights: \u00b7 < 0.05 \u2264 \u2591 < 0.25 \u2264 \u2592 < 0.5 \u2264 \u2593 < 0.75 "
       "\u2264 \u2588; rows are queries, columns keys\n";
   const size_t label = 12, lead = 5 + label + 1;
-  if (T >= 10) {  // the keys' tens digit, then their units
+  if (K >= 10) {  // the keys' tens digit, then their units
     out += std::string(lead, ' ');
-    for (size_t j = 0; j < T; j++) out += j % 10 == 0 ? char('0' + j / 10 % 10) : ' ';
+    for (size_t j = 0; j < K; j++) out += j % 10 == 0 ? char('0' + j / 10 % 10) : ' ';
     out += '\n';
   }
   out += std::string(lead, ' ');
-  for (size_t j = 0; j < T; j++) out += char('0' + j % 10);
+  for (size_t j = 0; j < K; j++) out += char('0' + j % 10);
   out += '\n';
   for (size_t t = 0; t < T; t++) {
     char num[24];  // 20 digits of a size_t, a space and the end
     std::snprintf(num, sizeof num, "%4zu ", t);
     out += num + fit(map.tokens[t], label) + " ";
-    const size_t n = map.causal ? t + 1 : T;
+    const size_t n = map.causal ? t + 1 : K;
     for (size_t j = 0; j < n; j++) {  // a causal query's row ends at itself
-      const float w = p[t * T + j];
+      const float w = p[t * K + j];
       out += w < 0.05f   ? "\u00b7"
              : w < 0.25f ? "\u2591"
              : w < 0.5f  ? "\u2592"
@@ -225,7 +252,7 @@ std::string to_json(const AttentionMap& map) {
   std::string out = header(map).dump();
   out.pop_back();  // the closing brace: the weights follow
   out += ",\"attention\":[";
-  const size_t T = map.T();
+  const size_t T = map.T(), K = map.K();
   char buf[32];
   for (size_t l = 0; l < map.layers.size(); l++) {
     out += l ? ",[" : "[";
@@ -234,10 +261,10 @@ std::string to_json(const AttentionMap& map) {
       const float* p = map.head(l, h);
       for (size_t t = 0; t < T; t++) {
         out += t ? ",[" : "[";
-        for (size_t j = 0; j < T; j++) {
+        for (size_t j = 0; j < K; j++) {
           if (j) out += ',';
           // The shortest text that reads back as the same float.
-          const auto r = std::to_chars(buf, buf + sizeof buf, p[t * T + j]);
+          const auto r = std::to_chars(buf, buf + sizeof buf, p[t * K + j]);
           out.append(buf, r.ptr);
         }
         out += ']';

@@ -9,20 +9,25 @@
 
 namespace app {
 
-// The weights of the heads asked for, over one prompt of T tokens.
+// The weights of the heads asked for, over one prompt of T tokens: each query over the same T
+// tokens, or (cross-attention: an encoder-decoder's target over its source) over K others.
 struct AttentionMap {
   std::string title, model, device, precision;
   uint32_t n_layer = 0, n_head = 0;  // the model's
   bool causal = true;
   std::vector<uint32_t> layers, heads;  // the layers and heads present, ascending
-  std::vector<int32_t> ids;             // [T]
+  std::vector<int32_t> ids;             // [T] the queries'
   std::vector<std::string> tokens;      // [T] display text (display_token)
-  std::vector<float> probs;             // [layers][heads][T query][T key]
+  // [K] the keys' where they are other tokens than the queries (never causal); else empty
+  std::vector<int32_t> key_ids;
+  std::vector<std::string> key_tokens;
+  std::vector<float> probs;  // [layers][heads][T query][K key]
 
   uint32_t T() const { return static_cast<uint32_t>(ids.size()); }
-  // Head `h` of layer `l`, as indices into layers and heads: [T, T].
+  uint32_t K() const { return key_ids.empty() ? T() : static_cast<uint32_t>(key_ids.size()); }
+  // Head `h` of layer `l`, as indices into layers and heads: [T, K].
   const float* head(size_t l, size_t h) const {
-    return probs.data() + (l * heads.size() + h) * size_t{T()} * T();
+    return probs.data() + (l * heads.size() + h) * size_t{T()} * K();
   }
 };
 
@@ -40,12 +45,17 @@ std::string display_token(std::string_view bytes);
 //   probs [T, T], ids [T], tokens [T] (display_token)
 std::string summarize_head(const float* probs, std::span<const int32_t> ids,
                            std::span<const std::string> tokens, bool causal);
+// A head over other tokens (cross-attention): where each query's largest weight is 0.5 or more
+// on average, the key token it falls on most often, else how spread out the weights are.
+//   probs [T, K], keys [K] (display_token)
+std::string summarize_cross(const float* probs, size_t T, std::span<const std::string> keys);
 
 // One head in the terminal: a row per query, a column per key, each weight a shade.
 std::string text_view(const AttentionMap& map, size_t layer, size_t head);
 
 // The weights and the tokens for other tools: {"tokens", "ids", "layers", "heads", "summary",
-// "attention": [layer][head][query][key], ...}.
+// "attention": [layer][head][query][key], ...}, and "K", "key_tokens", "key_ids" where the keys
+// are other tokens.
 std::string to_json(const AttentionMap& map);
 
 // The page: apps/attention_page.html with the map filled in (weights as fp16, base64).

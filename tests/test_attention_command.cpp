@@ -22,6 +22,7 @@
 #include "tests/files.h"
 #include "tests/gpu.h"
 #include "tests/model_fixture.h"
+#include "tests/seq2seq_folder.h"
 
 namespace {
 
@@ -141,6 +142,98 @@ TEST_CASE("gpt2vk attention on a BERT folder: bidirectional, against the CPU ref
   const auto r = test::gpt2vk({"attention", "-m", model, "-p", text, "--layer", "9"});
   CHECK(r.exit_code == 1);
   CHECK_MESSAGE(r.err.find("--layer 9: the model has") != std::string::npos, r.err);
+}
+
+// An encoder-decoder (the Marian fixture with SentencePiece models trained here): the decoder's
+// cross-attention over the source (target rows, source columns), its own causal
+// self-attention, and the encoder's, each from the GPU under both kernel sets against the CPU
+// reference; the cross page renders in Chromium where it is installed.
+TEST_CASE("gpt2vk attention on an encoder-decoder: cross, decoder and encoder") {
+  test::TempDir dir, folder;
+  test::marian_folder(folder.path());
+  const std::string model = folder.path().string();
+  const std::string text = "the house is wonderful", target = "the house";
+  auto weights = [&](const std::vector<std::string>& where, const std::string& name) {
+    std::vector<std::string> args = {"attention", "-m", model, "-p", text, "--precision", "f32",
+                                     "--json", (dir / name).string()};
+    args.insert(args.end(), where.begin(), where.end());
+    const auto r = test::gpt2vk(args);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(test::no_validation_messages(r));
+    return nlohmann::json::parse(test::read_file(dir / name));
+  };
+  for (const char* part : {"cross", "decoder", "encoder"}) {
+    CAPTURE(part);
+    std::vector<std::string> what = {"--part", part};
+    if (std::string(part) != "encoder") what.insert(what.end(), {"--target", target});
+    std::vector<std::string> cpu = what;
+    cpu.insert(cpu.end(), {"--device", "cpu"});
+    const nlohmann::json ref = weights(cpu, "cpu.json");
+    const size_t T = ref["T"], K = ref.value("K", T);
+    const uint32_t L = ref["n_layer"], H = ref["n_head"];
+    const bool cross = std::string(part) == "cross";
+    CHECK(ref["causal"] == (std::string(part) == "decoder"));
+    CHECK(ref.contains("key_tokens") == cross);
+    if (cross) {
+      CHECK(ref["key_tokens"].size() == K);
+      CHECK(ref["key_tokens"].back() == "</s>");   // the source as the model reads it
+      CHECK(ref["tokens"].front() == "<pad>");     // Marian's decoder starts from its pad
+      CHECK(K != T);
+    }
+    for (const char* kernels : {"gpu", "cpu"}) {
+      CAPTURE(kernels);
+      std::vector<std::string> gpu = what;
+      gpu.insert(gpu.end(), {"--kernels", kernels});
+      const nlohmann::json j = weights(gpu, std::string(kernels) + ".json");
+      CHECK(j["tokens"] == ref["tokens"]);
+      for (uint32_t l = 0; l < L; l++)
+        for (uint32_t h = 0; h < H; h++) {
+          std::vector<float> got, want;
+          for (size_t q = 0; q < T; q++) {
+            double sum = 0;
+            for (size_t k = 0; k < K; k++) {
+              got.push_back(j["attention"][l][h][q][k].get<float>());
+              want.push_back(ref["attention"][l][h][q][k].get<float>());
+              sum += double{want.back()};
+            }
+            CHECK(std::fabs(sum - 1.0) < 1e-5);
+          }
+          CHECK(test::close("layer " + std::to_string(l) + " head " + std::to_string(h), got,
+                            want, kTol));
+        }
+    }
+  }
+  // Without --target, the greedy translation: the start token, then what `gpt2vk seq2seq`
+  // prints but its last token.
+  const nlohmann::json greedy = weights({"--kernels", "gpu"}, "greedy.json");
+  CHECK(greedy["tokens"].front() == "<pad>");
+  CHECK(greedy["T"].get<size_t>() >= 2);
+  const auto e = test::gpt2vk({"attention", "-m", model, "-p", text, "--part", "encoder", "--target", "x"});
+  CHECK(e.exit_code == 1);
+  CHECK(e.err.find("--target and -n are the decoder's") != std::string::npos);
+  // A decoder's folder has no such parts.
+  const auto r = test::gpt2vk({"attention", "-p", "hi", "--part", "cross"});
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("--part is an encoder-decoder's") != std::string::npos);
+
+  if (std::system("test -x /usr/bin/chromium") != 0) {
+    if (test::in_ci()) FAIL("no /usr/bin/chromium: scripts/setup.sh --tests installs Debian's chromium");
+    return;
+  }
+  const std::string page = (dir / "cross.html").string();
+  const auto p = test::gpt2vk({"attention", "-m", model, "-p", text, "--kernels", "gpu", "-o", page});
+  REQUIRE_MESSAGE(p.exit_code == 0, p.err);
+  const std::string dom = (dir / "dom.html").string(), log = (dir / "chromium.log").string();
+  REQUIRE(std::system(("/usr/bin/chromium --headless --no-sandbox --disable-gpu "
+                       "--virtual-time-budget=20000 --enable-logging=stderr --v=0 --dump-dom file://" +
+                       page + " > " + dom + " 2> " + log)
+                          .c_str()) == 0);
+  const std::string html = test::read_file(dom), console = test::read_file(log);
+  CHECK_MESSAGE(html.find("data-status=\"ok\"") != std::string::npos,
+                "the page did not finish drawing: " << html.substr(0, 400));
+  const size_t maps = greedy["n_layer"].get<size_t>() * greedy["n_head"].get<size_t>();
+  CHECK(html.find("data-heatmaps=\"" + std::to_string(maps) + "\"") != std::string::npos);
+  CHECK_MESSAGE(console.find("CONSOLE") == std::string::npos, "console output: " << console);
 }
 
 TEST_CASE("gpt2vk attention refuses what it cannot show") {
