@@ -392,6 +392,16 @@ void print_profile(FILE* out, const std::string& title, const Profile& p, const 
                   {"dispatches run", format("%.4g", st.dispatches / n)}});
 }
 
+// Whether --profile asks for a profile this run can give: not on the CPU reference, which has
+// no GPU timings (it says so).
+bool profiling(const BenchArgs& args) {
+  if (!args.profile) return false;
+  if (args.model.device != "cpu") return true;
+  std::fprintf(stderr,
+               "gpt2vk: --profile needs a Vulkan device; the CPU reference has no GPU timings\n");
+  return false;
+}
+
 // A profiled instance's options: timestamps on (and a note where the device has none).
 model::GpuModelOptions profiled(const vk::Device& device, model::Precision precision,
                                 uint32_t split_layers, FILE* out) {
@@ -553,12 +563,7 @@ int bench_encoder(BenchArgs args) {
   if (args.json) std::printf("%s\n", all.dump(2).c_str());
   std::fflush(stdout);
 
-  if (!args.profile) return 0;
-  if (args.model.device == "cpu") {
-    std::fprintf(stderr,
-                 "gpt2vk: --profile needs a Vulkan device; the CPU reference has no GPU timings\n");
-    return 0;
-  }
+  if (!profiling(args)) return 0;
   s.encoder.reset();  // the profiled instance takes its place
   // With --json, stdout holds only the JSON.
   profile_encoder(*s.checkpoint, *s.device, model::parse_precision(args.model.precision),
@@ -684,12 +689,7 @@ int bench_seq2seq(const BenchArgs& args) {
     print_table(subject, tests);
   std::fflush(stdout);
 
-  if (!args.profile) return 0;
-  if (args.model.device == "cpu") {
-    std::fprintf(stderr,
-                 "gpt2vk: --profile needs a Vulkan device; the CPU reference has no GPU timings\n");
-    return 0;
-  }
+  if (!profiling(args)) return 0;
   s.model.reset();  // the profiled instance takes its place
   uint32_t source = 0, gen = 0;
   for (const Test& t : tests) {
@@ -746,12 +746,7 @@ int bench(const BenchArgs& args) {
     print_table(subject, tests);
   std::fflush(stdout);
 
-  if (!args.profile) return 0;
-  if (cpu) {
-    std::fprintf(stderr,
-                 "gpt2vk: --profile needs a Vulkan device; the CPU reference has no GPU timings\n");
-    return 0;
-  }
+  if (!profiling(args)) return 0;
   s.model.reset();  // the profiled instance takes its place, so memory holds one model at a time
   uint32_t prompt = 0, gen = 0;
   for (const Test& t : tests) {

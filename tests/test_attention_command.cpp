@@ -32,6 +32,19 @@ std::string quoted(const std::string& s) {
   return "'" + s + "'";
 }
 
+// `gpt2vk attention -m model -p text --precision f32 --json out` and `where`'s flags: the JSON.
+nlohmann::json attention_json(const std::string& model, const std::string& text,
+                              const std::vector<std::string>& where,
+                              const std::filesystem::path& out) {
+  std::vector<std::string> args = {"attention", "-m", model, "-p", text, "--precision", "f32",
+                                   "--json", out.string()};
+  args.insert(args.end(), where.begin(), where.end());
+  const auto r = test::gpt2vk(args);
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  CHECK(test::no_validation_messages(r));
+  return nlohmann::json::parse(test::read_file(out));
+}
+
 }  // namespace
 
 TEST_CASE("gpt2vk attention on aab: the heads its README derives") {
@@ -107,13 +120,7 @@ TEST_CASE("gpt2vk attention on a BERT folder: bidirectional, against the CPU ref
   const std::string model = (test::source_dir() / "tests" / "data" / "hf" / "bert-mlm").string();
   const std::string text = "Paris is the capital of France.";
   auto weights = [&](const std::vector<std::string>& where, const std::string& name) {
-    std::vector<std::string> args = {"attention", "-m", model, "-p", text, "--precision", "f32",
-                                     "--json", (dir / name).string()};
-    args.insert(args.end(), where.begin(), where.end());
-    const auto r = test::gpt2vk(args);
-    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-    CHECK(test::no_validation_messages(r));
-    return nlohmann::json::parse(test::read_file(dir / name));
+    return attention_json(model, text, where, dir / name);
   };
   const nlohmann::json ref = weights({"--device", "cpu"}, "cpu.json");
   CHECK(ref["tokens"] == nlohmann::json({"[CLS]", "paris", "is", "the", "capital", "of",
@@ -154,13 +161,7 @@ TEST_CASE("gpt2vk attention on an encoder-decoder: cross, decoder and encoder") 
   const std::string model = folder.path().string();
   const std::string text = "the house is wonderful", target = "the house";
   auto weights = [&](const std::vector<std::string>& where, const std::string& name) {
-    std::vector<std::string> args = {"attention", "-m", model, "-p", text, "--precision", "f32",
-                                     "--json", (dir / name).string()};
-    args.insert(args.end(), where.begin(), where.end());
-    const auto r = test::gpt2vk(args);
-    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-    CHECK(test::no_validation_messages(r));
-    return nlohmann::json::parse(test::read_file(dir / name));
+    return attention_json(model, text, where, dir / name);
   };
   for (const char* part : {"cross", "decoder", "encoder"}) {
     CAPTURE(part);
