@@ -131,7 +131,10 @@ TEST_CASE("serve: /v1/embeddings from an encoder, as sentence-transformers compu
 // Requests that arrive while the encoder runs are encoded together in its next round
 // (apps/serve/encode_queue.h), and each is answered with the bits it gets alone. Eight requests
 // of 1 to 60 tokens (the short ones are where a pass of their own would differ) are sent while
-// a request of 2,048 texts holds the encoder; without the queue they take a round each.
+// a request of 2,048 texts holds the encoder; without the queue they take a round each. How
+// many rounds they share depends on when they arrive (on a quiet machine one; under the
+// sanitizers and CI's load it was three), so this asks only that some shared one; the rounds
+// themselves are test_encode_queue.cpp's, where the test decides who waits.
 TEST_CASE("serve: embeddings requests that wait together are encoded together, each as alone") {
   REQUIRE(test::on_path("curl"));
   test::Server server({"-m", hf("bert-st"), "--precision", "f32"});
@@ -170,7 +173,7 @@ TEST_CASE("serve: embeddings requests that wait together are encoded together, e
   REQUIRE(test::run({"sh", "-c", all + "wait"}).exit_code == 0);
   const auto after = rounds();
   CHECK(after.second - before.second == int(n) + 1);
-  CHECK(after.first - before.first <= 3);  // the big one's, then the eight's (in one or two)
+  CHECK(after.first - before.first <= int(n));  // 9 requests in fewer rounds
   for (size_t i = 0; i < n; i++) {
     CAPTURE(lengths[i]);
     CHECK(embedding(i) == alone[i]);

@@ -11,11 +11,17 @@ std::vector<std::vector<float>> EncodeQueue::encode(std::span<const model::Encod
       done_.wait(lock);
       continue;
     }
-    // The encoder is free: this request runs the round, for everyone waiting (itself among
-    // them), in arrival order.
+    // The encoder is free: this request runs the round, for those waiting longest (itself
+    // among them, or in a later round it runs too).
     busy_ = true;
-    std::vector<Job*> round(waiting_.begin(), waiting_.end());
-    waiting_.clear();
+    std::vector<Job*> round;
+    size_t taken = 0;  // inputs
+    while (!waiting_.empty() &&
+           (round.empty() || taken + waiting_.front()->inputs.size() <= round_inputs_)) {
+      taken += waiting_.front()->inputs.size();
+      round.push_back(waiting_.front());
+      waiting_.pop_front();
+    }
     lock.unlock();
     run_round(round);
     metrics_.encode_round(static_cast<uint32_t>(round.size()));
@@ -60,6 +66,11 @@ void EncodeQueue::run_round(std::vector<Job*>& jobs) {
       finish(j, {}, std::current_exception());
     }
   }
+}
+
+size_t EncodeQueue::waiting() const {
+  std::lock_guard lock(mutex_);
+  return waiting_.size();
 }
 
 }  // namespace app

@@ -20,13 +20,20 @@ namespace app {
 
 class EncodeQueue {
  public:
-  // Each round is counted in `metrics` (gpt2vk_encode_rounds_total and its requests).
-  EncodeQueue(model::Encoder& encoder, Metrics& metrics) : encoder_(encoder), metrics_(metrics) {}
+  // Each round is counted in `metrics` (gpt2vk_encode_rounds_total and its requests). A round
+  // takes the waiting requests in arrival order while their inputs come to at most
+  // `round_inputs` (a longer request alone), so that what a round holds (the inputs' hidden
+  // states until they are pooled) is bounded as one request's is, however many wait.
+  EncodeQueue(model::Encoder& encoder, Metrics& metrics, size_t round_inputs)
+      : encoder_(encoder), metrics_(metrics), round_inputs_(round_inputs) {}
 
   // The hidden states of `inputs` (encode_batch's), encoded in a round with whatever other
   // requests wait; blocks until they are done. A round that fails is retried request by
   // request, so an error reaches the request it belongs to only.
   std::vector<std::vector<float>> encode(std::span<const model::EncoderInput> inputs);
+
+  // Requests waiting for a round (not those in the one running).
+  size_t waiting() const;
 
  private:
   struct Job {
@@ -39,7 +46,8 @@ class EncodeQueue {
 
   model::Encoder& encoder_;
   Metrics& metrics_;
-  std::mutex mutex_;
+  const size_t round_inputs_;
+  mutable std::mutex mutex_;
   std::condition_variable done_;
   std::deque<Job*> waiting_;
   bool busy_ = false;  // a round is running

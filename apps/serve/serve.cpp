@@ -588,7 +588,8 @@ int serve_on(const ServeArgs& args, Session& s, EncoderSession* enc, Seq2SeqSess
   if (enc) {
     server.encoder = enc;
     server.pooling = folder_pooling(enc->checkpoint->dir(), {});
-    server.encode_queue = std::make_unique<EncodeQueue>(*enc->encoder, server.metrics);
+    server.encode_queue =
+        std::make_unique<EncodeQueue>(*enc->encoder, server.metrics, kMaxEmbeddingInputs);
   } else if (s2s) {
     server.seq2seq = s2s;
     server.search = generation_config(s2s->checkpoint->dir());
