@@ -216,7 +216,8 @@ TEST_CASE("bert: the config round-trips through config.json") {
 // a trained model's do (TinyModel's fixed 0.2 would make C = 768's sums ~5x that, and its
 // softmax nearly one-hot); the GPU under both kernel sets against the CPU reference, 1e-4 of
 // the row's scale as above.
-TEST_CASE("bert: MiniLM's and BERT-base's shapes, GPU against the CPU reference") {
+TEST_CASE("bert: MiniLM's and BERT-base's shapes, GPU against the CPU reference" *
+          doctest::test_suite("shapes")) {
   GPU_TEST(g);
   struct Shape {
     model::Config config;

@@ -424,7 +424,8 @@ TEST_CASE("generation stops at the config's end-of-text token") {
   }
 }
 
-TEST_CASE("GPT-2 small's shape (124M, V = 50257): GPU matches the CPU reference, fp16 and fp32") {
+TEST_CASE("GPT-2 small's shape (124M, V = 50257): GPU matches the CPU reference, fp16 and fp32" *
+          doctest::test_suite("shapes")) {
   GPU_TEST(g);
   // At fp32 the [50257, 768] embedding is 154 MB, over lavapipe's 128 MiB storage-buffer range:
   // the embedding and the head split it.

@@ -235,7 +235,8 @@ TEST_CASE("seq2seq: the config round-trips through config.json") {
 // Marian's own file layout with std 1 / sqrt(C) (activations of order 1); the GPU under both
 // kernel sets against the CPU reference, 1e-4 of the row's scale as above, for the encoder's
 // output and the logits.
-TEST_CASE("seq2seq: opus-mt's width, GPU against the CPU reference") {
+TEST_CASE("seq2seq: opus-mt's width, GPU against the CPU reference" *
+          doctest::test_suite("shapes")) {
   GPU_TEST(g);
   check_width(g, model::marian_config(512, 1, 8, 8000), 200, 64, 7999, 8);  // start: pad, V - 1
 }
@@ -384,7 +385,8 @@ TEST_CASE("seq2seq: the GPU matches Hugging Face's T5 under both kernel sets") {
 // encoder's bias spans every bucket, the logarithmic ones and the saturated last) and 140 target
 // tokens teacher-forced, an 8,000-token vocabulary. GPU under both kernel sets against the CPU
 // reference, 1e-4 of the row's scale, then decoding step by step from the cache.
-TEST_CASE("seq2seq: t5-small's width, GPU against the CPU reference") {
+TEST_CASE("seq2seq: t5-small's width, GPU against the CPU reference" *
+          doctest::test_suite("shapes")) {
   GPU_TEST(g);
   for (bool gated : {false, true}) {
     CAPTURE(gated);
@@ -511,7 +513,8 @@ TEST_CASE("seq2seq: the GPU matches the float64 reference where d_kv x heads != 
 // 1024, gated GELU) and t5-3b's heads (128 wide; here 4 of them in C = 256, A = 512), one layer
 // a side, an 80-token source and 24 target tokens, GPU under both kernel sets against the CPU
 // reference, 1e-4 of the row's scale, then decoding step by step from the cache.
-TEST_CASE("seq2seq: t5-v1_1-small's and t5-3b's attention, GPU against the CPU reference") {
+TEST_CASE("seq2seq: t5-v1_1-small's and t5-3b's attention, GPU against the CPU reference" *
+          doctest::test_suite("shapes")) {
   GPU_TEST(g);
   check_width(g, model::t5_config(512, 1024, 1, 6, 8000, true, 64), 80, 24, 0, 3);
   check_width(g, model::t5_config(256, 512, 1, 4, 8000, false, 128), 80, 24, 0, 3);
