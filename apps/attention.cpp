@@ -213,7 +213,7 @@ int seq2seq_attention(const AttentionArgs& args, const std::string& text) {
   std::vector<int32_t> inputs{m.config().decoder_start_token_id.value_or(0)};
   inputs.insert(inputs.end(), target.begin(), target.end() - (target.empty() ? 0 : 1));
   if (inputs.size() > c.n_ctx)
-    throw std::runtime_error("--target is " + std::to_string(target.size()) +
+    throw std::runtime_error("the target is " + std::to_string(target.size()) +
                              " tokens: the decoder reads at most " + std::to_string(c.n_ctx));
   const bool cross = args.part.empty() || args.part == "cross";
   const std::optional<uint32_t> only_layer =

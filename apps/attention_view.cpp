@@ -97,8 +97,9 @@ nlohmann::json header(const AttentionMap& map) {
   return j;
 }
 
-// "focused 0.91, mostly on ␣", or "spread out, entropy 2.3 bits" over a row's n visible keys
-// (row t's: visible(t)); empty where no query is focused and `spread` is false.
+// "focused 0.91, mostly on ␣" where each query's largest weight is 0.5 or more on average, else
+// "spread out, entropy 2.3 bits", over each query's visible keys (row t's first visible(t));
+// empty for no queries.
 template <class Visible>
 std::string focus(const float* probs, size_t T, size_t K, std::span<const std::string> keys,
                   Visible visible) {

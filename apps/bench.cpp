@@ -486,7 +486,8 @@ std::vector<model::EncoderInput> encoder_inputs(const std::vector<std::vector<in
 
 // Where an encoder's time goes, on an instance of its own with timestamps on, warmed up first:
 // the pass of one sequence of `prompt` tokens, and for each of `batches` the pass of that many
-// (the last pass, where they take several: the profile says how many there were).
+// (the last pass's op times where they take several; the counters are of them all, and the
+// title says how many submissions there were).
 void profile_encoder(const model::Checkpoint& ckpt, const vk::Device& device,
                      model::Precision precision, uint32_t split_layers, uint32_t prompt,
                      const std::vector<uint32_t>& batches, double bandwidth, FILE* out) {
@@ -509,7 +510,8 @@ void profile_encoder(const model::Checkpoint& ckpt, const vk::Device& device,
     p.add(model::gpu_timings(*e), st, seconds);
     const std::string what = n == 1 ? "one sequence" : std::to_string(n) + " sequences";
     const std::string passes =
-        st.submits > 1 ? ", the last of " + std::to_string(st.submits) + " submissions" : ", one pass";
+        st.submits > 1 ? ", " + std::to_string(st.submits) + " submissions (op times: the last pass's)"
+                       : ", one pass";
     print_profile(out, "profile: encode of " + what + " of " + std::to_string(prompt) + " tokens" +
                            passes + where,
                   p, "pass", bandwidth);

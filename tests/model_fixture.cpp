@@ -84,6 +84,17 @@ TinyModel::TinyModel(const model::Config& config, model::TensorDType dtype, uint
   checkpoint = model::Checkpoint::load(dir.path());
 }
 
+TinyModel::TinyModel(const model::Config& config, const model::RandomCheckpointOptions& options) {
+  model::write_random_checkpoint(dir.path(), config, model::config_json(config), options);
+  checkpoint = model::Checkpoint::load(dir.path());
+}
+
+model::RandomCheckpointOptions unit_scale(const model::Config& config) {
+  model::RandomCheckpointOptions o;
+  o.scale = 1.0f / std::sqrt(float(config.n_embd));
+  return o;
+}
+
 std::vector<double> row_scale(std::span<const float> x, size_t row) {
   std::vector<double> s(x.size() / row, 1.0);
   for (size_t i = 0; i < x.size(); i++) s[i / row] = std::max(s[i / row], double{std::fabs(x[i])});

@@ -23,13 +23,18 @@ struct Variant {
 };
 std::span<const Variant> variants();
 
-// A random checkpoint of `config` in a fresh folder, loaded.
+// A random checkpoint of `config` in a fresh folder, loaded: weights of std 0.2 by default
+// (attention far from uniform at tiny widths), or as `options` say.
 struct TinyModel {
   TempDir dir;
   std::unique_ptr<model::Checkpoint> checkpoint;
   explicit TinyModel(const model::Config& config,
                      model::TensorDType dtype = model::TensorDType::F32, uint64_t seed = 1);
+  TinyModel(const model::Config& config, const model::RandomCheckpointOptions& options);
 };
+
+// Weights of std 1 / sqrt(C): activations of order 1 at any width (the tests at users' widths).
+model::RandomCheckpointOptions unit_scale(const model::Config& config);
 
 // A GPU model of `checkpoint` running kernel set `set` on the tests' GPU.
 std::unique_ptr<model::Model> gpu_model(Gpu& g, const model::Checkpoint& checkpoint,

@@ -228,11 +228,8 @@ TEST_CASE("bert: MiniLM's and BERT-base's shapes, GPU against the CPU reference"
       {bert_config(768, 2, 12, 1000, model::EncoderHead::SequenceClassification), 384},
   };
   for (const Shape& s : shapes) {
-    test::TempDir dir;
-    model::RandomCheckpointOptions options;
-    options.scale = 1.0f / std::sqrt(float(s.config.n_embd));
-    model::write_random_checkpoint(dir.path(), s.config, model::config_json(s.config), options);
-    const auto checkpoint = model::Checkpoint::load(dir.path());
+    const test::TinyModel random(s.config, test::unit_scale(s.config));
+    const auto& checkpoint = random.checkpoint;
     std::vector<int32_t> ids(s.T), types(s.T);
     for (uint32_t t = 0; t < s.T; t++) {
       ids[t] = static_cast<int32_t>((t * 7919u + 3) % s.config.n_vocab);
@@ -263,11 +260,8 @@ TEST_CASE("bert: MiniLM's and BERT-base's shapes, GPU against the CPU reference"
 TEST_CASE("bert: a batch of different lengths in shared passes, against each alone") {
   GPU_TEST(g);
   const model::Config c = bert_config(384, 2, 12, 1000, model::EncoderHead::MaskedLm);
-  test::TempDir dir;
-  model::RandomCheckpointOptions options;
-  options.scale = 1.0f / std::sqrt(float(c.n_embd));
-  model::write_random_checkpoint(dir.path(), c, model::config_json(c), options);
-  const auto checkpoint = model::Checkpoint::load(dir.path());
+  const test::TinyModel random(c, test::unit_scale(c));
+  const auto& checkpoint = random.checkpoint;
   const uint32_t lengths[] = {77, 128, 1, 100, 5, 128, 64, 33, 2};
   std::vector<std::vector<int32_t>> ids, types;
   for (size_t i = 0; i < std::size(lengths); i++) {
@@ -322,11 +316,8 @@ TEST_CASE("bert: a batch of different lengths in shared passes, against each alo
 TEST_CASE("bert: a sequence's hidden states are the same bits alone and in any batch") {
   GPU_TEST(g);
   const model::Config c = bert_config(384, 2, 12, 1000, model::EncoderHead::None);
-  test::TempDir dir;
-  model::RandomCheckpointOptions options;
-  options.scale = 1.0f / std::sqrt(float(c.n_embd));
-  model::write_random_checkpoint(dir.path(), c, model::config_json(c), options);
-  const auto checkpoint = model::Checkpoint::load(dir.path());
+  const test::TinyModel random(c, test::unit_scale(c));
+  const auto& checkpoint = random.checkpoint;
   const uint32_t lengths[] = {1, 2, 5, 8, 9, 13, 13, 13, 64};
   std::vector<std::vector<int32_t>> ids;
   for (size_t i = 0; i < std::size(lengths); i++) {
@@ -374,11 +365,8 @@ TEST_CASE("bert: the attention tap, GPU against the CPU reference") {
   GPU_TEST(g);
   const model::Config c = bert_config(384, 2, 12, 1000, model::EncoderHead::None);
   const uint32_t T = 128, H = c.n_head;
-  test::TempDir dir;
-  model::RandomCheckpointOptions options;
-  options.scale = 1.0f / std::sqrt(float(c.n_embd));
-  model::write_random_checkpoint(dir.path(), c, model::config_json(c), options);
-  const auto checkpoint = model::Checkpoint::load(dir.path());
+  const test::TinyModel random(c, test::unit_scale(c));
+  const auto& checkpoint = random.checkpoint;
   std::vector<int32_t> ids(T), types(T);
   for (uint32_t t = 0; t < T; t++) {
     ids[t] = static_cast<int32_t>((t * 7919u + 3) % c.n_vocab);

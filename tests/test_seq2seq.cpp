@@ -139,11 +139,8 @@ void check_fixture_on_gpu(test::Gpu& g, const std::filesystem::path& dir) {
 // logits as its teacher-forced row.
 void check_width(test::Gpu& g, const model::Config& c, size_t S, size_t T, int32_t start,
                  size_t steps) {
-  test::TempDir dir;
-  model::RandomCheckpointOptions options;
-  options.scale = 1.0f / std::sqrt(float(c.n_embd));
-  model::write_random_checkpoint(dir.path(), c, model::config_json(c), options);
-  const auto checkpoint = model::Checkpoint::load(dir.path());
+  const test::TinyModel random(c, test::unit_scale(c));
+  const auto& checkpoint = random.checkpoint;
   CHECK(checkpoint->warnings().empty());
   std::vector<int32_t> source(S), target(T);
   for (uint32_t t = 0; t < source.size(); t++) source[t] = static_cast<int32_t>((t * 7919u + 3) % 7999);
@@ -251,11 +248,8 @@ TEST_CASE("seq2seq: the attention taps, self and cross, GPU against the CPU refe
   GPU_TEST(g);
   const model::Config c = model::marian_config(256, 2, 8, 1000);
   const uint32_t S = 40, T = 24, H = c.n_head;
-  test::TempDir dir;
-  model::RandomCheckpointOptions options;
-  options.scale = 1.0f / std::sqrt(float(c.n_embd));
-  model::write_random_checkpoint(dir.path(), c, model::config_json(c), options);
-  const auto checkpoint = model::Checkpoint::load(dir.path());
+  const test::TinyModel random(c, test::unit_scale(c));
+  const auto& checkpoint = random.checkpoint;
   std::vector<int32_t> source(S), target(T);
   for (uint32_t t = 0; t < S; t++) source[t] = static_cast<int32_t>((t * 7919u + 3) % 999);
   for (uint32_t t = 0; t < T; t++) target[t] = static_cast<int32_t>((t * 104729u + 5) % 999);
