@@ -9,15 +9,25 @@ PUSH_NAMESPACE_BEGIN
 // arrays of a fixed size (Metal cannot size one by a specialization constant).
 CONST ATTENTION_BACKWARD_MAX_D = 128;
 
-// B sequences of T tokens, each attending within itself; head h is columns h D .. h D + D - 1.
-//   dout [B, T, C], qkv [B, T, 3C] -> dqkv [B, T, 3C]; stats [B, H, T, 4] between the passes
+// B sequences, each of T queries attending to S keys (self-attention: the same T tokens, S = T;
+// cross-attention: a source's S rows). Rows of q (and dq) are q_stride floats apart, of k and v
+// (and dk, dv) kv_stride; head h is columns q_col + h D (k_col, v_col) .. + D - 1. Self-attention
+// reads all three from the fused QKV projection [B, T, 3C]: strides 3C, columns 0, C and 2C.
+//   dout [B, T, C], q [B, T, q_stride], k and v [B, S, kv_stride] -> dq, dk, dv in q's, k's and
+//   v's places; stats [B, H, T, 4] between the passes
 struct AttentionBackwardPush {
   uint B;
   uint T;
+  uint S;
   uint C;
   uint H;
-  uint causal;  // 1: token t sees tokens 0..t
+  uint causal;  // 1: query t sees keys 0..t (S = T)
   float scale;  // multiplies q . k
+  uint q_stride;
+  uint kv_stride;
+  uint q_col;
+  uint k_col;
+  uint v_col;
 };
 PUSH_NAMESPACE_END
 

@@ -151,7 +151,10 @@ TEST_CASE("cpu::attention rejects a bad bias; its backward has none") {
                        std::invalid_argument);
   std::vector<float> dqkv(T * 3 * C);
   CHECK_THROWS_WITH_AS(
-      model::cpu::attention_backward(dqkv.data(), out.data(), qkv.data(), 1, T, C, H, {true, 0, 9}),
+      model::cpu::attention_backward(dqkv.data(), dqkv.data(), dqkv.data(), out.data(), qkv.data(),
+                                     qkv.data(), qkv.data(),
+                                     model::self_attention_rows(1, uint32_t(T), uint32_t(C), uint32_t(H)),
+                                     {true, 0, 9}),
       doctest::Contains("relative position bias has no training kernels yet"),
       std::invalid_argument);
 }
@@ -589,14 +592,15 @@ TEST_CASE("attention with a relative position bias rejects bad tables; training 
     const model::AttentionSpec spec{true, 0, 15};
     if (backward)
       CHECK_THROWS_WITH_AS(model::gpu::attention_backward(g.kernels, rec,
-                                                          {.dqkv = qkv,
+                                                          {.dq = qkv,
+                                                           .dk = qkv,
+                                                           .dv = qkv,
                                                            .stats = stats,
                                                            .dout = out,
-                                                           .qkv = qkv,
-                                                           .B = 1,
-                                                           .T = T,
-                                                           .C = C,
-                                                           .H = H,
+                                                           .q = qkv,
+                                                           .k = qkv,
+                                                           .v = qkv,
+                                                           .rows = model::self_attention_rows(1, T, C, H),
                                                            .spec = spec}),
                            doctest::Contains("relative position bias has no training kernels yet"),
                            vk::Error);
@@ -604,7 +608,12 @@ TEST_CASE("attention with a relative position bias rejects bad tables; training 
       CHECK_THROWS_WITH_AS(
           model::gpu::attention_sequences(
               g.kernels, rec,
-              {.out = out, .qkv = qkv, .B = 1, .T = T, .C = C, .H = H, .spec = spec}),
+              {.out = out,
+               .q = qkv,
+               .k = qkv,
+               .v = qkv,
+               .rows = model::self_attention_rows(1, T, C, H),
+               .spec = spec}),
           doctest::Contains("relative position bias has no training kernels yet"), vk::Error);
   }
 }

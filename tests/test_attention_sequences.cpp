@@ -1,5 +1,7 @@
 // attention_sequences (training's forward): GPU (fp32, online softmax per query) against
-// model::cpu::attention (double), each sequence's keys and values given as caches of T rows.
+// model::cpu::attention_sequences (double: cpu::attention per sequence), for self-attention (q,
+// k and v the fused QKV projection) and cross-attention (queries over a source's S keys and
+// values).
 // Tolerance: test_attention.cpp's, |d| <= 1e-6 + 1e-5 |ref|, for the same reasons (the same
 // arithmetic: fp32 dot products over D, an online softmax, a weighted sum of values), with its
 // inputs in [-1, 1). Both kernel sets: attention_sequences (the GPU set's) and
@@ -18,40 +20,45 @@
 
 namespace {
 
-void check(const vk::Device& g, uint32_t B, uint32_t T, uint32_t C, uint32_t H,
-           const model::AttentionSpec& spec, unsigned seed) {
-  const std::vector<float> qkv = test::random_floats(size_t{B} * T * 3 * C, seed);
-  std::vector<float> ref(size_t{B} * T * C), k(size_t{T} * C), v(size_t{T} * C);
-  for (uint32_t b = 0; b < B; b++) {
-    const float* in = qkv.data() + size_t{b} * T * 3 * C;
-    for (uint32_t t = 0; t < T; t++)
-      for (uint32_t i = 0; i < C; i++) {
-        k[size_t{t} * C + i] = in[size_t{t} * 3 * C + C + i];
-        v[size_t{t} * C + i] = in[size_t{t} * 3 * C + 2 * C + i];
-      }
-    model::cpu::attention(ref.data() + size_t{b} * T * C, in, 3 * C, k.data(), v.data(), T, T, C, H, spec);
-  }
-  vk::Arena arena(g, (qkv.size() + ref.size()) * 4 + 65536, vk::MemoryKind::Device,
+// self: q, k and v one qkv; else three tensors.
+void check(const vk::Device& g, const model::SequenceRows& r, const model::AttentionSpec& spec,
+           bool self, unsigned seed) {
+  const std::vector<float> q = test::random_floats(size_t{r.B} * r.T * r.q_stride, seed),
+                           k = self ? q : test::random_floats(size_t{r.B} * r.S * r.kv_stride, seed + 1),
+                           v = self ? q : test::random_floats(size_t{r.B} * r.S * r.kv_stride, seed + 2);
+  std::vector<float> ref(size_t{r.B} * r.T * r.C);
+  model::cpu::attention_sequences(ref.data(), q.data(), k.data(), v.data(), r, spec);
+  vk::Arena arena(g, (q.size() + k.size() + v.size() + ref.size()) * 4 + 65536, vk::MemoryKind::Device,
                   "test attention_sequences");
-  const vk::BufferSpan gq = test::to_gpu(g, arena, qkv), out = arena.alloc(ref.size() * 4);
+  const vk::BufferSpan gq = test::to_gpu(g, arena, q), gk = self ? gq : test::to_gpu(g, arena, k),
+                       gv = self ? gq : test::to_gpu(g, arena, v), out = arena.alloc(ref.size() * 4);
   vk::Recorder rec(g, true);
   rec.begin();
-  model::gpu::attention_sequences(
-      model::gpu::Ops(g), rec,
-      {.out = out, .qkv = gq, .B = B, .T = T, .C = C, .H = H, .spec = spec});
+  model::gpu::attention_sequences(model::gpu::Ops(g), rec,
+                                  {.out = out, .q = gq, .k = gk, .v = gv, .rows = r, .spec = spec});
   rec.run();
   CHECK(rec.stats().dispatches == 1);
-  const std::string what = std::string(spec.causal ? "causal" : "bidirectional") + " B=" + std::to_string(B) +
-                           " T=" + std::to_string(T) + " C=" + std::to_string(C) + " H=" + std::to_string(H);
+  const std::string what = std::string(self ? "self" : "cross") + (spec.causal ? " causal" : "") +
+                           " B=" + std::to_string(r.B) + " T=" + std::to_string(r.T) + " S=" +
+                           std::to_string(r.S) + " C=" + std::to_string(r.C) + " H=" + std::to_string(r.H);
   CHECK(test::close(what, test::from_gpu(g, out, ref.size()), ref, {1e-6, 1e-5}));
   // The kernel the policy picks (arena spans are texel-aligned).
   const bool texel = model::gpu::Ops(g).policy().texel_attention && g.caps().storage_texel_buffers &&
-                     (C / H) % 4 == 0;
+                     (r.C / r.H) % 4 == 0;
   if (g.caps().timestamps) {
     const std::vector<vk::DispatchTime> ran = rec.timings();
     CHECK_MESSAGE((ran.size() == 1 && ran[0].shader == (texel ? "attention_sequences_texel" : "attention_sequences")),
                   what);
   }
+}
+
+void check_self(const vk::Device& g, uint32_t B, uint32_t T, uint32_t C, uint32_t H,
+                const model::AttentionSpec& spec, unsigned seed) {
+  check(g, model::self_attention_rows(B, T, C, H), spec, true, seed);
+}
+void check_cross(const vk::Device& g, uint32_t B, uint32_t T, uint32_t S, uint32_t C, uint32_t H,
+                 unsigned seed) {
+  check(g, model::cross_attention_rows(B, T, S, C, H), {false, 0}, false, seed);
 }
 
 }  // namespace
@@ -60,11 +67,18 @@ TEST_CASE("attention_sequences matches the CPU reference, both kernel sets") {
   GPU_TEST(gpu);
   for (vk::KernelSet set : test::kKernelSets) {
     const vk::Device& g = gpu.with_kernels(set);
-    check(g, 3, 17, 96, 3, {true, 0}, 1100);    // D = 32
-    check(g, 2, 17, 96, 3, {false, 0}, 1110);   // bidirectional
-    check(g, 1, 64, 128, 2, {true, 0.3f}, 1120);  // D = 64, a given scale
-    check(g, 4, 1, 32, 4, {true, 0}, 1130);     // one token
-    check(g, 1, 9, 128, 1, {true, 0}, 1140);    // one head of 128, the largest D
-    check(g, 2, 5, 12, 2, {true, 0}, 1150);     // D = 6: the portable kernel on either set
+    check_self(g, 3, 17, 96, 3, {true, 0}, 1100);    // D = 32
+    check_self(g, 2, 17, 96, 3, {false, 0}, 1110);   // bidirectional
+    check_self(g, 1, 64, 128, 2, {true, 0.3f}, 1120);  // D = 64, a given scale
+    check_self(g, 4, 1, 32, 4, {true, 0}, 1130);     // one token
+    check_self(g, 1, 9, 128, 1, {true, 0}, 1140);    // one head of 128, the largest D
+    check_self(g, 2, 5, 12, 2, {true, 0}, 1150);     // D = 6: the portable kernel on either set
+    // Cross-attention: fewer and more source rows than queries, one source row, D = 6; GPT-2's
+    // heads over a 200-token source.
+    check_cross(g, 2, 9, 23, 96, 3, 1160);
+    check_cross(g, 3, 17, 5, 128, 2, 1170);
+    check_cross(g, 2, 6, 1, 32, 4, 1180);
+    check_cross(g, 2, 7, 11, 12, 2, 1190);
+    check_cross(g, 2, 96, 200, 768, 12, 1195);
   }
 }

@@ -139,31 +139,55 @@ TEST_CASE("activation_backward against central differences") {
 TEST_CASE("attention_backward against central differences") {
   // B = 2 sequences of T = 5 tokens, C = 12 in H = 3 heads (D = 4); causal and bidirectional, the
   // default scale and a given one.
-  const size_t B = 2, T = 5, C = 12, H = 3;
+  const uint32_t B = 2, T = 5, C = 12, H = 3;
+  const model::SequenceRows rows = model::self_attention_rows(B, T, C, H);
   for (const model::AttentionSpec spec :
        {model::AttentionSpec{true, 0}, model::AttentionSpec{false, 0}, model::AttentionSpec{true, 0.7f}}) {
-    Floats qkv = test::random_floats(B * T * 3 * C, 40, -1.5f, 1.5f),
-           w = test::random_floats(B * T * C, 41), dqkv(qkv.size()), out(B * T * C);
-    model::cpu::attention_backward(dqkv.data(), w.data(), qkv.data(), B, T, C, H, spec);
+    Floats qkv = test::random_floats(size_t{B} * T * 3 * C, 40, -1.5f, 1.5f),
+           w = test::random_floats(size_t{B} * T * C, 41), dqkv(qkv.size()), out(size_t{B} * T * C);
+    model::cpu::attention_backward(dqkv.data(), dqkv.data(), dqkv.data(), w.data(), qkv.data(),
+                                   qkv.data(), qkv.data(), rows, spec);
     const auto loss = [&] {
-      // Each sequence through the forward reference: its keys and values as caches of T rows.
-      Floats k(T * C), v(T * C);
-      for (size_t b = 0; b < B; b++) {
-        const float* in = qkv.data() + b * T * 3 * C;
-        for (size_t t = 0; t < T; t++)
-          for (size_t c = 0; c < C; c++) {
-            k[t * C + c] = in[t * 3 * C + C + c];
-            v[t * C + c] = in[t * 3 * C + 2 * C + c];
-          }
-        model::cpu::attention(out.data() + b * T * C, in, 3 * C, k.data(), v.data(), T, T, C, H,
-                              spec);
-      }
+      model::cpu::attention_sequences(out.data(), qkv.data(), qkv.data(), qkv.data(), rows, spec);
       return dot(out, w);
     };
     check_grad(std::string(spec.causal ? "causal" : "bidirectional") + " attention, scale " +
                    std::to_string(spec.scale) + ": dqkv",
                qkv, dqkv, loss);
   }
+}
+
+TEST_CASE("cross-attention's backward against central differences") {
+  // B = 2 sequences of T = 4 queries over S = 6 source rows each, C = 12 in H = 3 heads; q, k and
+  // v in three tensors, with rows wider than C (k and v side by side in one, as strides allow).
+  const uint32_t B = 2, T = 4, S = 6, C = 12, H = 3;
+  for (const bool packed : {false, true}) {
+    model::SequenceRows rows = model::cross_attention_rows(B, T, S, C, H);
+    if (packed) rows.kv_stride = 2 * C, rows.v_col = C;  // k and v in one [B, S, 2C]
+    Floats q = test::random_floats(size_t{B} * T * C, 42, -1.5f, 1.5f),
+           kv = test::random_floats(size_t{B} * S * rows.kv_stride, 43, -1.5f, 1.5f),
+           v2 = test::random_floats(size_t{B} * S * C, 44, -1.5f, 1.5f),
+           w = test::random_floats(size_t{B} * T * C, 45), out(size_t{B} * T * C);
+    Floats& v = packed ? kv : v2;
+    Floats dq(q.size()), dkv(kv.size()), dv2(v2.size());
+    Floats& dv = packed ? dkv : dv2;
+    const model::AttentionSpec spec{false, 0};
+    model::cpu::attention_backward(dq.data(), dkv.data(), dv.data(), w.data(), q.data(), kv.data(),
+                                   v.data(), rows, spec);
+    const auto loss = [&] {
+      model::cpu::attention_sequences(out.data(), q.data(), kv.data(), v.data(), rows, spec);
+      return dot(out, w);
+    };
+    const std::string what = packed ? "cross-attention, k and v in one tensor: " : "cross-attention: ";
+    check_grad(what + "dq", q, dq, loss);
+    check_grad(what + (packed ? "dk and dv" : "dk"), kv, dkv, loss);
+    if (!packed) check_grad(what + "dv", v2, dv2, loss);
+  }
+  // Causal attention needs S = T.
+  Floats x(1024);
+  CHECK_THROWS_AS(model::cpu::attention_sequences(x.data(), x.data(), x.data(), x.data(),
+                                                  model::cross_attention_rows(1, 2, 3, 4, 1)),
+                  std::invalid_argument);
 }
 
 TEST_CASE("embedding_backward against central differences, repeated ids") {

@@ -69,4 +69,24 @@ struct AttentionSpec {
   uint32_t bias_span = 0;
 };
 
+// Where training's attention (cpu::attention_sequences and attention_backward, their GPU ops)
+// finds its operands over B whole sequences: each sequence's T queries attend to its S keys.
+// Rows of q are q_stride floats apart, of k and v kv_stride; head h of C = H D is columns
+// q_col + h D .. + D - 1 (k_col, v_col). The gradients dq, dk and dv lie as q, k and v do.
+struct SequenceRows {
+  uint32_t B = 0, T = 0, S = 0, C = 0, H = 0;
+  uint32_t q_stride = 0, kv_stride = 0;
+  uint32_t q_col = 0, k_col = 0, v_col = 0;
+};
+// Self-attention within each sequence, q, k and v the column blocks of the fused QKV projection
+// [B, T, 3C].
+inline SequenceRows self_attention_rows(uint32_t B, uint32_t T, uint32_t C, uint32_t H) {
+  return {B, T, T, C, H, 3 * C, 3 * C, 0, C, 2 * C};
+}
+// Cross-attention: queries [B, T, C] over each sequence's source keys and values [B, S, C] each.
+inline SequenceRows cross_attention_rows(uint32_t B, uint32_t T, uint32_t S, uint32_t C,
+                                         uint32_t H) {
+  return {B, T, S, C, H, C, C, 0, 0, 0};
+}
+
 }  // namespace model

@@ -59,18 +59,9 @@ struct CpuTrainBackend {
     cpu::activation(buf(out), buf(in), size_t{N} * c.n_inner, c.activation);
   }
   void attention(Saved out, Saved qkv) {
-    const uint32_t C = c.n_embd;
-    std::vector<float> k(size_t{T} * C), v(size_t{T} * C);
-    for (uint32_t b = 0; b < B; b++) {
-      const float* in = buf(qkv) + size_t{b} * T * 3 * C;
-      for (uint32_t t = 0; t < T; t++)
-        for (uint32_t i = 0; i < C; i++) {
-          k[size_t{t} * C + i] = in[size_t{t} * 3 * C + C + i];
-          v[size_t{t} * C + i] = in[size_t{t} * 3 * C + 2 * C + i];
-        }
-      cpu::attention(buf(out) + size_t{b} * T * C, in, 3 * C, k.data(), v.data(), T, T, C,
-                     c.n_head, {c.causal, c.attention_scale});
-    }
+    const float* in = buf(qkv);
+    cpu::attention_sequences(buf(out), in, in, in, self_attention_rows(B, T, c.n_embd, c.n_head),
+                             {c.causal, c.attention_scale});
   }
   void cross_entropy(Saved logits) {
     float* l = buf(logits);
@@ -93,7 +84,10 @@ struct CpuTrainBackend {
     cpu::activation_backward(buf(dx), buf(dout), buf(x), size_t{N} * c.n_inner, c.activation);
   }
   void attention_backward(Grad dqkv, Grad dout, Saved qkv) {
-    cpu::attention_backward(buf(dqkv), buf(dout), buf(qkv), B, T, c.n_embd, c.n_head,
+    float* d = buf(dqkv);
+    const float* in = buf(qkv);
+    cpu::attention_backward(d, d, d, buf(dout), in, in, in,
+                            self_attention_rows(B, T, c.n_embd, c.n_head),
                             {c.causal, c.attention_scale});
   }
   void add(Grad dst, Grad src) {

@@ -316,13 +316,13 @@ struct GpuTrainBackend {
                     {.out = span(out), .x = span(in), .n = N * c.n_inner, .kind = c.activation});
   }
   void attention(Saved out, Saved qkv) {
+    const vk::BufferSpan& in = span(qkv);
     gpu::attention_sequences(m.ops, m.rec,
                              {.out = span(out),
-                              .qkv = span(qkv),
-                              .B = B,
-                              .T = T,
-                              .C = c.n_embd,
-                              .H = c.n_head,
+                              .q = in,
+                              .k = in,
+                              .v = in,
+                              .rows = self_attention_rows(B, T, c.n_embd, c.n_head),
                               .spec = spec()});
   }
   void cross_entropy(Saved logits) {
@@ -375,15 +375,17 @@ struct GpuTrainBackend {
                               .kind = c.activation});
   }
   void attention_backward(Grad dqkv, Grad dout, Saved qkv) {
+    const vk::BufferSpan &in = span(qkv), &d = span(dqkv);
     gpu::attention_backward(m.ops, m.rec,
-                            {.dqkv = span(dqkv),
+                            {.dq = d,
+                             .dk = d,
+                             .dv = d,
                              .stats = m.acts_.span(m.att_stats),
                              .dout = span(dout),
-                             .qkv = span(qkv),
-                             .B = B,
-                             .T = T,
-                             .C = c.n_embd,
-                             .H = c.n_head,
+                             .q = in,
+                             .k = in,
+                             .v = in,
+                             .rows = self_attention_rows(B, T, c.n_embd, c.n_head),
                              .spec = spec()});
   }
   void add(Grad dst, Grad src) {

@@ -76,26 +76,64 @@ void attention(float* out, const float* q, size_t q_stride, const float* k_cache
   }
 }
 
-void attention_backward(float* dqkv, const float* dout, const float* qkv, size_t B, size_t T,
-                        size_t C, size_t H, const AttentionSpec& spec) {
+namespace {
+
+// What training's attention refuses, for both directions.
+void check_sequences(const char* op, const SequenceRows& r, const AttentionSpec& spec) {
   if (spec.bias_span != 0)
-    throw std::invalid_argument(
-        "cpu::attention_backward: relative position bias has no training kernels yet");
-  const size_t D = C / H, row = 3 * C;
+    throw std::invalid_argument(std::string(op) +
+                                ": relative position bias has no training kernels yet");
+  if (spec.causal && r.S != r.T)
+    throw std::invalid_argument(std::string(op) + ": causal attention needs S = T, got S = " +
+                                std::to_string(r.S) + ", T = " + std::to_string(r.T));
+  if (r.H == 0 || r.C % r.H != 0)
+    throw std::invalid_argument(std::string(op) + ": C = " + std::to_string(r.C) +
+                                " is not a multiple of H = " + std::to_string(r.H));
+}
+
+}  // namespace
+
+void attention_sequences(float* out, const float* q, const float* k, const float* v,
+                         const SequenceRows& r, const AttentionSpec& spec) {
+  check_sequences("cpu::attention_sequences", r, spec);
+  const size_t C = r.C;
+  std::vector<float> k_cache(size_t{r.S} * C), v_cache(size_t{r.S} * C);
+  for (size_t b = 0; b < r.B; b++) {
+    for (size_t j = 0; j < r.S; j++)
+      for (size_t i = 0; i < C; i++) {
+        const size_t row = (b * r.S + j) * r.kv_stride;
+        k_cache[j * C + i] = k[row + r.k_col + i];
+        v_cache[j * C + i] = v[row + r.v_col + i];
+      }
+    attention(out + b * r.T * C, q + b * r.T * r.q_stride + r.q_col, r.q_stride, k_cache.data(),
+              v_cache.data(), r.T, r.S, C, r.H, spec);
+  }
+}
+
+void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
+                        const float* k, const float* v, const SequenceRows& r,
+                        const AttentionSpec& spec) {
+  check_sequences("cpu::attention_backward", r, spec);
+  const size_t C = r.C, H = r.H, D = C / H, T = r.T, S = r.S;
   const double scale = spec.scale != 0 ? wide(spec.scale) : 1.0 / std::sqrt(static_cast<double>(D));
-  std::vector<double> grad(T * row), p(T), dp(T);
-  for (size_t b = 0; b < B; b++) {
-    const float* in = qkv + b * T * row;
+  // One sequence's gradients [T, C] and [S, C], then written to their places.
+  std::vector<double> gq(T * C), gk(S * C), gv(S * C), p(S), dp(S);
+  for (size_t b = 0; b < r.B; b++) {
+    const auto Q = [&](size_t t) { return q + (b * T + t) * r.q_stride + r.q_col; };
+    const auto K = [&](size_t j) { return k + (b * S + j) * r.kv_stride + r.k_col; };
+    const auto V = [&](size_t j) { return v + (b * S + j) * r.kv_stride + r.v_col; };
     const float* dy = dout + b * T * C;
-    std::fill(grad.begin(), grad.end(), 0.0);
+    std::fill(gq.begin(), gq.end(), 0.0);
+    std::fill(gk.begin(), gk.end(), 0.0);
+    std::fill(gv.begin(), gv.end(), 0.0);
     for (size_t h = 0; h < H; h++)
       for (size_t t = 0; t < T; t++) {
-        const size_t L = spec.causal ? t + 1 : T;  // keys this query sees
-        const float* q = in + t * row + h * D;
+        const size_t L = spec.causal ? t + 1 : S;  // keys this query sees
+        const float* qt = Q(t) + h * D;
         double mx = -INFINITY;
         for (size_t j = 0; j < L; j++) {
           double s = 0;
-          for (size_t i = 0; i < D; i++) s += wide(q[i]) * wide(in[j * row + C + h * D + i]);
+          for (size_t i = 0; i < D; i++) s += wide(qt[i]) * wide(K(j)[h * D + i]);
           p[j] = s * scale;
           mx = std::max(mx, p[j]);
         }
@@ -106,8 +144,8 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, size_t
           p[j] /= total;
           double s = 0;
           for (size_t i = 0; i < D; i++) {
-            s += wide(dy[t * C + h * D + i]) * wide(in[j * row + 2 * C + h * D + i]);
-            grad[j * row + 2 * C + h * D + i] += p[j] * wide(dy[t * C + h * D + i]);  // dv
+            s += wide(dy[t * C + h * D + i]) * wide(V(j)[h * D + i]);
+            gv[j * C + h * D + i] += p[j] * wide(dy[t * C + h * D + i]);
           }
           dp[j] = s;
           p_dp += p[j] * s;
@@ -115,12 +153,20 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, size_t
         for (size_t j = 0; j < L; j++) {
           const double ds = p[j] * (dp[j] - p_dp) * scale;  // d score, times the scale
           for (size_t i = 0; i < D; i++) {
-            grad[t * row + h * D + i] += ds * wide(in[j * row + C + h * D + i]);  // dq
-            grad[j * row + C + h * D + i] += ds * wide(q[i]);                      // dk
+            gq[t * C + h * D + i] += ds * wide(K(j)[h * D + i]);
+            gk[j * C + h * D + i] += ds * wide(qt[i]);
           }
         }
       }
-    for (size_t i = 0; i < T * row; i++) dqkv[b * T * row + i] = narrow(grad[i]);
+    for (size_t t = 0; t < T; t++)
+      for (size_t i = 0; i < C; i++)
+        dq[(b * T + t) * r.q_stride + r.q_col + i] = narrow(gq[t * C + i]);
+    for (size_t j = 0; j < S; j++)
+      for (size_t i = 0; i < C; i++) {
+        const size_t row = (b * S + j) * r.kv_stride;
+        dk[row + r.k_col + i] = narrow(gk[j * C + i]);
+        dv[row + r.v_col + i] = narrow(gv[j * C + i]);
+      }
   }
 }
 

@@ -20,12 +20,21 @@ void attention(float* out, const float* q, size_t q_stride, const float* k_cache
                const AttentionSpec& options = {}, float* probs = nullptr,
                const float* bias = nullptr);
 
-// The backward of training's attention: B sequences of T tokens, each attending within itself
-// (causal: token t sees 0..t), q, k and v the column blocks of the fused QKV projection. The
-// softmax weights are recomputed (materialised per query, in double). A relative position
-// bias (spec.bias_span != 0) has no training kernels yet: throws std::invalid_argument.
-//   dout [B, T, C], qkv [B, T, 3C] -> dqkv [B, T, 3C]
-void attention_backward(float* dqkv, const float* dout, const float* qkv, size_t B, size_t T,
-                        size_t C, size_t H, const AttentionSpec& spec = {});
+// Training's forward attention over B whole sequences laid out as `rows` says (SequenceRows:
+// self-attention, causal or not, or cross-attention over a source): what cpu::attention computes
+// for each sequence with its S keys and values as caches. The reference of
+// gpu::attention_sequences. A relative position bias (spec.bias_span != 0) has no training
+// kernels yet: throws std::invalid_argument, as for causal attention with S != T.
+//   q [B, T, q_stride], k and v [B, S, kv_stride] -> out [B, T, C]
+void attention_sequences(float* out, const float* q, const float* k, const float* v,
+                         const SequenceRows& rows, const AttentionSpec& spec = {});
+
+// Its backward: the softmax weights recomputed (materialised per query, in double). dq, dk and
+// dv lie as q, k and v do and may be views of one buffer (self-attention's dqkv): each of their
+// elements in q's, k's and v's columns is written once.
+//   dout [B, T, C], q, k, v as above -> dq [B, T, q_stride], dk and dv [B, S, kv_stride]
+void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
+                        const float* k, const float* v, const SequenceRows& rows,
+                        const AttentionSpec& spec = {});
 
 }  // namespace model::cpu

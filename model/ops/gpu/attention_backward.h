@@ -7,35 +7,35 @@
 
 namespace model::gpu {
 
-// Training's forward: attention within each of B whole sequences of T tokens (causal or not),
-// q, k and v read from the fused QKV projection; one dispatch for all of them. What
-// cpu::attention computes for each sequence with its keys and values as caches of T rows. The
-// head dim D = C / H is at most push::ATTENTION_BACKWARD_MAX_D (128); qkv must fit one binding.
-// Where the policy asks for texel attention (and D % 4 == 0, qkv texel-aligned), the texel
-// kernel runs, as for attention_backward.
-//   qkv [B, T, 3C] -> out [B, T, C]
+// Training's forward: attention over B whole sequences laid out as `rows` says (SequenceRows:
+// self-attention within each sequence, causal or not, q, k and v the fused QKV projection; or
+// cross-attention of T queries over a source's S keys and values), one dispatch for all of them.
+// What cpu::attention_sequences computes. The head dim D = C / H is at most
+// push::ATTENTION_BACKWARD_MAX_D (128); q, k and v must each fit one binding. Where the policy
+// asks for texel attention (and D % 4 == 0, every span texel-aligned), the texel kernel runs, as
+// for attention_backward. q, k and v may be one span (self-attention's qkv).
+//   q [B, T, q_stride], k and v [B, S, kv_stride] -> out [B, T, C]
 struct AttentionSequencesArgs {
   vk::BufferSpan out;  // [B, T, C]
-  vk::BufferSpan qkv;  // [B, T, 3C]
-  uint32_t B = 0, T = 0, C = 0, H = 0;
+  vk::BufferSpan q, k, v;
+  SequenceRows rows;
   AttentionSpec spec;
 };
 void attention_sequences(const Ops& ops, vk::Recorder& rec, const AttentionSequencesArgs& a);
 
-// The backward of training's attention, as cpu::attention_backward: B sequences of T tokens,
-// each attending within itself (causal or not), q, k and v the column blocks of the fused QKV
-// projection. Two dispatches (a pass per query for dq, then a pass per key for dk and dv), the
-// softmax weights recomputed in both; every output has one writer and a fixed order of sums.
-// stats is scratch of attention_backward_stats_bytes(). The head dim D = C / H is at most
-// push::ATTENTION_BACKWARD_MAX_D (128); qkv, dout and dqkv must each fit one binding.
-//   dout [B, T, C], qkv [B, T, 3C] -> dqkv [B, T, 3C]
+// The backward of training's attention, as cpu::attention_backward. Two dispatches (a pass per
+// query for dq, then a pass per key for dk and dv), the softmax weights recomputed in both; every
+// output has one writer and a fixed order of sums. stats is scratch of
+// attention_backward_stats_bytes(B, T, H). The same limits as attention_sequences; dq, dk and dv
+// lie as q, k and v do, and may be one span (self-attention's dqkv).
+//   dout [B, T, C], q [B, T, q_stride], k and v [B, S, kv_stride] -> dq, dk, dv
 uint64_t attention_backward_stats_bytes(uint32_t B, uint32_t T, uint32_t H);
 struct AttentionBackwardArgs {
-  vk::BufferSpan dqkv;   // [B, T, 3C]
+  vk::BufferSpan dq, dk, dv;
   vk::BufferSpan stats;  // scratch: attention_backward_stats_bytes(B, T, H)
   vk::BufferSpan dout;   // [B, T, C]
-  vk::BufferSpan qkv;    // [B, T, 3C]
-  uint32_t B = 0, T = 0, C = 0, H = 0;
+  vk::BufferSpan q, k, v;
+  SequenceRows rows;
   AttentionSpec spec;
 };
 void attention_backward(const Ops& ops, vk::Recorder& rec, const AttentionBackwardArgs& a);
