@@ -21,101 +21,189 @@ namespace {
 
 using W = float*;
 
+// One stack's rows: its config and weights, its sequences' ids and their length.
+struct StackRows {
+  const Config* c = nullptr;
+  const ModelWeights<W>* w = nullptr;
+  std::span<const int32_t> ids;
+  uint32_t T = 0;
+};
+
 struct CpuTrainBackend {
-  const Config& c;
-  const ModelWeights<W>& w;
-  std::span<const int32_t> ids, targets;
-  uint32_t B, T, N;
+  std::span<const int32_t> targets;
+  uint32_t B;
   bool recompute;  // activations stored by slot(s, recompute)
-  std::map<Saved, std::vector<float>> saved;
-  std::map<Grad, std::vector<float>> grads;
+  // A decoder's rows (Target), and an encoder-decoder's source (Source); `rows` the current.
+  StackRows stacks[2];
+  Rows rows_now = Rows::Target;
+  std::map<std::pair<Rows, Saved>, std::vector<float>> saved;
+  std::map<std::pair<Rows, Grad>, std::vector<float>> grads;
   double loss = 0;
 
+  const StackRows& now() const { return stacks[static_cast<int>(rows_now)]; }
+  const Config& cfg() const { return *now().c; }
+  uint32_t T() const { return now().T; }
+  uint32_t N() const { return B * now().T; }
+  void rows(Rows r) { rows_now = r; }
+
+  static bool source_kind(Kept k) {
+    return k == Kept::SourceK || k == Kept::SourceV || k == Kept::SourceDK || k == Kept::SourceDV;
+  }
   float* buf(Saved s) {
-    std::vector<float>& v = saved[slot(s, recompute)];
-    v.resize(size_t{N} * width(c, s));
+    const Rows r = source_kind(s.kind) ? Rows::Source : rows_now;
+    std::vector<float>& v = saved[{r, slot(s, recompute)}];
+    v.resize(size_t{B} * stacks[static_cast<int>(r)].T * width(cfg(), s));
     return v.data();
   }
   float* buf(Grad g) {
-    std::vector<float>& v = grads[g];
-    v.resize(size_t{N} * width(c, g));
+    std::vector<float>& v = grads[{rows_now, g}];
+    v.resize(size_t{N()} * width(cfg(), g));
     return v.data();
   }
 
   void embed(Saved out) {
+    const Config& c = cfg();
     for (uint32_t b = 0; b < B; b++)
-      cpu::embedding(buf(out) + size_t{b} * T * c.n_embd, ids.data() + size_t{b} * T, w.wte, w.wpe, T,
-                     c.n_embd, c.n_vocab, c.n_ctx, 0, c.positions);
+      cpu::embedding(buf(out) + size_t{b} * T() * c.n_embd, now().ids.data() + size_t{b} * T(), now().w->wte,
+                     now().w->wpe, T(), c.n_embd, c.n_vocab, c.n_ctx, 0, c.positions, nullptr, nullptr, 0,
+                     c.embed_scale);
   }
   void layernorm(Saved out, Saved in, const Norm<W>& n) {
-    cpu::layernorm(buf(out), buf(in), n.gamma, n.beta, N, c.n_embd, c.layer_norm_epsilon,
+    const Config& c = cfg();
+    cpu::layernorm(buf(out), buf(in), n.gamma, n.beta, N(), c.n_embd, c.layer_norm_epsilon,
                    c.layer_norm);
   }
   void linear(Saved out, Saved in, const Linear<W>& l, const Saved* residual = nullptr) {
-    cpu::matmul(buf(out), buf(in), l.w, l.b, residual ? buf(*residual) : nullptr, N, l.K, l.N,
+    cpu::matmul(buf(out), buf(in), l.w, l.b, residual ? buf(*residual) : nullptr, N(), l.K, l.N,
                 l.layout);
   }
   void activation(Saved out, Saved in) {
-    cpu::activation(buf(out), buf(in), size_t{N} * c.n_inner, c.activation);
+    const Config& c = cfg();
+    cpu::activation(buf(out), buf(in), size_t{N()} * c.n_inner, c.activation);
   }
   void attention(Saved out, Saved qkv) {
+    const Config& c = cfg();
     const float* in = buf(qkv);
-    cpu::attention_sequences(buf(out), in, in, in, self_attention_rows(B, T, c.n_embd, c.n_head),
+    cpu::attention_sequences(buf(out), in, in, in, self_attention_rows(B, T(), c.n_embd, c.n_head),
                              {c.causal, c.attention_scale});
   }
+  SequenceRows cross_rows() const {
+    const Config& c = cfg();
+    return cross_attention_rows(B, T(), stacks[1].T, c.attn_width(), c.n_head);
+  }
+  void cross_attention(Saved out, Saved q) {
+    const Config& c = cfg();
+    cpu::attention_sequences(buf(out), buf(q), buf(Saved{Kept::SourceK, q.layer, q.sub}),
+                             buf(Saved{Kept::SourceV, q.layer, q.sub}), cross_rows(),
+                             {false, c.attention_scale});
+  }
+  void cross_attention_backward(Grad dq, Grad dout, Saved q) {
+    const Config& c = cfg();
+    cpu::attention_backward(buf(dq), buf(Saved{Kept::SourceDK, q.layer, q.sub}),
+                            buf(Saved{Kept::SourceDV, q.layer, q.sub}), buf(dout), buf(q),
+                            buf(Saved{Kept::SourceK, q.layer, q.sub}),
+                            buf(Saved{Kept::SourceV, q.layer, q.sub}), cross_rows(),
+                            {false, c.attention_scale});
+  }
   void cross_entropy(Saved logits) {
+    const Config& c = cfg();
     float* l = buf(logits);
-    std::vector<float> d(size_t{N} * c.n_vocab);
-    loss = cpu::cross_entropy(d.data(), l, targets.data(), N, c.n_vocab);
+    std::vector<float> d(size_t{N()} * c.n_vocab);
+    loss = cpu::cross_entropy(d.data(), l, targets.data(), N(), c.n_vocab);
     std::copy(d.begin(), d.end(), l);
   }
   template <class Out>
   void linear_backward(const Grad* dx, Out dout, Saved x, const Linear<W>& l, const Linear<W>& dl) {
     std::vector<float> unused;
-    float* dx_buf = dx ? buf(*dx) : (unused.resize(size_t{N} * l.K), unused.data());
-    cpu::matmul_backward(dx_buf, dl.w, dl.b, buf(dout), buf(x), l.w, N, l.K, l.N, l.layout);
+    float* dx_buf = dx ? buf(*dx) : (unused.resize(size_t{N()} * l.K), unused.data());
+    cpu::matmul_backward(dx_buf, dl.w, dl.b, buf(dout), buf(x), l.w, N(), l.K, l.N, l.layout);
   }
   template <class Out>
   void layernorm_backward(Grad dx, Out dout, Saved x, const Norm<W>& n, const Norm<W>& dn) {
-    cpu::layernorm_backward(buf(dx), dn.gamma, dn.beta, buf(dout), buf(x), n.gamma, N, c.n_embd,
+    const Config& c = cfg();
+    cpu::layernorm_backward(buf(dx), dn.gamma, dn.beta, buf(dout), buf(x), n.gamma, N(), c.n_embd,
                             c.layer_norm_epsilon, c.layer_norm);
   }
   void activation_backward(Grad dx, Grad dout, Saved x) {
-    cpu::activation_backward(buf(dx), buf(dout), buf(x), size_t{N} * c.n_inner, c.activation);
+    const Config& c = cfg();
+    cpu::activation_backward(buf(dx), buf(dout), buf(x), size_t{N()} * c.n_inner, c.activation);
   }
   void attention_backward(Grad dqkv, Grad dout, Saved qkv) {
+    const Config& c = cfg();
     float* d = buf(dqkv);
     const float* in = buf(qkv);
     cpu::attention_backward(d, d, d, buf(dout), in, in, in,
-                            self_attention_rows(B, T, c.n_embd, c.n_head),
+                            self_attention_rows(B, T(), c.n_embd, c.n_head),
                             {c.causal, c.attention_scale});
   }
   void add(Grad dst, Grad src) {
     float* d = buf(dst);
     const float* s = buf(src);
-    for (size_t i = 0; i < size_t{N} * c.n_embd; i++) d[i] += s[i];
+    for (size_t i = 0; i < size_t{N()} * cfg().n_embd; i++) d[i] += s[i];
   }
   void embed_backward(Grad dout, W dwte, W dwpe) {
-    cpu::embedding_backward(dwte, dwpe, buf(dout), ids.data(), B, T, c.n_embd);
+    const Config& c = cfg();
+    const float* g = buf(dout);
+    // embed() scales wte's rows by embed_scale (Marian's sqrt(C)): so does their gradient.
+    std::vector<float> scaled;
+    if (c.embed_scale != 1.0f) {
+      scaled.assign(g, g + size_t{N()} * c.n_embd);
+      for (float& x : scaled) x *= c.embed_scale;
+      g = scaled.data();
+    }
+    cpu::embedding_backward(dwte, dwpe, g, now().ids.data(), B, T(), c.n_embd);
   }
 };
+
+}  // namespace
+
+namespace {
+
+// Zeroes every gradient; throws unless grads are of params' model.
+void zero_grads(const Parameters& params, Parameters& grads, const char* op) {
+  if (!(grads.config() == params.config()))
+    throw std::invalid_argument(std::string(op) + ": grads of another model");
+  for (const ExpectedTensor& e : grads.tensors()) {
+    std::vector<float>& g = grads.tensor(e.name);
+    std::fill(g.begin(), g.end(), 0.0f);
+  }
+}
 
 }  // namespace
 
 double cpu_train_step(Parameters& params, Parameters& grads, std::span<const int32_t> ids,
                       std::span<const int32_t> targets, uint32_t B, uint32_t T, bool recompute) {
   const Config& c = params.config();
+  if (c.family == Family::EncoderDecoder)
+    throw std::invalid_argument("cpu_train_step: an encoder-decoder's step is cpu_seq2seq_train_step");
   if (ids.size() != size_t{B} * T || targets.size() != ids.size())
     throw std::invalid_argument("cpu_train_step: ids and targets must hold B * T tokens");
   if (T > c.n_ctx) throw std::invalid_argument("cpu_train_step: T is past the model's context");
-  if (!(grads.config() == c)) throw std::invalid_argument("cpu_train_step: grads of another model");
-  for (const ExpectedTensor& e : grads.tensors()) {
-    std::vector<float>& g = grads.tensor(e.name);
-    std::fill(g.begin(), g.end(), 0.0f);
-  }
+  zero_grads(params, grads, "cpu_train_step");
   const ModelWeights<W> w = params.weights(), dw = grads.weights();
-  CpuTrainBackend backend{c, w, ids, targets, B, T, B * T, recompute, {}, {}, 0};
+  CpuTrainBackend backend{targets, B, recompute, {StackRows{&c, &w, ids, T}, {}}};
   train_step(backend, c, w, dw, Until::Gradients, recompute);
+  return backend.loss;
+}
+
+double cpu_seq2seq_train_step(Parameters& params, Parameters& grads,
+                              std::span<const int32_t> sources, std::span<const int32_t> inputs,
+                              std::span<const int32_t> targets, uint32_t B, uint32_t S, uint32_t T) {
+  const Config& c = params.config();
+  if (c.family != Family::EncoderDecoder)
+    throw std::invalid_argument("cpu_seq2seq_train_step: not an encoder-decoder's parameters");
+  if (sources.size() != size_t{B} * S || S == 0)
+    throw std::invalid_argument("cpu_seq2seq_train_step: sources must hold B * S tokens, S >= 1");
+  if (inputs.size() != size_t{B} * T || targets.size() != inputs.size())
+    throw std::invalid_argument("cpu_seq2seq_train_step: inputs and targets must hold B * T tokens");
+  if (S > c.n_ctx || T > c.n_ctx)
+    throw std::invalid_argument("cpu_seq2seq_train_step: S or T is past the model's context");
+  zero_grads(params, grads, "cpu_seq2seq_train_step");
+  const Config ec = encoder_side(c), dc = decoder_side(c);
+  const ModelWeights<W> ew = params.weights(Family::Encoder), dew = grads.weights(Family::Encoder),
+                        w = params.weights(Family::Decoder), dw = grads.weights(Family::Decoder);
+  CpuTrainBackend backend{targets, B, false, {StackRows{&dc, &w, inputs, T}, StackRows{&ec, &ew, sources, S}}};
+  seq2seq_train_step(backend, ec, ew, dew, dc, w, dw);
   return backend.loss;
 }
 
@@ -125,7 +213,7 @@ std::vector<float> cpu_next_logits(Parameters& params, std::span<const int32_t> 
     throw std::invalid_argument("cpu_next_logits: 1 to n_ctx ids");
   const auto T = static_cast<uint32_t>(ids.size());
   const ModelWeights<W> w = params.weights();
-  CpuTrainBackend backend{c, w, ids, {}, 1, T, T, false, {}, {}, 0};
+  CpuTrainBackend backend{{}, 1, false, {StackRows{&c, &w, ids, T}, {}}};
   train_step(backend, c, w, w, Until::Logits);
   const float* last = backend.buf(Saved{Kept::Logits}) + size_t{T - 1} * c.n_vocab;
   return std::vector<float>(last, last + c.n_vocab);

@@ -17,6 +17,14 @@ double cpu_train_step(Parameters& params, Parameters& grads, std::span<const int
                       std::span<const int32_t> targets, uint32_t B, uint32_t T,
                       bool recompute = false);
 
+// An encoder-decoder's step (train_graph.h's seq2seq_train_step): B sources [B, S], the
+// decoder's inputs [B, T] (each target sequence from decoder_start_token_id) and their targets
+// [B, T] (the next tokens). grads is zeroed, then holds d(mean loss)/d(each parameter); returns
+// the mean cross-entropy over the B * T targets.
+double cpu_seq2seq_train_step(Parameters& params, Parameters& grads,
+                              std::span<const int32_t> sources, std::span<const int32_t> inputs,
+                              std::span<const int32_t> targets, uint32_t B, uint32_t S, uint32_t T);
+
 // The forward pass of one sequence ids [n] alone (1 <= n <= n_ctx), up to the logits: those of
 // its last position [V] (what GpuTrainer::next_logits computes).
 std::vector<float> cpu_next_logits(Parameters& params, std::span<const int32_t> ids);

@@ -83,6 +83,10 @@ struct GpuTrainer::Impl {
     const Config& c = config;
     if (B == 0 || T == 0 || M == 0)
       throw std::invalid_argument("training needs B >= 1, T >= 1 and a micro-batch or more");
+    if (c.family == Family::EncoderDecoder)
+      throw std::invalid_argument(
+          "training an encoder-decoder on a GPU is not built yet (its step runs on the CPU "
+          "reference: cpu_seq2seq_train_step)");
     if (uint64_t{M} * N > UINT32_MAX)
       throw std::invalid_argument("a step of " + std::to_string(M) + " micro-batches of " +
                                   std::to_string(N) + " tokens passes 2^32 tokens");

@@ -36,12 +36,15 @@ class Normal {
 }  // namespace
 
 Parameters::Parameters(const Config& config) : config_(config), expected_(expected_tensors(config)) {
-  // Training's graph (train_graph.h) is the decoder's: no token types, no embedding norm, no
-  // encoder heads.
+  // Training's graph (train_graph.h) is a decoder's, or an encoder-decoder's: no token types,
+  // no embedding norm, no encoder heads, no relative position bias (T5's).
   if (config.family == Family::Encoder)
-    throw std::invalid_argument("training runs decoders (GPT-2) only; this is a BERT encoder");
-  if (config.family != Family::Decoder || config.cross_attention)
-    throw std::invalid_argument("training runs decoders (GPT-2) only; this is an encoder-decoder");
+    throw std::invalid_argument("training runs decoders and encoder-decoders; this is a BERT encoder");
+  if (config.family == Family::Decoder && config.cross_attention)
+    throw std::invalid_argument("training runs a decoder with cross-attention as part of its "
+                                "encoder-decoder, not alone");
+  if (config.relative_buckets != 0)
+    throw std::invalid_argument("training has no kernels for T5's relative position bias yet");
   // The trainers' buffers and backward ops are sized by n_embd throughout.
   if (config.attn_width() != config.n_embd)
     throw std::invalid_argument("training needs attention as wide as the model; this one's is " +
@@ -92,8 +95,22 @@ uint64_t Parameters::count() const {
 }
 
 ModelWeights<float*> Parameters::weights() {
+  if (config_.family == Family::EncoderDecoder)
+    throw std::logic_error("Parameters::weights: an encoder-decoder's are weights(side)");
   return map_weights<float*>(config_, [&](const std::string& name) -> float* {
     auto it = values_.find(name);
+    return it == values_.end() ? nullptr : it->second.data();
+  });
+}
+
+ModelWeights<float*> Parameters::weights(Family side) {
+  if (config_.family != Family::EncoderDecoder || side == Family::EncoderDecoder)
+    throw std::logic_error("Parameters::weights(side): one side of an encoder-decoder");
+  // As Checkpoint::side() names them: the encoder's under "enc.", the shared wte both sides'.
+  const std::string prefix = side == Family::Encoder ? "enc." : "";
+  const Config c = side == Family::Encoder ? encoder_side(config_) : decoder_side(config_);
+  return map_weights<float*>(c, [&](const std::string& name) -> float* {
+    auto it = values_.find(name == "wte.weight" ? name : prefix + name);
     return it == values_.end() ? nullptr : it->second.data();
   });
 }

@@ -34,8 +34,11 @@ class Parameters {
   std::vector<float>& tensor(const std::string& name);
   const std::vector<float>& tensor(const std::string& name) const;
   uint64_t count() const;  // elements of every tensor
-  // The tensors as graph.h's weights (a tied head reads wte's vector).
+  // The tensors as graph.h's weights (a tied head reads wte's vector): a decoder's, or one side
+  // of an encoder-decoder's (Family::Encoder or Decoder, with encoder_side()'s or
+  // decoder_side()'s config; the two share wte's vector).
   ModelWeights<float*> weights();
+  ModelWeights<float*> weights(Family side);
 
  private:
   Config config_;
