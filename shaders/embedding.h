@@ -48,6 +48,7 @@ struct EmbeddingBackwardPush {
   uint v_end;     // one past its last row
   uint wte_skip;  // elements from the start of the dwte binding to row v_begin
   uint learned;   // 1: dwpe too (one dispatch only)
+  float scale;    // what the forward multiplied wte's rows by: dwte gets scale * dout
 };
 PUSH_NAMESPACE_END
 

@@ -1,7 +1,7 @@
 #version 450
 // The backward of embedding.comp (training): each invocation owns one channel c and walks the
-// tokens in order, adding dout[i, c] to dwte[ids[i], c] (and to dwpe[i % T, c] for learned
-// positions). No float atomics: the sums happen in token order, the same bits every run, and
+// tokens in order, adding scale dout[i, c] to dwte[ids[i], c] (the forward's scale: Marian's
+// sqrt(C)) and dout[i, c] to dwpe[i % T, c] for learned positions. No float atomics: the sums happen in token order, the same bits every run, and
 // repeated ids need no care. Consecutive invocations touch consecutive channels of a row, so a
 // subgroup's accesses coalesce. dwte and dwpe accumulate (+=): a tied head's gradient may already
 // be there. Only C invocations run, each over every token: fine for the tokens of a training step
@@ -24,7 +24,7 @@ void main() {
     const uint id = uint(ids[i]);
     if (id >= p.v_begin && id < p.v_end) {
       const uint at = p.wte_skip + (id - p.v_begin) * p.C + c;
-      dwte[at] += g;
+      dwte[at] += p.scale * g;
     }
     if (p.learned != 0) dwpe[(i % p.T) * p.C + c] += g;
   }

@@ -346,7 +346,8 @@ TEST_CASE("embedding rejects bad arguments") {
 namespace {
 
 void check_backward(const vk::Device& device, const model::gpu::Ops& kernels, uint32_t B, uint32_t T,
-                    uint32_t C, uint32_t V, bool learned, unsigned seed, uint32_t dispatches) {
+                    uint32_t C, uint32_t V, bool learned, unsigned seed, uint32_t dispatches,
+                    float scale = 1.0f) {
   const uint32_t n = B * T;
   std::vector<int32_t> ids;
   for (float u : test::random_floats(n, seed, 0.0f, 1.0f))
@@ -371,11 +372,12 @@ void check_backward(const vk::Device& device, const model::gpu::Ops& kernels, ui
                                   .n = n,
                                   .T = T,
                                   .C = C,
-                                  .V = V});
+                                  .V = V,
+                                  .scale = scale});
   rec.run();
   CHECK(rec.stats().dispatches == dispatches);
   model::cpu::embedding_backward(dwte.data(), learned ? dwpe.data() : nullptr, dout.data(), ids.data(),
-                                 B, T, C);
+                                 B, T, C, scale);
   const std::string what = "embedding_backward B=" + std::to_string(B) + " T=" + std::to_string(T) +
                            " C=" + std::to_string(C) + " V=" + std::to_string(V);
   CHECK(test::close(what + ": dwte", test::from_gpu(device, gwte, dwte.size()), dwte, {1e-6, 1e-6}));
@@ -388,6 +390,7 @@ TEST_CASE("embedding_backward matches the CPU reference") {
   GPU_TEST(g);
   check_backward(g.device, g.kernels, 3, 7, 33, 10, true, 500, 1);   // many repeats of 5 ids
   check_backward(g.device, g.kernels, 2, 16, 64, 300, false, 510, 1);
+  check_backward(g.device, g.kernels, 2, 9, 32, 40, false, 515, 1, 5.656854f);  // Marian's sqrt(C)
   // dwte in blocks of rows past a lowered maxStorageBufferRange: 4096 bytes hold 15 rows of 64
   // (and the alignment slack), so 300 rows take 20 dispatches.
   test::LoweredGpu small(g, {.max_storage_buffer_range = 4096});

@@ -194,16 +194,18 @@ TEST_CASE("embedding_backward against central differences, repeated ids") {
   const size_t B = 2, T = 4, C = 6, V = 5, n_pos = 8;
   const int32_t ids[B * T] = {3, 1, 3, 0, 4, 3, 1, 1};
   for (bool learned : {true, false}) {
+    // With sinusoidal positions, wte's rows scaled as Marian's are (sqrt(C)).
+    const float scale = learned ? 1.0f : std::sqrt(float(C));
     const auto position = learned ? model::PositionKind::Learned : model::PositionKind::Sinusoidal;
     Floats wte = test::random_floats(V * C, 50), wpe = test::random_floats(n_pos * C, 51),
            w = test::random_floats(B * T * C, 52), out(B * T * C);
     Floats dwte(V * C, 0.0f), dwpe(n_pos * C, 0.0f);
     model::cpu::embedding_backward(dwte.data(), learned ? dwpe.data() : nullptr, w.data(), ids, B,
-                                   T, C);
+                                   T, C, scale);
     const auto loss = [&] {
       for (size_t b = 0; b < B; b++)
         model::cpu::embedding(out.data() + b * T * C, ids + b * T, wte.data(), wpe.data(), T, C,
-                              V, n_pos, 0, position);
+                              V, n_pos, 0, position, nullptr, nullptr, 0, scale);
       return dot(out, w);
     };
     const std::string what = learned ? "learned positions" : "sinusoidal positions";

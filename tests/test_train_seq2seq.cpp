@@ -16,9 +16,12 @@
 
 #include "model/formats/config.h"
 #include "model/forward/seq2seq.h"
+#include "model/ops/cpu/optimizer.h"
 #include "model/training/cpu_trainer.h"
+#include "model/training/gpu_trainer.h"
 #include "model/training/parameters.h"
 #include "tests/compare.h"
+#include "tests/gpu.h"
 #include "tests/model_fixture.h"
 
 namespace {
@@ -44,11 +47,38 @@ model::Config tiny(const std::string& variant) {
   return c;
 }
 
+// GPT-2's initialisation, every value moved by up to 0.2 (as test_train.cpp's).
+Parameters random_parameters(const model::Config& c, unsigned seed) {
+  Parameters p(c);
+  p.init_gpt2(seed);
+  for (const model::ExpectedTensor& e : p.tensors()) {
+    std::vector<float>& v = p.tensor(e.name);
+    const std::vector<float> noise = test::random_floats(v.size(), ++seed, -0.2f, 0.2f);
+    for (size_t i = 0; i < v.size(); i++) v[i] += noise[i];
+  }
+  return p;
+}
+
 double peak_of(const Parameters& grads) {
   double peak = 0;
   for (const model::ExpectedTensor& e : grads.tensors())
     for (float g : grads.tensor(e.name)) peak = std::max(peak, std::abs(double(g)));
   return peak;
+}
+
+// Every gradient tensor within 2e-3 of its largest magnitude. Cross-attention's key bias
+// (cross.c_k.bias) has a zero gradient in exact arithmetic (a query's scores all move by q . b,
+// which the softmax ignores): both sides hold rounding noise there, ~1e-9 here, so its scale is
+// floored at 1e-4 of the largest gradient of the step.
+void check_grads(const std::string& what, const Parameters& got, const Parameters& ref) {
+  const double step_peak = peak_of(ref);
+  for (const model::ExpectedTensor& e : ref.tensors()) {
+    const std::vector<float>& r = ref.tensor(e.name);
+    double peak = 0;
+    for (float v : r) peak = std::max(peak, std::abs(double(v)));
+    if (e.name.ends_with("cross.c_k.bias")) peak = std::max(peak, 1e-4 * step_peak);
+    CHECK(test::close(what + ": d loss / d " + e.name, got.tensor(e.name), r, {2e-3 * peak, 0}));
+  }
 }
 
 }  // namespace
@@ -82,15 +112,7 @@ TEST_CASE("train seq2seq: the CPU step's loss is the inference model's, teacher-
 TEST_CASE("train seq2seq: the CPU step's gradients against central differences") {
   for (const std::string variant : {"marian", "pre-norm"}) {
     const model::Config c = tiny(variant);
-    Parameters params(c), grads(c), scratch(c);
-    // GPT-2's initialisation, every value moved by up to 0.2 (as test_train.cpp's).
-    params.init_gpt2(41);
-    unsigned seed = 41;
-    for (const model::ExpectedTensor& e : params.tensors()) {
-      std::vector<float>& v = params.tensor(e.name);
-      const std::vector<float> noise = test::random_floats(v.size(), ++seed, -0.2f, 0.2f);
-      for (size_t i = 0; i < v.size(); i++) v[i] += noise[i];
-    }
+    Parameters params = random_parameters(c, 41), grads(c), scratch(c);
     const auto step = [&](Parameters& g) {
       return model::training::cpu_seq2seq_train_step(params, g, kSources, kInputs, kTargets, B, S, T);
     };
@@ -124,6 +146,79 @@ TEST_CASE("train seq2seq: the CPU step's gradients against central differences")
   }
 }
 
+// The GPU step against the CPU reference step, as test_train.cpp's for decoders: the loss within
+// 1e-5 relative, every gradient tensor within 2e-3 of its largest magnitude; then three AdamW
+// steps, the losses within 1e-4 relative and the weights within 1e-4 of the largest weight. Two
+// micro-batches (M = 2) give the gradients of their mean. Both kernel sets.
+TEST_CASE("train seq2seq: the GPU step matches the CPU reference step, both kernel sets") {
+  GPU_TEST(g);
+  for (vk::KernelSet set : test::kKernelSets)
+    for (const std::string variant : {"marian", "pre-norm"}) {
+      const model::Config c = tiny(variant);
+      const Parameters start = random_parameters(c, 60);
+      const std::string what = variant + ", " + test::kernels_name(set);
+      model::training::GpuTrainer gpu(g.with_kernels(set), start, B, T, false, 1, {}, false, S);
+      CHECK(gpu.source_length() == S);
+      const model::training::StepResult got = gpu.gradients(kInputs, kTargets, kSources);
+      Parameters params = start, grads(c), got_grads(c);
+      const double ref = model::training::cpu_seq2seq_train_step(params, grads, kSources, kInputs,
+                                                                  kTargets, B, S, T);
+      CHECK_MESSAGE(std::abs(got.loss - ref) <= 1e-5 * ref, what);
+      CHECK_MESSAGE(std::abs(gpu.evaluate(kInputs, kTargets, kSources) - ref) <= 1e-5 * ref, what);
+      gpu.download_grads(got_grads);
+      check_grads(what, got_grads, grads);
+
+      // Three AdamW steps against the reference's update.
+      model::training::StepSettings s;
+      s.lr = 1e-2f;
+      s.clip = 0;
+      Parameters m(c), v(c);
+      for (uint64_t step = 1; step <= 3; step++) {
+        s.step = step;
+        const double gpu_loss = gpu.step(kInputs, kTargets, s, kSources).loss;
+        const double cpu_loss = model::training::cpu_seq2seq_train_step(params, grads, kSources, kInputs,
+                                                                         kTargets, B, S, T);
+        const std::string at = what + ", step " + std::to_string(step);
+        CHECK_MESSAGE(std::abs(gpu_loss - cpu_loss) <= 1e-4 * cpu_loss, at);
+        for (const model::ExpectedTensor& e : params.tensors()) {
+          std::vector<float>& p = params.tensor(e.name);
+          model::cpu::adamw(p.data(), m.tensor(e.name).data(), v.tensor(e.name).data(),
+                            grads.tensor(e.name).data(), p.size(),
+                            {s.lr, s.beta1, s.beta2, s.eps, e.shape.size() >= 2 ? s.weight_decay : 0.0f},
+                            step);
+        }
+      }
+      Parameters after(c);
+      gpu.download(after);
+      for (const model::ExpectedTensor& e : params.tensors()) {
+        std::vector<float> got_p = after.tensor(e.name), ref_p = params.tensor(e.name);
+        // The key biases' gradients are zero in exact arithmetic (a query's scores all move by
+        // q . b, which the softmax ignores): both sides hold rounding noise there, which AdamW's
+        // m / sqrt(v) turns into steps of any size up to lr (test_train.cpp's note). Self-
+        // attention's are the middle third of c_attn.bias, cross-attention's all of c_k.bias.
+        const bool self_keys = e.name.ends_with("attn.c_attn.bias"), cross_keys = e.name.ends_with("cross.c_k.bias");
+        if (self_keys || cross_keys) {
+          const auto from = static_cast<std::ptrdiff_t>(self_keys ? c.n_embd : 0),
+                     to = static_cast<std::ptrdiff_t>(self_keys ? 2 * c.n_embd : got_p.size());
+          std::fill(got_p.begin() + from, got_p.begin() + to, 0.0f);
+          std::fill(ref_p.begin() + from, ref_p.begin() + to, 0.0f);
+        }
+        double peak = 0;
+        for (float x : ref_p) peak = std::max(peak, std::abs(double(x)));
+        CHECK(test::close(what + ": " + e.name + " after 3 steps", got_p, ref_p, {1e-4 * std::max(peak, 1.0), 0}));
+      }
+
+      // Two micro-batches, each one of the sequences: the gradients of their mean, as one batch.
+      model::training::GpuTrainer halves(g.with_kernels(set), start, 1, T, false, 2, {}, false, S);
+      halves.gradients(kInputs, kTargets, kSources);
+      Parameters half_grads(c);
+      halves.download_grads(half_grads);
+      Parameters fresh = start, ref_grads(c);
+      model::training::cpu_seq2seq_train_step(fresh, ref_grads, kSources, kInputs, kTargets, B, S, T);
+      check_grads(what + ", M = 2", half_grads, ref_grads);
+    }
+}
+
 TEST_CASE("train seq2seq: what the step refuses") {
   const model::Config c = tiny("marian");
   Parameters params(c), grads(c);
@@ -135,5 +230,16 @@ TEST_CASE("train seq2seq: what the step refuses") {
                        doctest::Contains("cpu_seq2seq_train_step"), std::invalid_argument);
   model::Config t5 = model::t5_config(16, 32, 1, 2, 11, false);
   CHECK_THROWS_WITH_AS(Parameters{t5}, doctest::Contains("relative position bias"),
+                       std::invalid_argument);
+  GPU_TEST(g);
+  using model::training::GpuTrainer;
+  CHECK_THROWS_WITH_AS(GpuTrainer(g.device, params, B, T), doctest::Contains("1 <= S <= 512"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(GpuTrainer(g.device, params, B, T, false, 1, {}, true, S),
+                       doctest::Contains("not built for encoder-decoders"), std::invalid_argument);
+  GpuTrainer gpu(g.device, params, B, T, false, 1, {}, false, S);
+  CHECK_THROWS_WITH_AS(gpu.gradients(kInputs, kTargets), doctest::Contains("takes 12 source ids"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(gpu.next_logits(std::vector<int32_t>{1, 2}), doctest::Contains("needs a source"),
                        std::invalid_argument);
 }

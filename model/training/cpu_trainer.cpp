@@ -46,11 +46,8 @@ struct CpuTrainBackend {
   uint32_t N() const { return B * now().T; }
   void rows(Rows r) { rows_now = r; }
 
-  static bool source_kind(Kept k) {
-    return k == Kept::SourceK || k == Kept::SourceV || k == Kept::SourceDK || k == Kept::SourceDV;
-  }
   float* buf(Saved s) {
-    const Rows r = source_kind(s.kind) ? Rows::Source : rows_now;
+    const Rows r = rows_of(s, rows_now);
     std::vector<float>& v = saved[{r, slot(s, recompute)}];
     v.resize(size_t{B} * stacks[static_cast<int>(r)].T * width(cfg(), s));
     return v.data();
@@ -143,15 +140,8 @@ struct CpuTrainBackend {
   }
   void embed_backward(Grad dout, W dwte, W dwpe) {
     const Config& c = cfg();
-    const float* g = buf(dout);
-    // embed() scales wte's rows by embed_scale (Marian's sqrt(C)): so does their gradient.
-    std::vector<float> scaled;
-    if (c.embed_scale != 1.0f) {
-      scaled.assign(g, g + size_t{N()} * c.n_embd);
-      for (float& x : scaled) x *= c.embed_scale;
-      g = scaled.data();
-    }
-    cpu::embedding_backward(dwte, dwpe, g, now().ids.data(), B, T(), c.n_embd);
+    cpu::embedding_backward(dwte, dwpe, buf(dout), now().ids.data(), B, T(), c.n_embd,
+                            c.embed_scale);
   }
 };
 

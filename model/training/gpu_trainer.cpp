@@ -36,11 +36,13 @@ using W = const vk::BufferSpan*;
 // Which activations and scratch buffers a step uses: a dry walk of train_graph.h.
 struct PlanBackend {
   bool recompute;  // activations by slot(s, recompute)
-  std::set<Saved> saved;
-  std::set<Grad> grads;
+  std::set<std::pair<Rows, Saved>> saved;
+  std::set<std::pair<Rows, Grad>> grads;
   std::map<W, Linear<W>> linears;  // each weight matrix a linear reads, once
-  void use(Saved s) { saved.insert(slot(s, recompute)); }
-  void use(Grad g) { grads.insert(g); }
+  Rows now = Rows::Target;
+  void rows(Rows r) { now = r; }
+  void use(Saved s) { saved.insert({rows_of(s, now), slot(s, recompute)}); }
+  void use(Grad g) { grads.insert({now, g}); }
   void embed(Saved out) { use(out); }
   void layernorm(Saved out, Saved in, const Norm<W>&) { use(out), use(in); }
   void linear(Saved out, Saved in, const Linear<W>& l, const Saved* residual = nullptr) {
@@ -64,6 +66,14 @@ struct PlanBackend {
   }
   void activation_backward(Grad dx, Grad dout, Saved x) { use(dx), use(dout), use(x); }
   void attention_backward(Grad dqkv, Grad dout, Saved qkv) { use(dqkv), use(dout), use(qkv); }
+  void cross_attention(Saved out, Saved q) {
+    use(out), use(q), use(Saved{Kept::SourceK, q.layer, q.sub}), use(Saved{Kept::SourceV, q.layer, q.sub});
+  }
+  void cross_attention_backward(Grad dq, Grad dout, Saved q) {
+    use(dq), use(dout), use(q);
+    for (Kept k : {Kept::SourceK, Kept::SourceV, Kept::SourceDK, Kept::SourceDV})
+      use(Saved{k, q.layer, q.sub});
+  }
   void add(Grad dst, Grad src) { use(dst), use(src); }
   void embed_backward(Grad dout, W, W) { use(dout); }
 };
@@ -72,9 +82,12 @@ struct PlanBackend {
 
 struct GpuTrainer::Impl {
   Impl(const vk::Device& d, const Parameters& params, uint32_t b, uint32_t t, uint32_t m,
-       bool timestamps, Share sh, bool recompute_blocks)
+       bool timestamps, Share sh, bool recompute_blocks, uint32_t s)
       : device(d), ops(gpu::checked_ops(d)), config(params.config()), expected(params.tensors()),
-        B(b), T(t), N(b * t), M(m), share(std::move(sh)), recompute(recompute_blocks),
+        seq2seq(config.family == Family::EncoderDecoder),
+        target_config(seq2seq ? decoder_side(config) : config),
+        source_config(seq2seq ? encoder_side(config) : Config{}),
+        B(b), T(t), N(b * t), S(s), M(m), share(std::move(sh)), recompute(recompute_blocks),
         weights_(d, "training weights"), grads_(d, "training gradients"),
         micro_(d, "training micro-batch gradients"),
         m_(d, "AdamW m"), v_(d, "AdamW v"), acts_(d, "training activations"),
@@ -83,10 +96,15 @@ struct GpuTrainer::Impl {
     const Config& c = config;
     if (B == 0 || T == 0 || M == 0)
       throw std::invalid_argument("training needs B >= 1, T >= 1 and a micro-batch or more");
-    if (c.family == Family::EncoderDecoder)
-      throw std::invalid_argument(
-          "training an encoder-decoder on a GPU is not built yet (its step runs on the CPU "
-          "reference: cpu_seq2seq_train_step)");
+    if (seq2seq && (S == 0 || S > c.n_ctx))
+      throw std::invalid_argument("an encoder-decoder's sources need 1 <= S <= " +
+                                  std::to_string(c.n_ctx) + " tokens, not S=" + std::to_string(S));
+    if (!seq2seq && S != 0)
+      throw std::invalid_argument("S (sources) is an encoder-decoder's; this model is a decoder");
+    if (seq2seq && recompute)
+      throw std::invalid_argument("recomputation (--recompute) is not built for encoder-decoders");
+    if (uint64_t{M} * B * S > UINT32_MAX)
+      throw std::invalid_argument("a step's sources pass 2^32 tokens");
     if (uint64_t{M} * N > UINT32_MAX)
       throw std::invalid_argument("a step of " + std::to_string(M) + " micro-batches of " +
                                   std::to_string(N) + " tokens passes 2^32 tokens");
@@ -111,17 +129,26 @@ struct GpuTrainer::Impl {
       grad_spans.push_back(grads_.span(handles[e.name]));
       if (M > 1) micro_spans.push_back(micro_.span(handles[e.name]));
     }
-    w = map(weights_);
-    dw = map(grads_);
-    if (M > 1) dmicro = map(micro_);
+    w = map(weights_, Family::Decoder);
+    dw = map(grads_, Family::Decoder);
+    if (M > 1) dmicro = map(micro_, Family::Decoder);
+    if (seq2seq) {
+      ew = map(weights_, Family::Encoder);
+      dew = map(grads_, Family::Encoder);
+      if (M > 1) demicro = map(micro_, Family::Encoder);
+    }
 
     // The activations and scratch the graph touches, and the ops' own scratch.
     PlanBackend plan{recompute, {}, {}, {}};
-    train_step(plan, c, w, dw, Until::Gradients, recompute);
-    for (const Saved& s : plan.saved) saved[s] = acts_.add(uint64_t{N} * width(c, s) * 4);
-    for (Grad g : plan.grads) grad[g] = acts_.add(uint64_t{N} * width(c, g) * 4);
-    ln_stats = acts_.add(uint64_t{N} * 16);
-    att_stats = acts_.add(gpu::attention_backward_stats_bytes(B, T, c.n_head));
+    record_step(plan, w, dw, ew, dew, Until::Gradients);
+    for (const auto& [r, kept] : plan.saved)
+      saved[{r, kept}] = acts_.add(rows(r) * width(stack_config(r), kept) * 4);
+    for (const auto& [r, g] : plan.grads)
+      grad[{r, g}] = acts_.add(rows(r) * width(stack_config(r), g) * 4);
+    const uint64_t most_rows = std::max(rows(Rows::Target), rows(Rows::Source));
+    ln_stats = acts_.add(most_rows * 16);
+    att_stats = acts_.add(std::max(gpu::attention_backward_stats_bytes(B, T, c.n_head),
+                                   gpu::attention_backward_stats_bytes(B, S, c.n_head)));
     norm_scratch = acts_.add(gpu::grad_sum_squares_scratch(device.caps(), counts) * 4);
     acts_.allocate(vk::MemoryKind::Device);
     plan_packing(plan.linears);
@@ -129,6 +156,7 @@ struct GpuTrainer::Impl {
     for (uint32_t i = 0; i < M; i++) {
       ids.push_back(io_.add(uint64_t{N} * 4));
       targets.push_back(io_.add(uint64_t{N} * 4));
+      if (seq2seq) sources.push_back(io_.add(uint64_t{B} * S * 4));
     }
     io_.allocate(vk::MemoryKind::Parameters);
     for (uint32_t i = 0; i < M; i++) losses.push_back(out_.add(uint64_t{N} * 4));
@@ -196,18 +224,49 @@ struct GpuTrainer::Impl {
     }
   }
 
-  ModelWeights<W> map(const Packer& p) const {
-    return map_weights<W>(config, [&](const std::string& name) -> W {
-      auto it = handles.find(name);
-      return it == handles.end() ? nullptr : &p.span(it->second);
-    });
+  // The tensors of `p` as one stack's weights: a decoder's, or an encoder-decoder's side, named
+  // as Checkpoint::side() names them (the encoder's under "enc.", the shared wte both sides').
+  ModelWeights<W> map(const Packer& p, Family side) const {
+    const std::string prefix = seq2seq && side == Family::Encoder ? "enc." : "";
+    return map_weights<W>(side == Family::Encoder ? source_config : target_config,
+                          [&](const std::string& name) -> W {
+                            auto it = handles.find(name == "wte.weight" ? name : prefix + name);
+                            return it == handles.end() ? nullptr : &p.span(it->second);
+                          });
+  }
+  uint64_t rows(Rows r) const { return uint64_t{B} * (r == Rows::Source ? S : T); }
+  const Config& stack_config(Rows r) const {
+    return r == Rows::Source ? source_config : target_config;
+  }
+  // One step's graph into backend b: a decoder's train_step, or an encoder-decoder's
+  // seq2seq_train_step (ew, dew its encoder's weights and gradients).
+  template <class Backend>
+  void record_step(Backend& b, const ModelWeights<W>& w_, const ModelWeights<W>& dw_,
+                   const ModelWeights<W>& ew_, const ModelWeights<W>& dew_, Until until) {
+    if (seq2seq) {
+      seq2seq_train_step(b, source_config, ew_, dew_, target_config, w_, dw_, until);
+    } else {
+      train_step(b, config, w_, dw_, until, recompute);
+    }
   }
   // backward false: the losses only (grad_norm 0); update: the optimizer step after them.
+  // source_values: an encoder-decoder's sources, [micro-batches B, S].
   StepResult run(std::span<const int32_t> id_values, std::span<const int32_t> target_values,
-                 bool backward, const StepSettings* update);
+                 std::span<const int32_t> source_values, bool backward, const StepSettings* update);
+  // Micro-batch i's ids, targets (and sources) to the device.
+  void upload_micro(uint32_t i, std::span<const int32_t> id_values,
+                    std::span<const int32_t> target_values, std::span<const int32_t> source_values) {
+    gpu::upload_ids(device, io_.span(ids[i]), id_values.subspan(size_t{i} * N, N), config.n_vocab);
+    gpu::upload_ids(device, io_.span(targets[i]), target_values.subspan(size_t{i} * N, N),
+                    config.n_vocab);
+    if (seq2seq)
+      gpu::upload_ids(device, io_.span(sources[i]),
+                      source_values.subspan(size_t{i} * B * S, size_t{B} * S), config.n_vocab);
+  }
   // A step shared by ranks: the rounds of micro-batches, each exchanged and summed; the losses.
   double shared_gradients(std::span<const int32_t> id_values,
-                          std::span<const int32_t> target_values);
+                          std::span<const int32_t> target_values,
+                          std::span<const int32_t> source_values);
   // Records micro-batch i's forward and backward, its gradients from zero into the sum (the
   // first) or into micro_ (the others); `sum` adds those to the sum.
   void record_micro(uint32_t i, uint32_t mean_over, bool sum);
@@ -222,7 +281,12 @@ struct GpuTrainer::Impl {
   const gpu::Ops ops;  // the device's pipelines and policy, decided once
   Config config;
   std::vector<ExpectedTensor> expected;
+  // An encoder-decoder: its decoder's config (target_config) and its encoder's (source_config),
+  // over which its step runs; else the config and an empty one.
+  bool seq2seq;
+  Config target_config, source_config;
   uint32_t B, T, N;  // a micro-batch's sequences, tokens each, and tokens
+  uint32_t S;        // an encoder-decoder's source tokens a sequence, else 0
   uint32_t M;        // micro-batches a step
   Share share;       // the micro-batches this process computes
   bool recompute;    // one block's activations, recomputed in the backward (train_graph.h slot)
@@ -233,9 +297,10 @@ struct GpuTrainer::Impl {
   std::vector<vk::BufferSpan> grad_spans, micro_spans;
   std::vector<uint64_t> counts;
   ModelWeights<W> w, dw, dmicro;
+  ModelWeights<W> ew, dew, demicro;  // an encoder-decoder's encoder side
   Packer acts_;
-  std::map<Saved, size_t> saved;
-  std::map<Grad, size_t> grad;
+  std::map<std::pair<Rows, Saved>, size_t> saved;
+  std::map<std::pair<Rows, Grad>, size_t> grad;
   size_t ln_stats = 0, att_stats = 0, norm_scratch = 0;
   struct Packed {
     Linear<W> linear;
@@ -245,8 +310,8 @@ struct GpuTrainer::Impl {
   Packer packed_;
   std::map<W, Packed> packed;  // by the weight's span; empty where weights stay as they are
   bool fwd_current = false, bwd_current = false;  // the copies hold the weights as they are
-  Packer io_;  // host-written: ids and targets [N] of each micro-batch
-  std::vector<size_t> ids, targets;
+  Packer io_;  // host-written: ids and targets [N] (and sources [B S]) of each micro-batch
+  std::vector<size_t> ids, targets, sources;
   Packer out_;  // read back: each micro-batch's row losses [N], the gradients' sum of squares
   std::vector<size_t> losses;
   size_t norm_sq = 0;
@@ -260,24 +325,39 @@ namespace {
 // micro-batch `micro`'s ids, targets and losses.
 struct GpuTrainBackend {
   GpuTrainer::Impl& m;
-  const Config& c;
+  Config c;          // the stack's whose rows the ops run over (rows())
   uint32_t B, T, N;  // this pass's sequences, tokens each, and tokens: the trainer's, or fewer
   uint32_t micro = 0;
   uint32_t mean_over = N;  // the targets the loss is the mean over: the step's
+  Rows now = Rows::Target;
 
-  const vk::BufferSpan& span(Saved s) const {
-    return m.acts_.span(m.saved.at(slot(s, m.recompute)));
+  // An encoder-decoder's step switches between its target's rows (the decoder's) and its
+  // source's (the encoder's: the trainer's B sequences of S tokens).
+  void rows(Rows r) {
+    now = r;
+    c = m.stack_config(r);
+    T = r == Rows::Source ? m.S : m.T;
+    N = B * T;
   }
-  const vk::BufferSpan& span(Grad g) const { return m.acts_.span(m.grad.at(g)); }
+  const vk::BufferSpan& span(Saved s) const {
+    return m.acts_.span(m.saved.at({rows_of(s, now), slot(s, m.recompute)}));
+  }
+  const vk::BufferSpan& span(Grad g) const { return m.acts_.span(m.grad.at({now, g})); }
   static gpu::Weight weight(W w, WeightLayout layout) { return {*w, DType::F32, layout}; }
   AttentionSpec spec() const { return {c.causal, c.attention_scale}; }
+  // The current rows' ids and weights (the embedding's).
+  const vk::BufferSpan& ids() const {
+    return m.io_.span(now == Rows::Source ? m.sources[micro] : m.ids[micro]);
+  }
+  const ModelWeights<W>& stack_weights() const { return now == Rows::Source ? m.ew : m.w; }
 
   void embed(Saved out) {
-    const gpu::Weight wte = weight(m.w.wte, WeightLayout::KN);
-    const gpu::Weight wpe = m.w.wpe ? weight(m.w.wpe, WeightLayout::KN) : wte;
+    const ModelWeights<W>& sw = stack_weights();
+    const gpu::Weight wte = weight(sw.wte, WeightLayout::KN);
+    const gpu::Weight wpe = sw.wpe ? weight(sw.wpe, WeightLayout::KN) : wte;
     gpu::embedding(m.ops, m.rec,
                    {.out = span(out),
-                    .ids = m.io_.span(m.ids[micro]),
+                    .ids = ids(),
                     .wte = wte,
                     .wpe = c.positions == PositionKind::Learned ? &wpe : nullptr,
                     .T = N,
@@ -287,7 +367,8 @@ struct GpuTrainBackend {
                     .pos_offset = 0,
                     .position = c.positions,
                     .wte_interleaved = false,
-                    .period = T});
+                    .period = T,
+                    .scale = c.embed_scale});
   }
   void layernorm(Saved out, Saved in, const Norm<W>& n) {
     gpu::layernorm(m.ops, m.rec,
@@ -392,6 +473,31 @@ struct GpuTrainBackend {
                              .rows = self_attention_rows(B, T, c.n_embd, c.n_head),
                              .spec = spec()});
   }
+  SequenceRows cross_rows() const {
+    return cross_attention_rows(B, T, m.S, c.attn_width(), c.n_head);
+  }
+  void cross_attention(Saved out, Saved q) {
+    gpu::attention_sequences(m.ops, m.rec,
+                             {.out = span(out),
+                              .q = span(q),
+                              .k = span(Saved{Kept::SourceK, q.layer, q.sub}),
+                              .v = span(Saved{Kept::SourceV, q.layer, q.sub}),
+                              .rows = cross_rows(),
+                              .spec = {false, c.attention_scale}});
+  }
+  void cross_attention_backward(Grad dq, Grad dout, Saved q) {
+    gpu::attention_backward(m.ops, m.rec,
+                            {.dq = span(dq),
+                             .dk = span(Saved{Kept::SourceDK, q.layer, q.sub}),
+                             .dv = span(Saved{Kept::SourceDV, q.layer, q.sub}),
+                             .stats = m.acts_.span(m.att_stats),
+                             .dout = span(dout),
+                             .q = span(q),
+                             .k = span(Saved{Kept::SourceK, q.layer, q.sub}),
+                             .v = span(Saved{Kept::SourceV, q.layer, q.sub}),
+                             .rows = cross_rows(),
+                             .spec = {false, c.attention_scale}});
+  }
   void add(Grad dst, Grad src) {
     gpu::add(m.ops, m.rec,
              {.out = span(dst), .a = span(dst), .b = span(src), .n = uint64_t{N} * c.n_embd});
@@ -401,25 +507,26 @@ struct GpuTrainBackend {
                             {.dwte = *dwte,
                              .dwpe = dwpe,
                              .dout = span(dout),
-                             .ids = m.io_.span(m.ids[micro]),
+                             .ids = ids(),
                              .n = N,
                              .T = T,
                              .C = c.n_embd,
-                             .V = c.n_vocab});
+                             .V = c.n_vocab,
+                             .scale = c.embed_scale});
   }
 };
 
 }  // namespace
 
 void GpuTrainer::Impl::record_micro(uint32_t i, uint32_t mean_over, bool sum) {
-  GpuTrainBackend backend{*this, config, B, T, N, i, mean_over};
+  GpuTrainBackend backend{*this, target_config, B, T, N, i, mean_over};
   if (sum) {
-    train_step(backend, config, w, dw, Until::Gradients, recompute);
+    record_step(backend, w, dw, ew, dew, Until::Gradients);
     return;
   }
   for (size_t t = 0; t < micro_spans.size(); t++)
     gpu::fill(ops, rec, {.out = micro_spans[t], .n = counts[t], .value = 0.0f});
-  train_step(backend, config, w, dmicro, Until::Gradients, recompute);
+  record_step(backend, w, dmicro, ew, demicro, Until::Gradients);
 }
 
 void GpuTrainer::Impl::record_update(const StepSettings& update) {
@@ -443,7 +550,8 @@ void GpuTrainer::Impl::record_update(const StepSettings& update) {
 // rank's gathered, then added into the sum in rank order (the first of all written as it is):
 // the sum one process with M micro-batches makes, to the bit. The losses likewise.
 double GpuTrainer::Impl::shared_gradients(std::span<const int32_t> id_values,
-                                          std::span<const int32_t> target_values) {
+                                          std::span<const int32_t> target_values,
+                                          std::span<const int32_t> source_values) {
   const uint32_t R = share.ranks, rounds = M / R;
   uint64_t floats = 0;
   for (uint64_t c : counts) floats += c;
@@ -451,9 +559,7 @@ double GpuTrainer::Impl::shared_gradients(std::span<const int32_t> id_values,
   double total = 0;
   for (uint32_t j = 0; j < rounds; j++) {
     const uint32_t i = j * R + share.rank;
-    gpu::upload_ids(device, io_.span(ids[i]), id_values.subspan(size_t{i} * N, N), config.n_vocab);
-    gpu::upload_ids(device, io_.span(targets[i]), target_values.subspan(size_t{i} * N, N),
-                    config.n_vocab);
+    upload_micro(i, id_values, target_values, source_values);
     rec.begin();
     repack(true);
     record_micro(i, M * N, false);
@@ -482,26 +588,28 @@ double GpuTrainer::Impl::shared_gradients(std::span<const int32_t> id_values,
 }
 
 StepResult GpuTrainer::Impl::run(std::span<const int32_t> id_values,
-                                 std::span<const int32_t> target_values, bool backward,
+                                 std::span<const int32_t> target_values,
+                                 std::span<const int32_t> source_values, bool backward,
                                  const StepSettings* update) {
   // An evaluation is one micro-batch; a step's gradients are those of all M.
   const uint32_t micros = backward ? M : 1;
-  const uint64_t n = uint64_t{N} * micros;
+  const uint64_t n = uint64_t{N} * micros, n_sources = uint64_t{B} * S * micros;
   if (id_values.size() != n || target_values.size() != n)
     throw std::invalid_argument(
         backward ? "a step takes M * B * T = " + std::to_string(n) + " ids and as many targets"
                  : "an evaluation takes B * T = " + std::to_string(n) + " ids and as many targets");
+  if (source_values.size() != n_sources)
+    throw std::invalid_argument(
+        seq2seq ? "an encoder-decoder's " + std::string(backward ? "step" : "evaluation") +
+                      " takes " + std::to_string(n_sources) + " source ids (B * S each micro-batch)"
+                : std::string("sources are an encoder-decoder's; this model is a decoder"));
   const bool shared = backward && share.ranks > 1;
   double total = 0;
   if (shared) {
-    total = shared_gradients(id_values, target_values);
+    total = shared_gradients(id_values, target_values, source_values);
     rec.begin();
   } else {
-    for (uint32_t i = 0; i < micros; i++) {
-      gpu::upload_ids(device, io_.span(ids[i]), id_values.subspan(size_t{i} * N, N), config.n_vocab);
-      gpu::upload_ids(device, io_.span(targets[i]), target_values.subspan(size_t{i} * N, N),
-                      config.n_vocab);
-    }
+    for (uint32_t i = 0; i < micros; i++) upload_micro(i, id_values, target_values, source_values);
     rec.begin();
     if (backward)
       for (size_t i = 0; i < grad_spans.size(); i++)
@@ -512,8 +620,8 @@ StepResult GpuTrainer::Impl::run(std::span<const int32_t> id_values,
     // and the one a group of processes can make too.
     for (uint32_t i = 0; i < micros; i++) {
       if (!backward) {
-        GpuTrainBackend backend{*this, config, B, T, N, i, static_cast<uint32_t>(n)};
-        train_step(backend, config, w, dw, Until::Losses, recompute);
+        GpuTrainBackend backend{*this, target_config, B, T, N, i, static_cast<uint32_t>(n)};
+        record_step(backend, w, dw, ew, dew, Until::Losses);
         continue;
       }
       record_micro(i, static_cast<uint32_t>(n), i == 0);
@@ -544,6 +652,8 @@ StepResult GpuTrainer::Impl::run(std::span<const int32_t> id_values,
 // One sequence of n <= T tokens recorded as a pass of B = 1, T = n over the first n rows of the
 // trainer's buffers, up to the logits; then the last row's read back.
 std::vector<float> GpuTrainer::Impl::next_logits(std::span<const int32_t> id_values) {
+  if (seq2seq)
+    throw std::invalid_argument("next_logits is a decoder's: an encoder-decoder's needs a source");
   if (id_values.empty() || id_values.size() > T)
     throw std::invalid_argument("next_logits takes 1 to T = " + std::to_string(T) + " ids, not " +
                                 std::to_string(id_values.size()));
@@ -557,23 +667,26 @@ std::vector<float> GpuTrainer::Impl::next_logits(std::span<const int32_t> id_val
   rec.run();
   fwd_current = true;  // the weights did not change
   std::vector<float> out(V);
-  vk::download(device, out.data(), acts_.span(saved.at({Kept::Logits})).sub((n - 1) * V * 4, V * 4),
+  vk::download(device, out.data(),
+               acts_.span(saved.at({Rows::Target, Saved{Kept::Logits}})).sub((n - 1) * V * 4, V * 4),
                V * 4);
   return out;
 }
 
 GpuTrainer::GpuTrainer(const vk::Device& device, const Parameters& params, uint32_t B, uint32_t T,
-                       bool timestamps, uint32_t M, Share share, bool recompute)
+                       bool timestamps, uint32_t M, Share share, bool recompute, uint32_t S)
     : impl_(std::make_unique<Impl>(device, params, B, T, M, timestamps, std::move(share),
-                                   recompute)) {}
+                                   recompute, S)) {}
 GpuTrainer::~GpuTrainer() = default;
 
-StepResult GpuTrainer::gradients(std::span<const int32_t> ids, std::span<const int32_t> targets) {
-  return impl_->run(ids, targets, true, nullptr);
+StepResult GpuTrainer::gradients(std::span<const int32_t> ids, std::span<const int32_t> targets,
+                                 std::span<const int32_t> sources) {
+  return impl_->run(ids, targets, sources, true, nullptr);
 }
 
-double GpuTrainer::evaluate(std::span<const int32_t> ids, std::span<const int32_t> targets) {
-  return impl_->run(ids, targets, false, nullptr).loss;
+double GpuTrainer::evaluate(std::span<const int32_t> ids, std::span<const int32_t> targets,
+                            std::span<const int32_t> sources) {
+  return impl_->run(ids, targets, sources, false, nullptr).loss;
 }
 
 std::vector<float> GpuTrainer::next_logits(std::span<const int32_t> ids) {
@@ -581,9 +694,9 @@ std::vector<float> GpuTrainer::next_logits(std::span<const int32_t> ids) {
 }
 
 StepResult GpuTrainer::step(std::span<const int32_t> ids, std::span<const int32_t> targets,
-                            const StepSettings& settings) {
+                            const StepSettings& settings, std::span<const int32_t> sources) {
   if (settings.step == 0) throw std::invalid_argument("steps count from 1");
-  return impl_->run(ids, targets, true, &settings);
+  return impl_->run(ids, targets, sources, true, &settings);
 }
 
 namespace {
@@ -627,6 +740,7 @@ std::vector<vk::DispatchTime> GpuTrainer::timings() const { return impl_->rec.ti
 uint64_t GpuTrainer::dispatches() const { return impl_->rec.stats().dispatches; }
 uint32_t GpuTrainer::batch() const { return impl_->B; }
 uint32_t GpuTrainer::context() const { return impl_->T; }
+uint32_t GpuTrainer::source_length() const { return impl_->S; }
 uint32_t GpuTrainer::micro_batches() const { return impl_->M; }
 bool GpuTrainer::recomputes() const { return impl_->recompute; }
 GpuTrainer::Memory GpuTrainer::memory() const {

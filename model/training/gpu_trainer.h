@@ -53,22 +53,29 @@ class GpuTrainer {
   // each step this process computes, M a multiple of its ranks. recompute: keep each block's
   // input only and one block's activations, run each block's forward again before its backward
   // (train_graph.h); the gradients, losses and weights are the same bits as without.
+  // An encoder-decoder's parameters train with S >= 1, each sequence a source of S tokens and a
+  // target of T (the decoder's inputs, and their next tokens as targets): its calls take the
+  // sources [M * B, S] (an evaluation's [B, S]) beside the ids and targets; a decoder's S is 0.
+  // An encoder-decoder has no recomputation and no next_logits.
   GpuTrainer(const vk::Device& device, const Parameters& params, uint32_t B, uint32_t T,
-             bool timestamps = false, uint32_t M = 1, Share share = {}, bool recompute = false);
+             bool timestamps = false, uint32_t M = 1, Share share = {}, bool recompute = false,
+             uint32_t S = 0);
   ~GpuTrainer();
   GpuTrainer(const GpuTrainer&) = delete;
   GpuTrainer& operator=(const GpuTrainer&) = delete;
 
   // Forward and backward of ids [M * B, T] against targets [M * B, T], micro-batch m the rows
   // [m B, m B + B): the gradients of the mean loss over them all, no update.
-  StepResult gradients(std::span<const int32_t> ids, std::span<const int32_t> targets);
+  StepResult gradients(std::span<const int32_t> ids, std::span<const int32_t> targets,
+                       std::span<const int32_t> sources = {});
   // The forward pass alone: the mean loss of ids [B, T] against targets [B, T] (evaluation; one
   // micro-batch).
-  double evaluate(std::span<const int32_t> ids, std::span<const int32_t> targets);
+  double evaluate(std::span<const int32_t> ids, std::span<const int32_t> targets,
+                  std::span<const int32_t> sources = {});
   // A whole step over ids and targets [M * B, T]: the micro-batches' forwards and backwards,
   // the global norm, clipping and the update.
   StepResult step(std::span<const int32_t> ids, std::span<const int32_t> targets,
-                  const StepSettings& settings);
+                  const StepSettings& settings, std::span<const int32_t> sources = {});
   // The forward pass of one sequence alone, ids [n] with 1 <= n <= T, as a pass of B = 1 and
   // T = n: the logits of its last position [V], what the weights predict next (a sample between
   // steps). It changes nothing a step reads: the weights, gradients and moments stay, and the
@@ -104,6 +111,7 @@ class GpuTrainer {
 
   uint32_t batch() const;          // B, a micro-batch's sequences
   uint32_t context() const;        // T
+  uint32_t source_length() const;  // S: an encoder-decoder's sources, else 0
   uint32_t micro_batches() const;  // M
   bool recomputes() const;         // recompute
 

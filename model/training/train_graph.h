@@ -43,6 +43,12 @@ struct Saved {
 // source, B S. Each has its own Saved and Grad buffers (the encoder's activations are the
 // source's), except the Source* kinds, always the source's.
 enum class Rows : uint8_t { Target, Source };
+// The rows whose buffer holds s while the ops run over `now`'s.
+inline Rows rows_of(Saved s, Rows now) {
+  const bool source = s.kind == Kept::SourceK || s.kind == Kept::SourceV ||
+                      s.kind == Kept::SourceDK || s.kind == Kept::SourceDV;
+  return source ? Rows::Source : now;
+}
 
 // Where a Saved activation is stored. Without recomputation, each its own buffer. With it (issue
 // 41's --recompute), only what a block's backward cannot recompute keeps a buffer of its own:

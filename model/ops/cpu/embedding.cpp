@@ -48,14 +48,14 @@ void embedding(float* out, const int32_t* ids, const float* wte, const float* wp
 }
 
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* ids, size_t B,
-                        size_t T, size_t C) {
+                        size_t T, size_t C, float scale) {
   std::map<int32_t, std::vector<double>> rows;  // the touched rows of dwte
   std::vector<double> pos(dwpe ? T * C : 0, 0.0);
   for (size_t i = 0; i < B * T; i++) {
     std::vector<double>& r = rows[ids[i]];
     r.resize(C, 0.0);
     for (size_t c = 0; c < C; c++) {
-      r[c] += wide(dout[i * C + c]);
+      r[c] += wide(scale) * wide(dout[i * C + c]);
       if (dwpe) pos[(i % T) * C + c] += wide(dout[i * C + c]);
     }
   }

@@ -25,10 +25,10 @@ double sinusoid(size_t pos, size_t c, size_t C,
                 model::PositionKind layout = model::PositionKind::Sinusoidal);
 
 // The backward of cpu::embedding over B sequences of T tokens from position 0: dwte[ids[i]] +=
-// dout[i], and for learned positions dwpe[t] += dout[b, t], in token order (deterministic).
-// dwpe may be null (sinusoidal or no positions).
+// scale dout[i] (the forward's scale), and for learned positions dwpe[t] += dout[b, t], in token
+// order (deterministic). dwpe may be null (sinusoidal or no positions).
 //   dout [B, T, C], ids [B, T] -> dwte [V, C], dwpe [n_pos, C] accumulated
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* ids, size_t B,
-                        size_t T, size_t C);
+                        size_t T, size_t C, float scale = 1.0f);
 
 }  // namespace model::cpu

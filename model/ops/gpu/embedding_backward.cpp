@@ -37,7 +37,7 @@ void embedding_backward(const Ops& ops, vk::Recorder& rec, const EmbeddingBackwa
     const Window w = window(dwte, v0 * C, (v1 - v0) * C, sizeof(float), align);
     const push::EmbeddingBackwardPush push{n, T, C, static_cast<uint32_t>(v0),
                                            static_cast<uint32_t>(v1), w.skip,
-                                           dwpe && v0 == 0 ? 1u : 0u};
+                                           dwpe && v0 == 0 ? 1u : 0u, a.scale};
     rec.dispatch(p,
                  {w.span, pos, dout.sub(0, uint64_t{n} * row_bytes), ids.sub(0, uint64_t{n} * 4)},
                  push, vk::groups_for(ops.device(), p, C));

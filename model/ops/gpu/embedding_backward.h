@@ -18,6 +18,7 @@ struct EmbeddingBackwardArgs {
   vk::BufferSpan dout;                   // [n, C]
   vk::BufferSpan ids;                    // [n] int32
   uint32_t n = 0, T = 0, C = 0, V = 0;
+  float scale = 1.0f;  // the forward's (EmbeddingArgs::scale): dwte[ids[i]] += scale dout[i]
 };
 void embedding_backward(const Ops& ops, vk::Recorder& rec, const EmbeddingBackwardArgs& a);
 
