@@ -32,6 +32,7 @@
 #include "tests/compare.h"
 #include "tests/files.h"
 #include "tests/gpu.h"
+#include "tests/train_parameters.h"
 
 namespace {
 
@@ -62,19 +63,7 @@ model::Config tiny(const std::string& variant) {
   return c;
 }
 
-// GPT-2's initialisation, then every value moved by up to 0.2: gradients of a size central
-// differences resolve, and LayerNorm gains away from 1.
-Parameters random_parameters(const model::Config& c, unsigned seed) {
-  Parameters p(c);
-  p.init_gpt2(seed);
-  unsigned s = seed;
-  for (const model::ExpectedTensor& e : p.tensors()) {
-    std::vector<float>& v = p.tensor(e.name);
-    const std::vector<float> noise = test::random_floats(v.size(), ++s, -0.2f, 0.2f);
-    for (size_t i = 0; i < v.size(); i++) v[i] += noise[i];
-  }
-  return p;
-}
+using test::random_parameters;
 
 }  // namespace
 
@@ -89,26 +78,9 @@ TEST_CASE("the CPU training step's gradients against central differences, every 
     const double loss = model::training::cpu_train_step(params, grads, ids, targets, B, T);
     CHECK(std::isfinite(loss));
     CHECK(loss > 0.0);
-    double peak = 0;
-    for (const model::ExpectedTensor& e : grads.tensors())
-      for (float g : grads.tensor(e.name)) peak = std::max(peak, std::abs(double(g)));
-    for (const model::ExpectedTensor& e : params.tensors()) {
-      std::vector<float>& v = params.tensor(e.name);
-      const std::vector<float>& g = grads.tensor(e.name);
-      std::vector<float> numeric, analytic;
-      // Up to 6 elements spread over the tensor.
-      for (size_t i = 0; i < v.size(); i += std::max<size_t>(1, v.size() / 6)) {
-        const float x0 = v[i], h = 1e-3f, up = x0 + h, down = x0 - h;
-        v[i] = up;
-        const double l_up = model::training::cpu_train_step(params, scratch, ids, targets, B, T);
-        v[i] = down;
-        const double l_down = model::training::cpu_train_step(params, scratch, ids, targets, B, T);
-        v[i] = x0;
-        numeric.push_back(float((l_up - l_down) / (double(up) - double(down))));
-        analytic.push_back(g[i]);
-      }
-      CHECK(test::close(variant + ": d loss / d " + e.name, analytic, numeric, {2e-3 * peak, 2e-2}));
-    }
+    test::check_step_gradients(variant, params, grads, [&] {
+      return model::training::cpu_train_step(params, scratch, ids, targets, B, T);
+    });
   }
 }
 

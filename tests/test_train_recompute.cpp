@@ -18,6 +18,7 @@
 #include "model/training/parameters.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"
+#include "tests/train_parameters.h"
 
 namespace {
 
@@ -56,17 +57,7 @@ std::vector<Case> cases() {
   return out;
 }
 
-// GPT-2's initialisation moved by up to 0.2: LayerNorm gains away from 1, every path alive.
-Parameters random_parameters(const model::Config& c, unsigned seed) {
-  Parameters p(c);
-  p.init_gpt2(seed);
-  for (const model::ExpectedTensor& e : p.tensors()) {
-    std::vector<float>& v = p.tensor(e.name);
-    const std::vector<float> noise = test::random_floats(v.size(), ++seed, -0.2f, 0.2f);
-    for (size_t i = 0; i < v.size(); i++) v[i] += noise[i];
-  }
-  return p;
-}
+using test::random_parameters;
 
 // Bits, not values: -0 against 0 or one NaN against another would pass ==.
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {

@@ -23,6 +23,7 @@
 #include "tests/compare.h"
 #include "tests/gpu.h"
 #include "tests/model_fixture.h"
+#include "tests/train_parameters.h"
 
 namespace {
 
@@ -47,17 +48,7 @@ model::Config tiny(const std::string& variant) {
   return c;
 }
 
-// GPT-2's initialisation, every value moved by up to 0.2 (as test_train.cpp's).
-Parameters random_parameters(const model::Config& c, unsigned seed) {
-  Parameters p(c);
-  p.init_gpt2(seed);
-  for (const model::ExpectedTensor& e : p.tensors()) {
-    std::vector<float>& v = p.tensor(e.name);
-    const std::vector<float> noise = test::random_floats(v.size(), ++seed, -0.2f, 0.2f);
-    for (size_t i = 0; i < v.size(); i++) v[i] += noise[i];
-  }
-  return p;
-}
+using test::random_parameters;
 
 double peak_of(const Parameters& grads) {
   double peak = 0;
@@ -118,24 +109,7 @@ TEST_CASE("train seq2seq: the CPU step's gradients against central differences")
     };
     const double loss = step(grads);
     CHECK(std::isfinite(loss));
-    const double peak = peak_of(grads);
-    for (const model::ExpectedTensor& e : params.tensors()) {
-      std::vector<float>& v = params.tensor(e.name);
-      const std::vector<float>& g = grads.tensor(e.name);
-      std::vector<float> numeric, analytic;
-      // Up to 6 elements spread over the tensor.
-      for (size_t i = 0; i < v.size(); i += std::max<size_t>(1, v.size() / 6)) {
-        const float x0 = v[i], h = 1e-3f, up = x0 + h, down = x0 - h;
-        v[i] = up;
-        const double l_up = step(scratch);
-        v[i] = down;
-        const double l_down = step(scratch);
-        v[i] = x0;
-        numeric.push_back(float((l_up - l_down) / (double(up) - double(down))));
-        analytic.push_back(g[i]);
-      }
-      CHECK(test::close(variant + ": d loss / d " + e.name, analytic, numeric, {2e-3 * peak, 2e-2}));
-    }
+    test::check_step_gradients(variant, params, grads, [&] { return step(scratch); });
     // Every encoder tensor learns through the cross-attention: none of its gradients is all zero.
     for (const model::ExpectedTensor& e : grads.tensors()) {
       if (!e.name.starts_with("enc.")) continue;
