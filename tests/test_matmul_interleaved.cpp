@@ -124,14 +124,14 @@ TEST_CASE("matmul with interleaved weights matches the CPU reference") {
         c.dtype = dtype;
         check(g.device, g.kernels, c, seed += 10);
       }
-  // Every epilogue over 40 rows: two workgroups along z (kInterleavedRows = 32), the second
-  // with 8 rows.
-  static_assert(model::gpu::kInterleavedRows == 32, "40 rows must span a partial second workgroup");
+  // Every epilogue over 72 rows: three workgroups along z (kInterleavedRows = 32, which the
+  // plan takes from 64 rows on), the third with 8 rows.
+  static_assert(model::gpu::kInterleavedRows == 32, "72 rows must span a partial third workgroup");
   for (Activation act :
        {Activation::None, Activation::GeluTanh, Activation::GeluErf, Activation::Relu,
         Activation::Silu})
     for (Residual residual : {Residual::None, Residual::Separate, Residual::InPlace})
-      check(g.device, g.kernels, {40, 40, 50, true, act, residual, WeightLayout::KN, DType::F32},
+      check(g.device, g.kernels, {72, 40, 50, true, act, residual, WeightLayout::KN, DType::F32},
             seed += 10);
 }
 
@@ -141,7 +141,7 @@ TEST_CASE("interleaved matmul: x shared through the subgroup gives the bits of x
     MESSAGE("SKIPPED: no rgba32 storage texel buffers for the interleaved kernel");
     return;
   }
-  // Tiles of 2, 8 and 32 rows (the last with a partial second workgroup along z), N over an odd
+  // Tiles of 2, 8 and 32 rows (the last with a partial third workgroup along z), N over an odd
   // number of 64-row blocks (the 32-row tile's workgroups hold two blocks, so the last one's
   // second block is past N and only lends its loads of x), with and without a fused LayerNorm:
   // against the CPU reference, and bit for bit against a device that reports no shuffles, whose
@@ -151,7 +151,7 @@ TEST_CASE("interleaved matmul: x shared through the subgroup gives the bits of x
   unsigned seed = 4100;
   for (DType dtype : {DType::F32, DType::F16})
     for (auto [T, K, N] : {std::tuple{2u, 96u, 130u}, std::tuple{8u, 768u, 197u},
-                           std::tuple{5u, 128u, 64u}, std::tuple{40u, 96u, 130u}})
+                           std::tuple{5u, 128u, 64u}, std::tuple{72u, 96u, 130u}})
       for (bool fused : {false, true}) {
         MatmulCase c{T, K, N, true, Activation::GeluTanh, Residual::Separate, WeightLayout::KN,
                      dtype, true};

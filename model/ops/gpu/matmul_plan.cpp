@@ -183,9 +183,13 @@ void plan_interleaved(const Ops& k, MatmulPlan& plan, const MatmulOptions& o, DT
   // Tiles of 1, 2, 4, 8 or kInterleavedRows rows: a 16-row tile compiles four times as long as
   // an 8-row one on lavapipe with a cold cache (2 s against 0.5 s) and, on the prompts that
   // would get it, gives half as many workgroups to spread over the threads.
+  // Below two whole kInterleavedRows tiles (T < 64) the 8-row tile serves too: the 32-row tile
+  // (4 lanes) took about 4 s to compile on lavapipe with a cold cache, which a one-sentence
+  // `embed` of 17 to 63 tokens paid before its first result (6 s against 1.8 s for 13 tokens),
+  // and at those T it covers up to 47% padding rows.
   uint32_t rows = 1;
   while (rows < std::min(T, kInterleavedRows)) rows *= 2;
-  if (rows == 16) rows = 8;
+  if (rows == 16 || (rows == kInterleavedRows && T < 2 * kInterleavedRows)) rows = 8;
   // A workgroup of one SIMD group (llvmpipe's subgroup): llvmpipe runs each workgroup on one
   // thread, so small workgroups spread a narrow matrix evenly over the threads. GPT-2 small's
   // N = 768 projections at 8 lanes are 12 workgroups of 8 where 32 invocations made 3, two
