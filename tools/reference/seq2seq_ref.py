@@ -6,6 +6,16 @@ and the logits processors), reading a Hugging Face folder with gpt2_ref's safete
     /usr/bin/python3 tools/reference/seq2seq_ref.py --write-goldens   (tests/data/beam/goldens.json)
     /usr/bin/python3 tools/reference/seq2seq_ref.py --write-dkv       (tests/data/t5-dkv/{narrow,wide})
     /usr/bin/python3 tools/reference/seq2seq_ref.py --bench-t5 DIR [--source 64 --new 64 --threads 2]
+    /usr/bin/python3 tools/reference/seq2seq_ref.py --grads DIR BATCH.json OUT_DIR
+
+--grads: the training step's contract for a Marian folder (tests/test_train_seq2seq.cpp): the
+mean cross-entropy of the teacher-forced targets of BATCH.json ({"sources", "inputs", "targets"},
+each [B, length] ids, sources unpadded) and its gradient, by autograd in float64, with respect to
+every tensor of the folder. They go to OUT_DIR as a folder of the same config.json whose
+model.safetensors holds the gradients (float32) under the tensors' own names, so that gpt2vk's
+loader presents them under its canonical names as it does weights (every conversion it makes is
+linear); the loss is printed as JSON. final_logits_bias is trained as gpt2vk trains it
+(transformers keeps it a buffer); a tied head's gradient is the shared embedding's.
 
 --check, for every fixture (tests/data/hf/README.md): the encoder's last hidden state and the
 teacher-forced logits against what transformers saved in float64 (beyond 1e-9 of the row's scale
@@ -164,6 +174,28 @@ def marian_logits(config, w, enc, mask, dec):
                                  causal_bias(dec.shape[1]), padding_bias(mask))
     head = w.get("lm_head.weight", w["model.shared.weight"])  # tied unless the file has its own
     return y @ head.T + w["final_logits_bias"][0]
+
+
+def marian_grads(folder, batch_path, out_dir):
+    """--grads: writes out_dir/{config.json, model.safetensors}; returns the loss."""
+    config, _, w = load(folder)
+    if config.get("tie_word_embeddings", True):
+        w.pop("lm_head.weight", None)  # the head reads model.shared.weight: one tensor, one gradient
+    batch = json.loads(Path(batch_path).read_text())
+    src, inp, tgt = (torch.tensor(batch[k], dtype=torch.long) for k in ("sources", "inputs", "targets"))
+    for t in w.values():
+        t.requires_grad_(True)
+    mask = torch.ones_like(src)
+    logits = marian_logits(config, w, marian_encode(config, w, src, mask), mask, inp)
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1))
+    loss.backward()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(config))
+    grads = {k: (t.grad if t.grad is not None else torch.zeros_like(t)).detach().to(torch.float32)
+             for k, t in w.items()}
+    write_safetensors(out / "model.safetensors", grads)
+    return loss.item()
 
 
 # ---------------------------------------------------------------- T5 (pre-RMSNorm, relative bias)
@@ -766,7 +798,11 @@ def main():
     ap.add_argument("--source", type=int, default=64)
     ap.add_argument("--new", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--grads", nargs=3, metavar=("DIR", "BATCH", "OUT_DIR"))
     a = ap.parse_args()
+    if a.grads:
+        print(json.dumps({"loss": marian_grads(*a.grads)}))
+        return 0
     if a.bench_t5:
         t5_bench(a.bench_t5, a.source, a.new, a.threads)
         return 0
