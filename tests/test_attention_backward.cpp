@@ -37,8 +37,12 @@ struct Case {
 
 Case make_case(const model::SequenceRows& r, const model::AttentionSpec& spec, bool self,
                unsigned seed) {
-  Case c{r, spec, test::random_floats(size_t{r.B} * r.T * r.C, seed + 1),
-         test::random_floats(size_t{r.B} * r.T * r.q_stride, seed, -1.5f, 1.5f), {}, {}};
+  Case c{r,
+         spec,
+         test::random_floats(size_t{r.B} * r.T * r.C, seed + 1),
+         test::random_floats(size_t{r.B} * r.T * r.q_stride, seed, -1.5f, 1.5f),
+         {},
+         {}};
   if (!self) {
     c.k = test::random_floats(size_t{r.B} * r.S * r.kv_stride, seed + 2, -1.5f, 1.5f);
     c.v = test::random_floats(size_t{r.B} * r.S * r.kv_stride, seed + 3, -1.5f, 1.5f);
@@ -53,15 +57,18 @@ struct Grads {
 };
 Grads run_gpu(const vk::Device& device, const Case& c, std::vector<std::string>& shaders) {
   const model::SequenceRows& r = c.rows;
-  vk::Arena arena(device, (c.dout.size() + 2 * (c.q.size() + c.k.size() + c.v.size())) * 4 + 65536 * 4,
+  vk::Arena arena(device,
+                  (c.dout.size() + 2 * (c.q.size() + c.k.size() + c.v.size())) * 4 + 65536 * 4,
                   vk::MemoryKind::Device, "test attention_backward");
-  const vk::BufferSpan gd = test::to_gpu(device, arena, c.dout), gq = test::to_gpu(device, arena, c.q),
+  const vk::BufferSpan gd = test::to_gpu(device, arena, c.dout),
+                       gq = test::to_gpu(device, arena, c.q),
                        gk = c.self() ? gq : test::to_gpu(device, arena, c.k),
                        gv = c.self() ? gq : test::to_gpu(device, arena, c.v),
                        dq = arena.alloc(c.q.size() * 4),
                        dk = c.self() ? dq : arena.alloc(c.k.size() * 4),
                        dv = c.self() ? dq : arena.alloc(c.v.size() * 4),
-                       stats = arena.alloc(model::gpu::attention_backward_stats_bytes(r.B, r.T, r.H));
+                       stats =
+                           arena.alloc(model::gpu::attention_backward_stats_bytes(r.B, r.T, r.H));
   vk::Recorder rec(device, true);
   rec.begin();
   model::gpu::attention_backward(model::gpu::Ops(device), rec,
@@ -79,7 +86,8 @@ Grads run_gpu(const vk::Device& device, const Case& c, std::vector<std::string>&
   CHECK(rec.stats().dispatches == 2);
   for (const vk::DispatchTime& t : rec.timings()) shaders.push_back(t.shader);
   Grads g{test::from_gpu(device, dq, c.q.size()), {}, {}};
-  if (!c.self()) g.dk = test::from_gpu(device, dk, c.k.size()), g.dv = test::from_gpu(device, dv, c.v.size());
+  if (!c.self())
+    g.dk = test::from_gpu(device, dk, c.k.size()), g.dv = test::from_gpu(device, dv, c.v.size());
   return g;
 }
 
@@ -101,11 +109,13 @@ void check(const vk::Device& g, const Case& c) {
   }
   std::vector<std::string> shaders;
   const Grads got = run_gpu(g, c, shaders);
-  const std::string what = std::string(c.self() ? "self" : "cross") + (c.spec.causal ? " causal" : "") +
-                           " B=" + std::to_string(r.B) + " T=" + std::to_string(r.T) + " S=" +
-                           std::to_string(r.S) + " C=" + std::to_string(r.C) + " H=" + std::to_string(r.H);
+  const std::string what = std::string(c.self() ? "self" : "cross") +
+                           (c.spec.causal ? " causal" : "") + " B=" + std::to_string(r.B) +
+                           " T=" + std::to_string(r.T) + " S=" + std::to_string(r.S) +
+                           " C=" + std::to_string(r.C) + " H=" + std::to_string(r.H);
   const float top = std::max({peak(ref.dq), peak(ref.dk), peak(ref.dv)});
-  CHECK(test::close(what + (c.self() ? ": dqkv" : ": dq"), got.dq, ref.dq, {1e-5 * double(top), 1e-5}));
+  CHECK(test::close(what + (c.self() ? ": dqkv" : ": dq"), got.dq, ref.dq,
+                    {1e-5 * double(top), 1e-5}));
   if (!c.self()) {
     CHECK(test::close(what + ": dk", got.dk, ref.dk, {1e-5 * double(top), 1e-5}));
     CHECK(test::close(what + ": dv", got.dv, ref.dv, {1e-5 * double(top), 1e-5}));
@@ -113,8 +123,8 @@ void check(const vk::Device& g, const Case& c) {
   // The kernel the policy picks: attention_backward_texel for the CPU set where D is in whole
   // texels (arena spans are texel-aligned; every stride and column here is a multiple of 4),
   // attention_backward otherwise; both passes.
-  const bool texel = model::gpu::Ops(g).policy().texel_attention && g.caps().storage_texel_buffers &&
-                     (r.C / r.H) % 4 == 0;
+  const bool texel = model::gpu::Ops(g).policy().texel_attention &&
+                     g.caps().storage_texel_buffers && (r.C / r.H) % 4 == 0;
   if (g.caps().timestamps)
     CHECK_MESSAGE(std::count(shaders.begin(), shaders.end(),
                              texel ? "attention_backward_texel" : "attention_backward") == 2, what);
@@ -142,12 +152,12 @@ TEST_CASE("attention_backward matches the CPU reference, both kernel sets") {
   GPU_TEST(gpu);
   for (vk::KernelSet set : test::kKernelSets) {
     const vk::Device& g = gpu.with_kernels(set);
-    check_self(g, 2, 17, 96, 3, {true, 0}, 1000);   // D = 32
-    check_self(g, 2, 17, 96, 3, {false, 0}, 1010);  // bidirectional
+    check_self(g, 2, 17, 96, 3, {true, 0}, 1000);      // D = 32
+    check_self(g, 2, 17, 96, 3, {false, 0}, 1010);     // bidirectional
     check_self(g, 1, 40, 128, 2, {true, 0.3f}, 1020);  // D = 64, a given scale
-    check_self(g, 3, 1, 32, 4, {true, 0}, 1030);     // one token: dq = dk = 0, dv = dout
-    check_self(g, 1, 9, 128, 1, {true, 0}, 1040);    // one head of 128, the largest D
-    check_self(g, 2, 5, 12, 2, {true, 0}, 1050);     // D = 6: the portable kernel on either set
+    check_self(g, 3, 1, 32, 4, {true, 0}, 1030);       // one token: dq = dk = 0, dv = dout
+    check_self(g, 1, 9, 128, 1, {true, 0}, 1040);      // one head of 128, the largest D
+    check_self(g, 2, 5, 12, 2, {true, 0}, 1050);       // D = 6: the portable kernel on either set
     // Cross-attention: fewer and more source rows than queries, one source row.
     check_cross(g, 2, 9, 23, 96, 3, 1060);
     check_cross(g, 3, 17, 5, 128, 2, 1070);
@@ -158,7 +168,8 @@ TEST_CASE("attention_backward matches the CPU reference, both kernel sets") {
 
 // What a user's model trains at: GPT-2 small's heads (12 of 64) over hundreds of tokens, and
 // cross-attention of 96 target tokens over a 200-token source.
-TEST_CASE("attention_backward at GPT-2's head dims, both kernel sets" * doctest::test_suite("shapes")) {
+TEST_CASE("attention_backward at GPT-2's head dims, both kernel sets" *
+          doctest::test_suite("shapes")) {
   GPU_TEST(gpu);
   for (vk::KernelSet set : test::kKernelSets) {
     const vk::Device& g = gpu.with_kernels(set);
@@ -174,21 +185,31 @@ TEST_CASE("attention_backward rejects what it cannot run") {
   vk::Recorder rec(g.device);
   rec.begin();
   const auto run = [&](const model::SequenceRows& rows, const model::AttentionSpec& spec = {}) {
-    model::gpu::attention_backward(
-        g.kernels, rec,
-        {.dq = a, .dk = a, .dv = a, .stats = a, .dout = a, .q = a, .k = a, .v = a, .rows = rows, .spec = spec});
+    model::gpu::attention_backward(g.kernels, rec,
+                                   {.dq = a,
+                                    .dk = a,
+                                    .dv = a,
+                                    .stats = a,
+                                    .dout = a,
+                                    .q = a,
+                                    .k = a,
+                                    .v = a,
+                                    .rows = rows,
+                                    .spec = spec});
   };
   CHECK_THROWS_WITH_AS(run(model::self_attention_rows(1, 4, 96, 5)),
                        doctest::Contains("not a positive multiple of H"), vk::Error);
-  CHECK_THROWS_WITH_AS(run(model::self_attention_rows(1, 4, 256, 1)), doctest::Contains("exceeds 128"),
-                       vk::Error);
+  CHECK_THROWS_WITH_AS(run(model::self_attention_rows(1, 4, 256, 1)),
+                       doctest::Contains("exceeds 128"), vk::Error);
   CHECK_THROWS_WITH_AS(run(model::cross_attention_rows(1, 4, 6, 32, 1)),
-                       doctest::Contains("causal attention needs as many keys as queries"), vk::Error);
+                       doctest::Contains("causal attention needs as many keys as queries"),
+                       vk::Error);
   CHECK_THROWS_WITH_AS(run(model::cross_attention_rows(1, 4, 0, 32, 1), {false, 0}),
                        doctest::Contains("no keys"), vk::Error);
   model::SequenceRows past = model::cross_attention_rows(1, 4, 6, 32, 1);
   past.v_col = 4;
-  CHECK_THROWS_WITH_AS(run(past, {false, 0}), doctest::Contains("past their rows' strides"), vk::Error);
+  CHECK_THROWS_WITH_AS(run(past, {false, 0}), doctest::Contains("past their rows' strides"),
+                       vk::Error);
   CHECK_THROWS_WITH_AS(run(model::cross_attention_rows(1, 4, 100000, 32, 1), {false, 0}),
                        doctest::Contains("k holds"), vk::Error);
   rec.end();

@@ -151,10 +151,9 @@ TEST_CASE("cpu::attention rejects a bad bias; its backward has none") {
                        std::invalid_argument);
   std::vector<float> dqkv(T * 3 * C);
   CHECK_THROWS_WITH_AS(
-      model::cpu::attention_backward(dqkv.data(), dqkv.data(), dqkv.data(), out.data(), qkv.data(),
-                                     qkv.data(), qkv.data(),
-                                     model::self_attention_rows(1, uint32_t(T), uint32_t(C), uint32_t(H)),
-                                     {true, 0, 9}),
+      model::cpu::attention_backward(
+          dqkv.data(), dqkv.data(), dqkv.data(), out.data(), qkv.data(), qkv.data(), qkv.data(),
+          model::self_attention_rows(1, uint32_t(T), uint32_t(C), uint32_t(H)), {true, 0, 9}),
       doctest::Contains("relative position bias has no training kernels yet"),
       std::invalid_argument);
 }
@@ -591,29 +590,28 @@ TEST_CASE("attention with a relative position bias rejects bad tables; training 
     rec.begin();
     const model::AttentionSpec spec{true, 0, 15};
     if (backward)
-      CHECK_THROWS_WITH_AS(model::gpu::attention_backward(g.kernels, rec,
-                                                          {.dq = qkv,
-                                                           .dk = qkv,
-                                                           .dv = qkv,
-                                                           .stats = stats,
-                                                           .dout = out,
-                                                           .q = qkv,
-                                                           .k = qkv,
-                                                           .v = qkv,
-                                                           .rows = model::self_attention_rows(1, T, C, H),
-                                                           .spec = spec}),
-                           doctest::Contains("relative position bias has no training kernels yet"),
-                           vk::Error);
+      CHECK_THROWS_WITH_AS(
+          model::gpu::attention_backward(g.kernels, rec,
+                                         {.dq = qkv,
+                                          .dk = qkv,
+                                          .dv = qkv,
+                                          .stats = stats,
+                                          .dout = out,
+                                          .q = qkv,
+                                          .k = qkv,
+                                          .v = qkv,
+                                          .rows = model::self_attention_rows(1, T, C, H),
+                                          .spec = spec}),
+          doctest::Contains("relative position bias has no training kernels yet"), vk::Error);
     else
       CHECK_THROWS_WITH_AS(
-          model::gpu::attention_sequences(
-              g.kernels, rec,
-              {.out = out,
-               .q = qkv,
-               .k = qkv,
-               .v = qkv,
-               .rows = model::self_attention_rows(1, T, C, H),
-               .spec = spec}),
+          model::gpu::attention_sequences(g.kernels, rec,
+                                          {.out = out,
+                                           .q = qkv,
+                                           .k = qkv,
+                                           .v = qkv,
+                                           .rows = model::self_attention_rows(1, T, C, H),
+                                           .spec = spec}),
           doctest::Contains("relative position bias has no training kernels yet"), vk::Error);
   }
 }

@@ -24,14 +24,19 @@ namespace {
 void check(const vk::Device& g, const model::SequenceRows& r, const model::AttentionSpec& spec,
            bool self, unsigned seed) {
   const std::vector<float> q = test::random_floats(size_t{r.B} * r.T * r.q_stride, seed),
-                           k = self ? q : test::random_floats(size_t{r.B} * r.S * r.kv_stride, seed + 1),
-                           v = self ? q : test::random_floats(size_t{r.B} * r.S * r.kv_stride, seed + 2);
+                           k = self
+                                   ? q
+                                   : test::random_floats(size_t{r.B} * r.S * r.kv_stride, seed + 1),
+                           v = self
+                                   ? q
+                                   : test::random_floats(size_t{r.B} * r.S * r.kv_stride, seed + 2);
   std::vector<float> ref(size_t{r.B} * r.T * r.C);
   model::cpu::attention_sequences(ref.data(), q.data(), k.data(), v.data(), r, spec);
-  vk::Arena arena(g, (q.size() + k.size() + v.size() + ref.size()) * 4 + 65536, vk::MemoryKind::Device,
-                  "test attention_sequences");
+  vk::Arena arena(g, (q.size() + k.size() + v.size() + ref.size()) * 4 + 65536,
+                  vk::MemoryKind::Device, "test attention_sequences");
   const vk::BufferSpan gq = test::to_gpu(g, arena, q), gk = self ? gq : test::to_gpu(g, arena, k),
-                       gv = self ? gq : test::to_gpu(g, arena, v), out = arena.alloc(ref.size() * 4);
+                       gv = self ? gq : test::to_gpu(g, arena, v),
+                       out = arena.alloc(ref.size() * 4);
   vk::Recorder rec(g, true);
   rec.begin();
   model::gpu::attention_sequences(model::gpu::Ops(g), rec,
@@ -39,12 +44,13 @@ void check(const vk::Device& g, const model::SequenceRows& r, const model::Atten
   rec.run();
   CHECK(rec.stats().dispatches == 1);
   const std::string what = std::string(self ? "self" : "cross") + (spec.causal ? " causal" : "") +
-                           " B=" + std::to_string(r.B) + " T=" + std::to_string(r.T) + " S=" +
-                           std::to_string(r.S) + " C=" + std::to_string(r.C) + " H=" + std::to_string(r.H);
+                           " B=" + std::to_string(r.B) + " T=" + std::to_string(r.T) +
+                           " S=" + std::to_string(r.S) + " C=" + std::to_string(r.C) +
+                           " H=" + std::to_string(r.H);
   CHECK(test::close(what, test::from_gpu(g, out, ref.size()), ref, {1e-6, 1e-5}));
   // The kernel the policy picks (arena spans are texel-aligned).
-  const bool texel = model::gpu::Ops(g).policy().texel_attention && g.caps().storage_texel_buffers &&
-                     (r.C / r.H) % 4 == 0;
+  const bool texel = model::gpu::Ops(g).policy().texel_attention &&
+                     g.caps().storage_texel_buffers && (r.C / r.H) % 4 == 0;
   if (g.caps().timestamps) {
     const std::vector<vk::DispatchTime> ran = rec.timings();
     CHECK_MESSAGE((ran.size() == 1 && ran[0].shader == (texel ? "attention_sequences_texel" : "attention_sequences")),
@@ -67,12 +73,12 @@ TEST_CASE("attention_sequences matches the CPU reference, both kernel sets") {
   GPU_TEST(gpu);
   for (vk::KernelSet set : test::kKernelSets) {
     const vk::Device& g = gpu.with_kernels(set);
-    check_self(g, 3, 17, 96, 3, {true, 0}, 1100);    // D = 32
-    check_self(g, 2, 17, 96, 3, {false, 0}, 1110);   // bidirectional
+    check_self(g, 3, 17, 96, 3, {true, 0}, 1100);      // D = 32
+    check_self(g, 2, 17, 96, 3, {false, 0}, 1110);     // bidirectional
     check_self(g, 1, 64, 128, 2, {true, 0.3f}, 1120);  // D = 64, a given scale
-    check_self(g, 4, 1, 32, 4, {true, 0}, 1130);     // one token
-    check_self(g, 1, 9, 128, 1, {true, 0}, 1140);    // one head of 128, the largest D
-    check_self(g, 2, 5, 12, 2, {true, 0}, 1150);     // D = 6: the portable kernel on either set
+    check_self(g, 4, 1, 32, 4, {true, 0}, 1130);       // one token
+    check_self(g, 1, 9, 128, 1, {true, 0}, 1140);      // one head of 128, the largest D
+    check_self(g, 2, 5, 12, 2, {true, 0}, 1150);       // D = 6: the portable kernel on either set
     // Cross-attention: fewer and more source rows than queries, one source row, D = 6; GPT-2's
     // heads over a 200-token source.
     check_cross(g, 2, 9, 23, 96, 3, 1160);

@@ -345,9 +345,9 @@ TEST_CASE("embedding rejects bad arguments") {
 // repeats rounds k times in fp32 (k <= 5 here), ~k ulp of values below 4.
 namespace {
 
-void check_backward(const vk::Device& device, const model::gpu::Ops& kernels, uint32_t B, uint32_t T,
-                    uint32_t C, uint32_t V, bool learned, unsigned seed, uint32_t dispatches,
-                    float scale = 1.0f) {
+void check_backward(const vk::Device& device, const model::gpu::Ops& kernels, uint32_t B,
+                    uint32_t T, uint32_t C, uint32_t V, bool learned, unsigned seed,
+                    uint32_t dispatches, float scale = 1.0f) {
   const uint32_t n = B * T;
   std::vector<int32_t> ids;
   for (float u : test::random_floats(n, seed, 0.0f, 1.0f))
@@ -376,8 +376,8 @@ void check_backward(const vk::Device& device, const model::gpu::Ops& kernels, ui
                                   .scale = scale});
   rec.run();
   CHECK(rec.stats().dispatches == dispatches);
-  model::cpu::embedding_backward(dwte.data(), learned ? dwpe.data() : nullptr, dout.data(), ids.data(),
-                                 B, T, C, scale);
+  model::cpu::embedding_backward(dwte.data(), learned ? dwpe.data() : nullptr, dout.data(),
+                                 ids.data(), B, T, C, scale);
   const std::string what = "embedding_backward B=" + std::to_string(B) + " T=" + std::to_string(T) +
                            " C=" + std::to_string(C) + " V=" + std::to_string(V);
   CHECK(test::close(what + ": dwte", test::from_gpu(device, gwte, dwte.size()), dwte, {1e-6, 1e-6}));

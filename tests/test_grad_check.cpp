@@ -178,7 +178,8 @@ TEST_CASE("cross-attention's backward against central differences") {
       model::cpu::attention_sequences(out.data(), q.data(), kv.data(), v.data(), rows, spec);
       return dot(out, w);
     };
-    const std::string what = packed ? "cross-attention, k and v in one tensor: " : "cross-attention: ";
+    const std::string what =
+        packed ? "cross-attention, k and v in one tensor: " : "cross-attention: ";
     check_grad(what + "dq", q, dq, loss);
     check_grad(what + (packed ? "dk and dv" : "dk"), kv, dkv, loss);
     if (!packed) check_grad(what + "dv", v2, dv2, loss);
@@ -204,8 +205,8 @@ TEST_CASE("embedding_backward against central differences, repeated ids") {
                                    T, C, scale);
     const auto loss = [&] {
       for (size_t b = 0; b < B; b++)
-        model::cpu::embedding(out.data() + b * T * C, ids + b * T, wte.data(), wpe.data(), T, C,
-                              V, n_pos, 0, position, nullptr, nullptr, 0, scale);
+        model::cpu::embedding(out.data() + b * T * C, ids + b * T, wte.data(), wpe.data(), T, C, V,
+                              n_pos, 0, position, nullptr, nullptr, 0, scale);
       return dot(out, w);
     };
     const std::string what = learned ? "learned positions" : "sinusoidal positions";

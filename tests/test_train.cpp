@@ -11,12 +11,12 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <cmath>
-#include <span>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 

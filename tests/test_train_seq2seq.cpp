@@ -11,8 +11,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -26,8 +26,8 @@
 #include "tests/compare.h"
 #include "tests/files.h"
 #include "tests/gpu.h"
-#include "tests/process.h"
 #include "tests/model_fixture.h"
+#include "tests/process.h"
 #include "tests/train_parameters.h"
 
 namespace {
@@ -83,15 +83,16 @@ TEST_CASE("train seq2seq: the CPU step's loss is the inference model's, teacher-
   const model::Config c = tiny("marian");
   const test::TinyModel m(c);
   Parameters params = Parameters::from_checkpoint(*m.checkpoint), grads(c);
-  const double loss = model::training::cpu_seq2seq_train_step(params, grads, kSources, kInputs,
-                                                              kTargets, B, S, T);
+  const double loss =
+      model::training::cpu_seq2seq_train_step(params, grads, kSources, kInputs, kTargets, B, S, T);
   // The inference model: each source encoded, the decoder run over its inputs, every row's
   // cross-entropy against its target, in double.
   auto inference = model::make_cpu_seq2seq(*m.checkpoint, model::Precision::F32);
   double sum = 0;
   for (uint32_t b = 0; b < B; b++) {
     inference->set_source(std::span(kSources).subspan(b * S, S));
-    const std::vector<float> logits = inference->decoder().logits(std::span(kInputs).subspan(b * T, T));
+    const std::vector<float> logits =
+        inference->decoder().logits(std::span(kInputs).subspan(b * T, T));
     for (uint32_t t = 0; t < T; t++) {
       const float* row = logits.data() + size_t{t} * c.n_vocab;
       double mx = -INFINITY, total = 0;
@@ -114,23 +115,26 @@ TEST_CASE("train seq2seq: the CPU step's loss is the inference model's, teacher-
 TEST_CASE("train seq2seq: the CPU step's gradients against the float64 PyTorch reference") {
   if (test::run({"/usr/bin/python3", "-c", "import torch"}).exit_code != 0) {
     if (test::in_ci()) FAIL("CI=true and Debian's python3-torch is missing");
-    MESSAGE("skipped: /usr/bin/python3 has no torch (Debian: python3-torch, scripts/setup.sh --tests)");
+    MESSAGE(
+        "skipped: /usr/bin/python3 has no torch (Debian: python3-torch, scripts/setup.sh --tests)");
     return;
   }
   const model::Config c = tiny("marian");
   const test::TinyModel m(c);
   Parameters params = Parameters::from_checkpoint(*m.checkpoint), grads(c);
-  const double loss = model::training::cpu_seq2seq_train_step(params, grads, kSources, kInputs,
-                                                              kTargets, B, S, T);
+  const double loss =
+      model::training::cpu_seq2seq_train_step(params, grads, kSources, kInputs, kTargets, B, S, T);
   const auto rows = [](const std::vector<int32_t>& ids, uint32_t n) {
     nlohmann::json out = nlohmann::json::array();
-    for (size_t i = 0; i < ids.size(); i += n) out.push_back(std::vector<int32_t>(ids.begin() + long(i), ids.begin() + long(i + n)));
+    for (size_t i = 0; i < ids.size(); i += n)
+      out.push_back(std::vector<int32_t>(ids.begin() + long(i), ids.begin() + long(i + n)));
     return out;
   };
   const test::TempDir dir;
   test::write_file(dir / "batch.json", nlohmann::json{{"sources", rows(kSources, S)},
                                                       {"inputs", rows(kInputs, T)},
-                                                      {"targets", rows(kTargets, T)}}.dump());
+                                                      {"targets", rows(kTargets, T)}}
+                                           .dump());
   const test::CliResult r = test::run(
       {"/usr/bin/python3", (test::source_dir() / "tools" / "reference" / "seq2seq_ref.py").string(),
        "--grads", m.dir.path().string(), (dir / "batch.json").string(), (dir / "grads").string()});
@@ -155,7 +159,8 @@ TEST_CASE("train seq2seq: the CPU step's gradients against central differences")
     const model::Config c = tiny(variant);
     Parameters params = random_parameters(c, 41), grads(c), scratch(c);
     const auto step = [&](Parameters& g) {
-      return model::training::cpu_seq2seq_train_step(params, g, kSources, kInputs, kTargets, B, S, T);
+      return model::training::cpu_seq2seq_train_step(params, g, kSources, kInputs, kTargets, B, S,
+                                                     T);
     };
     const double loss = step(grads);
     CHECK(std::isfinite(loss));
@@ -186,7 +191,7 @@ TEST_CASE("train seq2seq: the GPU step matches the CPU reference step, both kern
       const model::training::StepResult got = gpu.gradients(kInputs, kTargets, kSources);
       Parameters params = start, grads(c), got_grads(c);
       const double ref = model::training::cpu_seq2seq_train_step(params, grads, kSources, kInputs,
-                                                                  kTargets, B, S, T);
+                                                                 kTargets, B, S, T);
       CHECK_MESSAGE(std::abs(got.loss - ref) <= 1e-5 * ref, what);
       CHECK_MESSAGE(std::abs(gpu.evaluate(kInputs, kTargets, kSources) - ref) <= 1e-5 * ref, what);
       gpu.download_grads(got_grads);
@@ -200,16 +205,16 @@ TEST_CASE("train seq2seq: the GPU step matches the CPU reference step, both kern
       for (uint64_t step = 1; step <= 3; step++) {
         s.step = step;
         const double gpu_loss = gpu.step(kInputs, kTargets, s, kSources).loss;
-        const double cpu_loss = model::training::cpu_seq2seq_train_step(params, grads, kSources, kInputs,
-                                                                         kTargets, B, S, T);
+        const double cpu_loss = model::training::cpu_seq2seq_train_step(params, grads, kSources,
+                                                                        kInputs, kTargets, B, S, T);
         const std::string at = what + ", step " + std::to_string(step);
         CHECK_MESSAGE(std::abs(gpu_loss - cpu_loss) <= 1e-4 * cpu_loss, at);
         for (const model::ExpectedTensor& e : params.tensors()) {
           std::vector<float>& p = params.tensor(e.name);
-          model::cpu::adamw(p.data(), m.tensor(e.name).data(), v.tensor(e.name).data(),
-                            grads.tensor(e.name).data(), p.size(),
-                            {s.lr, s.beta1, s.beta2, s.eps, e.shape.size() >= 2 ? s.weight_decay : 0.0f},
-                            step);
+          model::cpu::adamw(
+              p.data(), m.tensor(e.name).data(), v.tensor(e.name).data(),
+              grads.tensor(e.name).data(), p.size(),
+              {s.lr, s.beta1, s.beta2, s.eps, e.shape.size() >= 2 ? s.weight_decay : 0.0f}, step);
         }
       }
       Parameters after(c);
@@ -220,7 +225,8 @@ TEST_CASE("train seq2seq: the GPU step matches the CPU reference step, both kern
         // q . b, which the softmax ignores): both sides hold rounding noise there, which AdamW's
         // m / sqrt(v) turns into steps of any size up to lr (test_train.cpp's note). Self-
         // attention's are the middle third of c_attn.bias, cross-attention's all of c_k.bias.
-        const bool self_keys = e.name.ends_with("attn.c_attn.bias"), cross_keys = e.name.ends_with("cross.c_k.bias");
+        const bool self_keys = e.name.ends_with("attn.c_attn.bias"),
+                   cross_keys = e.name.ends_with("cross.c_k.bias");
         if (self_keys || cross_keys) {
           const auto from = static_cast<std::ptrdiff_t>(self_keys ? c.n_embd : 0),
                      to = static_cast<std::ptrdiff_t>(self_keys ? 2 * c.n_embd : got_p.size());
@@ -229,7 +235,8 @@ TEST_CASE("train seq2seq: the GPU step matches the CPU reference step, both kern
         }
         double peak = 0;
         for (float x : ref_p) peak = std::max(peak, std::abs(double(x)));
-        CHECK(test::close(what + ": " + e.name + " after 3 steps", got_p, ref_p, {1e-4 * std::max(peak, 1.0), 0}));
+        CHECK(test::close(what + ": " + e.name + " after 3 steps", got_p, ref_p,
+                          {1e-4 * std::max(peak, 1.0), 0}));
       }
 
       // Two micro-batches, each one of the sequences: the gradients of their mean, as one batch.
@@ -238,7 +245,8 @@ TEST_CASE("train seq2seq: the GPU step matches the CPU reference step, both kern
       Parameters half_grads(c);
       halves.download_grads(half_grads);
       Parameters fresh = start, ref_grads(c);
-      model::training::cpu_seq2seq_train_step(fresh, ref_grads, kSources, kInputs, kTargets, B, S, T);
+      model::training::cpu_seq2seq_train_step(fresh, ref_grads, kSources, kInputs, kTargets, B, S,
+                                              T);
       check_grads(what + ", M = 2", half_grads, ref_grads);
     }
 }
@@ -264,6 +272,6 @@ TEST_CASE("train seq2seq: what the step refuses") {
   GpuTrainer gpu(g.device, params, B, T, false, 1, {}, false, S);
   CHECK_THROWS_WITH_AS(gpu.gradients(kInputs, kTargets), doctest::Contains("takes 12 source ids"),
                        std::invalid_argument);
-  CHECK_THROWS_WITH_AS(gpu.next_logits(std::vector<int32_t>{1, 2}), doctest::Contains("needs a source"),
-                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(gpu.next_logits(std::vector<int32_t>{1, 2}),
+                       doctest::Contains("needs a source"), std::invalid_argument);
 }

@@ -61,9 +61,9 @@ struct CpuTrainBackend {
   void embed(Saved out) {
     const Config& c = cfg();
     for (uint32_t b = 0; b < B; b++)
-      cpu::embedding(buf(out) + size_t{b} * T() * c.n_embd, now().ids.data() + size_t{b} * T(), now().w->wte,
-                     now().w->wpe, T(), c.n_embd, c.n_vocab, c.n_ctx, 0, c.positions, nullptr, nullptr, 0,
-                     c.embed_scale);
+      cpu::embedding(buf(out) + size_t{b} * T() * c.n_embd, now().ids.data() + size_t{b} * T(),
+                     now().w->wte, now().w->wpe, T(), c.n_embd, c.n_vocab, c.n_ctx, 0, c.positions,
+                     nullptr, nullptr, 0, c.embed_scale);
   }
   void layernorm(Saved out, Saved in, const Norm<W>& n) {
     const Config& c = cfg();
@@ -165,7 +165,8 @@ double cpu_train_step(Parameters& params, Parameters& grads, std::span<const int
                       std::span<const int32_t> targets, uint32_t B, uint32_t T, bool recompute) {
   const Config& c = params.config();
   if (c.family == Family::EncoderDecoder)
-    throw std::invalid_argument("cpu_train_step: an encoder-decoder's step is cpu_seq2seq_train_step");
+    throw std::invalid_argument(
+        "cpu_train_step: an encoder-decoder's step is cpu_seq2seq_train_step");
   if (ids.size() != size_t{B} * T || targets.size() != ids.size())
     throw std::invalid_argument("cpu_train_step: ids and targets must hold B * T tokens");
   if (T > c.n_ctx) throw std::invalid_argument("cpu_train_step: T is past the model's context");
@@ -178,21 +179,24 @@ double cpu_train_step(Parameters& params, Parameters& grads, std::span<const int
 
 double cpu_seq2seq_train_step(Parameters& params, Parameters& grads,
                               std::span<const int32_t> sources, std::span<const int32_t> inputs,
-                              std::span<const int32_t> targets, uint32_t B, uint32_t S, uint32_t T) {
+                              std::span<const int32_t> targets, uint32_t B, uint32_t S,
+                              uint32_t T) {
   const Config& c = params.config();
   if (c.family != Family::EncoderDecoder)
     throw std::invalid_argument("cpu_seq2seq_train_step: not an encoder-decoder's parameters");
   if (sources.size() != size_t{B} * S || S == 0)
     throw std::invalid_argument("cpu_seq2seq_train_step: sources must hold B * S tokens, S >= 1");
   if (inputs.size() != size_t{B} * T || targets.size() != inputs.size())
-    throw std::invalid_argument("cpu_seq2seq_train_step: inputs and targets must hold B * T tokens");
+    throw std::invalid_argument(
+        "cpu_seq2seq_train_step: inputs and targets must hold B * T tokens");
   if (S > c.n_ctx || T > c.n_ctx)
     throw std::invalid_argument("cpu_seq2seq_train_step: S or T is past the model's context");
   zero_grads(params, grads, "cpu_seq2seq_train_step");
   const Config ec = encoder_side(c), dc = decoder_side(c);
   const ModelWeights<W> ew = params.weights(Family::Encoder), dew = grads.weights(Family::Encoder),
                         w = params.weights(Family::Decoder), dw = grads.weights(Family::Decoder);
-  CpuTrainBackend backend{targets, B, false, {StackRows{&dc, &w, inputs, T}, StackRows{&ec, &ew, sources, S}}};
+  CpuTrainBackend backend{
+      targets, B, false, {StackRows{&dc, &w, inputs, T}, StackRows{&ec, &ew, sources, S}}};
   seq2seq_train_step(backend, ec, ew, dew, dc, w, dw);
   return backend.loss;
 }

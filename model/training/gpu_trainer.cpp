@@ -67,7 +67,8 @@ struct PlanBackend {
   void activation_backward(Grad dx, Grad dout, Saved x) { use(dx), use(dout), use(x); }
   void attention_backward(Grad dqkv, Grad dout, Saved qkv) { use(dqkv), use(dout), use(qkv); }
   void cross_attention(Saved out, Saved q) {
-    use(out), use(q), use(Saved{Kept::SourceK, q.layer, q.sub}), use(Saved{Kept::SourceV, q.layer, q.sub});
+    use(out), use(q), use(Saved{Kept::SourceK, q.layer, q.sub}),
+        use(Saved{Kept::SourceV, q.layer, q.sub});
   }
   void cross_attention_backward(Grad dq, Grad dout, Saved q) {
     use(dq), use(dout), use(q);
@@ -83,16 +84,30 @@ struct PlanBackend {
 struct GpuTrainer::Impl {
   Impl(const vk::Device& d, const Parameters& params, uint32_t b, uint32_t t, uint32_t m,
        bool timestamps, Share sh, bool recompute_blocks, uint32_t s)
-      : device(d), ops(gpu::checked_ops(d)), config(params.config()), expected(params.tensors()),
+      : device(d),
+        ops(gpu::checked_ops(d)),
+        config(params.config()),
+        expected(params.tensors()),
         seq2seq(config.family == Family::EncoderDecoder),
         target_config(seq2seq ? decoder_side(config) : config),
         source_config(seq2seq ? encoder_side(config) : Config{}),
-        B(b), T(t), N(b * t), S(s), M(m), share(std::move(sh)), recompute(recompute_blocks),
-        weights_(d, "training weights"), grads_(d, "training gradients"),
+        B(b),
+        T(t),
+        N(b * t),
+        S(s),
+        M(m),
+        share(std::move(sh)),
+        recompute(recompute_blocks),
+        weights_(d, "training weights"),
+        grads_(d, "training gradients"),
         micro_(d, "training micro-batch gradients"),
-        m_(d, "AdamW m"), v_(d, "AdamW v"), acts_(d, "training activations"),
-        packed_(d, "training interleaved weights"), io_(d, "training ids"),
-        out_(d, "training losses"), rec(d, timestamps) {
+        m_(d, "AdamW m"),
+        v_(d, "AdamW v"),
+        acts_(d, "training activations"),
+        packed_(d, "training interleaved weights"),
+        io_(d, "training ids"),
+        out_(d, "training losses"),
+        rec(d, timestamps) {
     const Config& c = config;
     if (B == 0 || T == 0 || M == 0)
       throw std::invalid_argument("training needs B >= 1, T >= 1 and a micro-batch or more");
@@ -255,7 +270,8 @@ struct GpuTrainer::Impl {
                  std::span<const int32_t> source_values, bool backward, const StepSettings* update);
   // Micro-batch i's ids, targets (and sources) to the device.
   void upload_micro(uint32_t i, std::span<const int32_t> id_values,
-                    std::span<const int32_t> target_values, std::span<const int32_t> source_values) {
+                    std::span<const int32_t> target_values,
+                    std::span<const int32_t> source_values) {
     gpu::upload_ids(device, io_.span(ids[i]), id_values.subspan(size_t{i} * N, N), config.n_vocab);
     gpu::upload_ids(device, io_.span(targets[i]), target_values.subspan(size_t{i} * N, N),
                     config.n_vocab);
@@ -667,16 +683,16 @@ std::vector<float> GpuTrainer::Impl::next_logits(std::span<const int32_t> id_val
   rec.run();
   fwd_current = true;  // the weights did not change
   std::vector<float> out(V);
-  vk::download(device, out.data(),
-               acts_.span(saved.at({Rows::Target, Saved{Kept::Logits}})).sub((n - 1) * V * 4, V * 4),
-               V * 4);
+  vk::download(
+      device, out.data(),
+      acts_.span(saved.at({Rows::Target, Saved{Kept::Logits}})).sub((n - 1) * V * 4, V * 4), V * 4);
   return out;
 }
 
 GpuTrainer::GpuTrainer(const vk::Device& device, const Parameters& params, uint32_t B, uint32_t T,
                        bool timestamps, uint32_t M, Share share, bool recompute, uint32_t S)
-    : impl_(std::make_unique<Impl>(device, params, B, T, M, timestamps, std::move(share),
-                                   recompute, S)) {}
+    : impl_(std::make_unique<Impl>(device, params, B, T, M, timestamps, std::move(share), recompute,
+                                   S)) {}
 GpuTrainer::~GpuTrainer() = default;
 
 StepResult GpuTrainer::gradients(std::span<const int32_t> ids, std::span<const int32_t> targets,
@@ -740,7 +756,9 @@ std::vector<vk::DispatchTime> GpuTrainer::timings() const { return impl_->rec.ti
 uint64_t GpuTrainer::dispatches() const { return impl_->rec.stats().dispatches; }
 uint32_t GpuTrainer::batch() const { return impl_->B; }
 uint32_t GpuTrainer::context() const { return impl_->T; }
-uint32_t GpuTrainer::source_length() const { return impl_->S; }
+uint32_t GpuTrainer::source_length() const {
+  return impl_->S;
+}
 uint32_t GpuTrainer::micro_batches() const { return impl_->M; }
 bool GpuTrainer::recomputes() const { return impl_->recompute; }
 GpuTrainer::Memory GpuTrainer::memory() const {

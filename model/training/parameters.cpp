@@ -39,10 +39,12 @@ Parameters::Parameters(const Config& config) : config_(config), expected_(expect
   // Training's graph (train_graph.h) is a decoder's, or an encoder-decoder's: no token types,
   // no embedding norm, no encoder heads, no relative position bias (T5's).
   if (config.family == Family::Encoder)
-    throw std::invalid_argument("training runs decoders and encoder-decoders; this is a BERT encoder");
+    throw std::invalid_argument(
+        "training runs decoders and encoder-decoders; this is a BERT encoder");
   if (config.family == Family::Decoder && config.cross_attention)
-    throw std::invalid_argument("training runs a decoder with cross-attention as part of its "
-                                "encoder-decoder, not alone");
+    throw std::invalid_argument(
+        "training runs a decoder with cross-attention as part of its "
+        "encoder-decoder, not alone");
   if (config.relative_buckets != 0)
     throw std::invalid_argument("training has no kernels for T5's relative position bias yet");
   // The trainers' buffers and backward ops are sized by n_embd throughout.

@@ -85,7 +85,8 @@ inline uint32_t width(const Config& c, Saved s) {
     case Kept::SourceK:
     case Kept::SourceV:
     case Kept::SourceDK:
-    case Kept::SourceDV: return c.attn_width();
+    case Kept::SourceDV:
+      return c.attn_width();
     default: return c.n_embd;
   }
 }
@@ -308,10 +309,11 @@ void seq2seq_train_step(Backend& b, const Config& ec, const ModelWeights<W>& ew,
   b.embed(Saved{Kept::Stream, 0, 0});
   for (uint32_t i = 0; i < L; i++) block_forward(b, ew, i, true);
   if (ec.final_norm) b.layernorm(top, stream_out, ew.ln_f);
-  for_each_cross_attention(w, dw, [&](uint32_t i, uint32_t j, const Sublayer<W>& s, const Sublayer<W>&) {
-    b.linear(Saved{Kept::SourceK, i, j}, top, s.source_k);
-    b.linear(Saved{Kept::SourceV, i, j}, top, s.source_v);
-  });
+  for_each_cross_attention(w, dw,
+                           [&](uint32_t i, uint32_t j, const Sublayer<W>& s, const Sublayer<W>&) {
+                             b.linear(Saved{Kept::SourceK, i, j}, top, s.source_k);
+                             b.linear(Saved{Kept::SourceV, i, j}, top, s.source_v);
+                           });
 
   b.rows(Rows::Target);
   train_step(b, dc, w, dw, until);
@@ -320,17 +322,19 @@ void seq2seq_train_step(Backend& b, const Config& ec, const ModelWeights<W>& ew,
   // d loss / d (the encoder's output): the sum of what every cross-attention's key and value
   // projections pass back, in layer order, into acc.
   b.rows(Rows::Source);
-  const Grad X = Grad::X, H = Grad::H, acc = ec.final_norm ? H : X, part = ec.final_norm ? Grad::A : H;
+  const Grad X = Grad::X, H = Grad::H, acc = ec.final_norm ? H : X,
+             part = ec.final_norm ? Grad::A : H;
   bool first = true;
   const auto pass_back = [&](Saved dout, const Linear<W>& l, const Linear<W>& dl) {
     b.linear_backward(first ? &acc : &part, dout, top, l, dl);
     if (!first) b.add(acc, part);
     first = false;
   };
-  for_each_cross_attention(w, dw, [&](uint32_t i, uint32_t j, const Sublayer<W>& s, const Sublayer<W>& ds) {
-    pass_back(Saved{Kept::SourceDK, i, j}, s.source_k, ds.source_k);
-    pass_back(Saved{Kept::SourceDV, i, j}, s.source_v, ds.source_v);
-  });
+  for_each_cross_attention(
+      w, dw, [&](uint32_t i, uint32_t j, const Sublayer<W>& s, const Sublayer<W>& ds) {
+        pass_back(Saved{Kept::SourceDK, i, j}, s.source_k, ds.source_k);
+        pass_back(Saved{Kept::SourceDV, i, j}, s.source_v, ds.source_v);
+      });
   if (first) throw std::logic_error("seq2seq_train_step: a decoder without cross-attention");
   if (ec.final_norm) b.layernorm_backward(X, H, stream_out, ew.ln_f, dew.ln_f);
   for (uint32_t i = L; i-- > 0;) block_backward(b, ew, dew, i);

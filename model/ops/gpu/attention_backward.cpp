@@ -33,14 +33,15 @@ push::AttentionBackwardPush sequences_push(const char* op, const SequenceRows& r
   if (D > push::ATTENTION_BACKWARD_MAX_D)
     fail(op, "head dim D=" + str(D) + " exceeds " + str(push::ATTENTION_BACKWARD_MAX_D));
   if (spec.causal && r.S != r.T)
-    fail(op, "causal attention needs as many keys as queries, got S=" + str(r.S) + ", T=" + str(r.T));
+    fail(op,
+         "causal attention needs as many keys as queries, got S=" + str(r.S) + ", T=" + str(r.T));
   if (r.S == 0 && r.T != 0) fail(op, "queries with no keys to attend to (S=0)");
   if (uint64_t{r.q_col} + r.C > r.q_stride || uint64_t{r.k_col} + r.C > r.kv_stride ||
       uint64_t{r.v_col} + r.C > r.kv_stride)
     fail(op, "q, k or v's C=" + str(r.C) + " columns run past their rows' strides");
   const float scale = spec.scale != 0 ? spec.scale : 1.0f / std::sqrt(static_cast<float>(D));
-  return {r.B,       r.T,         r.S,     r.C,     r.H,     spec.causal ? 1u : 0u, scale,
-          r.q_stride, r.kv_stride, r.q_col, r.k_col, r.v_col};
+  return {r.B,   r.T,        r.S,         r.C,     r.H,     spec.causal ? 1u : 0u,
+          scale, r.q_stride, r.kv_stride, r.q_col, r.k_col, r.v_col};
 }
 
 // The bytes of q's and of k's (and v's) rows; throws unless the spans hold them and each fits
@@ -92,8 +93,8 @@ void attention_sequences(const Ops& ops, vk::Recorder& rec, const AttentionSeque
   const vk::Pipeline& p =
       ops.get(texel ? vk::Shader::attention_sequences_texel : vk::Shader::attention_sequences,
               {{default_workgroup(ops.device().caps()), 1, 1}, {r.C / r.H}});
-  rec.dispatch(p, {a.out.sub(0, e.out), a.q.sub(0, e.q), a.k.sub(0, e.kv), a.v.sub(0, e.kv)},
-               push, vk::groups_for(ops.device(), p, queries * r.H));
+  rec.dispatch(p, {a.out.sub(0, e.out), a.q.sub(0, e.q), a.k.sub(0, e.kv), a.v.sub(0, e.kv)}, push,
+               vk::groups_for(ops.device(), p, queries * r.H));
 }
 
 void attention_backward(const Ops& ops, vk::Recorder& rec, const AttentionBackwardArgs& a) {
@@ -119,9 +120,9 @@ void attention_backward(const Ops& ops, vk::Recorder& rec, const AttentionBackwa
   for (bool keys : {false, true}) {
     // The query pass runs an invocation per query, the key pass one per key.
     const uint64_t rows = uint64_t{r.B} * (keys ? r.S : r.T) * r.H;
-    const vk::Pipeline& p = ops.get(
-        texel ? vk::Shader::attention_backward_texel : vk::Shader::attention_backward,
-        {{wg, 1, 1}, {r.C / r.H, keys ? 1u : 0u}});
+    const vk::Pipeline& p =
+        ops.get(texel ? vk::Shader::attention_backward_texel : vk::Shader::attention_backward,
+                {{wg, 1, 1}, {r.C / r.H, keys ? 1u : 0u}});
     if (texel) {
       rec.dispatch(p, {dq, dk, dv, stats, dout, q, k, v, stats}, push,
                    vk::groups_for(ops.device(), p, rows));

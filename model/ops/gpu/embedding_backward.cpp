@@ -35,9 +35,14 @@ void embedding_backward(const Ops& ops, vk::Recorder& rec, const EmbeddingBackwa
   for (uint64_t v0 = 0; v0 < V; v0 += rows) {
     const uint64_t v1 = std::min<uint64_t>(V, v0 + rows);
     const Window w = window(dwte, v0 * C, (v1 - v0) * C, sizeof(float), align);
-    const push::EmbeddingBackwardPush push{n, T, C, static_cast<uint32_t>(v0),
-                                           static_cast<uint32_t>(v1), w.skip,
-                                           dwpe && v0 == 0 ? 1u : 0u, a.scale};
+    const push::EmbeddingBackwardPush push{n,
+                                           T,
+                                           C,
+                                           static_cast<uint32_t>(v0),
+                                           static_cast<uint32_t>(v1),
+                                           w.skip,
+                                           dwpe && v0 == 0 ? 1u : 0u,
+                                           a.scale};
     rec.dispatch(p,
                  {w.span, pos, dout.sub(0, uint64_t{n} * row_bytes), ids.sub(0, uint64_t{n} * 4)},
                  push, vk::groups_for(ops.device(), p, C));
