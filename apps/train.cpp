@@ -388,6 +388,11 @@ int train_ranks(TrainArgs a, const Given& given, const Group& group) {
     params = std::make_unique<Parameters>(Parameters::from_checkpoint(*model::Checkpoint::load(a.run.model)));
   }
   const model::Config& c = params->config();
+  // The step exists (GpuTrainer with sources); the command's data, batches and checkpoints for
+  // pairs of source and target do not yet.
+  if (c.family == model::Family::EncoderDecoder)
+    throw std::runtime_error("train takes decoders (GPT-2 and its variants): this is an "
+                             "encoder-decoder (Marian or T5), which the command does not train yet");
   const std::unique_ptr<model::Tokenizer> tok = model::load_tokenizer(tokenizer_dir, c.tokenizer);
   if (a.run.ctx > c.n_ctx)
     throw std::runtime_error("--ctx " + std::to_string(a.run.ctx) + " is past the model's context of " +
