@@ -40,7 +40,8 @@ struct CpuTrainBackend {
   std::map<std::pair<Rows, Grad>, std::vector<float>> grads;
   double loss = 0;
 
-  const StackRows& now() const { return stacks[static_cast<int>(rows_now)]; }
+  const StackRows& stack(Rows r) const { return stacks[static_cast<int>(r)]; }
+  const StackRows& now() const { return stack(rows_now); }
   const Config& cfg() const { return *now().c; }
   uint32_t T() const { return now().T; }
   uint32_t N() const { return B * now().T; }
@@ -49,7 +50,7 @@ struct CpuTrainBackend {
   float* buf(Saved s) {
     const Rows r = rows_of(s, rows_now);
     std::vector<float>& v = saved[{r, slot(s, recompute)}];
-    v.resize(size_t{B} * stacks[static_cast<int>(r)].T * width(cfg(), s));
+    v.resize(size_t{B} * stack(r).T * width(cfg(), s));
     return v.data();
   }
   float* buf(Grad g) {
@@ -86,7 +87,7 @@ struct CpuTrainBackend {
   }
   SequenceRows cross_rows() const {
     const Config& c = cfg();
-    return cross_attention_rows(B, T(), stacks[1].T, c.attn_width(), c.n_head);
+    return cross_attention_rows(B, T(), stack(Rows::Source).T, c.attn_width(), c.n_head);
   }
   void cross_attention(Saved out, Saved q) {
     const Config& c = cfg();
