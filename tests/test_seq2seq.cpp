@@ -1,16 +1,17 @@
-// Encoder-decoders against Hugging Face's own outputs: tests/data/hf/marian, t5-v1_0 and t5-v1_1
-// were saved by transformers' save_pretrained (MarianMTModel, T5ForConditionalGeneration), with
-// the encoder's output, the decoder's teacher-forced logits and generate()'s ids on fixed sources
-// (tests/data/hf/README.md). The layout check against an implementation nobody here wrote: the
-// file's names, the fused self-attention, the cross-attention over the encoder's output,
-// Marian's scaled embeddings and sinusoids in halves, final_logits_bias, and generation's forced
-// eos; T5's RMSNorm, relative position bias (bidirectional in the encoder, causal in the
-// decoder), unscaled attention, gated GELU (v1.1) and output scale (v1.0).
+// Encoder-decoders against Hugging Face's own outputs: tests/data/hf/marian, t5-v1_0, t5-v1_1,
+// t5-narrow and t5-wide were saved by transformers' save_pretrained (MarianMTModel,
+// T5ForConditionalGeneration), with the encoder's output, the decoder's teacher-forced logits
+// and generate()'s ids on fixed sources (tests/data/hf/README.md). The layout check against an
+// implementation nobody here wrote: the file's names, the fused self-attention, the
+// cross-attention over the encoder's output, Marian's scaled embeddings and sinusoids in halves,
+// final_logits_bias, and generation's forced eos; T5's RMSNorm, relative position bias
+// (bidirectional in the encoder, causal in the decoder), unscaled attention, gated GELU (v1.1),
+// output scale (v1.0), and attention narrower or wider than the model (t5-narrow, t5-wide).
 //
 // Tolerance: 1e-4 of the row's scale (its largest |value|, at least 1) for the encoder's output
 // and the logits, fp32 weights, from the CPU reference and from the GPU under both kernel sets:
 // the references are float64 runs of the saved float32 weights, and the engine's fp32 sums over
-// C = 32 and F = 64 stay far inside it. Generated ids: identical.
+// C = 32 or 64 and F = 64 stay far inside it. Generated ids: identical.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -361,8 +362,10 @@ TEST_CASE("seq2seq: T5 folders load as encoder-decoders") {
   }
 }
 
-TEST_CASE("seq2seq: the CPU reference matches Hugging Face's T5 (v1.0 and v1.1)") {
-  for (const char* name : {"t5-v1_0", "t5-v1_1"}) {
+// t5-narrow and t5-wide: tests/data/t5-dkv's shapes (attention narrower and wider than the
+// model), as transformers saves them.
+TEST_CASE("seq2seq: the CPU reference matches Hugging Face's T5 (v1.0, v1.1, d_kv)") {
+  for (const char* name : {"t5-v1_0", "t5-v1_1", "t5-narrow", "t5-wide"}) {
     auto ck = model::Checkpoint::load(test::hf(name));
     auto m = model::make_cpu_seq2seq(*ck, model::Precision::F32);
     check_fixture(*m, test::hf(name), "CPU reference");
@@ -371,7 +374,8 @@ TEST_CASE("seq2seq: the CPU reference matches Hugging Face's T5 (v1.0 and v1.1)"
 
 TEST_CASE("seq2seq: the GPU matches Hugging Face's T5 under both kernel sets") {
   GPU_TEST(g);
-  for (const char* name : {"t5-v1_0", "t5-v1_1"}) check_fixture_on_gpu(g, test::hf(name));
+  for (const char* name : {"t5-v1_0", "t5-v1_1", "t5-narrow", "t5-wide"})
+    check_fixture_on_gpu(g, test::hf(name));
 }
 
 // The shapes users run: t5-small's width (C = 512, 8 heads of 64, F = 2048; v1.0's ReLU and

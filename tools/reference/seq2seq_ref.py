@@ -819,7 +819,8 @@ def main():
     if a.check is None:
         ap.error("--check, --write-goldens or --write-dkv")
     hf = ROOT / "tests/data/hf"
-    folders = a.check or ([str(hf / n) for n in ("marian", "t5-v1_0", "t5-v1_1")] +
+    saved = ("marian", "t5-v1_0", "t5-v1_1", "t5-narrow", "t5-wide")
+    folders = a.check or ([str(hf / n) for n in saved] +
                           [str(DKV / n) for n in DKV_SHAPES])
     bad = 0
     print(f"{'fixture':10} {'encoder_hidden':>14} {'logits':>8} {'greedy':>8} {'beams4':>8} {'beams4_ngram':>12}"
