@@ -21,6 +21,7 @@
 #include "model/ops/cpu/common.h"
 #include "model/ops/cpu/kv_store.h"
 #include "model/ops/gpu/attention.h"
+#include "model/ops/gpu/choose.h"
 #include "model/ops/gpu/kv_store.h"
 #include "shaders/attention.h"
 #include "tests/compare.h"
@@ -135,6 +136,19 @@ bool tiled_runs(const vk::DeviceCaps& caps, const Case& c) {
 bool texel_runs(const vk::DeviceCaps& caps, const Case& c) {
   const uint32_t D = c.C / c.H;
   return caps.storage_texel_buffers && D % 4 == 0 && D <= model::gpu::kAttentionTexelMaxD;
+}
+
+// The shader Auto runs c with on `kernels`, given no scratch: the first of its policy's kernels
+// that takes c (the texel kernel only where `texel_fits`; the split one needs scratch). On a
+// CPU device the texel kernel or the portable one; on a GPU the tiled one for prompts.
+std::string auto_shader(const model::gpu::Ops& kernels, const Case& c, bool texel_fits = true) {
+  using model::gpu::AttentionKernel;
+  const vk::DeviceCaps& caps = kernels.device().caps();
+  for (AttentionKernel k : model::gpu::attention_order(kernels.policy(), c.T)) {
+    if (k == AttentionKernel::Texel && texel_fits && texel_runs(caps, c)) return "attention_texel";
+    if (k == AttentionKernel::Tiled && tiled_runs(caps, c)) return "attention_tiled";
+  }
+  return "attention";
 }
 
 // The case on the portable kernel, on the split one where it runs (up to 64 queries: it is
@@ -612,14 +626,13 @@ TEST_CASE("attention picks its kernel by device and shape") {
     MESSAGE("SKIPPED: no timestamps to name the dispatched shaders");
     return;
   }
-  // The CPU kernel set takes the texel kernel where the head dim is whole texels; the GPU set
-  // the portable one.
-  const bool texel = model::gpu::Ops(g.device).policy().texel_attention && caps.storage_texel_buffers;
+  // The CPU kernel set takes the texel kernel where the head dim is whole texels, the GPU set
+  // the tiled one for these 20 queries; a head dim of 5 only the portable one.
   std::string shader;
   const Case d16{20, 20, 64, 4}, d5{20, 20, 60, 12};
   CHECK(test::close(name("auto", d16), run_gpu(g.kernels, d16, make_inputs(d16, 950), &shader),
                     run_cpu(d16, make_inputs(d16, 950)), kTol));
-  CHECK(shader == (texel ? "attention_texel" : "attention"));
+  CHECK(shader == auto_shader(g.kernels, d16));
   CHECK(test::close(name("auto", d5), run_gpu(g.kernels, d5, make_inputs(d5, 960), &shader),
                     run_cpu(d5, make_inputs(d5, 960)), kTol));
   CHECK(shader == "attention");
@@ -665,7 +678,6 @@ TEST_CASE("attention past maxTexelBufferElements: Auto falls back, Texel refuses
   // A cache of L rows of C = 64 is 16 L texels, q (T rows of 3C) 48 (T - 1) + 16: 4096 texels
   // hold L = 256 cache rows, or T = 86 query rows.
   test::LoweredGpu small(g, {.max_texel_buffer_elements = 4096});
-  const bool texel = model::gpu::Ops(small.device).policy().texel_attention;
   struct Limit {
     Case c;
     bool fits;
@@ -681,7 +693,7 @@ TEST_CASE("attention past maxTexelBufferElements: Auto falls back, Texel refuses
     const std::vector<float> ref = run_cpu(l.c, in);
     std::string shader;
     CHECK(test::close(name("auto", l.c), run_gpu(small.kernels, l.c, in, &shader), ref, kTol));
-    CHECK(shader == (texel && l.fits ? "attention_texel" : "attention"));
+    CHECK(shader == auto_shader(small.kernels, l.c, l.fits));
     Case forced = l.c;
     forced.options.kernel = model::gpu::AttentionKernel::Texel;
     if (l.fits)
