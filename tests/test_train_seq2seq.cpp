@@ -16,18 +16,22 @@
 #include <string>
 #include <vector>
 
+#include "model/formats/checkpoint.h"
 #include "model/formats/config.h"
+#include "model/formats/safetensors.h"
 #include "model/forward/seq2seq.h"
 #include "model/ops/cpu/optimizer.h"
 #include "model/training/cpu_trainer.h"
 #include "model/training/gpu_trainer.h"
 #include "model/training/parameters.h"
+#include "model/training/save.h"
 #include "tests/ci.h"
 #include "tests/compare.h"
 #include "tests/files.h"
 #include "tests/gpu.h"
 #include "tests/model_fixture.h"
 #include "tests/process.h"
+#include "tests/seq2seq_folder.h"
 #include "tests/train_parameters.h"
 
 namespace {
@@ -274,4 +278,36 @@ TEST_CASE("train seq2seq: what the step refuses") {
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS(gpu.next_logits(std::vector<int32_t>{1, 2}),
                        doctest::Contains("needs a source"), std::invalid_argument);
+}
+
+// A trained encoder-decoder's checkpoint is a MarianMTModel folder: the names and shapes
+// transformers saved tests/data/hf/marian with (less what it regenerates: the sinusoids, the
+// stacks' copies of the shared embedding), values that load back bit for bit, and the folder's
+// SentencePiece files beside them.
+TEST_CASE("train seq2seq: a checkpoint saves in MarianMTModel's layout and loads back") {
+  const test::TempDir src, out;
+  test::marian_folder(src.path());
+  const auto saved = model::Checkpoint::load(src.path());
+  const Parameters trained = random_parameters(saved->config(), 77);
+  model::training::save_checkpoint(out.path(), trained, src.path());
+  const auto ours = model::SafeTensors::open(out / "model.safetensors");
+  const auto theirs = model::SafeTensors::open(src / "model.safetensors");
+  for (const model::TensorView& t : theirs->tensors()) {
+    CAPTURE(t.name);
+    const bool regenerated = t.name.find("embed_positions") != std::string::npos ||
+                             t.name.find("embed_tokens") != std::string::npos;
+    const model::TensorView* mine = ours->find(t.name);
+    CHECK(regenerated == (mine == nullptr));
+    if (mine) CHECK(mine->shape == t.shape);
+  }
+  CHECK(ours->tensors().size() <= theirs->tensors().size());
+  const auto back = model::Checkpoint::load(out.path());
+  CHECK(back->warnings().empty());
+  const Parameters loaded = Parameters::from_checkpoint(*back);
+  for (const model::ExpectedTensor& e : trained.tensors()) {
+    CAPTURE(e.name);
+    CHECK(loaded.tensor(e.name) == trained.tensor(e.name));
+  }
+  for (const char* f : {"source.spm", "target.spm", "vocab.json"})
+    CHECK(test::read_file(out / f) == test::read_file(src / f));
 }

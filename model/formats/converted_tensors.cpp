@@ -18,6 +18,33 @@ std::vector<uint64_t> part_shape(const ExpectedTensor& e, const TensorSource& sr
   return {e.shape[0] / parts};
 }
 
+std::vector<std::vector<float>> file_parts(const ExpectedTensor& e, const TensorSource& src,
+                                           const std::vector<float>& values) {
+  if (src.fp32)
+    throw std::invalid_argument("file_parts: " + e.name + " is computed from " + src.parts[0] +
+                                ", which has no inverse here");
+  if (values.size() != e.elements())
+    throw std::invalid_argument("file_parts: " + e.name + " has " + std::to_string(values.size()) +
+                                " values, not " + std::to_string(e.elements()));
+  const size_t parts = src.parts.size();
+  std::vector<std::vector<float>> out(parts);
+  if (!src.linear) {  // one after another
+    const size_t n = values.size() / parts;
+    for (size_t p = 0; p < parts; p++)
+      out[p].assign(values.begin() + static_cast<ptrdiff_t>(p * n),
+                    values.begin() + static_cast<ptrdiff_t>((p + 1) * n));
+    return out;
+  }
+  // part_p[j, k] = canonical[k, p * n + j], canonical [K, N], n = N / parts.
+  const size_t K = e.shape[0], N = e.shape[1], n = N / parts;
+  for (size_t p = 0; p < parts; p++) {
+    out[p].resize(n * K);
+    for (size_t j = 0; j < n; j++)
+      for (size_t k = 0; k < K; k++) out[p][j * K + k] = values[k * N + p * n + j];
+  }
+  return out;
+}
+
 std::set<std::string, std::less<>> convert_tensors(const PresentTensors& present,
                                                    const OtherTensors& other,
                                                    const std::vector<ExpectedTensor>& expected,

@@ -93,4 +93,10 @@ std::set<std::string, std::less<>> convert_tensors(const PresentTensors& present
 // canonical shape split along its one dimension (or the source's stored_shape).
 std::vector<uint64_t> part_shape(const ExpectedTensor& e, const TensorSource& src);
 
+// The inverse of convert_tensors for one canonical tensor e: its fp32 values as the file's parts,
+// in src.parts' order, each of part_shape(e, src). A computed source (src.fp32) has no inverse:
+// throws std::invalid_argument naming it.
+std::vector<std::vector<float>> file_parts(const ExpectedTensor& e, const TensorSource& src,
+                                           const std::vector<float>& values);
+
 }  // namespace model

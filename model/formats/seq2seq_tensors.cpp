@@ -114,6 +114,22 @@ std::vector<ExpectedTensor> seq2seq_file_tensors(const Config& c) {
   return out;
 }
 
+std::vector<FileTensor> seq2seq_file_values(
+    const Config& c, const std::function<const std::vector<float>&(const std::string&)>& canonical) {
+  if (c.relative_buckets)
+    throw std::invalid_argument("seq2seq_file_values: T5's files are not written (its relative "
+                                "bias tables and scaled final norm have no inverse here)");
+  const std::map<std::string, TensorSource> from = sources(c);
+  std::vector<FileTensor> out;
+  for (const ExpectedTensor& e : expected_tensors(c)) {
+    const TensorSource& src = from.at(e.name);
+    std::vector<std::vector<float>> parts = file_parts(e, src, canonical(e.name));
+    for (size_t p = 0; p < parts.size(); p++)
+      out.push_back({{src.parts[p], part_shape(e, src)}, std::move(parts[p])});
+  }
+  return out;
+}
+
 ConvertedTensors seq2seq_tensors(const SafeTensors& file, const Config& c) {
   ConvertedTensors out;
   PresentTensors present;

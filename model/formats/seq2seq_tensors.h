@@ -6,6 +6,8 @@
 // [out, in] become [in, out], and the self-attention's query, key and value are fused into one
 // c_attn [C, 3C].
 #pragma once
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "model/formats/checkpoint.h"
@@ -23,5 +25,16 @@ ConvertedTensors seq2seq_tensors(const SafeTensors& file, const Config& c);
 // The tensors a MarianMTModel or T5 file of config c holds, with the names and shapes Hugging Face
 // saves: what seq2seq_tensors() reads, for writing random checkpoints.
 std::vector<ExpectedTensor> seq2seq_file_tensors(const Config& c);
+
+// The file's tensors of a MarianMTModel folder of config c, seq2seq_file_tensors(c)'s names and
+// shapes in its order, made from the canonical fp32 tensors that `canonical` gives by name: what
+// seq2seq_tensors() reads back as the same values (training saves them). T5's relative bias
+// tables and scaled final norm have no inverse here: throws std::invalid_argument for a T5.
+struct FileTensor {
+  ExpectedTensor tensor;
+  std::vector<float> values;
+};
+std::vector<FileTensor> seq2seq_file_values(
+    const Config& c, const std::function<const std::vector<float>&(const std::string&)>& canonical);
 
 }  // namespace model

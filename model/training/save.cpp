@@ -15,6 +15,7 @@
 #include "model/formats/dtype.h"
 #include "model/formats/safetensors.h"
 #include "model/formats/safetensors_writer.h"
+#include "model/formats/seq2seq_tensors.h"
 
 namespace model::training {
 namespace {
@@ -91,19 +92,42 @@ void read_tensors(const SafeTensors& file, const std::string& prefix, Parameters
   }
 }
 
+// The weights as the folder holds them: a decoder's under the canonical names (GPT-2's own), an
+// encoder-decoder's in MarianMTModel's names and layout, which transformers reads too.
+std::vector<TensorData> model_tensors(const Parameters& p) {
+  if (p.config().family != Family::EncoderDecoder) return tensors_of(p, "");
+  std::vector<TensorData> out;
+  const auto canonical = [&p](const std::string& name) -> const std::vector<float>& {
+    return p.tensor(name);
+  };
+  for (const FileTensor& t : seq2seq_file_values(p.config(), canonical))
+    out.push_back(make_tensor(t.tensor.name, TensorDType::F32, t.tensor.shape, t.values));
+  return out;
+}
+
+// The files of its folder a tokenizer of this kind reads (a "bytes" or "chars" one lives in
+// config.json).
+std::vector<const char*> tokenizer_files(TokenizerKind kind) {
+  switch (kind) {
+    case TokenizerKind::Gpt2: return {"vocab.json", "merges.txt"};
+    case TokenizerKind::MarianSpm: return {"source.spm", "target.spm", "vocab.json"};
+    case TokenizerKind::T5Spm: return {"spiece.model"};
+    default: return {};
+  }
+}
+
 // The checkpoint's files, written into `into` and each flushed.
 void write_files(const Ops& ops, const fs::path& into, const Parameters& params,
                  const fs::path& tokenizer_dir, const RunState* state, const Parameters* m,
                  const Parameters* v) {
   std::error_code ec;
   const Config& c = params.config();
-  if (c.tokenizer.kind == TokenizerKind::Gpt2)
-    for (const char* f : {"vocab.json", "merges.txt"}) {
-      ops("write", into / f);
-      fs::copy_file(tokenizer_dir / f, into / f, fs::copy_options::overwrite_existing, ec);
-      if (ec) fail(tokenizer_dir / f, "cannot copy", ec);
-      sync(ops, into / f);
-    }
+  for (const char* f : tokenizer_files(c.tokenizer.kind)) {
+    ops("write", into / f);
+    fs::copy_file(tokenizer_dir / f, into / f, fs::copy_options::overwrite_existing, ec);
+    if (ec) fail(tokenizer_dir / f, "cannot copy", ec);
+    sync(ops, into / f);
+  }
   const std::string step = state ? std::to_string(state->step) : "0";
   if (state) {
     if (!m || !v) throw std::invalid_argument("save_checkpoint: a run state needs the moments");
@@ -120,7 +144,7 @@ void write_files(const Ops& ops, const fs::path& into, const Parameters& params,
   write_text(into / "config.json", config_json(c));
   sync(ops, into / "config.json");
   ops("write", into / "model.safetensors");
-  write_safetensors(into / "model.safetensors", tensors_of(params, ""), {{"gpt2vk_step", step}});
+  write_safetensors(into / "model.safetensors", model_tensors(params), {{"gpt2vk_step", step}});
   sync(ops, into / "model.safetensors");
 }
 

@@ -16,9 +16,11 @@ namespace model::training {
 // operation leaves a checkpoint --resume finds (gpt2vk train's GPT2VK_TRAIN_KILL_AT_FILE_OP).
 using FileOpHook = std::function<void(std::string_view op, const std::filesystem::path& path)>;
 
-// Writes dir/config.json, dir/model.safetensors (F32, the step in its metadata), the tokenizer
-// files of `tokenizer_dir` the config needs (GPT-2's vocab.json and merges.txt), and with a
-// state dir/optimizer.safetensors (AdamW's m and v) and dir/trainer_state.json.
+// Writes dir/config.json, dir/model.safetensors (F32, the step in its metadata; a decoder's
+// under the canonical names, an encoder-decoder's in MarianMTModel's, T5 refused), the tokenizer
+// files of `tokenizer_dir` the config needs (GPT-2's vocab.json and merges.txt; Marian's
+// source.spm, target.spm and vocab.json), and with a state dir/optimizer.safetensors (AdamW's m
+// and v, canonical names) and dir/trainer_state.json.
 //
 // The files change together or not at all, for a kill at any point. They are written into
 // dir/.partial-checkpoint/ and flushed to disk (fsync), and that folder is renamed to
