@@ -26,6 +26,7 @@
 #include "apps/progress.h"
 #include "apps/session.h"
 #include "apps/signals.h"
+#include "apps/train_pairs.h"
 #include "apps/train_ranks.h"
 #include "apps/train_report.h"
 #include "model/formats/checkpoint.h"
@@ -216,17 +217,31 @@ class DataOrder {
       sequential_.emplace(data, static_cast<uint32_t>(rows), f.ctx, state.position);
     }
   }
-  void next(std::vector<int32_t>& ids, std::vector<int32_t>& targets) {
-    if (random_) random_->next(ids, targets);
+  // An encoder-decoder's: `rows` pairs a step, drawn at random from the generator's state.
+  DataOrder(const model::training::RunFlags& f, const model::training::Pairs& pairs,
+            const model::training::RunState& state)
+      : pairs_(&pairs), rows_(f.grad_accum * f.batch), pair_state_(state.rng_state.value_or(f.seed)) {}
+  // The next step's rows; an encoder-decoder's sources too.
+  void next(std::vector<int32_t>& ids, std::vector<int32_t>& targets,
+            std::vector<int32_t>& sources) {
+    if (pairs_)
+      model::training::gather_pairs(
+          *pairs_, model::training::random_pairs(pair_state_, pairs_->size(), rows_), sources, ids,
+          targets);
+    else if (random_) random_->next(ids, targets);
     else sequential_->next(ids, targets);
   }
   // Where the next step's data comes from, into the state a save writes.
   void keep(model::training::RunState& state) const {
-    if (random_) state.rng_state = random_->state();
+    if (pairs_) state.rng_state = pair_state_;
+    else if (random_) state.rng_state = random_->state();
     else state.position = sequential_->position();
   }
 
  private:
+  const model::training::Pairs* pairs_ = nullptr;
+  uint32_t rows_ = 0;
+  uint64_t pair_state_ = 0;
   std::optional<model::training::Batches> sequential_;
   std::optional<model::training::RandomWindows> random_;
 };
@@ -388,19 +403,42 @@ int train_ranks(TrainArgs a, const Given& given, const Group& group) {
     params = std::make_unique<Parameters>(Parameters::from_checkpoint(*model::Checkpoint::load(a.run.model)));
   }
   const model::Config& c = params->config();
-  // The step exists (GpuTrainer with sources); the command's data, batches and checkpoints for
-  // pairs of source and target do not yet.
-  if (c.family == model::Family::EncoderDecoder)
-    throw std::runtime_error("train takes decoders (GPT-2 and its variants): this is an "
-                             "encoder-decoder (Marian or T5), which the command does not train yet");
-  const std::unique_ptr<model::Tokenizer> tok = model::load_tokenizer(tokenizer_dir, c.tokenizer);
+  // An encoder-decoder trains on pairs (train_pairs.h): a step's T is their target length.
+  const bool seq2seq = c.family == model::Family::EncoderDecoder;
+  model::training::Pairs pairs, val_pairs;
+  if (seq2seq) {
+    check_pairs_run(a.run, a.sample_every != 0, given);
+    pairs = load_pairs(tokenizer_dir, c, a.run.data);
+    a.run.ctx = pairs.T;
+    if (!a.run.val_data.empty()) {
+      val_pairs = load_pairs(tokenizer_dir, c, a.run.val_data);
+      if (val_pairs.S != pairs.S || val_pairs.T != pairs.T || val_pairs.size() < a.run.batch)
+        throw std::runtime_error(a.run.val_data + ": " + std::to_string(val_pairs.size()) +
+                                 " pairs of " + std::to_string(val_pairs.S) + " and " +
+                                 std::to_string(val_pairs.T) + " tokens; an evaluation takes B=" +
+                                 std::to_string(a.run.batch) + " pairs of the training data's " +
+                                 std::to_string(pairs.S) + " and " + std::to_string(pairs.T));
+    }
+  }
+  const std::unique_ptr<model::Tokenizer> tok =
+      seq2seq ? nullptr : model::load_tokenizer(tokenizer_dir, c.tokenizer);
   if (a.run.ctx > c.n_ctx)
     throw std::runtime_error("--ctx " + std::to_string(a.run.ctx) + " is past the model's context of " +
                              std::to_string(c.n_ctx) + " tokens");
 
-  const std::vector<int32_t> data = tokenize_file(*tok, a.run.data);
+  // A decoder's tokens; an encoder-decoder's pairs, each a source then a target.
+  std::vector<int32_t> data;
+  if (seq2seq) {
+    data = pairs.sources;
+    data.insert(data.end(), pairs.targets.begin(), pairs.targets.end());
+  } else {
+    data = tokenize_file(*tok, a.run.data);
+  }
   std::vector<int32_t> val;
-  if (!a.run.val_data.empty()) {
+  if (seq2seq) {
+    val = val_pairs.sources;
+    val.insert(val.end(), val_pairs.targets.begin(), val_pairs.targets.end());
+  } else if (!a.run.val_data.empty()) {
     // A text too short for one batch of windows would evaluate to nothing, silently.
     val = tokenize_file(*tok, a.run.val_data);
     const uint64_t need = uint64_t{a.run.batch} * a.run.ctx + 1;
@@ -422,7 +460,8 @@ int train_ranks(TrainArgs a, const Given& given, const Group& group) {
                                r.state.settings + "\n  now:  " + state.settings);
     model::training::check_run_state(
         r.state,
-        {data.size(), uint64_t{a.run.grad_accum} * a.run.batch * a.run.ctx, a.run.steps,
+        {seq2seq ? pairs.size() : data.size(),
+         uint64_t{a.run.grad_accum} * a.run.batch * (seq2seq ? 1 : a.run.ctx), a.run.steps,
          a.run.sampling == "random"},
         (fs::path(a.resume) / "trainer_state.json").string());
     *params = std::move(r.params);
@@ -455,7 +494,7 @@ int train_ranks(TrainArgs a, const Given& given, const Group& group) {
                        fnv1a(model::training::run_state_json(where)));
     check_ranks(group, items);
   }
-  DataOrder batches(a.run, data, state);
+  DataOrder batches = seq2seq ? DataOrder(a.run, pairs, state) : DataOrder(a.run, data, state);
   const std::vector<int32_t> prompt =
       a.sample_every ? sample_prompt(a, *tok, data) : std::vector<int32_t>{};
   // The output folder must take a checkpoint before the run spends anything.
@@ -496,7 +535,7 @@ int train_ranks(TrainArgs a, const Given& given, const Group& group) {
                                  group.allgather(mine, all);
                                }};
   model::training::GpuTrainer trainer(device, *params, a.run.batch, a.run.ctx, a.profile,
-                                      a.run.grad_accum, share, a.run.recompute);
+                                      a.run.grad_accum, share, a.run.recompute, pairs.S);
   if (m) trainer.upload_moments(*m, *v);
   else m = std::make_unique<Parameters>(c), v = std::make_unique<Parameters>(c);
   if (group.size() > 1)
@@ -534,7 +573,7 @@ int train_ranks(TrainArgs a, const Given& given, const Group& group) {
   settings.sgd = a.run.optimizer == "sgd";
   settings.beta1 = a.run.beta1, settings.beta2 = a.run.beta2, settings.eps = a.run.eps;
   settings.weight_decay = a.run.weight_decay, settings.clip = a.run.grad_clip;
-  std::vector<int32_t> ids, targets;
+  std::vector<int32_t> ids, targets, sources;
   // SIGINT or SIGTERM, once one came: the step in flight ends, the run saves and exits 128 + it.
   StopSignals signals;
   // On a terminal the progress line rewrites itself; elsewhere (a log) a line every 1% of the run.
@@ -551,9 +590,9 @@ int train_ranks(TrainArgs a, const Given& given, const Group& group) {
     settings.lr = static_cast<float>(lr);
     settings.step = s + 1;
     kill_rank_from_env(group, s + 1);
-    batches.next(ids, targets);
+    batches.next(ids, targets, sources);
     const auto start = std::chrono::steady_clock::now();
-    const model::training::StepResult r = trainer.step(ids, targets, settings);
+    const model::training::StepResult r = trainer.step(ids, targets, settings, sources);
     step_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     training_s += step_s.back();
     if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm))
@@ -571,15 +610,18 @@ int train_ranks(TrainArgs a, const Given& given, const Group& group) {
                            {"lr", lr}, {"tokens_per_s", tokens_per_s},
                            {"device_memory", device.peak_allocated()}};
     if (!a.bench && !val.empty() && a.run.eval_every && (state.step % a.run.eval_every == 0 || state.step == a.run.steps)) {
-      const Eval e = evaluate(trainer, val);
+      Eval e;
+      if (seq2seq) e.loss = evaluate_pairs(trainer, val_pairs, e.windows);
+      else e = evaluate(trainer, val);
       if (e.windows) {
         line["val_loss"] = e.loss;
         state.val_loss.emplace_back(state.step, e.loss);
         if (group.lead()) {
-          std::fprintf(stderr, "%sgpt2vk: step %llu: validation loss %.4f, perplexity %.3f over %llu windows of %u\n",
+          std::fprintf(stderr, "%sgpt2vk: step %llu: validation loss %.4f, perplexity %.3f over %llu %s of %u\n",
                        line_open ? "\n" : "",
                        static_cast<unsigned long long>(state.step), e.loss, std::exp(e.loss),
-                       static_cast<unsigned long long>(e.windows), a.run.ctx);
+                       static_cast<unsigned long long>(e.windows),
+                       seq2seq ? "pairs, targets" : "windows", a.run.ctx);
         }
         line_open = false;
       }

@@ -333,10 +333,6 @@ TEST_CASE("gpt2vk train refuses bad input with a message that names it") {
   std::vector<std::string> both = s.args(s.dir / "o", "2");
   both.insert(both.end(), {"-m", (test::source_dir() / "models" / "kjv").string()});
   fails(both, "exactly one of -m DIR");
-  // An encoder-decoder: its step exists, the command's pairs data does not.
-  fails(with(with(ok, "--init", (test::source_dir() / "tests" / "data" / "hf" / "marian" / "config.json").string()),
-             "--ctx", "8"),
-        "an encoder-decoder (Marian or T5), which the command does not train yet");
   std::vector<std::string> bench = ok;
   bench.push_back("--bench");
   fails(bench, "--bench writes and evaluates nothing");

@@ -73,6 +73,12 @@ void RandomWindows::next(std::vector<int32_t>& ids, std::vector<int32_t>& target
   }
 }
 
+std::vector<uint64_t> random_pairs(uint64_t& state, uint64_t n, uint32_t rows) {
+  std::vector<uint64_t> out(rows);
+  for (uint64_t& r : out) r = uniform_below(state, n);
+  return out;
+}
+
 double learning_rate(const Schedule& s, uint64_t step) {
   if (step < s.warmup) return s.lr * static_cast<double>(step + 1) / static_cast<double>(s.warmup);
   if (!s.cosine || s.steps <= s.warmup) return s.lr;

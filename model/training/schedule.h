@@ -51,6 +51,10 @@ class RandomWindows {
   uint64_t state_;
 };
 
+// An encoder-decoder's steps (pairs.h): each of the step's `rows` rows is pair
+// uniform_below(state, n) of n, drawn row after row, with replacement as the windows are.
+std::vector<uint64_t> random_pairs(uint64_t& state, uint64_t n, uint32_t rows);
+
 // The learning rate of step s (0-based) of N: below W warm-up steps lr (s + 1) / W; then lr, or
 // with cosine lr_min + (lr - lr_min) (1 + cos(pi (s - W) / (N - W))) / 2.
 struct Schedule {

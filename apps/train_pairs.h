@@ -1,0 +1,32 @@
+// gpt2vk train on an encoder-decoder (Marian): its data are pairs of a source and a target
+// (model/training/pairs.h), each side tokenized by the folder's own SentencePiece model; what
+// the decoder's run does with tokens, the encoder-decoder's does with pairs.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "model/formats/config.h"
+#include "model/training/gpu_trainer.h"
+#include "model/training/pairs.h"
+#include "model/training/run_state.h"
+
+namespace app {
+
+// Refuses the flags an encoder-decoder's run does not take yet, each by name: --recompute,
+// --sample-every, --sampling sequential, and --ctx (its lengths are its pairs').
+void check_pairs_run(const model::training::RunFlags& run, bool sample_every,
+                     const std::function<bool(const std::string&)>& given);
+
+// The pairs of `file` through the source.spm and target.spm of `dir`, both lengths within the
+// model's context.
+model::training::Pairs load_pairs(const std::filesystem::path& dir, const model::Config& c,
+                                  const std::string& file);
+
+// The mean loss over the pairs in whole batches of the trainer's B (a last part batch left out);
+// `rows` gets how many pairs that was.
+double evaluate_pairs(model::training::GpuTrainer& trainer, const model::training::Pairs& pairs,
+                      uint64_t& rows);
+
+}  // namespace app

@@ -1,0 +1,131 @@
+// gpt2vk train on an encoder-decoder (issue 40, item 7): pairs of a source and a target
+// (model/training/pairs.h) drawn at random (schedule.h's random_pairs), the step of
+// test_train_seq2seq.cpp, and a checkpoint in MarianMTModel's layout that seq2seq reads as it
+// is. tests/data/pairs: a Marian of width 16, one layer a side, over a character-level
+// SentencePiece model of the letters a to j, and 4-letter strings with their reversals.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/training/pairs.h"
+#include "model/training/schedule.h"
+#include "tests/cli.h"
+#include "tests/files.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// One id a character, then an end (0): the shape of a SentencePiece side's encode.
+std::vector<int32_t> chars(std::string_view text) {
+  std::vector<int32_t> ids;
+  for (char ch : text) ids.push_back(ch - 'a' + 2);
+  ids.push_back(0);
+  return ids;
+}
+
+fs::path pairs_dir() { return test::source_dir() / "tests/data/pairs"; }
+
+std::vector<std::string> run_args(const fs::path& out, const std::string& steps) {
+  return {"train", "--init", (pairs_dir() / "config.json").string(), "--data",
+          (pairs_dir() / "pairs.tsv").string(), "-o", out.string(), "--steps", steps, "--batch",
+          "4", "--lr", "3e-3", "--seed", "5"};
+}
+
+}  // namespace
+
+TEST_CASE("train pairs: the decoder's inputs are the targets shifted behind the start token") {
+  const model::training::Pairs p =
+      model::training::read_pairs("p.tsv", "abc\tcba\n\nbca\tacb\r\n", chars, chars, 13);
+  CHECK(p.size() == 2);
+  CHECK(p.S == 4);
+  CHECK(p.T == 4);
+  CHECK(p.sources == std::vector<int32_t>{2, 3, 4, 0, 3, 4, 2, 0});
+  CHECK(p.targets == std::vector<int32_t>{4, 3, 2, 0, 2, 4, 3, 0});
+  CHECK(p.inputs == std::vector<int32_t>{13, 4, 3, 2, 13, 2, 4, 3});
+  std::vector<int32_t> sources, inputs, targets;
+  model::training::gather_pairs(p, {1, 1, 0}, sources, inputs, targets);
+  CHECK(sources == std::vector<int32_t>{3, 4, 2, 0, 3, 4, 2, 0, 2, 3, 4, 0});
+  CHECK(inputs == std::vector<int32_t>{13, 2, 4, 3, 13, 2, 4, 3, 13, 4, 3, 2});
+  // Refused, naming the line.
+  const auto fails = [](std::string_view text, const std::string& message) {
+    CHECK_THROWS_WITH_AS(model::training::read_pairs("p.tsv", text, chars, chars, 13),
+                         doctest::Contains(message.c_str()), std::runtime_error);
+  };
+  fails("abc\tcba\nabcd\n", "p.tsv:2: no tab");
+  fails("\tcba\n", "p.tsv:1: an empty source");
+  fails("abc\t\n", "p.tsv:1: an empty target");
+  fails("abc\tcba\nab\tba\n", "p.tsv:2: a source of 3 tokens and a target of 3, where line 1 has 4 "
+                              "and 4: an encoder-decoder trains on pairs of one length");
+  fails("\n\n", "p.tsv: no pairs");
+}
+
+TEST_CASE("train pairs: the rows a step draws come from its seed alone") {
+  uint64_t a = 5, b = 5;
+  const std::vector<uint64_t> first = model::training::random_pairs(a, 40, 8);
+  CHECK(first == model::training::random_pairs(b, 40, 8));
+  CHECK(a == b);
+  CHECK(model::training::random_pairs(a, 40, 8) != first);  // the state moved on
+  for (uint64_t r : first) CHECK(r < 40);
+}
+
+TEST_CASE("gpt2vk train on pairs: a Marian checkpoint seq2seq reads; one seed, the same bits") {
+  const test::TempDir dir;
+  std::vector<std::string> a = run_args(dir / "a", "6");
+  a.insert(a.end(), {"--val-data", (pairs_dir() / "heldout.tsv").string(), "--eval-every", "3",
+                     "--log", (dir / "a.jsonl").string()});
+  const test::CliResult r = test::gpt2vk(a);
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  CHECK(test::no_validation_messages(r));
+  CHECK(r.err.find("validation loss") != std::string::npos);
+  for (const char* f : {"config.json", "model.safetensors", "optimizer.safetensors",
+                        "trainer_state.json", "source.spm", "target.spm", "vocab.json"})
+    CHECK_MESSAGE(fs::exists(dir / "a" / f), f);
+  CHECK(test::read_file(dir / "a" / "model.safetensors")
+            .find("model.encoder.layers.0.self_attn.q_proj.weight") != std::string::npos);
+  const test::CliResult gen = test::gpt2vk({"seq2seq", "-m", (dir / "a").string(), "-p", "abcd"});
+  CHECK_MESSAGE(gen.exit_code == 0, gen.err);
+  CHECK(!gen.out.empty());
+  // The same seed: the same bits. Two runs of 3 steps, the second resumed: the same bits too.
+  REQUIRE(test::gpt2vk(run_args(dir / "b", "6")).exit_code == 0);
+  CHECK(test::read_file(dir / "b" / "model.safetensors") ==
+        test::read_file(dir / "a" / "model.safetensors"));
+  REQUIRE(test::gpt2vk(run_args(dir / "c", "3")).exit_code == 0);
+  const test::CliResult resumed = test::gpt2vk(
+      {"train", "--resume", (dir / "c").string(), "--steps", "6"});
+  REQUIRE_MESSAGE(resumed.exit_code == 0, resumed.err);
+  CHECK(test::read_file(dir / "c" / "model.safetensors") ==
+        test::read_file(dir / "a" / "model.safetensors"));
+}
+
+TEST_CASE("gpt2vk train on pairs refuses what it does not take, naming it") {
+  const test::TempDir dir;
+  const auto fails = [&](std::vector<std::string> args, const std::string& message) {
+    const test::CliResult r = test::gpt2vk(args);
+    CHECK_MESSAGE(r.exit_code != 0, message);
+    CHECK_MESSAGE(r.err.find(message) != std::string::npos, r.err);
+  };
+  const std::vector<std::string> ok = run_args(dir / "o", "2");
+  const auto with = [&](std::vector<std::string> args, std::vector<std::string> more) {
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  fails(with(ok, {"--ctx", "8"}), "--ctx: an encoder-decoder (Marian) takes its lengths");
+  fails(with(ok, {"--recompute"}), "--recompute: an encoder-decoder");
+  fails(with(ok, {"--sample-every", "1"}), "--sample-every: an encoder-decoder");
+  fails(with(ok, {"--sampling", "sequential"}), "--sampling sequential: an encoder-decoder");
+  test::write_file(dir / "mixed.tsv", "abcd\tdcba\nabc\tcba\n");
+  std::vector<std::string> mixed = ok;
+  mixed[4] = (dir / "mixed.tsv").string();
+  fails(mixed, "mixed.tsv:2: a source of 5 tokens and a target of 5, where line 1 has 6 and 6");
+  test::write_file(dir / "notab.tsv", "abcd dcba\n");
+  mixed[4] = (dir / "notab.tsv").string();
+  fails(mixed, "notab.tsv:1: no tab");
+  std::vector<std::string> val = with(ok, {"--val-data", (dir / "mixed.tsv").string(),
+                                           "--eval-every", "1"});
+  fails(val, "mixed.tsv:2: a source of 5 tokens");
+  CHECK(!fs::exists(dir / "o"));  // nothing written by any of them
+}
