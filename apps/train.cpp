@@ -544,11 +544,11 @@ int train_ranks(TrainArgs a, const Given& given, const Group& group) {
   if (group.lead()) {
     std::fprintf(stderr,
                  "gpt2vk: training %llu parameters on %s: %zu tokens of data, steps of %s%u x %u "
-                 "(%s windows), step %llu of %llu\n",
+                 "(%s), step %llu of %llu\n",
                  static_cast<unsigned long long>(params->count()), device.caps().name.c_str(),
                  data.size(),
                  a.run.grad_accum > 1 ? (std::to_string(a.run.grad_accum) + " x ").c_str() : "",
-                 a.run.batch, a.run.ctx, a.run.sampling.c_str(), static_cast<unsigned long long>(state.step),
+                 a.run.batch, a.run.ctx, seq2seq ? "random pairs" : (a.run.sampling + " windows").c_str(), static_cast<unsigned long long>(state.step),
                  static_cast<unsigned long long>(a.run.steps));
     std::fprintf(stderr, "gpt2vk: %s\n", memory_text(trainer, device).c_str());
   }

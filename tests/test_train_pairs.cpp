@@ -2,10 +2,12 @@
 // (model/training/pairs.h) drawn at random (schedule.h's random_pairs), the step of
 // test_train_seq2seq.cpp, and a checkpoint in MarianMTModel's layout that seq2seq reads as it
 // is. tests/data/pairs: a Marian of width 16, one layer a side, over a character-level
-// SentencePiece model of the letters a to j, and 4-letter strings with their reversals.
+// SentencePiece model of the letters a to j, and 4-letter strings with their reversals. Then
+// models/reverse, the model trained with it, on its held-out strings.
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -128,4 +130,29 @@ TEST_CASE("gpt2vk train on pairs refuses what it does not take, naming it") {
                                            "--eval-every", "1"});
   fails(val, "mixed.tsv:2: a source of 5 tokens");
   CHECK(!fs::exists(dir / "o"));  // nothing written by any of them
+}
+
+// models/reverse, the shipped reversal model (models/reverse/README.md): the first 200 of its
+// held-out strings reversed exactly by greedy seq2seq, as the whole 2,000 were when it was made.
+TEST_CASE("models/reverse reverses held-out strings it never saw") {
+  const fs::path dir = test::source_dir() / "models" / "reverse";
+  std::istringstream held(test::read_file(dir / "heldout.tsv"));
+  std::string sources, line;
+  std::vector<std::string> want;
+  while (want.size() < 200 && std::getline(held, line)) {
+    const size_t tab = line.find('\t');
+    sources += line.substr(0, tab) + "\n";
+    want.push_back(line.substr(tab + 1));
+  }
+  REQUIRE(want.size() == 200);
+  const test::TempDir tmp;
+  test::write_file(tmp / "sources.txt", sources);
+  const test::CliResult r =
+      test::gpt2vk({"seq2seq", "-m", dir.string(), "-f", (tmp / "sources.txt").string()});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  std::istringstream out(r.out);
+  size_t exact = 0, n = 0;
+  while (std::getline(out, line) && n < want.size()) exact += line == want[n++];
+  CHECK(n == want.size());
+  CHECK(exact == want.size());
 }
