@@ -5,12 +5,16 @@
 // small at L = 1024) where one per (query, head) made 12. attention_merge.comp combines the
 // blocks.
 //
-// Scores: each key's row of the head is read by G = D / 4 lanes (LK of them when G > WG), one
+// Scores: each key's row of the head is read by G = D / 4 lanes (G <= WG: D <= 4 WG), one
 // 16-byte load each, so a subgroup's loads are whole 256-byte rows, not lanes C * 4 bytes apart.
 // Their partial dot products go to a padded shared array, and one invocation per key adds its
 // row's. With one score per invocation, the block's maximum m and sum l of exp(s - m) are two
-// shared-memory trees. The weighted sum of V: lanes along the head dim (coalesced rows again),
-// parts of the workgroup taking every parts-th key when D < WG.
+// shared-memory trees. The weighted sum of V: G lanes along a row's texels again, WG / G parts
+// of the workgroup taking every part-th key, then the parts' sums added in order.
+//
+// Both walks over keys load UNROLL keys' texels before using any: a decode step's few
+// workgroups are bound by the latency of their loads, not by bandwidth (on an H100, 24 us a
+// dispatch at 64 keys when each lane waited on one key at a time).
 //
 // part[t, h, block] = (o[0..D), m, l): o = sum over the block's keys j of exp(s_j - m) v_j. A
 // causal query's block past its last key writes (0, -FLT_MAX, 0), which the merge weighs as 0.
@@ -42,7 +46,7 @@ layout(binding = 1) readonly buffer Q { vec4 q4[]; };         // [T, q_stride / 
 // The caches: 16 bytes are 4 fp32 values or 8 fp16 ones (kv_store.comp's packing). Written only
 // with p.store, at the new rows, which no workgroup reads from here.
 layout(binding = 2) buffer K { uvec4 k4[]; };                 // [L, C]
-layout(binding = 3) buffer V { uint v_cache[]; };             // [L, C], words
+layout(binding = 3) buffer V { uvec4 v4[]; };                 // [L, C]
 // The position (dynamic_pos 1), or per query its sequence's {position, first texel of its cache}
 // (dynamic_pos 2: [T, 2]).
 layout(binding = 4) readonly buffer Step { uint step[]; };
@@ -52,11 +56,12 @@ layout(push_constant) uniform Push { AttentionPush p; };
 
 const uint WG = ATTENTION_SPLIT_WG;
 const float LOWEST = -3.402823466e38;
+const uint UNROLL = 8;  // keys whose loads are in flight together, per lane
 
 shared vec4 q_sh[ATTENTION_SPLIT_MAX_D / 4];  // this query's head slice
-shared float dots[ATTENTION_SPLIT_DOTS];      // [key][lane], rows padded to LK + 1
+shared float dots[ATTENTION_SPLIT_DOTS];      // [key][lane], rows padded to G + 1; then V's parts
 shared float w_sh[ATTENTION_SPLIT_BLOCK];     // the block's scores, then exp(s - m)
-shared float red[ATTENTION_SPLIT_WG];         // the trees; at the end, the parts' outputs
+shared float red[ATTENTION_SPLIT_WG];         // the trees
 
 float tree(float v, bool is_max) {
   const uint tid = gl_LocalInvocationID.x;
@@ -89,41 +94,42 @@ vec4 as_cached(vec4 v) {
 // The cache element where value d of key j's head slice is.
 uint cache_at(uint j, uint d) { return cache0 + j * p.C + h * D + d; }
 
-// Texel i of key j's head slice; value d of it.
-vec4 key_texel(uint j, uint i) {
-  if (j >= first_new) return as_cached(q4[(q_first + j - first_new) * QS4 + C4 + h * G + i]);
-  const uint e = cache_at(j, 4 * i);
-  if (!F16) return uintBitsToFloat(k4[e / 4]);
-  const uvec4 w = k4[e / 8];
+// The texel of cache element e (e % 4 == 0) from the 16 bytes w that hold it.
+vec4 cache_texel(uvec4 w, uint e) {
+  if (!F16) return uintBitsToFloat(w);
   const uvec2 half4 = (e / 4) % 2 == 0 ? w.xy : w.zw;
   return vec4(unpackHalf2x16(half4.x), unpackHalf2x16(half4.y));
 }
-float value(uint j, uint d) {
-  if (j >= first_new) {
-    const uint e = (q_first + j - first_new) * QS4 * 4 + 2 * p.C + h * D + d;
-    return as_cached(vec4(q4[e / 4][e % 4]))[0];
-  }
-  const uint e = cache_at(j, d);
-  return F16 ? unpackHalf2x16(v_cache[e / 2])[e % 2] : uintBitsToFloat(v_cache[e]);
+
+// Texel i of key j's head slice, and of its value: q's K or V columns for a new key.
+vec4 key_texel(uint j, uint i) {
+  if (j >= first_new) return as_cached(q4[(q_first + j - first_new) * QS4 + C4 + h * G + i]);
+  const uint e = cache_at(j, 4 * i);
+  return cache_texel(k4[F16 ? e / 8 : e / 4], e);
+}
+vec4 value_texel(uint j, uint i) {
+  if (j >= first_new) return as_cached(q4[(q_first + j - first_new) * QS4 + 2 * C4 + h * G + i]);
+  const uint e = cache_at(j, 4 * i);
+  return cache_texel(v4[F16 ? e / 8 : e / 4], e);
 }
 
 // The fused store of texel i of new key j's head slice, key and value.
 void store_texel(uint j, uint i) {
   const uint e = cache_at(j, 4 * i);
-  const vec4 k = key_texel(j, i);
-  const vec4 v = vec4(value(j, 4 * i), value(j, 4 * i + 1), value(j, 4 * i + 2),
-                      value(j, 4 * i + 3));
+  const vec4 k = key_texel(j, i), v = value_texel(j, i);
   if (F16) {
     const uvec2 kw = uvec2(pack_halves(k.xy), pack_halves(k.zw));
-    if ((e / 4) % 2 == 0)
+    const uvec2 vw = uvec2(pack_halves(v.xy), pack_halves(v.zw));
+    if ((e / 4) % 2 == 0) {
       k4[e / 8].xy = kw;
-    else
+      v4[e / 8].xy = vw;
+    } else {
       k4[e / 8].zw = kw;
-    v_cache[e / 2] = pack_halves(v.xy);
-    v_cache[e / 2 + 1] = pack_halves(v.zw);
+      v4[e / 8].zw = vw;
+    }
   } else {
     k4[e / 4] = floatBitsToUint(k);
-    for (uint c = 0; c < 4; c++) v_cache[e + c] = floatBitsToUint(v[c]);
+    v4[e / 4] = floatBitsToUint(v);
   }
 }
 
@@ -162,22 +168,25 @@ void main() {
   for (uint i = tid; i < G; i += WG) q_sh[i] = q4[t * (p.q_stride / 4) + h * G + i];
   barrier();
 
-  // Scores, a batch of keys at a time: KR keys per round, LK lanes per key.
-  const uint LK = min(G, WG), KR = WG / LK, lane = tid % LK, kr = tid / LK;
-  const uint batch = min(ATTENTION_SPLIT_BLOCK, ATTENTION_SPLIT_DOTS / (LK + 1));
+  // Scores, a batch of keys at a time: KR keys per round, G lanes per key.
+  const uint KR = WG / G, lane = tid % G, kr = tid / G;
+  const uint batch = min(ATTENTION_SPLIT_BLOCK, ATTENTION_SPLIT_DOTS / (G + 1));
   for (uint b0 = 0; b0 < n; b0 += batch) {
     const uint nb = min(batch, n - b0);
-    if (kr < KR)
-      for (uint j = kr; j < nb; j += KR) {
-        const uint key = k0 + b0 + j;
-        float s = 0.0;
-        for (uint i = lane; i < G; i += LK) s += dot(q_sh[i], key_texel(key, i));
-        dots[j * (LK + 1) + lane] = s;
+    if (kr < KR) {
+      const vec4 qi = q_sh[lane];
+      for (uint j = kr; j < nb; j += UNROLL * KR) {
+        vec4 kt[UNROLL];
+        for (uint u = 0; u < UNROLL; u++)
+          kt[u] = key_texel(k0 + b0 + min(j + u * KR, nb - 1), lane);
+        for (uint u = 0; u < UNROLL; u++)
+          if (j + u * KR < nb) dots[(j + u * KR) * (G + 1) + lane] = dot(qi, kt[u]);
       }
+    }
     barrier();
     for (uint j = tid; j < nb; j += WG) {
       float s = 0.0;
-      for (uint l = 0; l < LK; l++) s += dots[j * (LK + 1) + l];
+      for (uint l = 0; l < G; l++) s += dots[j * (G + 1) + l];
       if (p.bias_span == 0)
         w_sh[b0 + j] = s * p.scale;
       else
@@ -193,33 +202,27 @@ void main() {
   w_sh[tid] = w;
   const float l = tree(w, false);  // its barriers publish w_sh
 
-  // The weighted sum of V: parts of D lanes (D <= WG), or DPT dims per lane (D > WG).
-  const uint parts = D <= WG ? WG / D : 1;
-  const uint part_id = D <= WG ? tid / D : 0, d0 = D <= WG ? tid % D : tid;
-  const uint DPT = (D + WG - 1) / WG;
-  float acc[ATTENTION_SPLIT_MAX_D / ATTENTION_SPLIT_WG];
-  for (uint i = 0; i < DPT; i++) acc[i] = 0.0;
-  if (part_id < parts)
-    for (uint j = part_id; j < n; j += parts) {
-      const float wj = w_sh[j];
-      for (uint i = 0; i < DPT; i++) {
-        const uint d = d0 + i * WG;
-        if (d < D) acc[i] += wj * value(k0 + j, d);
-      }
+  // The weighted sum of V: VP parts of G lanes, part v taking keys v, v + VP, ...; the parts'
+  // sums then meet in dots[], free since the scores, [part][texel], and are added in order.
+  const uint VP = WG / G, vpart = tid / G;
+  vec4 acc = vec4(0.0);
+  if (vpart < VP)
+    for (uint j = vpart; j < n; j += UNROLL * VP) {
+      vec4 vt[UNROLL];
+      for (uint u = 0; u < UNROLL; u++) vt[u] = value_texel(k0 + min(j + u * VP, n - 1), lane);
+      for (uint u = 0; u < UNROLL; u++)
+        if (j + u * VP < n) acc += w_sh[j + u * VP] * vt[u];
     }
-  if (parts > 1) {
-    if (part_id < parts) red[part_id * D + d0] = acc[0];
-    barrier();
-    if (tid < D) {
-      float o = 0.0;
-      for (uint i = 0; i < parts; i++) o += red[i * D + tid];
-      part[dst + tid] = o;
+  if (vpart < VP)
+    for (uint c = 0; c < 4; c++) dots[(vpart * G + lane) * 4 + c] = acc[c];
+  barrier();
+  if (tid < G) {
+    vec4 o = vec4(0.0);
+    for (uint v = 0; v < VP; v++) {
+      const uint at = (v * G + tid) * 4;
+      o += vec4(dots[at], dots[at + 1], dots[at + 2], dots[at + 3]);
     }
-  } else if (part_id == 0) {  // D not dividing WG leaves lanes past D idle
-    for (uint i = 0; i < DPT; i++) {
-      const uint d = d0 + i * WG;
-      if (d < D) part[dst + d] = acc[i];
-    }
+    for (uint c = 0; c < 4; c++) part[dst + 4 * tid + c] = o[c];
   }
   if (tid == 0) {
     part[dst + D] = m;

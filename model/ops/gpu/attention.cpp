@@ -20,6 +20,9 @@ namespace {
 // "Tuning decisions"), keys in blocks of kTexelKeys between rescales of the running sums.
 constexpr uint32_t kTexelLanes = 8, kTexelQueries = 4, kTexelKeys = 4;
 static_assert(kTexelLanes * (kAttentionTexelMaxD + 1) <= push::ATTENTION_TEXEL_MAX_MERGE);
+// attention_split.comp: a key's texels are one lane each, and V's parts fit the dots array.
+static_assert(push::ATTENTION_SPLIT_MAX_D / 4 <= push::ATTENTION_SPLIT_WG);
+static_assert(push::ATTENTION_SPLIT_WG * 4 <= push::ATTENTION_SPLIT_DOTS);
 // Fewer queries than this split each query's keys over a workgroup instead.
 constexpr uint32_t kTexelSplitBelow = 16;
 
