@@ -65,6 +65,13 @@ GpuTuning gpu_tuning(const vk::DeviceCaps& caps) {
     t.gemv_workgroup = static_cast<uint32_t>(std::stoul(m[1]));
     t.gemv_outs = static_cast<uint32_t>(std::stoul(m[2]));
   }
+  // And of the largest weight a decode GEMV fuses its LayerNorm into: GPT2VK_NORM_GEMV_MIB.
+  if (const char* g = std::getenv("GPT2VK_NORM_GEMV_MIB"); g && *g) {
+    if (!std::regex_match(g, std::regex(R"(\d{1,4})")))
+      throw std::runtime_error(std::string("GPT2VK_NORM_GEMV_MIB='") + g +
+                               "': not a whole number of MiB up to 9999");
+    t.norm_gemv_max_bytes = uint64_t{std::stoul(g)} << 20;
+  }
   return t;
 }
 
