@@ -3,6 +3,8 @@
 // whole models under both sets (test_goldens, test_model, test_kjv, test_aab, test_cli).
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+
 #include "model/ops/gpu/policy.h"
 #include "shaders/matmul.h"
 #include "tests/cli.h"
@@ -86,6 +88,24 @@ TEST_CASE("policy: the GPU set's tuning table, by vendor and architecture") {
     CHECK((r.gemv & (r.gemv - 1)) == 0);
     CHECK(r.gemv <= push::MATMUL_WIDE_MAX_WORKGROUP);
   }
+}
+
+// The measuring knobs beside the table: GPT2VK_NORM_GEMV_MIB moves the largest weight decoding's
+// GEMV fuses its LayerNorm into (docs/benchmark.md); a value that is not MiB is refused by name.
+TEST_CASE("policy: GPT2VK_NORM_GEMV_MIB sets the fused LayerNorm's limit, or is refused") {
+  const vk::DeviceCaps c = caps_of(VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU);
+  using model::gpu::choose_policy;
+  CHECK(choose_policy(c, vk::KernelSet::Gpu).norm_linear_max_bytes == uint64_t{6} << 20);
+  setenv("GPT2VK_NORM_GEMV_MIB", "64", 1);
+  CHECK(choose_policy(c, vk::KernelSet::Gpu).norm_linear_max_bytes == uint64_t{64} << 20);
+  setenv("GPT2VK_NORM_GEMV_MIB", "0", 1);
+  CHECK(choose_policy(c, vk::KernelSet::Gpu).norm_linear_max_bytes == 0);
+  for (const char* bad : {"lots", "-1", "12345", "1.5"}) {
+    setenv("GPT2VK_NORM_GEMV_MIB", bad, 1);
+    CHECK_THROWS_WITH_AS(choose_policy(c, vk::KernelSet::Gpu),
+                         doctest::Contains("GPT2VK_NORM_GEMV_MIB"), std::runtime_error);
+  }
+  unsetenv("GPT2VK_NORM_GEMV_MIB");
 }
 
 TEST_CASE("policy: either set can be forced on any device") {

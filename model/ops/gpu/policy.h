@@ -40,7 +40,9 @@ struct GpuTuning {
   // N / 2 workgroups reads x's rows twice more for the LayerNorm's statistics, a cost that grows
   // with N x K while the dispatch it saves costs the same whatever the size. On an H100, GPT-2
   // small's fused GEMVs (3.4-4.5 MiB of fp16) took 3.8 us more each and saved a 6.5 us
-  // LayerNorm: about even at 7 MiB (docs/benchmark.md, "Decoding's LayerNorms").
+  // LayerNorm: about even at 7 MiB (docs/benchmark.md, "Decoding's LayerNorms"); on an H200,
+  // XL's with its 15-20 MiB weights fused too were 5% slower. GPT2VK_NORM_GEMV_MIB=N sets it,
+  // for measuring.
   uint64_t norm_gemv_max_bytes = uint64_t{6} << 20;
   // Workgroups the tiled attention aims for (AttentionKernel::Tiled): where its blocks of
   // queries times heads are fewer, it splits the keys into ranges (given scratch), so a short
