@@ -12,8 +12,8 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -220,7 +220,9 @@ class DataOrder {
   // An encoder-decoder's: `rows` pairs a step, drawn at random from the generator's state.
   DataOrder(const model::training::RunFlags& f, const model::training::Pairs& pairs,
             const model::training::RunState& state)
-      : pairs_(&pairs), rows_(f.grad_accum * f.batch), pair_state_(state.rng_state.value_or(f.seed)) {}
+      : pairs_(&pairs),
+        rows_(f.grad_accum * f.batch),
+        pair_state_(state.rng_state.value_or(f.seed)) {}
   // The next step's rows; an encoder-decoder's sources too.
   void next(std::vector<int32_t>& ids, std::vector<int32_t>& targets,
             std::vector<int32_t>& sources) {
@@ -228,13 +230,16 @@ class DataOrder {
       model::training::gather_pairs(
           *pairs_, model::training::random_pairs(pair_state_, pairs_->size(), rows_), sources, ids,
           targets);
-    else if (random_) random_->next(ids, targets);
+    else if (random_)
+      random_->next(ids, targets);
     else sequential_->next(ids, targets);
   }
   // Where the next step's data comes from, into the state a save writes.
   void keep(model::training::RunState& state) const {
-    if (pairs_) state.rng_state = pair_state_;
-    else if (random_) state.rng_state = random_->state();
+    if (pairs_)
+      state.rng_state = pair_state_;
+    else if (random_)
+      state.rng_state = random_->state();
     else state.position = sequential_->position();
   }
 
@@ -542,14 +547,14 @@ int train_ranks(TrainArgs a, const Given& given, const Group& group) {
     std::fprintf(stderr, "gpt2vk: rank %u of %u on %s\n", group.rank(), group.size(),
                  device.caps().name.c_str());
   if (group.lead()) {
-    std::fprintf(stderr,
-                 "gpt2vk: training %llu parameters on %s: %zu tokens of data, steps of %s%u x %u "
-                 "(%s), step %llu of %llu\n",
-                 static_cast<unsigned long long>(params->count()), device.caps().name.c_str(),
-                 data.size(),
-                 a.run.grad_accum > 1 ? (std::to_string(a.run.grad_accum) + " x ").c_str() : "",
-                 a.run.batch, a.run.ctx, seq2seq ? "random pairs" : (a.run.sampling + " windows").c_str(), static_cast<unsigned long long>(state.step),
-                 static_cast<unsigned long long>(a.run.steps));
+    std::fprintf(
+        stderr,
+        "gpt2vk: training %llu parameters on %s: %zu tokens of data, steps of %s%u x %u "
+        "(%s), step %llu of %llu\n",
+        static_cast<unsigned long long>(params->count()), device.caps().name.c_str(), data.size(),
+        a.run.grad_accum > 1 ? (std::to_string(a.run.grad_accum) + " x ").c_str() : "", a.run.batch,
+        a.run.ctx, seq2seq ? "random pairs" : (a.run.sampling + " windows").c_str(),
+        static_cast<unsigned long long>(state.step), static_cast<unsigned long long>(a.run.steps));
     std::fprintf(stderr, "gpt2vk: %s\n", memory_text(trainer, device).c_str());
   }
 
@@ -611,17 +616,20 @@ int train_ranks(TrainArgs a, const Given& given, const Group& group) {
                            {"device_memory", device.peak_allocated()}};
     if (!a.bench && !val.empty() && a.run.eval_every && (state.step % a.run.eval_every == 0 || state.step == a.run.steps)) {
       Eval e;
-      if (seq2seq) e.loss = evaluate_pairs(trainer, val_pairs, e.windows);
-      else e = evaluate(trainer, val);
+      if (seq2seq)
+        e.loss = evaluate_pairs(trainer, val_pairs, e.windows);
+      else
+        e = evaluate(trainer, val);
       if (e.windows) {
         line["val_loss"] = e.loss;
         state.val_loss.emplace_back(state.step, e.loss);
         if (group.lead()) {
-          std::fprintf(stderr, "%sgpt2vk: step %llu: validation loss %.4f, perplexity %.3f over %llu %s of %u\n",
-                       line_open ? "\n" : "",
-                       static_cast<unsigned long long>(state.step), e.loss, std::exp(e.loss),
-                       static_cast<unsigned long long>(e.windows),
-                       seq2seq ? "pairs, targets" : "windows", a.run.ctx);
+          std::fprintf(
+              stderr,
+              "%sgpt2vk: step %llu: validation loss %.4f, perplexity %.3f over %llu %s of %u\n",
+              line_open ? "\n" : "", static_cast<unsigned long long>(state.step), e.loss,
+              std::exp(e.loss), static_cast<unsigned long long>(e.windows),
+              seq2seq ? "pairs, targets" : "windows", a.run.ctx);
         }
         line_open = false;
       }

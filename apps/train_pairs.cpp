@@ -15,23 +15,27 @@ void check_pairs_run(const model::training::RunFlags& run, bool sample_every,
                      const std::function<bool(const std::string&)>& given) {
   const std::string what = "an encoder-decoder (Marian) ";
   if (run.recompute)
-    throw std::runtime_error("--recompute: " + what + "keeps every activation of its step (no "
+    throw std::runtime_error("--recompute: " + what +
+                             "keeps every activation of its step (no "
                              "recomputation yet)");
   if (sample_every)
-    throw std::runtime_error("--sample-every: " + what + "prints no samples between steps yet; "
+    throw std::runtime_error("--sample-every: " + what +
+                             "prints no samples between steps yet; "
                              "run `gpt2vk seq2seq -m` on a checkpoint");
   if (run.sampling != "random")
     throw std::runtime_error("--sampling " + run.sampling + ": " + what +
                              "draws its pairs at random");
   if (given("--ctx"))
-    throw std::runtime_error("--ctx: " + what + "takes its lengths from its pairs (every "
+    throw std::runtime_error("--ctx: " + what +
+                             "takes its lengths from its pairs (every "
                              "pair's source and target lengths)");
 }
 
 model::training::Pairs load_pairs(const std::filesystem::path& dir, const model::Config& c,
                                   const std::string& file) {
   if (c.tokenizer.kind != model::TokenizerKind::MarianSpm)
-    throw std::runtime_error(dir.string() + ": training an encoder-decoder takes Marian's "
+    throw std::runtime_error(dir.string() +
+                             ": training an encoder-decoder takes Marian's "
                              "tokenizer files (source.spm, target.spm, vocab.json)");
   const auto source = model::load_sentencepiece(dir, spm_flavor(c), model::SpmSide::Source);
   const auto target = model::load_sentencepiece(dir, spm_flavor(c), model::SpmSide::Target);
@@ -43,8 +47,7 @@ model::training::Pairs load_pairs(const std::filesystem::path& dir, const model:
   for (const auto& [n, side] : {std::pair{p.S, "source"}, {p.T, "target"}})
     if (n > c.n_ctx)
       throw std::runtime_error(file + ": a " + std::string(side) + " of " + std::to_string(n) +
-                               " tokens is past the model's context of " +
-                               std::to_string(c.n_ctx));
+                               " tokens is past the model's context of " + std::to_string(c.n_ctx));
   return p;
 }
 

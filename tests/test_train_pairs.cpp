@@ -29,12 +29,26 @@ std::vector<int32_t> chars(std::string_view text) {
   return ids;
 }
 
-fs::path pairs_dir() { return test::source_dir() / "tests/data/pairs"; }
+fs::path pairs_dir() {
+  return test::source_dir() / "tests/data/pairs";
+}
 
 std::vector<std::string> run_args(const fs::path& out, const std::string& steps) {
-  return {"train", "--init", (pairs_dir() / "config.json").string(), "--data",
-          (pairs_dir() / "pairs.tsv").string(), "-o", out.string(), "--steps", steps, "--batch",
-          "4", "--lr", "3e-3", "--seed", "5"};
+  return {"train",
+          "--init",
+          (pairs_dir() / "config.json").string(),
+          "--data",
+          (pairs_dir() / "pairs.tsv").string(),
+          "-o",
+          out.string(),
+          "--steps",
+          steps,
+          "--batch",
+          "4",
+          "--lr",
+          "3e-3",
+          "--seed",
+          "5"};
 }
 
 }  // namespace
@@ -60,8 +74,9 @@ TEST_CASE("train pairs: the decoder's inputs are the targets shifted behind the 
   fails("abc\tcba\nabcd\n", "p.tsv:2: no tab");
   fails("\tcba\n", "p.tsv:1: an empty source");
   fails("abc\t\n", "p.tsv:1: an empty target");
-  fails("abc\tcba\nab\tba\n", "p.tsv:2: a source of 3 tokens and a target of 3, where line 1 has 4 "
-                              "and 4: an encoder-decoder trains on pairs of one length");
+  fails("abc\tcba\nab\tba\n",
+        "p.tsv:2: a source of 3 tokens and a target of 3, where line 1 has 4 "
+        "and 4: an encoder-decoder trains on pairs of one length");
   fails("\n\n", "p.tsv: no pairs");
 }
 
@@ -96,8 +111,8 @@ TEST_CASE("gpt2vk train on pairs: a Marian checkpoint seq2seq reads; one seed, t
   CHECK(test::read_file(dir / "b" / "model.safetensors") ==
         test::read_file(dir / "a" / "model.safetensors"));
   REQUIRE(test::gpt2vk(run_args(dir / "c", "3")).exit_code == 0);
-  const test::CliResult resumed = test::gpt2vk(
-      {"train", "--resume", (dir / "c").string(), "--steps", "6"});
+  const test::CliResult resumed =
+      test::gpt2vk({"train", "--resume", (dir / "c").string(), "--steps", "6"});
   REQUIRE_MESSAGE(resumed.exit_code == 0, resumed.err);
   CHECK(test::read_file(dir / "c" / "model.safetensors") ==
         test::read_file(dir / "a" / "model.safetensors"));
@@ -126,8 +141,8 @@ TEST_CASE("gpt2vk train on pairs refuses what it does not take, naming it") {
   test::write_file(dir / "notab.tsv", "abcd dcba\n");
   mixed[4] = (dir / "notab.tsv").string();
   fails(mixed, "notab.tsv:1: no tab");
-  std::vector<std::string> val = with(ok, {"--val-data", (dir / "mixed.tsv").string(),
-                                           "--eval-every", "1"});
+  std::vector<std::string> val =
+      with(ok, {"--val-data", (dir / "mixed.tsv").string(), "--eval-every", "1"});
   fails(val, "mixed.tsv:2: a source of 5 tokens");
   CHECK(!fs::exists(dir / "o"));  // nothing written by any of them
 }

@@ -115,10 +115,12 @@ std::vector<ExpectedTensor> seq2seq_file_tensors(const Config& c) {
 }
 
 std::vector<FileTensor> seq2seq_file_values(
-    const Config& c, const std::function<const std::vector<float>&(const std::string&)>& canonical) {
+    const Config& c,
+    const std::function<const std::vector<float>&(const std::string&)>& canonical) {
   if (c.relative_buckets)
-    throw std::invalid_argument("seq2seq_file_values: T5's files are not written (its relative "
-                                "bias tables and scaled final norm have no inverse here)");
+    throw std::invalid_argument(
+        "seq2seq_file_values: T5's files are not written (its relative "
+        "bias tables and scaled final norm have no inverse here)");
   const std::map<std::string, TensorSource> from = sources(c);
   std::vector<FileTensor> out;
   for (const ExpectedTensor& e : expected_tensors(c)) {

@@ -19,7 +19,8 @@ Pairs read_pairs(const std::string& file, std::string_view text, const Encode& s
     const std::string at = file + ":" + std::to_string(line_no) + ": ";
     const size_t tab = line.find('\t');
     if (tab == std::string_view::npos)
-      throw std::runtime_error(at + "no tab: an encoder-decoder trains on lines of "
+      throw std::runtime_error(at +
+                               "no tab: an encoder-decoder trains on lines of "
                                "\"source<TAB>target\"");
     const std::string_view src = line.substr(0, tab), tgt = line.substr(tab + 1);
     if (src.empty() || tgt.empty())

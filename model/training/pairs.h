@@ -13,10 +13,10 @@
 namespace model::training {
 
 struct Pairs {
-  uint32_t S = 0, T = 0;          // every pair's source and target lengths, in tokens
-  std::vector<int32_t> sources;   // [n, S]
-  std::vector<int32_t> inputs;    // [n, T]: decoder_start, then the target's first T - 1 ids
-  std::vector<int32_t> targets;   // [n, T]: the target's ids
+  uint32_t S = 0, T = 0;         // every pair's source and target lengths, in tokens
+  std::vector<int32_t> sources;  // [n, S]
+  std::vector<int32_t> inputs;   // [n, T]: decoder_start, then the target's first T - 1 ids
+  std::vector<int32_t> targets;  // [n, T]: the target's ids
   uint64_t size() const { return S ? sources.size() / S : 0; }
 };
 

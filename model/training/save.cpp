@@ -109,10 +109,14 @@ std::vector<TensorData> model_tensors(const Parameters& p) {
 // config.json).
 std::vector<const char*> tokenizer_files(TokenizerKind kind) {
   switch (kind) {
-    case TokenizerKind::Gpt2: return {"vocab.json", "merges.txt"};
-    case TokenizerKind::MarianSpm: return {"source.spm", "target.spm", "vocab.json"};
-    case TokenizerKind::T5Spm: return {"spiece.model"};
-    default: return {};
+    case TokenizerKind::Gpt2:
+      return {"vocab.json", "merges.txt"};
+    case TokenizerKind::MarianSpm:
+      return {"source.spm", "target.spm", "vocab.json"};
+    case TokenizerKind::T5Spm:
+      return {"spiece.model"};
+    default:
+      return {};
   }
 }
 
