@@ -410,20 +410,11 @@ int train_ranks(TrainArgs a, const Given& given, const Group& group) {
   const model::Config& c = params->config();
   // An encoder-decoder trains on pairs (train_pairs.h): a step's T is their target length.
   const bool seq2seq = c.family == model::Family::EncoderDecoder;
-  model::training::Pairs pairs, val_pairs;
+  RunPairs pairs;
   if (seq2seq) {
     check_pairs_run(a.run, a.sample_every != 0, given);
-    pairs = load_pairs(tokenizer_dir, c, a.run.data);
-    a.run.ctx = pairs.T;
-    if (!a.run.val_data.empty()) {
-      val_pairs = load_pairs(tokenizer_dir, c, a.run.val_data);
-      if (val_pairs.S != pairs.S || val_pairs.T != pairs.T || val_pairs.size() < a.run.batch)
-        throw std::runtime_error(a.run.val_data + ": " + std::to_string(val_pairs.size()) +
-                                 " pairs of " + std::to_string(val_pairs.S) + " and " +
-                                 std::to_string(val_pairs.T) + " tokens; an evaluation takes B=" +
-                                 std::to_string(a.run.batch) + " pairs of the training data's " +
-                                 std::to_string(pairs.S) + " and " + std::to_string(pairs.T));
-    }
+    pairs = load_pairs(tokenizer_dir, c, a.run.data, a.run.val_data, a.run.batch);
+    a.run.ctx = pairs.train.T;
   }
   const std::unique_ptr<model::Tokenizer> tok =
       seq2seq ? nullptr : model::load_tokenizer(tokenizer_dir, c.tokenizer);
@@ -431,18 +422,12 @@ int train_ranks(TrainArgs a, const Given& given, const Group& group) {
     throw std::runtime_error("--ctx " + std::to_string(a.run.ctx) + " is past the model's context of " +
                              std::to_string(c.n_ctx) + " tokens");
 
-  // A decoder's tokens; an encoder-decoder's pairs, each a source then a target.
-  std::vector<int32_t> data;
-  if (seq2seq) {
-    data = pairs.sources;
-    data.insert(data.end(), pairs.targets.begin(), pairs.targets.end());
-  } else {
-    data = tokenize_file(*tok, a.run.data);
-  }
+  // A decoder's tokens; an encoder-decoder's pairs' ids.
+  const std::vector<int32_t> data =
+      seq2seq ? pair_ids(pairs.train) : tokenize_file(*tok, a.run.data);
   std::vector<int32_t> val;
   if (seq2seq) {
-    val = val_pairs.sources;
-    val.insert(val.end(), val_pairs.targets.begin(), val_pairs.targets.end());
+    val = pair_ids(pairs.val);
   } else if (!a.run.val_data.empty()) {
     // A text too short for one batch of windows would evaluate to nothing, silently.
     val = tokenize_file(*tok, a.run.val_data);
@@ -465,7 +450,7 @@ int train_ranks(TrainArgs a, const Given& given, const Group& group) {
                                r.state.settings + "\n  now:  " + state.settings);
     model::training::check_run_state(
         r.state,
-        {seq2seq ? pairs.size() : data.size(),
+        {seq2seq ? pairs.train.size() : data.size(),
          uint64_t{a.run.grad_accum} * a.run.batch * (seq2seq ? 1 : a.run.ctx), a.run.steps,
          a.run.sampling == "random"},
         (fs::path(a.resume) / "trainer_state.json").string());
@@ -499,7 +484,7 @@ int train_ranks(TrainArgs a, const Given& given, const Group& group) {
                        fnv1a(model::training::run_state_json(where)));
     check_ranks(group, items);
   }
-  DataOrder batches = seq2seq ? DataOrder(a.run, pairs, state) : DataOrder(a.run, data, state);
+  DataOrder batches = seq2seq ? DataOrder(a.run, pairs.train, state) : DataOrder(a.run, data, state);
   const std::vector<int32_t> prompt =
       a.sample_every ? sample_prompt(a, *tok, data) : std::vector<int32_t>{};
   // The output folder must take a checkpoint before the run spends anything.
@@ -540,7 +525,7 @@ int train_ranks(TrainArgs a, const Given& given, const Group& group) {
                                  group.allgather(mine, all);
                                }};
   model::training::GpuTrainer trainer(device, *params, a.run.batch, a.run.ctx, a.profile,
-                                      a.run.grad_accum, share, a.run.recompute, pairs.S);
+                                      a.run.grad_accum, share, a.run.recompute, pairs.train.S);
   if (m) trainer.upload_moments(*m, *v);
   else m = std::make_unique<Parameters>(c), v = std::make_unique<Parameters>(c);
   if (group.size() > 1)
@@ -617,7 +602,7 @@ int train_ranks(TrainArgs a, const Given& given, const Group& group) {
     if (!a.bench && !val.empty() && a.run.eval_every && (state.step % a.run.eval_every == 0 || state.step == a.run.steps)) {
       Eval e;
       if (seq2seq)
-        e.loss = evaluate_pairs(trainer, val_pairs, e.windows);
+        e.loss = evaluate_pairs(trainer, pairs.val, e.windows);
       else
         e = evaluate(trainer, val);
       if (e.windows) {

@@ -31,8 +31,8 @@ void check_pairs_run(const model::training::RunFlags& run, bool sample_every,
                              "pair's source and target lengths)");
 }
 
-model::training::Pairs load_pairs(const std::filesystem::path& dir, const model::Config& c,
-                                  const std::string& file) {
+RunPairs load_pairs(const std::filesystem::path& dir, const model::Config& c,
+                    const std::string& file, const std::string& val_file, uint32_t B) {
   if (c.tokenizer.kind != model::TokenizerKind::MarianSpm)
     throw std::runtime_error(dir.string() +
                              ": training an encoder-decoder takes Marian's "
@@ -41,14 +41,34 @@ model::training::Pairs load_pairs(const std::filesystem::path& dir, const model:
   const auto target = model::load_sentencepiece(dir, spm_flavor(c), model::SpmSide::Target);
   if (!c.decoder_start_token_id)
     throw std::runtime_error(dir.string() + "/config.json: no decoder_start_token_id");
-  model::training::Pairs p = model::training::read_pairs(
-      file, read_file(file), [&](std::string_view t) { return source->encode(t); },
-      [&](std::string_view t) { return target->encode(t); }, *c.decoder_start_token_id);
-  for (const auto& [n, side] : {std::pair{p.S, "source"}, {p.T, "target"}})
-    if (n > c.n_ctx)
-      throw std::runtime_error(file + ": a " + std::string(side) + " of " + std::to_string(n) +
-                               " tokens is past the model's context of " + std::to_string(c.n_ctx));
-  return p;
+  const auto read = [&](const std::string& f) {
+    model::training::Pairs p = model::training::read_pairs(
+        f, read_file(f), [&](std::string_view t) { return source->encode(t); },
+        [&](std::string_view t) { return target->encode(t); }, *c.decoder_start_token_id);
+    for (const auto& [n, side] : {std::pair{p.S, "source"}, {p.T, "target"}})
+      if (n > c.n_ctx)
+        throw std::runtime_error(f + ": a " + std::string(side) + " of " + std::to_string(n) +
+                                 " tokens is past the model's context of " +
+                                 std::to_string(c.n_ctx));
+    return p;
+  };
+  RunPairs r{read(file), {}};
+  if (val_file.empty()) return r;
+  r.val = read(val_file);
+  const model::training::Pairs &t = r.train, &v = r.val;
+  if (v.S != t.S || v.T != t.T || v.size() < B)
+    throw std::runtime_error(val_file + ": " + std::to_string(v.size()) + " pairs of " +
+                             std::to_string(v.S) + " and " + std::to_string(v.T) +
+                             " tokens; an evaluation takes B=" + std::to_string(B) +
+                             " pairs of the training data's " + std::to_string(t.S) + " and " +
+                             std::to_string(t.T));
+  return r;
+}
+
+std::vector<int32_t> pair_ids(const model::training::Pairs& pairs) {
+  std::vector<int32_t> ids = pairs.sources;
+  ids.insert(ids.end(), pairs.targets.begin(), pairs.targets.end());
+  return ids;
 }
 
 double evaluate_pairs(model::training::GpuTrainer& trainer, const model::training::Pairs& pairs,

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "model/formats/config.h"
 #include "model/training/gpu_trainer.h"
@@ -19,10 +20,17 @@ namespace app {
 void check_pairs_run(const model::training::RunFlags& run, bool sample_every,
                      const std::function<bool(const std::string&)>& given);
 
-// The pairs of `file` through the source.spm and target.spm of `dir`, both lengths within the
-// model's context.
-model::training::Pairs load_pairs(const std::filesystem::path& dir, const model::Config& c,
-                                  const std::string& file);
+// The run's pairs through the source.spm and target.spm of `dir`, both lengths within the
+// model's context: --data's, and --val-data's (none where `val_file` is empty), which must have
+// the same lengths and at least B pairs for an evaluation.
+struct RunPairs {
+  model::training::Pairs train, val;
+};
+RunPairs load_pairs(const std::filesystem::path& dir, const model::Config& c,
+                    const std::string& file, const std::string& val_file, uint32_t B);
+
+// Every id of the pairs, the sources then the targets: what a run counts and hashes as its data.
+std::vector<int32_t> pair_ids(const model::training::Pairs& pairs);
 
 // The mean loss over the pairs in whole batches of the trainer's B (a last part batch left out);
 // `rows` gets how many pairs that was.
