@@ -58,11 +58,23 @@ int seq2seq(Seq2SeqArgs a) {
   model::Seq2Seq* m = session.model.get();
   const model::SentencePieceTokenizer* target = session.target.get();
 
-  const auto t0 = std::chrono::steady_clock::now();
-  size_t made = 0, read = 0;
+  // Every source tokenized and checked before anything is generated, and the pipelines their
+  // lengths need compiled before the clock starts, as generate does.
+  std::vector<std::vector<int32_t>> sources;
+  std::vector<uint32_t> lengths;
   for (size_t i = 0; i < texts.size(); i++) {
-    const std::vector<int32_t> ids = encode_source(
-        session, texts[i], a.file.empty() ? "the prompt" : a.file + ":" + std::to_string(i + 1));
+    sources.push_back(encode_source(
+        session, texts[i], a.file.empty() ? "the prompt" : a.file + ":" + std::to_string(i + 1)));
+    lengths.push_back(static_cast<uint32_t>(sources.back().size()));
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  const size_t pipelines = m->prepare(lengths, s.max_new_tokens, s.beams);
+  const double compile_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  t0 = std::chrono::steady_clock::now();
+  size_t made = 0, read = 0;
+  for (const std::vector<int32_t>& ids : sources) {
     const std::vector<int32_t> out =
         s.beams == 1 ? model::greedy(*m, ids, s.max_new_tokens) : model::beam(*m, ids, s);
     std::printf("%s\n", target->decode_generated(out, c.n_vocab).c_str());
@@ -70,8 +82,16 @@ int seq2seq(Seq2SeqArgs a) {
     made += out.size(), read += ids.size();
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::fprintf(stderr, "gpt2vk: %zu source(s), %zu tokens read, %zu generated (%u beam%s) in %.2f s on %s\n",
-               texts.size(), read, made, s.beams, s.beams == 1 ? "" : "s", secs,
+  // As generate's summary: a driver that compiles at first use (lavapipe) has the compile in
+  // the first source's time whatever was prepared.
+  char compile[128] = "";
+  const bool lazy = session.device && session.device->caps().type == VK_PHYSICAL_DEVICE_TYPE_CPU;
+  if (pipelines)
+    std::snprintf(compile, sizeof compile, "%zu pipelines created in %.2f s%s, then ", pipelines,
+                  compile_s, lazy ? " (this driver compiles them at first use)" : "");
+  std::fprintf(stderr,
+               "gpt2vk: %s%zu source(s), %zu tokens read, %zu generated (%u beam%s) in %.2f s on %s\n",
+               compile, texts.size(), read, made, s.beams, s.beams == 1 ? "" : "s", secs,
                m->decoder().device_name().c_str());
   return 0;
 }

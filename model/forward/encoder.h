@@ -6,6 +6,7 @@
 // position never takes part (what a padding mask gives).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -58,6 +59,15 @@ class Encoder {
   // with, alone included. No head, and no attention tap (a pass of one sequence).
   std::vector<std::vector<float>> encode_batch(std::span<const EncoderInput> inputs);
 
+  // Makes ready what encode() of T tokens (with or without its head) will use: a GPU encoder
+  // compiles those pipelines now, in parallel, as Model::prepare() does. Returns how many it
+  // compiled; the CPU reference has nothing to prepare.
+  virtual size_t prepare(uint32_t T, bool head,
+                         const std::function<void(size_t, size_t)>& progress = {}) {
+    (void)T, (void)head, (void)progress;
+    return 0;
+  }
+
   // The attention tap, as Model's: with it on, encode() also keeps the softmax weights of every
   // layer, or of `only_layer`, from the pass's own kernels. attention_probs()[layer] is [H, T, T]
   // for the last encode() of T tokens (every query sees every key); empty for a layer not tapped.
@@ -90,6 +100,13 @@ class EncoderOver final : public Encoder {
   }
   const std::vector<std::vector<float>>& attention_probs() const override {
     return model_.attention_probs();
+  }
+  size_t prepare(uint32_t T, bool head,
+                 const std::function<void(size_t, size_t)>& progress) override {
+    if constexpr (requires { model_.prepare_encode(T, head, progress); })
+      return model_.prepare_encode(T, head, progress);
+    else
+      return Encoder::prepare(T, head, progress);
   }
   const M& model() const { return model_; }  // gpu_timings(const Encoder&) reads a GPU's
 

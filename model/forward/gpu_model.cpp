@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 #include <numeric>
+#include <utility>
 
 #include "model/formats/checkpoint.h"
 #include "model/forward/gpu_model_impl.h"
@@ -327,8 +328,57 @@ void GpuModel::record_pass(const Pass& p, uint32_t k, bool dry) {
   rec_.end();
 }
 
+size_t GpuModel::compile_ahead(const std::function<void()>& record,
+                               const vk::CompileProgress& progress) {
+  ops_.kernels().defer(true);
+  try {
+    record();
+  } catch (...) {
+    ops_.kernels().defer(false);
+    throw;
+  }
+  ops_.kernels().defer(false);
+  return ops_.kernels().compile_deferred(progress);
+}
+
 size_t GpuModel::prepare(uint32_t prompt_tokens, uint32_t max_new, uint32_t k, uint32_t window,
                          const vk::CompileProgress& progress) {
+  return compile_ahead([&] { record_generate(prompt_tokens, max_new, k, window); }, progress);
+}
+
+size_t GpuModel::prepare_source(uint32_t S, uint32_t max_new, uint32_t k,
+                                const vk::CompileProgress& progress) {
+  if (!config_.cross_attention || S < 1 || S > config_.n_ctx) return 0;
+  // The cross-attention's kernels follow the source's length: record as if it were S.
+  const uint32_t kept = std::exchange(source_len_, S);
+  try {
+    const size_t made = compile_ahead(
+        [&] {
+          record_source(S, true);
+          record_generate(1, max_new, k, 0);
+        },
+        progress);
+    source_len_ = kept;
+    return made;
+  } catch (...) {
+    source_len_ = kept;
+    throw;
+  }
+}
+
+size_t GpuModel::prepare_encode(uint32_t T, bool head, const vk::CompileProgress& progress) {
+  if (T < 1 || T > config_.n_ctx) return 0;
+  return compile_ahead(
+      [&] {
+        Pass p = plan_pass(T, 0, true, 0);  // encode()'s
+        p.head = head ? Head::AllRows : Head::None;
+        record_pass(p, 0, true);
+      },
+      progress);
+}
+
+void GpuModel::record_generate(uint32_t prompt_tokens, uint32_t max_new, uint32_t k,
+                               uint32_t window) {
   const Config& c = config_;
   const uint32_t n = window ? std::min(window, c.n_ctx) : c.n_ctx;
   const uint32_t P = std::clamp<uint32_t>(prompt_tokens, 1, n);
@@ -354,34 +404,33 @@ size_t GpuModel::prepare(uint32_t prompt_tokens, uint32_t max_new, uint32_t k, u
     const auto end = static_cast<uint32_t>(std::min<uint64_t>(last, n) - 1);
     if (end > P) passes.emplace_back(1, end);
   }
-  ops_.kernels().defer(true);
-  try {
-    for (auto [T, pos] : passes) {
-      const std::vector<uint32_t> parts = chunks(T, pos, false);
-      uint32_t done = 0;
-      for (size_t i = 0; i < parts.size(); done += parts[i++])
-        record_pass(plan_pass(parts[i], pos + done, false, k, i + 1 == parts.size()), k, true);
-    }
-    // With slots, the batches of slot_decode too: every row count (the matmul tiles change
-    // with it), the rows at the first and at the last position a slot reaches.
-    std::vector<SlotToken> rows;
-    if (slots_ > 1) ensure_logits(slots_);
-    for (uint32_t b = 0; b < (slots_ > 1 ? slots_ : 0); b++) {
-      rows.push_back({b, 0});
-      for (uint32_t at : {0u, slot_ctx_ - 1}) {
-        const Batch batch{rows, std::vector<uint32_t>(rows.size(), at)};
-        Pass p = plan_pass(b + 1, at, true, 0);
-        p.batch = &batch;
-        record_pass(p, 0, true);
-      }
-    }
-  } catch (...) {
-    ops_.kernels().defer(false);
-    throw;
+  for (auto [T, pos] : passes) {
+    const std::vector<uint32_t> parts = chunks(T, pos, false);
+    uint32_t done = 0;
+    for (size_t i = 0; i < parts.size(); done += parts[i++])
+      record_pass(plan_pass(parts[i], pos + done, false, k, i + 1 == parts.size()), k, true);
   }
-  ops_.kernels().defer(false);
-  return ops_.kernels().compile_deferred(progress);
+  // With slots, the batches of slot_decode too: every row count (the matmul tiles change with
+  // it), the rows at the first and at the last position a slot reaches; and beam search's
+  // copies of one slot's cache into another (the copy's kernel follows the length: 1 and 4
+  // rows reach both of its kernels, one word and four words an invocation).
+  std::vector<SlotToken> rows;
+  if (slots_ > 1) {
+    ensure_logits(slots_);
+    const SlotCopy copy{0, 1};
+    for (uint32_t len : {1u, 4u}) record_copies(std::span(&copy, 1), std::span(&len, 1), true);
+  }
+  for (uint32_t b = 0; b < (slots_ > 1 ? slots_ : 0); b++) {
+    rows.push_back({b, 0});
+    for (uint32_t at : {0u, slot_ctx_ - 1}) {
+      const Batch batch{rows, std::vector<uint32_t>(rows.size(), at)};
+      Pass p = plan_pass(b + 1, at, true, 0);
+      p.batch = &batch;
+      record_pass(p, 0, true);
+    }
+  }
 }
+
 
 // One pass, or a long prompt's chunks one after another (each fills the cache the next
 // attends to); the outputs are gathered as one pass would give them.
@@ -506,15 +555,22 @@ void GpuModel::run_source(std::span<const float> hidden, uint32_t S) {
   rec_.wait();  // a submission still running may read X
   vk::upload(device_, state_.span(x_), hidden.data(), hidden.size_bytes());
   source_len_ = S;
-  rec_.begin();
+  record_source(S, false);
+  rec_.submit();
+  rec_.wait();
+}
+
+void GpuModel::record_source(uint32_t S, bool dry) {
+  if (dry)
+    rec_.begin_dry();
+  else
+    rec_.begin();
   const GpuState s = pass_state();
   Pass p;
   p.T = S;
   GpuBackend b{ops_, rec_, config_, w_, s, p};
   source(b, w_, S);
   rec_.end();
-  rec_.submit();
-  rec_.wait();
 }
 
 void GpuModel::encode(std::span<const int32_t> ids, std::span<const int32_t> types, bool head,
@@ -739,12 +795,26 @@ void GpuModel::slot_copy(std::span<const SlotCopy> copies) {
     if (source[i] && dest[i])
       throw std::runtime_error("slot_copy: slot " + std::to_string(i) + " both read and written");
   rec_.wait();  // a submission still running may read the caches
-  rec_.begin();
+  std::vector<uint32_t> rows;
+  for (const SlotCopy& c : copies) rows.push_back(slot_len_[c.from]);
+  record_copies(copies, rows, false);
+  rec_.submit();
+  rec_.wait();
+  for (const SlotCopy& c : copies) slot_len_[c.to] = slot_len_[c.from];
+}
+
+void GpuModel::record_copies(std::span<const SlotCopy> copies, std::span<const uint32_t> rows,
+                             bool dry) {
+  if (dry)
+    rec_.begin_dry();
+  else
+    rec_.begin();
   const GpuState s = pass_state();
   // Whole 32-bit words: an fp16 cache's rows hold A halves, A even (check_slots).
   const uint64_t row_words = uint64_t{config_.attn_width()} * dtype_bytes(kv_cache_) / 4;
-  for (const SlotCopy& c : copies) {
-    const auto n = static_cast<uint32_t>(slot_len_[c.from] * row_words);
+  for (size_t i = 0; i < copies.size(); i++) {
+    const SlotCopy& c = copies[i];
+    const auto n = static_cast<uint32_t>(rows[i] * row_words);
     for (uint32_t layer = 0; layer < config_.n_layer; layer++) {
       gpu::activation(ops_, rec_, {.out = s.k(layer, c.to), .x = s.k(layer, c.from), .n = n,
                                    .kind = Activation::None});
@@ -753,9 +823,6 @@ void GpuModel::slot_copy(std::span<const SlotCopy> copies) {
     }
   }
   rec_.end();
-  rec_.submit();
-  rec_.wait();
-  for (const SlotCopy& c : copies) slot_len_[c.to] = slot_len_[c.from];
 }
 
 std::unique_ptr<Model> make_gpu_model(const Checkpoint& checkpoint, const vk::Device& device,

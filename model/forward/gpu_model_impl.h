@@ -180,6 +180,10 @@ class GpuModel final : public Model {
  public:
   size_t prepare(uint32_t prompt_tokens, uint32_t max_new, uint32_t k, uint32_t window,
                  const vk::CompileProgress& progress) override;
+  size_t prepare_source(uint32_t S, uint32_t max_new, uint32_t k,
+                        const vk::CompileProgress& progress) override;
+  // An encoder's: compiles what encode() of T tokens uses, without its head where not `head`.
+  size_t prepare_encode(uint32_t T, bool head, const vk::CompileProgress& progress);
 
  private:
   // The pass of T tokens at `pos`: its head (none for a prompt chunk before the `last` unless
@@ -188,6 +192,15 @@ class GpuModel final : public Model {
   Pass plan_pass(uint32_t T, uint32_t pos, bool all_rows, uint32_t k, bool last = true) const;
   // Records p (dry: only names the pipelines, Recorder::begin_dry), and the top-k after it.
   void record_pass(const Pass& p, uint32_t k, bool dry);
+  // Records the source pass of S rows (dry: as record_pass).
+  void record_source(uint32_t S, bool dry);
+  // Records slot_copy's copies, copies[i] of rows[i] cached rows (dry: as record_pass).
+  void record_copies(std::span<const SlotCopy> copies, std::span<const uint32_t> rows, bool dry);
+  // prepare()'s dry recordings: the passes generate() runs (see there).
+  void record_generate(uint32_t prompt_tokens, uint32_t max_new, uint32_t k, uint32_t window);
+  // Compiles, in parallel, the pipelines that `record`'s dry recordings name and that are not
+  // made yet; returns how many.
+  size_t compile_ahead(const std::function<void()>& record, const vk::CompileProgress& progress);
   // Submits p: where `replayable` (and replay is on), a dry recording first, and where it
   // matches the last real one, that one again (Recorder::replay); else recorded anew.
   void submit_pass(const Pass& p, uint32_t k, bool replayable);

@@ -125,6 +125,14 @@ class Model {
     (void)prompt_tokens, (void)max_new, (void)k, (void)window, (void)progress;
     return 0;
   }
+  // A decoder with cross-attention: makes ready, as prepare() does, what decoding after a
+  // set_source() of S rows will use: the source's pass, then `max_new` one-token passes from
+  // the start (each with this k) and, with slots, their batches (beam search's steps).
+  virtual size_t prepare_source(uint32_t S, uint32_t max_new, uint32_t k,
+                                const std::function<void(size_t, size_t)>& progress = {}) {
+    (void)S, (void)max_new, (void)k, (void)progress;
+    return 0;
+  }
 
  protected:
   // The source pass of set_source(): S rows, checked.

@@ -21,6 +21,21 @@ std::vector<float> Seq2Seq::set_source(std::span<const int32_t> source) {
   return std::move(e.hidden);
 }
 
+size_t Seq2Seq::prepare(std::span<const uint32_t> source_lengths, uint32_t max_new,
+                        uint32_t beams) {
+  // Greedy steps take the best id (k 1); beams in slots run slot_decode's batches, which the
+  // decoder's prepare records whatever k is.
+  const uint32_t k = beams > 1 ? 0 : 1;
+  const uint32_t steps = std::min<uint32_t>(max_new, config_.n_ctx - 1);
+  std::vector<uint32_t> lengths(source_lengths.begin(), source_lengths.end());
+  std::sort(lengths.begin(), lengths.end());
+  lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
+  size_t made = 0;
+  for (uint32_t S : lengths)
+    made += encoder_->prepare(S, false) + decoder_->prepare_source(S, steps, k);
+  return made;
+}
+
 namespace {
 
 void require_seq2seq(const Checkpoint& checkpoint) {

@@ -34,6 +34,12 @@ class Seq2Seq {
   // for an empty source, one past n_ctx, or an id outside the vocabulary.
   std::vector<float> set_source(std::span<const int32_t> source);
 
+  // Makes ready what generating from sources of these lengths will use, up to max_new tokens
+  // each (greedy, or `beams` beams in the decoder's slots): on a GPU, the encoder's and the
+  // decoder's pipelines compiled now, in parallel, so that no pass waits for a compiler.
+  // Returns how many were compiled.
+  size_t prepare(std::span<const uint32_t> source_lengths, uint32_t max_new, uint32_t beams);
+
  private:
   Config config_;
   std::unique_ptr<Encoder> encoder_;
