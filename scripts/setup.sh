@@ -35,6 +35,7 @@ test_packages=(
   chromium               # the attention page's test renders it headless
   curl                   # the server's tests call it with curl ...
   python3-torch          # the float64 PyTorch references the training tests run (tools/reference)
+  libopenblas0-pthread   # torch's libblas.so.3: the PyTorch peer of docs/benchmark.md (twice the reference BLAS)
   python3-sentencepiece  # the SentencePiece check: Google's Python library gives the reference ids
   sentencepiece          # spm_train, which made tests/data/spm's models (tests/data/spm/README.md)
   haproxy prometheus     # deploy/'s configs: replicas behind HAProxy, scraped by Prometheus (and promtool)
