@@ -53,7 +53,8 @@ struct TrainArgs {
   // median step after the first, whose time includes building the pipelines).
   bool bench = false;
   // --sample-every N (0: never): every N steps, a greedy continuation by --sample-len tokens of
-  // --sample-prompt (default: the training text's first line, its first kSamplePromptTokens).
+  // --sample-prompt (default: the training text's first line, its first kSamplePromptTokens);
+  // an encoder-decoder's, the translation of --sample-prompt (default: the first pair's source).
   uint64_t sample_every = 0;
   uint32_t sample_len = 64;
   std::string sample_prompt;
@@ -412,7 +413,7 @@ int train_ranks(TrainArgs a, const Given& given, const Group& group) {
   const bool seq2seq = c.family == model::Family::EncoderDecoder;
   RunPairs pairs;
   if (seq2seq) {
-    check_pairs_run(a.run, a.sample_every != 0, given);
+    check_pairs_run(a.run, given);
     pairs = load_pairs(tokenizer_dir, c, a.run.data, a.run.val_data, a.run.batch);
     a.run.ctx = pairs.train.T;
   }
@@ -485,8 +486,11 @@ int train_ranks(TrainArgs a, const Given& given, const Group& group) {
     check_ranks(group, items);
   }
   DataOrder batches = seq2seq ? DataOrder(a.run, pairs.train, state) : DataOrder(a.run, data, state);
+  // --sample-every's prompt: an encoder-decoder's is a source to translate.
   const std::vector<int32_t> prompt =
-      a.sample_every ? sample_prompt(a, *tok, data) : std::vector<int32_t>{};
+      !a.sample_every ? std::vector<int32_t>{}
+      : seq2seq       ? pair_sample_source(pairs, a.sample_prompt)
+                      : sample_prompt(a, *tok, data);
   // The output folder must take a checkpoint before the run spends anything.
   if (!a.bench && group.lead()) {
     std::error_code ec;
@@ -621,7 +625,8 @@ int train_ranks(TrainArgs a, const Given& given, const Group& group) {
     }
     // A line of its own, quoted as a JSON string (a sample's newlines stay inside it).
     if (a.sample_every && state.step % a.sample_every == 0) {
-      const nlohmann::json text = sample(trainer, *tok, c, prompt, a.sample_len);
+      const nlohmann::json text = seq2seq ? sample_pair(trainer, pairs, c, prompt, a.sample_len)
+                                          : sample(trainer, *tok, c, prompt, a.sample_len);
       if (group.lead()) {
         std::fprintf(stderr, "%sgpt2vk: step %llu sample: %s\n", line_open ? "\n" : "",
                      static_cast<unsigned long long>(state.step),
@@ -750,11 +755,13 @@ Command add_train(CLI::App& cli) {
                   "every N steps print a greedy sample from the weights as they are (default 0: "
                   "never)")
       ->check(whole(0, UINT64_MAX));
-  cmd->add_option("--sample-len", args->sample_len, "tokens of each sample (default 64)")
+  cmd->add_option("--sample-len", args->sample_len,
+                  "tokens of each sample (default 64; an encoder-decoder's: at most its targets')")
       ->check(whole(1, 4096));
   cmd->add_option("--sample-prompt", args->sample_prompt,
                   "the text each sample continues (default: the training text's first line, its "
-                  "first 8 tokens)");
+                  "first 8 tokens); an encoder-decoder's: the source it translates, of the pairs' "
+                  "source length (default: the first pair's)");
   cmd->add_option("--seed", run.seed, "the initialisation's seed (default 1)")
       ->check(whole(0, UINT64_MAX));
   cmd->add_flag("--profile", args->profile,

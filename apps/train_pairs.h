@@ -5,10 +5,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "model/formats/config.h"
+#include "model/text/sentencepiece.h"
 #include "model/training/gpu_trainer.h"
 #include "model/training/pairs.h"
 #include "model/training/run_state.h"
@@ -16,8 +19,8 @@
 namespace app {
 
 // Refuses the flags an encoder-decoder's run does not take yet, each by name: --recompute,
-// --sample-every, --sampling sequential, and --ctx (its lengths are its pairs').
-void check_pairs_run(const model::training::RunFlags& run, bool sample_every,
+// --sampling sequential, and --ctx (its lengths are its pairs').
+void check_pairs_run(const model::training::RunFlags& run,
                      const std::function<bool(const std::string&)>& given);
 
 // The run's pairs through the source.spm and target.spm of `dir`, both lengths within the
@@ -25,6 +28,7 @@ void check_pairs_run(const model::training::RunFlags& run, bool sample_every,
 // the same lengths and at least B pairs for an evaluation.
 struct RunPairs {
   model::training::Pairs train, val;
+  std::unique_ptr<model::SentencePieceTokenizer> source, target;  // the folder's
 };
 RunPairs load_pairs(const std::filesystem::path& dir, const model::Config& c,
                     const std::string& file, const std::string& val_file, uint32_t B);
@@ -36,5 +40,15 @@ std::vector<int32_t> pair_ids(const model::training::Pairs& pairs);
 // `rows` gets how many pairs that was.
 double evaluate_pairs(model::training::GpuTrainer& trainer, const model::training::Pairs& pairs,
                       uint64_t& rows);
+
+// --sample-every's source: --sample-prompt's text through the source tokenizer, which must come
+// to the run's S ids (a clear error otherwise), or with none the first training pair's source.
+std::vector<int32_t> pair_sample_source(const RunPairs& pairs, const std::string& prompt);
+
+// The source translated greedily by the trainer's weights as they are (target_logits, the same
+// run prints the same samples): up to n target ids, at most the run's T, ending at the model's
+// end-of-text (not shown); the text of those ids.
+std::string sample_pair(model::training::GpuTrainer& trainer, const RunPairs& pairs,
+                        const model::Config& c, std::span<const int32_t> source, uint32_t n);
 
 }  // namespace app

@@ -132,7 +132,8 @@ TEST_CASE("gpt2vk train on pairs refuses what it does not take, naming it") {
   };
   fails(with(ok, {"--ctx", "8"}), "--ctx: an encoder-decoder (Marian) takes its lengths");
   fails(with(ok, {"--recompute"}), "--recompute: an encoder-decoder");
-  fails(with(ok, {"--sample-every", "1"}), "--sample-every: an encoder-decoder");
+  fails(with(ok, {"--sample-every", "1", "--sample-prompt", "abc"}),
+        "--sample-prompt: 5 source tokens; a sample's source takes the pairs' 6");
   fails(with(ok, {"--sampling", "sequential"}), "--sampling sequential: an encoder-decoder");
   test::write_file(dir / "mixed.tsv", "abcd\tdcba\nabc\tcba\n");
   std::vector<std::string> mixed = ok;
@@ -145,6 +146,40 @@ TEST_CASE("gpt2vk train on pairs refuses what it does not take, naming it") {
       with(ok, {"--val-data", (dir / "mixed.tsv").string(), "--eval-every", "1"});
   fails(val, "mixed.tsv:2: a source of 5 tokens");
   CHECK(!fs::exists(dir / "o"));  // nothing written by any of them
+}
+
+// --sample-every on models/reverse: its translation of a held-out string, by the weights as they
+// are between steps (a rate too small to move them), is the reversal seq2seq gives; with no
+// --sample-prompt, the first training pair's source.
+TEST_CASE("gpt2vk train on pairs samples translations between steps") {
+  const fs::path dir = test::source_dir() / "models" / "reverse";
+  std::istringstream held(test::read_file(dir / "heldout.tsv"));
+  std::string first, second;
+  std::getline(held, first);
+  std::getline(held, second);
+  const test::TempDir tmp;
+  test::write_file(tmp / "pairs.tsv", second + "\n" + first + "\n");
+  const std::vector<std::string> args{
+      "train", "-m", dir.string(), "--data", (tmp / "pairs.tsv").string(), "--steps", "2",
+      "--batch", "2", "--lr", "1e-9", "--sample-every", "1"};
+  std::vector<std::string> prompted = args;
+  prompted.insert(prompted.end(), {"--sample-prompt", first.substr(0, first.find('\t')), "-o",
+                                   (tmp / "a").string()});
+  const test::CliResult r = test::gpt2vk(prompted);
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  const std::string want = first.substr(first.find('\t') + 1);
+  for (const char* step : {"step 1", "step 2"})
+    CHECK_MESSAGE(r.err.find(std::string("gpt2vk: ") + step + " sample: \"" + want + "\"") !=
+                      std::string::npos,
+                  r.err);
+  std::vector<std::string> plain = args;
+  plain.insert(plain.end(), {"--sample-len", "4", "-o", (tmp / "b").string()});
+  const test::CliResult d = test::gpt2vk(plain);
+  REQUIRE_MESSAGE(d.exit_code == 0, d.err);
+  // The first pair's (`second`'s) reversal, cut to 4 target ids: the word-start piece and 3
+  // letters.
+  const std::string cut = second.substr(second.find('\t') + 1, 3);
+  CHECK_MESSAGE(d.err.find("step 1 sample: \"" + cut + "\"") != std::string::npos, d.err);
 }
 
 // models/reverse, the shipped reversal model (models/reverse/README.md): the first 200 of its

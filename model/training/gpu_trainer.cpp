@@ -292,6 +292,8 @@ struct GpuTrainer::Impl {
   }
   void record_update(const StepSettings& update);
   std::vector<float> next_logits(std::span<const int32_t> id_values);
+  std::vector<float> target_logits(std::span<const int32_t> source_values,
+                                   std::span<const int32_t> input_values);
 
   const vk::Device& device;
   const gpu::Ops ops;  // the device's pipelines and policy, decided once
@@ -689,6 +691,31 @@ std::vector<float> GpuTrainer::Impl::next_logits(std::span<const int32_t> id_val
   return out;
 }
 
+// One pair as a pass of B = 1 over the first rows of the activations: the source's S rows and
+// the target's T (the step's own shapes, so the same kernels), up to the logits.
+std::vector<float> GpuTrainer::Impl::target_logits(std::span<const int32_t> source_values,
+                                                   std::span<const int32_t> input_values) {
+  if (!seq2seq)
+    throw std::invalid_argument("target_logits is an encoder-decoder's: a decoder's is next_logits");
+  if (source_values.size() != S || input_values.size() != T)
+    throw std::invalid_argument("target_logits takes S = " + std::to_string(S) + " source ids and T = " +
+                                std::to_string(T) + " inputs, not " + std::to_string(source_values.size()) +
+                                " and " + std::to_string(input_values.size()));
+  const uint64_t V = config.n_vocab;
+  gpu::upload_ids(device, io_.span(ids[0]), input_values, config.n_vocab);
+  gpu::upload_ids(device, io_.span(sources[0]), source_values, config.n_vocab);
+  rec.begin();
+  repack(false);
+  GpuTrainBackend backend{*this, target_config, 1, T, T};
+  record_step(backend, w, dw, ew, dew, Until::Logits);
+  rec.run();
+  fwd_current = true;  // the weights did not change
+  std::vector<float> out(T * V);
+  vk::download(device, out.data(), acts_.span(saved.at({Rows::Target, Saved{Kept::Logits}})),
+               out.size() * 4);
+  return out;
+}
+
 GpuTrainer::GpuTrainer(const vk::Device& device, const Parameters& params, uint32_t B, uint32_t T,
                        bool timestamps, uint32_t M, Share share, bool recompute, uint32_t S)
     : impl_(std::make_unique<Impl>(device, params, B, T, M, timestamps, std::move(share), recompute,
@@ -707,6 +734,11 @@ double GpuTrainer::evaluate(std::span<const int32_t> ids, std::span<const int32_
 
 std::vector<float> GpuTrainer::next_logits(std::span<const int32_t> ids) {
   return impl_->next_logits(ids);
+}
+
+std::vector<float> GpuTrainer::target_logits(std::span<const int32_t> source,
+                                             std::span<const int32_t> inputs) {
+  return impl_->target_logits(source, inputs);
 }
 
 StepResult GpuTrainer::step(std::span<const int32_t> ids, std::span<const int32_t> targets,

@@ -56,7 +56,7 @@ class GpuTrainer {
   // An encoder-decoder's parameters train with S >= 1, each sequence a source of S tokens and a
   // target of T (the decoder's inputs, and their next tokens as targets): its calls take the
   // sources [M * B, S] (an evaluation's [B, S]) beside the ids and targets; a decoder's S is 0.
-  // An encoder-decoder has no recomputation and no next_logits.
+  // An encoder-decoder has no recomputation, and target_logits for next_logits.
   GpuTrainer(const vk::Device& device, const Parameters& params, uint32_t B, uint32_t T,
              bool timestamps = false, uint32_t M = 1, Share share = {}, bool recompute = false,
              uint32_t S = 0);
@@ -81,6 +81,11 @@ class GpuTrainer {
   // steps). It changes nothing a step reads: the weights, gradients and moments stay, and the
   // activations it writes are written again by the next pass.
   std::vector<float> next_logits(std::span<const int32_t> ids);
+  // An encoder-decoder's: the forward pass of one pair alone, a source of S ids and the
+  // decoder's T inputs, as a pass of B = 1; the logits of every target position [T, V] (the
+  // decoder is causal: position t's depend on inputs 0..t only, so a greedy sample reads t and
+  // leaves the rest as anything). Changes nothing a step reads, as next_logits.
+  std::vector<float> target_logits(std::span<const int32_t> source, std::span<const int32_t> inputs);
 
   // Copies of what the device holds: the weights, the last step's gradients, the moments.
   void download(Parameters& params) const;
