@@ -89,10 +89,11 @@ int seq2seq(Seq2SeqArgs a) {
   if (pipelines)
     std::snprintf(compile, sizeof compile, "%zu pipelines created in %.2f s%s, then ", pipelines,
                   compile_s, lazy ? " (this driver compiles them at first use)" : "");
-  std::fprintf(stderr,
-               "gpt2vk: %s%zu source(s), %zu tokens read, %zu generated (%u beam%s) in %.2f s on %s\n",
-               compile, texts.size(), read, made, s.beams, s.beams == 1 ? "" : "s", secs,
-               m->decoder().device_name().c_str());
+  std::fprintf(
+      stderr,
+      "gpt2vk: %s%zu source(s), %zu tokens read, %zu generated (%u beam%s) in %.2f s on %s\n",
+      compile, texts.size(), read, made, s.beams, s.beams == 1 ? "" : "s", secs,
+      m->decoder().device_name().c_str());
   return 0;
 }
 

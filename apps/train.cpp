@@ -487,10 +487,9 @@ int train_ranks(TrainArgs a, const Given& given, const Group& group) {
   }
   DataOrder batches = seq2seq ? DataOrder(a.run, pairs.train, state) : DataOrder(a.run, data, state);
   // --sample-every's prompt: an encoder-decoder's is a source to translate.
-  const std::vector<int32_t> prompt =
-      !a.sample_every ? std::vector<int32_t>{}
-      : seq2seq       ? pair_sample_source(pairs, a.sample_prompt)
-                      : sample_prompt(a, *tok, data);
+  const std::vector<int32_t> prompt = !a.sample_every ? std::vector<int32_t>{}
+                                      : seq2seq       ? pair_sample_source(pairs, a.sample_prompt)
+                                                      : sample_prompt(a, *tok, data);
   // The output folder must take a checkpoint before the run spends anything.
   if (!a.bench && group.lead()) {
     std::error_code ec;

@@ -106,7 +106,8 @@ std::string sample_pair(model::training::GpuTrainer& trainer, const RunPairs& pa
   for (uint32_t t = 0; t < std::min(n, T); t++) {
     const std::vector<float> logits = trainer.target_logits(source, inputs);
     const auto row = logits.begin() + static_cast<std::ptrdiff_t>(t * V);
-    const auto id = static_cast<int32_t>(std::max_element(row, row + static_cast<std::ptrdiff_t>(V)) - row);
+    const auto id =
+        static_cast<int32_t>(std::max_element(row, row + static_cast<std::ptrdiff_t>(V)) - row);
     if (c.eos_token_id && id == *c.eos_token_id) break;
     out.push_back(id);
     if (t + 1 < T) inputs[t + 1] = id;

@@ -24,8 +24,8 @@ std::vector<float> run_gpu(const model::gpu::Ops& kernels, const Case& c, const 
   const size_t bytes = (in.qkv.size() + in.k_cache.size() * 2 + size_t{c.T} * c.C) * sizeof(float);
   vk::Arena arena(device, bytes + scratch_bytes + 4096, vk::MemoryKind::Device, "test attention");
   vk::BufferSpan qkv = test::to_gpu(device, arena, in.qkv),
-                  k = test::to_gpu(device, arena, in.k_cache),
-                  v = test::to_gpu(device, arena, in.v_cache);
+                 k = test::to_gpu(device, arena, in.k_cache),
+                 v = test::to_gpu(device, arena, in.v_cache);
   vk::BufferSpan out = arena.alloc(size_t{c.T} * c.C * sizeof(float));
   model::gpu::AttentionOptions options = c.options;
   vk::BufferSpan part;
@@ -57,8 +57,8 @@ std::vector<float> run_gpu(const model::gpu::Ops& kernels, const Case& c, const 
 
 std::vector<float> run_cpu(const Case& c, const Inputs& in) {
   std::vector<float> ref(size_t{c.T} * c.C);
-  model::cpu::attention(ref.data(), in.qkv.data(), 3 * size_t{c.C}, in.k_cache.data(), in.v_cache.data(),
-                 c.T, c.L, c.C, c.H, c.options);
+  model::cpu::attention(ref.data(), in.qkv.data(), 3 * size_t{c.C}, in.k_cache.data(),
+                        in.v_cache.data(), c.T, c.L, c.C, c.H, c.options);
   return ref;
 }
 
@@ -76,19 +76,18 @@ bool split_runs(const vk::DeviceCaps& caps, const Case& c) {
   const uint32_t D = c.C / c.H;
   return D % 4 == 0 && D <= push::ATTENTION_SPLIT_MAX_D &&
          caps.max_workgroup_invocations >= push::ATTENTION_SPLIT_WG &&
-         caps.max_workgroup_size[0] >= push::ATTENTION_SPLIT_WG &&
-         caps.max_shared_memory >= 9728;
+         caps.max_workgroup_size[0] >= push::ATTENTION_SPLIT_WG && caps.max_shared_memory >= 9728;
 }
 
 bool tiled_runs(const vk::DeviceCaps& caps, const Case& c) {
   const uint32_t D = c.C / c.H;
   const uint32_t shared = (push::ATTENTION_TILED_TILE * 4 +
                            push::ATTENTION_TILED_QUERIES * (push::ATTENTION_TILED_KEYS + 1) +
-                           push::ATTENTION_TILED_WG) * 4;
+                           push::ATTENTION_TILED_WG) *
+                          4;
   return D % 4 == 0 && D <= push::ATTENTION_TILED_MAX_D &&
          caps.max_workgroup_invocations >= push::ATTENTION_TILED_WG &&
-         caps.max_workgroup_size[0] >= push::ATTENTION_TILED_WG &&
-         caps.max_shared_memory >= shared;
+         caps.max_workgroup_size[0] >= push::ATTENTION_TILED_WG && caps.max_shared_memory >= shared;
 }
 
 bool texel_runs(const vk::DeviceCaps& caps, const Case& c) {

@@ -34,8 +34,8 @@ struct Inputs {
 
 Inputs make_inputs(const Case& c, unsigned seed, float lo = -1, float hi = 1);
 
-// Runs model::gpu::attention on the kernels' device (the shared one or a LoweredGpu) and reads out back;
-// with `shader`, also the name of the shader it dispatched (the device must have timestamps).
+// Runs model::gpu::attention on the kernels' device (the shared one or a LoweredGpu) and reads out
+// back; with `shader`, also the name of the shader it dispatched (the device must have timestamps).
 // Split's scratch is allocated when the case asks for that kernel, or for Auto with `scratch`.
 std::vector<float> run_gpu(const model::gpu::Ops& kernels, const Case& c, const Inputs& in,
                            std::string* shader = nullptr, bool scratch = false);

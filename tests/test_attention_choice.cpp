@@ -161,7 +161,7 @@ TEST_CASE("attention rejects bad arguments") {
   GPU_TEST(g);
   vk::Arena arena(g.device, 64 * 1024, vk::MemoryKind::Device, "test attention errors");
   vk::BufferSpan out = arena.alloc(4 * 64 * 4), q = arena.alloc(4 * 192 * 4),
-                  k = arena.alloc(8 * 64 * 4), v = arena.alloc(8 * 64 * 4);
+                 k = arena.alloc(8 * 64 * 4), v = arena.alloc(8 * 64 * 4);
   vk::Recorder rec(g.device);
   rec.begin();
   // A call that runs; each bad one below is it with a field or two changed.

@@ -159,9 +159,19 @@ TEST_CASE("gpt2vk train on pairs samples translations between steps") {
   std::getline(held, second);
   const test::TempDir tmp;
   test::write_file(tmp / "pairs.tsv", second + "\n" + first + "\n");
-  const std::vector<std::string> args{
-      "train", "-m", dir.string(), "--data", (tmp / "pairs.tsv").string(), "--steps", "2",
-      "--batch", "2", "--lr", "1e-9", "--sample-every", "1"};
+  const std::vector<std::string> args{"train",
+                                      "-m",
+                                      dir.string(),
+                                      "--data",
+                                      (tmp / "pairs.tsv").string(),
+                                      "--steps",
+                                      "2",
+                                      "--batch",
+                                      "2",
+                                      "--lr",
+                                      "1e-9",
+                                      "--sample-every",
+                                      "1"};
   std::vector<std::string> prompted = args;
   prompted.insert(prompted.end(), {"--sample-prompt", first.substr(0, first.find('\t')), "-o",
                                    (tmp / "a").string()});

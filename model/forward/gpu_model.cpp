@@ -19,8 +19,8 @@
 #include "model/ops/gpu/common.h"
 #include "model/ops/gpu/embedding.h"
 #include "model/ops/gpu/interleave.h"
-#include "model/ops/gpu/matmul_argmax.h"
 #include "model/ops/gpu/matmul.h"
+#include "model/ops/gpu/matmul_argmax.h"
 #include "model/ops/gpu/topk.h"
 #include "vk/check.h"
 
@@ -430,7 +430,6 @@ void GpuModel::record_generate(uint32_t prompt_tokens, uint32_t max_new, uint32_
     }
   }
 }
-
 
 // One pass, or a long prompt's chunks one after another (each fills the cache the next
 // attends to); the outputs are gathered as one pass would give them.

@@ -696,11 +696,13 @@ std::vector<float> GpuTrainer::Impl::next_logits(std::span<const int32_t> id_val
 std::vector<float> GpuTrainer::Impl::target_logits(std::span<const int32_t> source_values,
                                                    std::span<const int32_t> input_values) {
   if (!seq2seq)
-    throw std::invalid_argument("target_logits is an encoder-decoder's: a decoder's is next_logits");
+    throw std::invalid_argument(
+        "target_logits is an encoder-decoder's: a decoder's is next_logits");
   if (source_values.size() != S || input_values.size() != T)
-    throw std::invalid_argument("target_logits takes S = " + std::to_string(S) + " source ids and T = " +
-                                std::to_string(T) + " inputs, not " + std::to_string(source_values.size()) +
-                                " and " + std::to_string(input_values.size()));
+    throw std::invalid_argument("target_logits takes S = " + std::to_string(S) +
+                                " source ids and T = " + std::to_string(T) + " inputs, not " +
+                                std::to_string(source_values.size()) + " and " +
+                                std::to_string(input_values.size()));
   const uint64_t V = config.n_vocab;
   gpu::upload_ids(device, io_.span(ids[0]), input_values, config.n_vocab);
   gpu::upload_ids(device, io_.span(sources[0]), source_values, config.n_vocab);

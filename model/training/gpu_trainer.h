@@ -85,7 +85,8 @@ class GpuTrainer {
   // decoder's T inputs, as a pass of B = 1; the logits of every target position [T, V] (the
   // decoder is causal: position t's depend on inputs 0..t only, so a greedy sample reads t and
   // leaves the rest as anything). Changes nothing a step reads, as next_logits.
-  std::vector<float> target_logits(std::span<const int32_t> source, std::span<const int32_t> inputs);
+  std::vector<float> target_logits(std::span<const int32_t> source,
+                                   std::span<const int32_t> inputs);
 
   // Copies of what the device holds: the weights, the last step's gradients, the moments.
   void download(Parameters& params) const;
