@@ -291,6 +291,7 @@ struct GpuTrainer::Impl {
       gpu::add(ops, rec, {.out = grad_spans[t], .a = grad_spans[t], .b = micro_spans[t], .n = counts[t]});
   }
   void record_update(const StepSettings& update);
+  std::vector<float> logits_pass(uint32_t n, uint32_t first, uint32_t rows);
   std::vector<float> next_logits(std::span<const int32_t> id_values);
   std::vector<float> target_logits(std::span<const int32_t> source_values,
                                    std::span<const int32_t> input_values);
@@ -667,8 +668,26 @@ StepResult GpuTrainer::Impl::run(std::span<const int32_t> id_values,
   return {total / static_cast<double>(n), std::sqrt(static_cast<double>(sum_sq))};
 }
 
-// One sequence of n <= T tokens recorded as a pass of B = 1, T = n over the first n rows of the
-// trainer's buffers, up to the logits; then the last row's read back.
+// The forward of one sequence as a pass of B = 1 over the first rows of the trainer's buffers,
+// its ids (and an encoder-decoder's source) already uploaded: n target rows, up to the logits;
+// then `rows` logit rows from row `first` read back. It changes nothing a step reads.
+std::vector<float> GpuTrainer::Impl::logits_pass(uint32_t n, uint32_t first, uint32_t rows) {
+  const uint64_t V = config.n_vocab;
+  rec.begin();
+  repack(false);
+  GpuTrainBackend backend{*this, target_config, 1, n, n};
+  record_step(backend, w, dw, ew, dew, Until::Logits);
+  rec.run();
+  fwd_current = true;  // the weights did not change
+  std::vector<float> out(rows * V);
+  vk::download(
+      device, out.data(),
+      acts_.span(saved.at({Rows::Target, Saved{Kept::Logits}})).sub(first * V * 4, out.size() * 4),
+      out.size() * 4);
+  return out;
+}
+
+// One sequence of n <= T tokens as a pass of T = n; the last row's logits.
 std::vector<float> GpuTrainer::Impl::next_logits(std::span<const int32_t> id_values) {
   if (seq2seq)
     throw std::invalid_argument("next_logits is a decoder's: an encoder-decoder's needs a source");
@@ -676,23 +695,12 @@ std::vector<float> GpuTrainer::Impl::next_logits(std::span<const int32_t> id_val
     throw std::invalid_argument("next_logits takes 1 to T = " + std::to_string(T) + " ids, not " +
                                 std::to_string(id_values.size()));
   const auto n = static_cast<uint32_t>(id_values.size());
-  const uint64_t V = config.n_vocab;
   gpu::upload_ids(device, io_.span(ids[0]), id_values, config.n_vocab);
-  rec.begin();
-  repack(false);
-  GpuTrainBackend backend{*this, config, 1, n, n};
-  train_step(backend, config, w, dw, Until::Logits, recompute);
-  rec.run();
-  fwd_current = true;  // the weights did not change
-  std::vector<float> out(V);
-  vk::download(
-      device, out.data(),
-      acts_.span(saved.at({Rows::Target, Saved{Kept::Logits}})).sub((n - 1) * V * 4, V * 4), V * 4);
-  return out;
+  return logits_pass(n, n - 1, 1);
 }
 
-// One pair as a pass of B = 1 over the first rows of the activations: the source's S rows and
-// the target's T (the step's own shapes, so the same kernels), up to the logits.
+// One pair: the source's S rows and the target's T (the step's own shapes, so the same
+// kernels); every target row's logits.
 std::vector<float> GpuTrainer::Impl::target_logits(std::span<const int32_t> source_values,
                                                    std::span<const int32_t> input_values) {
   if (!seq2seq)
@@ -703,19 +711,9 @@ std::vector<float> GpuTrainer::Impl::target_logits(std::span<const int32_t> sour
                                 " source ids and T = " + std::to_string(T) + " inputs, not " +
                                 std::to_string(source_values.size()) + " and " +
                                 std::to_string(input_values.size()));
-  const uint64_t V = config.n_vocab;
   gpu::upload_ids(device, io_.span(ids[0]), input_values, config.n_vocab);
   gpu::upload_ids(device, io_.span(sources[0]), source_values, config.n_vocab);
-  rec.begin();
-  repack(false);
-  GpuTrainBackend backend{*this, target_config, 1, T, T};
-  record_step(backend, w, dw, ew, dew, Until::Logits);
-  rec.run();
-  fwd_current = true;  // the weights did not change
-  std::vector<float> out(T * V);
-  vk::download(device, out.data(), acts_.span(saved.at({Rows::Target, Saved{Kept::Logits}})),
-               out.size() * 4);
-  return out;
+  return logits_pass(T, 0, T);
 }
 
 GpuTrainer::GpuTrainer(const vk::Device& device, const Parameters& params, uint32_t B, uint32_t T,
