@@ -16,22 +16,28 @@ Inputs make_inputs(const Case& c, unsigned seed, float lo, float hi) {
 }
 
 std::vector<float> run_gpu(const model::gpu::Ops& kernels, const Case& c, const Inputs& in,
-                           std::string* shader, bool scratch) {
+                           std::string* shader, bool scratch, std::vector<float>* probs) {
   const vk::Device& device = kernels.device();
   const bool split = scratch || c.options.kernel == model::gpu::AttentionKernel::Split;
   const uint64_t scratch_bytes =
       split ? model::gpu::attention_split_scratch_bytes(c.T, c.L, c.C, c.H) : 0;
-  const size_t bytes = (in.qkv.size() + in.k_cache.size() * 2 + size_t{c.T} * c.C) * sizeof(float);
-  vk::Arena arena(device, bytes + scratch_bytes + 4096, vk::MemoryKind::Device, "test attention");
+  const size_t n_probs = probs ? size_t{c.H} * c.T * c.L : 0;
+  const size_t bytes =
+      (in.qkv.size() + in.k_cache.size() * 2 + size_t{c.T} * c.C + n_probs) * sizeof(float);
+  vk::Arena arena(device, bytes + scratch_bytes + 8192, vk::MemoryKind::Device, "test attention");
   vk::BufferSpan qkv = test::to_gpu(device, arena, in.qkv),
                  k = test::to_gpu(device, arena, in.k_cache),
                  v = test::to_gpu(device, arena, in.v_cache);
   vk::BufferSpan out = arena.alloc(size_t{c.T} * c.C * sizeof(float));
   model::gpu::AttentionOptions options = c.options;
-  vk::BufferSpan part;
+  vk::BufferSpan part, tap;
   if (split) {
     part = arena.alloc(scratch_bytes);
     options.scratch = &part;
+  }
+  if (probs) {
+    tap = arena.alloc(n_probs * sizeof(float));
+    options.probs = &tap;
   }
   vk::Recorder rec(device, shader != nullptr);
   rec.begin();
@@ -52,6 +58,7 @@ std::vector<float> run_gpu(const model::gpu::Ops& kernels, const Case& c, const 
     REQUIRE((t.size() == 1 || t.size() == 2));
     *shader = t[0].shader + (t.size() == 2 ? "+" + t[1].shader : "");
   }
+  if (probs) *probs = test::from_gpu(device, tap, n_probs);
   return test::from_gpu(device, out, size_t{c.T} * c.C);
 }
 

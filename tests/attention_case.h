@@ -37,8 +37,10 @@ Inputs make_inputs(const Case& c, unsigned seed, float lo = -1, float hi = 1);
 // Runs model::gpu::attention on the kernels' device (the shared one or a LoweredGpu) and reads out
 // back; with `shader`, also the name of the shader it dispatched (the device must have timestamps).
 // Split's scratch is allocated when the case asks for that kernel, or for Auto with `scratch`.
+// With `probs`, the attention tap too: the softmax weights [H, T, L] read back into it.
 std::vector<float> run_gpu(const model::gpu::Ops& kernels, const Case& c, const Inputs& in,
-                           std::string* shader = nullptr, bool scratch = false);
+                           std::string* shader = nullptr, bool scratch = false,
+                           std::vector<float>* probs = nullptr);
 std::vector<float> run_cpu(const Case& c, const Inputs& in);
 
 // The case's shape, mask and kernel, for messages.

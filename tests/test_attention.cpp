@@ -50,41 +50,18 @@ void check_probs(const model::gpu::Ops& kernels, Case c, unsigned seed, const ch
     c.options.kernel = kernel;
     if (kernel == model::gpu::AttentionKernel::Texel && !texel_runs(kernels.device().caps(), c))
       continue;
-    const vk::Device& device = kernels.device();
-    const size_t bytes =
-        (in.qkv.size() + in.k_cache.size() * 2 + size_t{c.T} * c.C + n_probs) * sizeof(float);
-    vk::Arena arena(device, bytes + 8192, vk::MemoryKind::Device, "test attention probs");
-    vk::BufferSpan qkv = test::to_gpu(device, arena, in.qkv),
-                   k = test::to_gpu(device, arena, in.k_cache),
-                   v = test::to_gpu(device, arena, in.v_cache);
-    vk::BufferSpan out = arena.alloc(size_t{c.T} * c.C * sizeof(float));
-    vk::BufferSpan probs = arena.alloc(n_probs * sizeof(float));
-    c.options.probs = &probs;
-    vk::Recorder rec(device, true);
-    rec.begin();
-    model::gpu::attention(kernels, rec,
-                          {.out = out,
-                           .q = qkv,
-                           .k_cache = k,
-                           .v_cache = v,
-                           .q_stride = 3 * c.C,
-                           .T = c.T,
-                           .L = c.L,
-                           .C = c.C,
-                           .H = c.H,
-                           .options = c.options});
-    rec.run();
-    const std::string shader = rec.timings().at(0).shader;
+    std::string shader;
+    std::vector<float> probs;
+    const std::vector<float> out = run_gpu(kernels, c, in, &shader, false, &probs);
     CHECK(shader == (kernel == model::gpu::AttentionKernel::Texel ? "attention_texel_probs"
                                                                   : "attention_probs"));
-    CHECK(test::close(name(what, c) + " out", test::from_gpu(device, out, size_t{c.T} * c.C),
-                      ref_out, kTol));
-    CHECK(test::close(name(what, c) + " probs", test::from_gpu(device, probs, n_probs), ref,
-                      kTol));
+    CHECK(test::close(name(what, c) + " out", out, ref_out, kTol));
+    CHECK(test::close(name(what, c) + " probs", probs, ref, kTol));
   }
 }
 
 }  // namespace
+
 TEST_CASE("attention tap: the softmax weights match the CPU reference") {
   GPU_TEST(g);
   // Prefill (the texel kernel's queries per invocation, a partial last block), decode (the
