@@ -135,11 +135,8 @@ int generate(const GenerateArgs& args) {
   // and the line says so.
   char first[32] = "none";
   if (first_token_s > 0) std::snprintf(first, sizeof first, "%.2f s", first_token_s);
-  const bool lazy = s.device && s.device->caps().type == VK_PHYSICAL_DEVICE_TYPE_CPU;
-  char compile[128] = "";  // none where every pipeline was ready (or on the CPU reference)
-  if (r.pipelines)
-    std::snprintf(compile, sizeof compile, ", %zu pipelines created in %.2f s%s", r.pipelines,
-                  r.compile_seconds, lazy ? " (this driver compiles them at first use)" : "");
+  std::string compile = pipelines_note(r.pipelines, r.compile_seconds, s.device.get());
+  if (!compile.empty()) compile = ", " + compile;
   std::string stop = args.n < 0 && r.stop == "length" ? "context full" : r.stop;
   const int signal = signals.received();
   if (r.stop == "interrupted") stop += signal == SIGTERM ? " (SIGTERM)" : " (SIGINT)";
@@ -149,12 +146,11 @@ int generate(const GenerateArgs& args) {
   std::fprintf(stderr,
                "gpt2vk: load %.2f s%s, first token at %s | prompt %zu tokens, %.1f tok/s | "
                "generated %zu tokens, %.1f tok/s | %s | %s%s | %s | stop: %s%s\n",
-               load_s, compile, first, prompt.size(),
-               double(prompt.size()) / r.prompt_seconds,
-               r.tokens.size(), gen_rate,
+               load_s, compile.c_str(), first, prompt.size(),
+               double(prompt.size()) / r.prompt_seconds, r.tokens.size(), gen_rate,
                s.model->device_name().c_str(), model::precision_name(s.model->precision()),
-               args.model.kv_cache == "f16" ? ", KV cache f16" : "", sampling.c_str(),
-               stop.c_str(), c.eos_token_id ? "" : " (the model has no end-of-text token)");
+               args.model.kv_cache == "f16" ? ", KV cache f16" : "", sampling.c_str(), stop.c_str(),
+               c.eos_token_id ? "" : " (the model has no end-of-text token)");
   return r.stop == "interrupted" ? 128 + signal : 0;
 }
 

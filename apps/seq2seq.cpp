@@ -82,17 +82,12 @@ int seq2seq(Seq2SeqArgs a) {
     made += out.size(), read += ids.size();
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  // As generate's summary: a driver that compiles at first use (lavapipe) has the compile in
-  // the first source's time whatever was prepared.
-  char compile[128] = "";
-  const bool lazy = session.device && session.device->caps().type == VK_PHYSICAL_DEVICE_TYPE_CPU;
-  if (pipelines)
-    std::snprintf(compile, sizeof compile, "%zu pipelines created in %.2f s%s, then ", pipelines,
-                  compile_s, lazy ? " (this driver compiles them at first use)" : "");
+  std::string compile = pipelines_note(pipelines, compile_s, session.device.get());
+  if (!compile.empty()) compile += ", then ";
   std::fprintf(
       stderr,
       "gpt2vk: %s%zu source(s), %zu tokens read, %zu generated (%u beam%s) in %.2f s on %s\n",
-      compile, texts.size(), read, made, s.beams, s.beams == 1 ? "" : "s", secs,
+      compile.c_str(), texts.size(), read, made, s.beams, s.beams == 1 ? "" : "s", secs,
       m->decoder().device_name().c_str());
   return 0;
 }

@@ -143,6 +143,15 @@ void print_warnings(const model::Model& m) {
     std::fprintf(stderr, "gpt2vk: warning: %s\n", w.c_str());
 }
 
+std::string pipelines_note(size_t pipelines, double seconds, const vk::Device* device) {
+  if (!pipelines) return "";
+  const bool lazy = device && device->caps().type == VK_PHYSICAL_DEVICE_TYPE_CPU;
+  char note[128];
+  std::snprintf(note, sizeof note, "%zu pipelines created in %.2f s%s", pipelines, seconds,
+                lazy ? " (this driver compiles them at first use)" : "");
+  return note;
+}
+
 void open_model(Session& s, const ModelArgs& args) {
   if (args.device == "cpu") {
     if (args.slots > 1)

@@ -73,6 +73,11 @@ void open_model(Session& s, const ModelArgs& args);
 void open_gpu(Session& s, const ModelArgs& args);
 // The model's load warnings (NaN or infinite weights) on stderr.
 void print_warnings(const model::Model& m);
+// The summary lines' "N pipelines created in X s" for what a command prepared before its first
+// pass; on a driver that compiles at first use (lavapipe, a CPU device) it says so, since the
+// compile then falls in the first pass. "" where nothing was made (the CPU reference's null
+// device included).
+std::string pipelines_note(size_t pipelines, double seconds, const vk::Device* device);
 // The instance (validation as the environment and --validation say) and the device --device
 // names: what open_gpu and an encoder's session open.
 void open_device(std::unique_ptr<vk::Instance>& instance, std::unique_ptr<vk::Device>& device,
