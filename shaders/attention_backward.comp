@@ -8,6 +8,8 @@
 //     dq_t = scale sum_j p_tj (dp_tj - D_t) k_j; logsumexp and D_t go to stats.
 //   KEYS: one invocation per (sequence, head, key j of S), over the queries that see it, in order:
 //     dk_j = scale sum_t p_tj (dp_tj - D_t) q_t,  dv_j = sum_t p_tj dout_t.
+// Where the batch is padded (p.key_lens), sequence b's queries see its first key_lens[b] keys and
+// the keys past them, which no query sees, get dk = dv = 0.
 // Each output has one writer and sums in a fixed order: the same bits every run. Work is
 // O(T^2 D) per head and pass: for the short contexts a model trains at here. The loops over D
 // unroll (D is a specialization constant): llvmpipe ends every loop of an invocation after
@@ -29,6 +31,7 @@ layout(binding = 4) readonly buffer Dout { float dout[]; };   // [B, T, C]
 layout(binding = 5) readonly buffer Q { float q_[]; };        // [B, T, q_stride]
 layout(binding = 6) readonly buffer K { float k_[]; };        // [B, S, kv_stride]
 layout(binding = 7) readonly buffer V { float v_[]; };        // [B, S, kv_stride]
+layout(binding = 8) readonly buffer KeyLens { uint key_lens[]; };  // [B], read if p.key_lens
 layout(push_constant) uniform Push { AttentionBackwardPush p; };
 
 const uint MAX_D = ATTENTION_BACKWARD_MAX_D;
@@ -56,8 +59,9 @@ void main() {
   #define K(u) ((b * p.S + (u)) * p.kv_stride + p.k_col + col)
   #define V(u) ((b * p.S + (u)) * p.kv_stride + p.v_col + col)
   #define DO(u) ((b * p.T + (u)) * p.C + col)
+  const uint S_b = p.key_lens != 0 ? clamp(key_lens[b], 1u, p.S) : p.S;  // the sequence's keys
   if (!KEYS) {
-    const uint L = p.causal != 0 ? t + 1 : p.S;  // keys this query sees
+    const uint L = p.causal != 0 ? t + 1 : S_b;  // keys this query sees
     float m = uintBitsToFloat(0xff800000u), l = 0.0;  // running max and sum
     for (uint j = 0; j < L; j++) {
       const float s = p.scale * q_dot_k(Q(t), K(j));
@@ -84,7 +88,8 @@ void main() {
   const uint j = t;
   float dk[MAX_D], dv[MAX_D];
   [[unroll]] for (uint i = 0; i < D; i++) dk[i] = dv[i] = 0.0;
-  for (uint u = p.causal != 0 ? j : 0; u < p.T; u++) {
+  const uint end = j < S_b ? p.T : 0;  // a padding key: no query sees it
+  for (uint u = p.causal != 0 ? j : 0; u < end; u++) {
     const vec4 st = stats[(b * p.H + h) * p.T + u];
     const float pj = exp(p.scale * q_dot_k(Q(u), K(j)) - st.x);
     const float ds = pj * (dout_dot_v(DO(u), V(j)) - st.y) * p.scale;

@@ -13,6 +13,8 @@ CONST ATTENTION_BACKWARD_MAX_D = 128;
 // cross-attention: a source's S rows). Rows of q (and dq) are q_stride floats apart, of k and v
 // (and dk, dv) kv_stride; head h is columns q_col + h D (k_col, v_col) .. + D - 1. Self-attention
 // reads all three from the fused QKV projection [B, T, 3C]: strides 3C, columns 0, C and 2C.
+// With key_lens (not causal), sequence b's queries see only its first key_lens[b] keys, 1..S (the
+// rest is padding: a batch's sources padded to its longest); keys past it get zero gradients.
 //   dout [B, T, C], q [B, T, q_stride], k and v [B, S, kv_stride] -> dq, dk, dv in q's, k's and
 //   v's places; stats [B, H, T, 4] between the passes
 struct AttentionBackwardPush {
@@ -28,6 +30,7 @@ struct AttentionBackwardPush {
   uint q_col;
   uint k_col;
   uint v_col;
+  uint key_lens;  // 1: the KeyLens binding [B] holds each sequence's keys; 0: all S, not read
 };
 PUSH_NAMESPACE_END
 

@@ -3,7 +3,8 @@
 // fast path, model/ops/gpu/policy.h): the same two passes, with q, k, v and dout read as
 // rgba32f texels and each invocation's rows of q, dout (query pass) or k, v (key pass) held in
 // registers. On llvmpipe a storage-buffer load whose address differs per lane is a scalar loop
-// over the lanes, an imageLoad one vector gather. Needs D % 4 == 0 (the host checks).
+// over the lanes, an imageLoad one vector gather. Needs D % 4 == 0 (the host checks). Padded
+// batches (p.key_lens) as in attention_backward.comp.
 #extension GL_GOOGLE_include_directive : require
 #include "attention_backward.h"
 #include "common/index.glsl"
@@ -22,6 +23,7 @@ layout(binding = 5, rgba32f) uniform readonly imageBuffer q_;        // [B, T, q
 layout(binding = 6, rgba32f) uniform readonly imageBuffer k_;        // [B, S, kv_stride / 4]
 layout(binding = 7, rgba32f) uniform readonly imageBuffer v_;        // [B, S, kv_stride / 4]
 layout(binding = 8, rgba32f) uniform readonly imageBuffer stats_in;  // the same stats, read
+layout(binding = 9) readonly buffer KeyLens { uint key_lens[]; };     // [B], read if p.key_lens
 layout(push_constant) uniform Push { AttentionBackwardPush p; };
 
 const uint MAX4 = ATTENTION_BACKWARD_MAX_D / 4, D4 = D / 4;
@@ -49,6 +51,7 @@ void main() {
   #define K(u) (((b * p.S + (u)) * p.kv_stride + p.k_col) / 4 + col)
   #define V(u) (((b * p.S + (u)) * p.kv_stride + p.v_col) / 4 + col)
   #define DO(u) ((b * p.T + (u)) * c4 + col)
+  const uint S_b = p.key_lens != 0 ? clamp(key_lens[b], 1u, p.S) : p.S;  // the sequence's keys
   if (!KEYS) {
     vec4 q[MAX4], g[MAX4], dq[MAX4];
     for (uint i = 0; i < D4; i++) {
@@ -56,7 +59,7 @@ void main() {
       g[i] = imageLoad(dout, int(DO(t) + i));
       dq[i] = vec4(0.0);
     }
-    const uint L = p.causal != 0 ? t + 1 : p.S;
+    const uint L = p.causal != 0 ? t + 1 : S_b;
     float m = uintBitsToFloat(0xff800000u), l = 0.0;
     for (uint j = 0; j < L; j++) {
       const float s = p.scale * dot_row(q, K(j), FROM_K);
@@ -84,7 +87,8 @@ void main() {
     v[i] = imageLoad(v_, int(V(j) + i));
     dk[i] = dv[i] = vec4(0.0);
   }
-  for (uint u = p.causal != 0 ? j : 0; u < p.T; u++) {
+  const uint end = j < S_b ? p.T : 0;  // a padding key: no query sees it
+  for (uint u = p.causal != 0 ? j : 0; u < end; u++) {
     const vec4 st = imageLoad(stats_in, int((b * p.H + h) * p.T + u));
     const float pj = exp(p.scale * dot_row(k, Q(u), FROM_Q) - st.x);
     const float ds = pj * (dot_row(v, DO(u), FROM_DOUT) - st.y) * p.scale;

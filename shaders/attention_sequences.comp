@@ -1,7 +1,7 @@
 #version 450
 // Training's forward attention over B whole sequences: one invocation per (sequence, head, query
 // t), over the keys t sees (causal self-attention: 0..t; else all S of its sequence, a source's
-// for cross-attention) with an online softmax, q, k and v read where they are (self-attention:
+// for cross-attention, or its first key_lens[b] where a batch is padded) with an online softmax, q, k and v read where they are (self-attention:
 // the fused QKV projection), the output row kept in registers.
 //   out[b, t, h] = sum_j softmax_j(scale q_t . k_j) v_j
 // The decode and prefill kernels (attention.comp and its kin) read a KV cache instead; training
@@ -20,6 +20,7 @@ layout(binding = 0) writeonly buffer Out { float out_[]; };  // [B, T, C]
 layout(binding = 1) readonly buffer Q { float q_[]; };       // [B, T, q_stride]
 layout(binding = 2) readonly buffer K { float k_[]; };       // [B, S, kv_stride]
 layout(binding = 3) readonly buffer V { float v_[]; };       // [B, S, kv_stride]
+layout(binding = 4) readonly buffer KeyLens { uint key_lens[]; };  // [B], read if p.key_lens
 layout(push_constant) uniform Push { AttentionBackwardPush p; };
 
 void main() {
@@ -28,7 +29,7 @@ void main() {
   const uint t = id % p.T, h = id / p.T % p.H, b = id / (p.T * p.H);
   const uint col = h * D;
   const uint q = (b * p.T + t) * p.q_stride + p.q_col + col;
-  const uint L = p.causal != 0 ? t + 1 : p.S;
+  const uint L = p.causal != 0 ? t + 1 : p.key_lens != 0 ? clamp(key_lens[b], 1u, p.S) : p.S;
   float acc[ATTENTION_BACKWARD_MAX_D];
   [[unroll]] for (uint i = 0; i < D; i++) acc[i] = 0.0;
   float m = uintBitsToFloat(0xff800000u), l = 0.0;  // running max and sum

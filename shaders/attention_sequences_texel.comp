@@ -17,6 +17,7 @@ layout(binding = 0) writeonly buffer Out { vec4 out_[]; };      // [B, T, C / 4]
 layout(binding = 1, rgba32f) uniform readonly imageBuffer q_;   // [B, T, q_stride / 4]
 layout(binding = 2, rgba32f) uniform readonly imageBuffer k_;   // [B, S, kv_stride / 4]
 layout(binding = 3, rgba32f) uniform readonly imageBuffer v_;   // [B, S, kv_stride / 4]
+layout(binding = 4) readonly buffer KeyLens { uint key_lens[]; };  // [B], read if p.key_lens
 layout(push_constant) uniform Push { AttentionBackwardPush p; };
 
 const uint MAX4 = ATTENTION_BACKWARD_MAX_D / 4, D4 = D / 4;
@@ -32,7 +33,7 @@ void main() {
     q[i] = imageLoad(q_, int(q_at + i));
     acc[i] = vec4(0.0);
   }
-  const uint L = p.causal != 0 ? t + 1 : p.S;
+  const uint L = p.causal != 0 ? t + 1 : p.key_lens != 0 ? clamp(key_lens[b], 1u, p.S) : p.S;
   float m = uintBitsToFloat(0xff800000u), l = 0.0;  // running max and sum
   for (uint j = 0; j < L; j++) {
     const uint row = (b * p.S + j) * p.kv_stride / 4 + col;

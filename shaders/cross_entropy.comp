@@ -5,7 +5,8 @@
 //   losses[r] = logsumexp(l[r]) - l[r][t],  l[r][v] <- (exp(l[r][v] - logsumexp) - (v == t)) * scale
 // t = targets[r]. The maximum and the sum of exp(l - max) go through common/reduce.glsl's
 // shared-memory tree: a fixed order, so the same bits every run. Each invocation sums a strided
-// share of the row first. A target outside [0, V) gives a NaN loss and leaves the row's
+// share of the row first. A row whose target is CROSS_ENTROPY_IGNORE (padding) gets a loss of 0
+// and a zero gradient. Any other target outside [0, V) gives a NaN loss and leaves the row's
 // logits as they were (the host checks targets; a NaN loss stops a training run).
 #extension GL_GOOGLE_include_directive : require
 #include "cross_entropy.h"
@@ -26,6 +27,11 @@ void main() {
   if (row >= p.N) return;  // the whole workgroup leaves together: barriers stay uniform
   const uint tid = gl_LocalInvocationID.x, base = p.l_skip + row * p.V;
   const int t = targets[p.t_skip + row];
+  if (t == CROSS_ENTROPY_IGNORE) {  // the whole workgroup's row: no barrier follows
+    if (tid == 0) losses[p.out_skip + row] = 0.0;
+    for (uint v = tid; v < p.V; v += WG) l[base + v] = 0.0;
+    return;
+  }
   if (t < 0 || uint(t) >= p.V) {
     if (tid == 0) losses[p.out_skip + row] = uintBitsToFloat(0x7fc00000u);  // NaN
     return;

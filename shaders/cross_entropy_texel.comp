@@ -5,7 +5,8 @@
 // in vec4 partials, then turned into the loss's gradient in place through a vec4 view of the same
 // memory. Each invocation reads a texel of its own row before it writes that texel.
 //   losses[r] = logsumexp(l[r]) - l[r][t],  l[r][v] <- (exp(l[r][v] - logsumexp) - (v == t)) * scale
-// A target outside [0, V) gives a NaN loss and leaves the row as it was. The host guarantees
+// A target of CROSS_ENTROPY_IGNORE (padding) gives a loss of 0 and a zero gradient row; any other
+// outside [0, V) a NaN loss, the row left as it was. The host guarantees
 // V % 4 == 0, the logits texel-aligned, one dispatch for all rows (no windows: the skips are 0).
 #extension GL_GOOGLE_include_directive : require
 #include "cross_entropy.h"
@@ -23,6 +24,11 @@ void main() {
   if (row >= p.N) return;
   const uint texels = p.V / 4, base = row * texels;
   const int t = targets[row];
+  if (t == CROSS_ENTROPY_IGNORE) {
+    losses[row] = 0.0;
+    for (uint i = 0; i < texels; i++) l_out[base + i] = vec4(0.0);
+    return;
+  }
   if (t < 0 || uint(t) >= p.V) {
     losses[row] = uintBitsToFloat(0x7fc00000u);  // NaN
     return;

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -32,7 +33,9 @@ struct Case {
   model::SequenceRows rows;
   model::AttentionSpec spec;
   Floats dout, q, k, v;
+  std::vector<uint32_t> lens;  // each sequence's keys (a padded batch), or none
   bool self() const { return k.empty(); }
+  const uint32_t* key_lens() const { return lens.empty() ? nullptr : lens.data(); }
 };
 
 Case make_case(const model::SequenceRows& r, const model::AttentionSpec& spec, bool self,
@@ -68,7 +71,9 @@ Grads run_gpu(const vk::Device& device, const Case& c, std::vector<std::string>&
                        dk = c.self() ? dq : arena.alloc(c.k.size() * 4),
                        dv = c.self() ? dq : arena.alloc(c.v.size() * 4),
                        stats =
-                           arena.alloc(model::gpu::attention_backward_stats_bytes(r.B, r.T, r.H));
+                           arena.alloc(model::gpu::attention_backward_stats_bytes(r.B, r.T, r.H)),
+                       lens = arena.alloc(4 * r.B);
+  if (c.key_lens()) vk::upload(device, lens, c.lens.data(), 4 * r.B);
   vk::Recorder rec(device, true);
   rec.begin();
   model::gpu::attention_backward(model::gpu::Ops(device), rec,
@@ -80,6 +85,7 @@ Grads run_gpu(const vk::Device& device, const Case& c, std::vector<std::string>&
                                   .q = gq,
                                   .k = gk,
                                   .v = gv,
+                                  .key_lens = c.key_lens() ? &lens : nullptr,
                                   .rows = r,
                                   .spec = c.spec});
   rec.run();
@@ -102,17 +108,17 @@ void check(const vk::Device& g, const Case& c) {
   Grads ref{Floats(c.q.size()), Floats(c.k.size()), Floats(c.v.size())};
   if (c.self()) {
     model::cpu::attention_backward(ref.dq.data(), ref.dq.data(), ref.dq.data(), c.dout.data(),
-                                   c.q.data(), c.q.data(), c.q.data(), r, c.spec);
+                                   c.q.data(), c.q.data(), c.q.data(), r, c.spec, c.key_lens());
   } else {
     model::cpu::attention_backward(ref.dq.data(), ref.dk.data(), ref.dv.data(), c.dout.data(),
-                                   c.q.data(), c.k.data(), c.v.data(), r, c.spec);
+                                   c.q.data(), c.k.data(), c.v.data(), r, c.spec, c.key_lens());
   }
   std::vector<std::string> shaders;
   const Grads got = run_gpu(g, c, shaders);
-  const std::string what = std::string(c.self() ? "self" : "cross") +
-                           (c.spec.causal ? " causal" : "") + " B=" + std::to_string(r.B) +
-                           " T=" + std::to_string(r.T) + " S=" + std::to_string(r.S) +
-                           " C=" + std::to_string(r.C) + " H=" + std::to_string(r.H);
+  const std::string what =
+      std::string(c.self() ? "self" : "cross") + (c.spec.causal ? " causal" : "") +
+      " B=" + std::to_string(r.B) + " T=" + std::to_string(r.T) + " S=" + std::to_string(r.S) +
+      " C=" + std::to_string(r.C) + " H=" + std::to_string(r.H) + (c.lens.empty() ? "" : " padded");
   const float top = std::max({peak(ref.dq), peak(ref.dk), peak(ref.dv)});
   CHECK(test::close(what + (c.self() ? ": dqkv" : ": dq"), got.dq, ref.dq,
                     {1e-5 * double(top), 1e-5}));
@@ -163,6 +169,18 @@ TEST_CASE("attention_backward matches the CPU reference, both kernel sets") {
     check_cross(g, 3, 17, 5, 128, 2, 1070);
     check_cross(g, 2, 6, 1, 32, 4, 1080);
     check_cross(g, 2, 7, 11, 12, 2, 1090);  // D = 6
+    // Padded batches (key lengths): bidirectional self-attention over sequences of 17 with 17, 4
+    // and 1 real tokens, cross-attention over sources of 23 and of 11 rows.
+    Case self = make_case(model::self_attention_rows(3, 17, 96, 3), {false, 0}, true, 1091);
+    self.lens = {17, 4, 1};
+    check(g, self);
+    Case cross = make_case(model::cross_attention_rows(3, 9, 23, 96, 3), {false, 0}, false, 1092);
+    cross.lens = {23, 9, 1};
+    check(g, cross);
+    Case portable =
+        make_case(model::cross_attention_rows(2, 7, 11, 12, 2), {false, 0}, false, 1093);
+    portable.lens = {3, 11};
+    check(g, portable);
   }
 }
 
@@ -175,6 +193,11 @@ TEST_CASE("attention_backward at GPT-2's head dims, both kernel sets" *
     const vk::Device& g = gpu.with_kernels(set);
     check_self(g, 1, 256, 768, 12, {true, 0}, 1100);
     check_cross(g, 2, 96, 200, 768, 12, 1110);
+    // A padded batch of sources at that shape.
+    Case padded =
+        make_case(model::cross_attention_rows(2, 96, 200, 768, 12), {false, 0}, false, 1120);
+    padded.lens = {200, 57};
+    check(g, padded);
   }
 }
 
@@ -184,7 +207,8 @@ TEST_CASE("attention_backward rejects what it cannot run") {
   const vk::BufferSpan a = arena.alloc(1 << 18);
   vk::Recorder rec(g.device);
   rec.begin();
-  const auto run = [&](const model::SequenceRows& rows, const model::AttentionSpec& spec = {}) {
+  const auto run = [&](const model::SequenceRows& rows, const model::AttentionSpec& spec = {},
+                       const vk::BufferSpan* key_lens = nullptr) {
     model::gpu::attention_backward(g.kernels, rec,
                                    {.dq = a,
                                     .dk = a,
@@ -194,6 +218,7 @@ TEST_CASE("attention_backward rejects what it cannot run") {
                                     .q = a,
                                     .k = a,
                                     .v = a,
+                                    .key_lens = key_lens,
                                     .rows = rows,
                                     .spec = spec});
   };
@@ -212,5 +237,7 @@ TEST_CASE("attention_backward rejects what it cannot run") {
                        vk::Error);
   CHECK_THROWS_WITH_AS(run(model::cross_attention_rows(1, 4, 100000, 32, 1), {false, 0}),
                        doctest::Contains("k holds"), vk::Error);
+  CHECK_THROWS_WITH_AS(run(model::self_attention_rows(1, 4, 32, 1), {true, 0}, &a),
+                       doctest::Contains("key lengths are for bidirectional"), vk::Error);
   rec.end();
 }

@@ -8,6 +8,7 @@
 // attention_sequences_texel (the CPU set's where D is in whole texels).
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -20,9 +21,10 @@
 
 namespace {
 
-// self: q, k and v one qkv; else three tensors.
+// self: q, k and v one qkv; else three tensors. lens: each sequence's keys (a padded batch), or
+// none.
 void check(const vk::Device& g, const model::SequenceRows& r, const model::AttentionSpec& spec,
-           bool self, unsigned seed) {
+           bool self, unsigned seed, const std::vector<uint32_t>& lens = {}) {
   const std::vector<float> q = test::random_floats(size_t{r.B} * r.T * r.q_stride, seed),
                            k = self
                                    ? q
@@ -31,22 +33,30 @@ void check(const vk::Device& g, const model::SequenceRows& r, const model::Atten
                                    ? q
                                    : test::random_floats(size_t{r.B} * r.S * r.kv_stride, seed + 2);
   std::vector<float> ref(size_t{r.B} * r.T * r.C);
-  model::cpu::attention_sequences(ref.data(), q.data(), k.data(), v.data(), r, spec);
+  model::cpu::attention_sequences(ref.data(), q.data(), k.data(), v.data(), r, spec,
+                                  lens.empty() ? nullptr : lens.data());
   vk::Arena arena(g, (q.size() + k.size() + v.size() + ref.size()) * 4 + 65536,
                   vk::MemoryKind::Device, "test attention_sequences");
   const vk::BufferSpan gq = test::to_gpu(g, arena, q), gk = self ? gq : test::to_gpu(g, arena, k),
                        gv = self ? gq : test::to_gpu(g, arena, v),
-                       out = arena.alloc(ref.size() * 4);
+                       out = arena.alloc(ref.size() * 4), key_lens = arena.alloc(4 * r.B);
+  if (!lens.empty()) vk::upload(g, key_lens, lens.data(), 4 * r.B);
   vk::Recorder rec(g, true);
   rec.begin();
   model::gpu::attention_sequences(model::gpu::Ops(g), rec,
-                                  {.out = out, .q = gq, .k = gk, .v = gv, .rows = r, .spec = spec});
+                                  {.out = out,
+                                   .q = gq,
+                                   .k = gk,
+                                   .v = gv,
+                                   .key_lens = lens.empty() ? nullptr : &key_lens,
+                                   .rows = r,
+                                   .spec = spec});
   rec.run();
   CHECK(rec.stats().dispatches == 1);
   const std::string what = std::string(self ? "self" : "cross") + (spec.causal ? " causal" : "") +
                            " B=" + std::to_string(r.B) + " T=" + std::to_string(r.T) +
                            " S=" + std::to_string(r.S) + " C=" + std::to_string(r.C) +
-                           " H=" + std::to_string(r.H);
+                           " H=" + std::to_string(r.H) + (lens.empty() ? "" : " padded");
   CHECK(test::close(what, test::from_gpu(g, out, ref.size()), ref, {1e-6, 1e-5}));
   // The kernel the policy picks (arena spans are texel-aligned).
   const bool texel = model::gpu::Ops(g).policy().texel_attention &&
@@ -86,5 +96,11 @@ TEST_CASE("attention_sequences matches the CPU reference, both kernel sets") {
     check_cross(g, 2, 6, 1, 32, 4, 1180);
     check_cross(g, 2, 7, 11, 12, 2, 1190);
     check_cross(g, 2, 96, 200, 768, 12, 1195);
+    // Padded batches (key lengths): bidirectional self-attention, and cross-attention over
+    // sources of 23 rows with 23, 9 and 1 real ones, and of 200 with 200 and 57 at GPT-2's heads.
+    check(g, model::self_attention_rows(3, 17, 96, 3), {false, 0}, true, 1196, {17, 4, 1});
+    check(g, model::cross_attention_rows(3, 9, 23, 96, 3), {false, 0}, false, 1197, {23, 9, 1});
+    check(g, model::cross_attention_rows(2, 7, 11, 12, 2), {false, 0}, false, 1198, {3, 11});
+    check(g, model::cross_attention_rows(2, 96, 200, 768, 12), {false, 0}, false, 1199, {200, 57});
   }
 }

@@ -11,6 +11,7 @@
 // near 1000; dlogits 9.3e-10 (N = 37, V = 1000, mean over 74), 2.8e-7 near 1000.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -20,6 +21,7 @@
 #include "model/ops/cpu/cross_entropy.h"
 #include "model/ops/gpu/cross_entropy.h"
 #include "model/ops/gpu/policy.h"
+#include "model/ops/types.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"
 #include "vk/check.h"
@@ -155,4 +157,46 @@ TEST_CASE("cross_entropy: a target outside the vocabulary gives a NaN loss, othe
           {.losses = out, .logits = l, .targets = t, .N = 10, .V = 100, .mean_over = 0}),
       doctest::Contains("must be positive"), vk::Error);
   rec.end();
+}
+
+// Padding (a target of ignore_target, transformers' label -100): its row's loss is 0 and its
+// gradient row 0, bit for bit, and the other rows are what they are without it, at GPT-2's
+// vocabulary, a vocabulary in whole texels (the CPU set's texel kernel) and one that is not.
+// The CPU reference's mean is over the rows with a target.
+TEST_CASE("cross_entropy: padded rows (ignore_target) add nothing, both kernel sets") {
+  GPU_TEST(g);
+  for (vk::KernelSet set : test::kKernelSets)
+    for (const uint32_t V : {50257u, 1000u, 999u}) {
+      const vk::Device& d = g.with_kernels(set);
+      const uint32_t N = 12, real = 8;
+      const std::vector<float> logits = test::random_floats(size_t{N} * V, 400 + V, -8.0f, 8.0f);
+      std::vector<int32_t> targets = random_targets(N, V, 410);
+      for (uint32_t r : {1u, 5u, 6u, 11u}) targets[r] = model::ignore_target;
+      std::vector<float> losses, dlogits;
+      run_cpu(logits, targets, V, real, losses, dlogits);
+      const Result r = run_gpu(g, d, model::gpu::Ops(d), logits, targets, V, real);
+      const std::string what = "V=" + std::to_string(V);
+      CHECK(test::close(what + ": losses", r.losses, losses, {2e-5, 1e-6}));
+      CHECK(test::close(what + ": dlogits", r.dlogits, dlogits, {2e-6 / real, 1e-5}));
+      for (uint32_t row : {1u, 5u, 6u, 11u}) {
+        CHECK(r.losses[row] == 0.0f);
+        const auto* g_row = r.dlogits.data() + size_t{row} * V;
+        CHECK(std::all_of(g_row, g_row + V, [](float x) { return x == 0.0f; }));
+      }
+      // The reference over the whole batch: the mean over the 8 rows with a target, and their
+      // rows' gradients over 8.
+      std::vector<float> whole(logits.size());
+      const double loss =
+          model::cpu::cross_entropy(whole.data(), logits.data(), targets.data(), N, V);
+      double sum = 0;
+      for (float l : losses) sum += double(l);
+      CHECK(loss == doctest::Approx(sum / real).epsilon(1e-6));
+      CHECK(test::close(what + ": the whole batch's dlogits", whole, dlogits, {1e-9, 1e-6}));
+    }
+  // No row with a target: a loss of 0 and no gradient, not a division by zero.
+  const std::vector<float> logits = test::random_floats(20, 420);
+  const std::vector<int32_t> none(2, model::ignore_target);
+  std::vector<float> d(20, 1.0f);
+  CHECK(model::cpu::cross_entropy(d.data(), logits.data(), none.data(), 2, 10) == 0.0);
+  CHECK(std::all_of(d.begin(), d.end(), [](float x) { return x == 0.0f; }));
 }

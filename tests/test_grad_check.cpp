@@ -26,6 +26,7 @@
 #include "model/ops/cpu/layernorm.h"
 #include "model/ops/cpu/matmul.h"
 #include "model/ops/cpu/optimizer.h"
+#include "model/ops/types.h"
 #include "tests/compare.h"
 
 namespace {
@@ -191,6 +192,61 @@ TEST_CASE("cross-attention's backward against central differences") {
                   std::invalid_argument);
 }
 
+// A padded batch (key lengths, not causal): sequence b's queries see its first key_lens[b] keys.
+// Bidirectional self-attention over B = 3 sequences of 6 tokens with 6, 3 and 1 real ones, and
+// cross-attention over sources of 6 rows with 6 and 2 real ones. The padding keys get exact
+// zeros, and the loss does not move with them (the central differences there are 0).
+TEST_CASE("attention_backward over a padded batch against central differences") {
+  const uint32_t C = 12, H = 3;
+  const model::AttentionSpec spec{false, 0};
+  {
+    const uint32_t B = 3, T = 6, lens[B] = {6, 3, 1};
+    const model::SequenceRows rows = model::self_attention_rows(B, T, C, H);
+    Floats qkv = test::random_floats(size_t{B} * T * 3 * C, 46, -1.5f, 1.5f),
+           w = test::random_floats(size_t{B} * T * C, 47), dqkv(qkv.size()), out(size_t{B} * T * C);
+    model::cpu::attention_backward(dqkv.data(), dqkv.data(), dqkv.data(), w.data(), qkv.data(),
+                                   qkv.data(), qkv.data(), rows, spec, lens);
+    for (uint32_t b = 0; b < B; b++)
+      for (uint32_t j = lens[b]; j < T; j++)
+        for (uint32_t i = C; i < 3 * C; i++) CHECK(dqkv[(b * T + j) * 3 * C + i] == 0.0f);
+    check_grad("padded bidirectional attention: dqkv", qkv, dqkv, [&] {
+      model::cpu::attention_sequences(out.data(), qkv.data(), qkv.data(), qkv.data(), rows, spec,
+                                      lens);
+      return dot(out, w);
+    });
+  }
+  {
+    const uint32_t B = 2, T = 4, S = 6, lens[B] = {6, 2};
+    const model::SequenceRows rows = model::cross_attention_rows(B, T, S, C, H);
+    Floats q = test::random_floats(size_t{B} * T * C, 48, -1.5f, 1.5f),
+           k = test::random_floats(size_t{B} * S * C, 49, -1.5f, 1.5f),
+           v = test::random_floats(size_t{B} * S * C, 50, -1.5f, 1.5f),
+           w = test::random_floats(size_t{B} * T * C, 51), out(size_t{B} * T * C);
+    Floats dq(q.size()), dk(k.size()), dv(v.size());
+    model::cpu::attention_backward(dq.data(), dk.data(), dv.data(), w.data(), q.data(), k.data(),
+                                   v.data(), rows, spec, lens);
+    for (size_t i = (S + 2) * C; i < dk.size(); i++) CHECK((dk[i] == 0.0f && dv[i] == 0.0f));
+    const auto loss = [&] {
+      model::cpu::attention_sequences(out.data(), q.data(), k.data(), v.data(), rows, spec, lens);
+      return dot(out, w);
+    };
+    check_grad("padded cross-attention: dq", q, dq, loss);
+    check_grad("padded cross-attention: dk", k, dk, loss);
+    check_grad("padded cross-attention: dv", v, dv, loss);
+    // What key lengths refuse: none (0), more than S, and causal attention.
+    const uint32_t none[B] = {6, 0}, past[B] = {7, 1};
+    for (const uint32_t* bad : {none, past})
+      CHECK_THROWS_AS(model::cpu::attention_sequences(out.data(), q.data(), k.data(), v.data(),
+                                                      rows, spec, bad),
+                      std::invalid_argument);
+    Floats qkv(size_t{B} * T * 3 * C);
+    CHECK_THROWS_AS(
+        model::cpu::attention_sequences(out.data(), qkv.data(), qkv.data(), qkv.data(),
+                                        model::self_attention_rows(B, T, C, H), {true, 0}, lens),
+        std::invalid_argument);
+  }
+}
+
 TEST_CASE("embedding_backward against central differences, repeated ids") {
   const size_t B = 2, T = 4, C = 6, V = 5, n_pos = 8;
   const int32_t ids[B * T] = {3, 1, 3, 0, 4, 3, 1, 1};
@@ -242,6 +298,21 @@ TEST_CASE("cross_entropy: the mean loss and its gradient") {
   const int32_t bad[1] = {7};
   CHECK_THROWS_AS(model::cpu::cross_entropy(dlogits.data(), logits.data(), bad, 1, V),
                   std::out_of_range);
+  // Padding rows (ignore_target): the mean is over the other two, which the central differences
+  // see; the padded rows' gradients are 0.
+  const int32_t padded[N] = {5, model::ignore_target, 2, model::ignore_target};
+  const double mean_of_two = model::cpu::cross_entropy(dlogits.data(), logits.data(), padded, N, V);
+  const int32_t two[2] = {5, 2};
+  Floats rows_02(2 * V);
+  std::copy_n(logits.begin(), V, rows_02.begin());
+  std::copy_n(logits.begin() + 2 * V, V, rows_02.begin() + V);
+  CHECK(mean_of_two ==
+        doctest::Approx(model::cpu::cross_entropy(scratch.data(), rows_02.data(), two, 2, V))
+            .epsilon(1e-12));
+  check_grad("cross_entropy with padding: dlogits", logits, dlogits, [&] {
+    return model::cpu::cross_entropy(scratch.data(), logits.data(), padded, N, V);
+  });
+  for (size_t v = 0; v < V; v++) CHECK((dlogits[V + v] == 0.0f && dlogits[3 * V + v] == 0.0f));
 }
 
 TEST_CASE("adamw and sgd: torch.optim's updates, written out") {

@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -25,14 +24,13 @@
 #include "model/training/gpu_trainer.h"
 #include "model/training/parameters.h"
 #include "model/training/save.h"
-#include "tests/ci.h"
 #include "tests/compare.h"
 #include "tests/files.h"
 #include "tests/gpu.h"
 #include "tests/model_fixture.h"
-#include "tests/process.h"
 #include "tests/seq2seq_folder.h"
 #include "tests/train_parameters.h"
+#include "tests/train_reference.h"
 
 namespace {
 
@@ -117,45 +115,16 @@ TEST_CASE("train seq2seq: the CPU step's loss is the inference model's, teacher-
 // magnitude: ours is double-accumulated with float storage between ops, the reference float64
 // throughout, its gradients stored as float32. Cross-attention's key bias is floored as above.
 TEST_CASE("train seq2seq: the CPU step's gradients against the float64 PyTorch reference") {
-  if (test::run({"/usr/bin/python3", "-c", "import torch"}).exit_code != 0) {
-    if (test::in_ci()) FAIL("CI=true and Debian's python3-torch is missing");
-    MESSAGE(
-        "skipped: /usr/bin/python3 has no torch (Debian: python3-torch, scripts/setup.sh --tests)");
-    return;
-  }
+  if (!test::has_torch()) return;
   const model::Config c = tiny("marian");
   const test::TinyModel m(c);
   Parameters params = Parameters::from_checkpoint(*m.checkpoint), grads(c);
   const double loss =
       model::training::cpu_seq2seq_train_step(params, grads, kSources, kInputs, kTargets, B, S, T);
-  const auto rows = [](const std::vector<int32_t>& ids, uint32_t n) {
-    nlohmann::json out = nlohmann::json::array();
-    for (size_t i = 0; i < ids.size(); i += n)
-      out.push_back(std::vector<int32_t>(ids.begin() + long(i), ids.begin() + long(i + n)));
-    return out;
-  };
-  const test::TempDir dir;
-  test::write_file(dir / "batch.json", nlohmann::json{{"sources", rows(kSources, S)},
-                                                      {"inputs", rows(kInputs, T)},
-                                                      {"targets", rows(kTargets, T)}}
-                                           .dump());
-  const test::CliResult r = test::run(
-      {"/usr/bin/python3", (test::source_dir() / "tools" / "reference" / "seq2seq_ref.py").string(),
-       "--grads", m.dir.path().string(), (dir / "batch.json").string(), (dir / "grads").string()});
-  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-  const double ref_loss = nlohmann::json::parse(r.out).at("loss").get<double>();
-  CHECK(loss == doctest::Approx(ref_loss).epsilon(1e-6));
-  const Parameters ref = Parameters::from_checkpoint(*model::Checkpoint::load(dir / "grads"));
-  const double step_peak = peak_of(ref);
-  for (const model::ExpectedTensor& e : ref.tensors()) {
-    const std::vector<float>& want = ref.tensor(e.name);
-    double peak = 0;
-    for (float v : want) peak = std::max(peak, std::abs(double(v)));
-    if (e.name.ends_with("cross.c_k.bias") || e.name.ends_with("attn.c_attn.bias"))
-      peak = std::max(peak, 1e-4 * step_peak);
-    CHECK(test::close("d loss / d " + e.name + " against PyTorch", grads.tensor(e.name), want,
-                      {1e-5 * peak, 0}));
-  }
+  const test::ReferenceStep ref =
+      test::seq2seq_reference_step(m.dir.path(), {kSources, kInputs, kTargets, {}, S, T});
+  CHECK(loss == doctest::Approx(ref.loss).epsilon(1e-6));
+  test::check_reference_grads("", grads, ref.grads);
 }
 
 TEST_CASE("train seq2seq: the CPU step's gradients against central differences") {

@@ -30,11 +30,11 @@
 #include "model/training/parameters.h"
 #include "model/training/save.h"
 #include "model/training/schedule.h"
-#include "tests/ci.h"
 #include "tests/compare.h"
 #include "tests/files.h"
 #include "tests/gpu.h"
 #include "tests/process.h"
+#include "tests/train_reference.h"
 
 namespace {
 
@@ -81,14 +81,6 @@ Parameters start_of(const model::Config& c, unsigned seed) {
 std::vector<int32_t> tokens_of(const model::Config& c) {
   const std::string text = test::read_file(test::source_dir() / "models" / "kjv" / "heldout.txt");
   return model::load_tokenizer(test::source_dir() / "data" / "gpt2", c.tokenizer)->encode(text);
-}
-
-// Whether Debian's torch is there for the reference; without it a skip, or a failure in CI.
-bool python_torch() {
-  if (test::run({"/usr/bin/python3", "-c", "import torch"}).exit_code == 0) return true;
-  if (test::in_ci()) FAIL("CI=true and Debian's python3-torch is missing");
-  MESSAGE("skipped: /usr/bin/python3 has no torch (Debian: python3-torch, scripts/setup.sh --tests)");
-  return false;
 }
 
 // tools/reference/train_ref.py over the checkpoint as gpt2vk saves it (dir/model) and the same
@@ -146,7 +138,7 @@ void check_loss(const std::string& what, uint64_t step, double loss, double want
 
 TEST_CASE("training at the shapes users train matches the float64 PyTorch reference, both kernel sets") {
   GPU_TEST(g);
-  if (!python_torch()) return;
+  if (!test::has_torch()) return;
   const Shape shapes[] = {
       {32, 4, 50257, true, 2, 16, 10},    // the suite's gpt2-tiny shape with GPT-2's vocabulary
       {128, 4, 50257, true, 4, 17, 0},    // head dim 32: a tile of 16 rows and one more
@@ -209,7 +201,7 @@ TEST_CASE("training at the shapes users train matches the float64 PyTorch refere
 // largest magnitude, 10 AdamW steps' losses within 1e-4 relative. Both kernel sets.
 TEST_CASE("random windows and gradient accumulation match the float64 PyTorch reference") {
   GPU_TEST(g);
-  if (!python_torch()) return;
+  if (!test::has_torch()) return;
   const Shape s{32, 4, 256, true, 2, 16, 10};
   const uint32_t M = 3;
   const uint64_t seed = 41;

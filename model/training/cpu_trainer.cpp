@@ -14,6 +14,7 @@
 #include "model/ops/cpu/embedding.h"
 #include "model/ops/cpu/layernorm.h"
 #include "model/ops/cpu/matmul.h"
+#include "model/training/pairs.h"
 #include "model/training/train_graph.h"
 
 namespace model::training {
@@ -27,6 +28,8 @@ struct StackRows {
   const ModelWeights<W>* w = nullptr;
   std::span<const int32_t> ids;
   uint32_t T = 0;
+  std::vector<uint32_t> lens;  // a source's: each sequence's real tokens (pairs.h's
+                               // source_lengths); else empty
 };
 
 struct CpuTrainBackend {
@@ -79,11 +82,15 @@ struct CpuTrainBackend {
     const Config& c = cfg();
     cpu::activation(buf(out), buf(in), size_t{N()} * c.n_inner, c.activation);
   }
+  // The keys' lengths of the current rows' self-attention (an encoder-decoder's source's, where
+  // padded), and of cross-attention (the source's); null: every key.
+  const uint32_t* self_key_lens() const { return now().lens.empty() ? nullptr : now().lens.data(); }
+  const uint32_t* source_lens() const { return stack(Rows::Source).lens.data(); }
   void attention(Saved out, Saved qkv) {
     const Config& c = cfg();
     const float* in = buf(qkv);
     cpu::attention_sequences(buf(out), in, in, in, self_attention_rows(B, T(), c.n_embd, c.n_head),
-                             {c.causal, c.attention_scale});
+                             {c.causal, c.attention_scale}, self_key_lens());
   }
   SequenceRows cross_rows() const {
     const Config& c = cfg();
@@ -93,7 +100,7 @@ struct CpuTrainBackend {
     const Config& c = cfg();
     cpu::attention_sequences(buf(out), buf(q), buf(Saved{Kept::SourceK, q.layer, q.sub}),
                              buf(Saved{Kept::SourceV, q.layer, q.sub}), cross_rows(),
-                             {false, c.attention_scale});
+                             {false, c.attention_scale}, source_lens());
   }
   void cross_attention_backward(Grad dq, Grad dout, Saved q) {
     const Config& c = cfg();
@@ -101,7 +108,7 @@ struct CpuTrainBackend {
                             buf(Saved{Kept::SourceDV, q.layer, q.sub}), buf(dout), buf(q),
                             buf(Saved{Kept::SourceK, q.layer, q.sub}),
                             buf(Saved{Kept::SourceV, q.layer, q.sub}), cross_rows(),
-                            {false, c.attention_scale});
+                            {false, c.attention_scale}, source_lens());
   }
   void cross_entropy(Saved logits) {
     const Config& c = cfg();
@@ -132,7 +139,7 @@ struct CpuTrainBackend {
     const float* in = buf(qkv);
     cpu::attention_backward(d, d, d, buf(dout), in, in, in,
                             self_attention_rows(B, T(), c.n_embd, c.n_head),
-                            {c.causal, c.attention_scale});
+                            {c.causal, c.attention_scale}, self_key_lens());
   }
   void add(Grad dst, Grad src) {
     float* d = buf(dst);
@@ -197,7 +204,11 @@ double cpu_seq2seq_train_step(Parameters& params, Parameters& grads,
   const ModelWeights<W> ew = params.weights(Family::Encoder), dew = grads.weights(Family::Encoder),
                         w = params.weights(Family::Decoder), dw = grads.weights(Family::Decoder);
   CpuTrainBackend backend{
-      targets, B, false, {StackRows{&dc, &w, inputs, T}, StackRows{&ec, &ew, sources, S}}};
+      targets,
+      B,
+      false,
+      {StackRows{&dc, &w, inputs, T, {}},
+       StackRows{&ec, &ew, sources, S, source_lengths(sources, S, c.pad_token_id)}}};
   seq2seq_train_step(backend, ec, ew, dew, dc, w, dw);
   return backend.loss;
 }

@@ -20,7 +20,8 @@ double cpu_train_step(Parameters& params, Parameters& grads, std::span<const int
 // An encoder-decoder's step (train_graph.h's seq2seq_train_step): B sources [B, S], the
 // decoder's inputs [B, T] (each target sequence from decoder_start_token_id) and their targets
 // [B, T] (the next tokens). grads is zeroed, then holds d(mean loss)/d(each parameter); returns
-// the mean cross-entropy over the B * T targets.
+// the mean cross-entropy over the targets. Padding as GpuTrainer's: targets of ignore_target
+// are none, a source's trailing pad_token_id ids are masked from every query.
 double cpu_seq2seq_train_step(Parameters& params, Parameters& grads,
                               std::span<const int32_t> sources, std::span<const int32_t> inputs,
                               std::span<const int32_t> targets, uint32_t B, uint32_t S, uint32_t T);

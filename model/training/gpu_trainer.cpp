@@ -1,6 +1,7 @@
 // The GPU backend of train_graph.h: buffers are spans of device arenas, ops the model::gpu ones.
 #include "model/training/gpu_trainer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -15,16 +16,17 @@
 #include "model/ops/gpu/attention.h"
 #include "model/ops/gpu/attention_backward.h"
 #include "model/ops/gpu/choose.h"
+#include "model/ops/gpu/coop_check.h"
 #include "model/ops/gpu/cross_entropy.h"
 #include "model/ops/gpu/embedding.h"
 #include "model/ops/gpu/embedding_backward.h"
+#include "model/ops/gpu/interleave.h"
 #include "model/ops/gpu/layernorm.h"
 #include "model/ops/gpu/layernorm_backward.h"
-#include "model/ops/gpu/interleave.h"
 #include "model/ops/gpu/matmul.h"
 #include "model/ops/gpu/matmul_backward.h"
 #include "model/ops/gpu/optimizer.h"
-#include "model/ops/gpu/coop_check.h"
+#include "model/training/pairs.h"
 #include "model/training/train_graph.h"
 #include "vk/check.h"
 
@@ -171,7 +173,10 @@ struct GpuTrainer::Impl {
     for (uint32_t i = 0; i < M; i++) {
       ids.push_back(io_.add(uint64_t{N} * 4));
       targets.push_back(io_.add(uint64_t{N} * 4));
-      if (seq2seq) sources.push_back(io_.add(uint64_t{B} * S * 4));
+      if (seq2seq) {
+        sources.push_back(io_.add(uint64_t{B} * S * 4));
+        source_lens.push_back(io_.add(uint64_t{B} * 4));
+      }
     }
     io_.allocate(vk::MemoryKind::Parameters);
     for (uint32_t i = 0; i < M; i++) losses.push_back(out_.add(uint64_t{N} * 4));
@@ -273,16 +278,26 @@ struct GpuTrainer::Impl {
                     std::span<const int32_t> target_values,
                     std::span<const int32_t> source_values) {
     gpu::upload_ids(device, io_.span(ids[i]), id_values.subspan(size_t{i} * N, N), config.n_vocab);
-    gpu::upload_ids(device, io_.span(targets[i]), target_values.subspan(size_t{i} * N, N),
-                    config.n_vocab);
-    if (seq2seq)
-      gpu::upload_ids(device, io_.span(sources[i]),
-                      source_values.subspan(size_t{i} * B * S, size_t{B} * S), config.n_vocab);
+    const std::span<const int32_t> t = target_values.subspan(size_t{i} * N, N);
+    for (size_t k = 0; k < t.size(); k++)
+      if (t[k] != ignore_target && (t[k] < 0 || static_cast<uint32_t>(t[k]) >= config.n_vocab))
+        throw std::invalid_argument("target " + std::to_string(t[k]) + " at position " +
+                                    std::to_string(k) + " is outside the vocabulary [0, " +
+                                    std::to_string(config.n_vocab) + ") and not " +
+                                    std::to_string(ignore_target) + " (padding)");
+    vk::upload(device, io_.span(targets[i]), t.data(), t.size_bytes());
+    if (seq2seq) upload_sources(i, source_values.subspan(size_t{i} * B * S, size_t{B} * S));
+  }
+  // Micro-batch i's sources [B', S] (B' <= B) and their lengths, their trailing pads left out.
+  void upload_sources(uint32_t i, std::span<const int32_t> values) {
+    gpu::upload_ids(device, io_.span(sources[i]), values, config.n_vocab);
+    const std::vector<uint32_t> lens = source_lengths(values, S, config.pad_token_id);
+    vk::upload(device, io_.span(source_lens[i]), lens.data(), lens.size() * sizeof(uint32_t));
   }
   // A step shared by ranks: the rounds of micro-batches, each exchanged and summed; the losses.
   double shared_gradients(std::span<const int32_t> id_values,
                           std::span<const int32_t> target_values,
-                          std::span<const int32_t> source_values);
+                          std::span<const int32_t> source_values, uint32_t mean_over);
   // Records micro-batch i's forward and backward, its gradients from zero into the sum (the
   // first) or into micro_ (the others); `sum` adds those to the sum.
   void record_micro(uint32_t i, uint32_t mean_over, bool sum);
@@ -329,8 +344,9 @@ struct GpuTrainer::Impl {
   Packer packed_;
   std::map<W, Packed> packed;  // by the weight's span; empty where weights stay as they are
   bool fwd_current = false, bwd_current = false;  // the copies hold the weights as they are
-  Packer io_;  // host-written: ids and targets [N] (and sources [B S]) of each micro-batch
-  std::vector<size_t> ids, targets, sources;
+  // host-written: ids and targets [N] (and sources [B S], their lengths [B]) of each micro-batch
+  Packer io_;
+  std::vector<size_t> ids, targets, sources, source_lens;
   Packer out_;  // read back: each micro-batch's row losses [N], the gradients' sum of squares
   std::vector<size_t> losses;
   size_t norm_sq = 0;
@@ -419,6 +435,15 @@ struct GpuTrainBackend {
     gpu::activation(m.ops, m.rec,
                     {.out = span(out), .x = span(in), .n = N * c.n_inner, .kind = c.activation});
   }
+  // The sources' lengths [B]: the keys of the encoder's self-attention and of cross-attention,
+  // where a batch is padded; a decoder's self-attention is causal (its padding comes after every
+  // real position) and has none.
+  const vk::BufferSpan* source_lens() const {
+    return m.seq2seq ? &m.io_.span(m.source_lens[micro]) : nullptr;
+  }
+  const vk::BufferSpan* self_key_lens() const {
+    return now == Rows::Source ? source_lens() : nullptr;
+  }
   void attention(Saved out, Saved qkv) {
     const vk::BufferSpan& in = span(qkv);
     gpu::attention_sequences(m.ops, m.rec,
@@ -426,6 +451,7 @@ struct GpuTrainBackend {
                               .q = in,
                               .k = in,
                               .v = in,
+                              .key_lens = self_key_lens(),
                               .rows = self_attention_rows(B, T, c.n_embd, c.n_head),
                               .spec = spec()});
   }
@@ -489,6 +515,7 @@ struct GpuTrainBackend {
                              .q = in,
                              .k = in,
                              .v = in,
+                             .key_lens = self_key_lens(),
                              .rows = self_attention_rows(B, T, c.n_embd, c.n_head),
                              .spec = spec()});
   }
@@ -501,6 +528,7 @@ struct GpuTrainBackend {
                               .q = span(q),
                               .k = span(Saved{Kept::SourceK, q.layer, q.sub}),
                               .v = span(Saved{Kept::SourceV, q.layer, q.sub}),
+                              .key_lens = source_lens(),
                               .rows = cross_rows(),
                               .spec = {false, c.attention_scale}});
   }
@@ -514,6 +542,7 @@ struct GpuTrainBackend {
                              .q = span(q),
                              .k = span(Saved{Kept::SourceK, q.layer, q.sub}),
                              .v = span(Saved{Kept::SourceV, q.layer, q.sub}),
+                             .key_lens = source_lens(),
                              .rows = cross_rows(),
                              .spec = {false, c.attention_scale}});
   }
@@ -570,7 +599,8 @@ void GpuTrainer::Impl::record_update(const StepSettings& update) {
 // the sum one process with M micro-batches makes, to the bit. The losses likewise.
 double GpuTrainer::Impl::shared_gradients(std::span<const int32_t> id_values,
                                           std::span<const int32_t> target_values,
-                                          std::span<const int32_t> source_values) {
+                                          std::span<const int32_t> source_values,
+                                          uint32_t mean_over) {
   const uint32_t R = share.ranks, rounds = M / R;
   uint64_t floats = 0;
   for (uint64_t c : counts) floats += c;
@@ -581,7 +611,7 @@ double GpuTrainer::Impl::shared_gradients(std::span<const int32_t> id_values,
     upload_micro(i, id_values, target_values, source_values);
     rec.begin();
     repack(true);
-    record_micro(i, M * N, false);
+    record_micro(i, mean_over, false);
     rec.run();
     fwd_current = bwd_current = true;  // until the update
     uint64_t at = 0;
@@ -622,10 +652,18 @@ StepResult GpuTrainer::Impl::run(std::span<const int32_t> id_values,
         seq2seq ? "an encoder-decoder's " + std::string(backward ? "step" : "evaluation") +
                       " takes " + std::to_string(n_sources) + " source ids (B * S each micro-batch)"
                 : std::string("sources are an encoder-decoder's; this model is a decoder"));
+  // The loss is the mean over the targets that are not padding (ignore_target), in all M
+  // micro-batches: each row's gradient is scaled by one over their count.
+  const auto real = static_cast<uint32_t>(std::count_if(
+      target_values.begin(), target_values.end(), [](int32_t t) { return t != ignore_target; }));
+  if (real == 0)
+    throw std::invalid_argument(std::string(backward ? "a step" : "an evaluation") +
+                                " whose targets are all padding (" + std::to_string(ignore_target) +
+                                ")");
   const bool shared = backward && share.ranks > 1;
   double total = 0;
   if (shared) {
-    total = shared_gradients(id_values, target_values, source_values);
+    total = shared_gradients(id_values, target_values, source_values, real);
     rec.begin();
   } else {
     for (uint32_t i = 0; i < micros; i++) upload_micro(i, id_values, target_values, source_values);
@@ -634,16 +672,16 @@ StepResult GpuTrainer::Impl::run(std::span<const int32_t> id_values,
       for (size_t i = 0; i < grad_spans.size(); i++)
         gpu::fill(ops, rec, {.out = grad_spans[i], .n = counts[i], .value = 0.0f});
     repack(backward);
-    // The micro-batches in order, each one's share of the mean's gradient (1 / (M N) a target)
+    // The micro-batches in order, each one's share of the mean's gradient (1 / real a target)
     // computed from zero, then added to the sum: one order of the sums, whatever the device,
     // and the one a group of processes can make too.
     for (uint32_t i = 0; i < micros; i++) {
       if (!backward) {
-        GpuTrainBackend backend{*this, target_config, B, T, N, i, static_cast<uint32_t>(n)};
+        GpuTrainBackend backend{*this, target_config, B, T, N, i, real};
         record_step(backend, w, dw, ew, dew, Until::Losses);
         continue;
       }
-      record_micro(i, static_cast<uint32_t>(n), i == 0);
+      record_micro(i, real, i == 0);
       if (i > 0) record_sum();
     }
   }
@@ -665,7 +703,7 @@ StepResult GpuTrainer::Impl::run(std::span<const int32_t> id_values,
     for (float l : row_losses) total += static_cast<double>(l);
   }
   if (backward) vk::download(device, &sum_sq, out_.span(norm_sq), 4);
-  return {total / static_cast<double>(n), std::sqrt(static_cast<double>(sum_sq))};
+  return {total / static_cast<double>(real), std::sqrt(static_cast<double>(sum_sq))};
 }
 
 // The forward of one sequence as a pass of B = 1 over the first rows of the trainer's buffers,
@@ -712,7 +750,7 @@ std::vector<float> GpuTrainer::Impl::target_logits(std::span<const int32_t> sour
                                 std::to_string(source_values.size()) + " and " +
                                 std::to_string(input_values.size()));
   gpu::upload_ids(device, io_.span(ids[0]), input_values, config.n_vocab);
-  gpu::upload_ids(device, io_.span(sources[0]), source_values, config.n_vocab);
+  upload_sources(0, source_values);
   return logits_pass(T, 0, T);
 }
 

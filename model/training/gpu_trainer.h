@@ -36,7 +36,7 @@ struct Share {
 };
 
 struct StepResult {
-  double loss = 0;       // the mean cross-entropy over the step's M * B * T targets
+  double loss = 0;       // the mean cross-entropy over the step's targets (padding left out)
   double grad_norm = 0;  // the global L2 norm of the gradients, before clipping
 };
 
@@ -57,6 +57,11 @@ class GpuTrainer {
   // target of T (the decoder's inputs, and their next tokens as targets): its calls take the
   // sources [M * B, S] (an evaluation's [B, S]) beside the ids and targets; a decoder's S is 0.
   // An encoder-decoder has no recomputation, and target_logits for next_logits.
+  // Padding: a target of ignore_target (model/ops/types.h, transformers' -100) is none, and the
+  // mean is over the others (a step or evaluation needs one at least); a source's trailing
+  // pad_token_id ids are padding that no query attends to (its attention mask: a batch of
+  // sources of different lengths padded to S). The decoder's inputs past a target's end may be
+  // anything: its attention is causal, and their targets are ignore_target.
   GpuTrainer(const vk::Device& device, const Parameters& params, uint32_t B, uint32_t T,
              bool timestamps = false, uint32_t M = 1, Share share = {}, bool recompute = false,
              uint32_t S = 0);

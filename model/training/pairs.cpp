@@ -67,4 +67,16 @@ void gather_pairs(const Pairs& pairs, const std::vector<uint64_t>& rows,
   }
 }
 
+std::vector<uint32_t> source_lengths(std::span<const int32_t> sources, uint32_t S,
+                                     std::optional<int32_t> pad) {
+  std::vector<uint32_t> lens(S ? sources.size() / S : 0, S);
+  for (size_t b = 0; pad && b < lens.size(); b++) {
+    const int32_t* row = sources.data() + b * S;
+    while (lens[b] > 0 && row[lens[b] - 1] == *pad) lens[b]--;
+    if (lens[b] == 0)
+      throw std::invalid_argument("source " + std::to_string(b) + " of the batch is padding alone");
+  }
+  return lens;
+}
+
 }  // namespace model::training

@@ -6,6 +6,8 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,5 +36,12 @@ Pairs read_pairs(const std::string& file, std::string_view text, const Encode& s
 void gather_pairs(const Pairs& pairs, const std::vector<uint64_t>& rows,
                   std::vector<int32_t>& sources, std::vector<int32_t>& inputs,
                   std::vector<int32_t>& targets);
+
+// Each of the B = sources.size() / S sources' real tokens: S less its trailing `pad` ids (a
+// batch's sources padded to its longest, as transformers' tokenizers pad them; its attention
+// mask's ones), or S where the model has no pad token. Throws std::invalid_argument for a source
+// of padding alone.
+std::vector<uint32_t> source_lengths(std::span<const int32_t> sources, uint32_t S,
+                                     std::optional<int32_t> pad);
 
 }  // namespace model::training

@@ -10,7 +10,9 @@ and the logits processors), reading a Hugging Face folder with gpt2_ref's safete
 
 --grads: the training step's contract for a Marian folder (tests/test_train_seq2seq.cpp): the
 mean cross-entropy of the teacher-forced targets of BATCH.json ({"sources", "inputs", "targets"},
-each [B, length] ids, sources unpadded) and its gradient, by autograd in float64, with respect to
+each [B, length] ids, and an optional "attention_mask" [B, S] of the sources, 1 = real, 0 =
+padding; targets of -100 are padding, left out of the mean as transformers' labels are) and its
+gradient, by autograd in float64, with respect to
 every tensor of the folder. They go to OUT_DIR as a folder of the same config.json whose
 model.safetensors holds the gradients (float32) under the tensors' own names, so that gpt2vk's
 loader presents them under its canonical names as it does weights (every conversion it makes is
@@ -185,9 +187,9 @@ def marian_grads(folder, batch_path, out_dir):
     src, inp, tgt = (torch.tensor(batch[k], dtype=torch.long) for k in ("sources", "inputs", "targets"))
     for t in w.values():
         t.requires_grad_(True)
-    mask = torch.ones_like(src)
+    mask = torch.tensor(batch["attention_mask"]) if "attention_mask" in batch else torch.ones_like(src)
     logits = marian_logits(config, w, marian_encode(config, w, src, mask), mask, inp)
-    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1))
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1), ignore_index=-100)
     loss.backward()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -79,7 +79,8 @@ void attention(float* out, const float* q, size_t q_stride, const float* k_cache
 namespace {
 
 // What training's attention refuses, for both directions.
-void check_sequences(const char* op, const SequenceRows& r, const AttentionSpec& spec) {
+void check_sequences(const char* op, const SequenceRows& r, const AttentionSpec& spec,
+                     const uint32_t* key_lens) {
   if (spec.bias_span != 0)
     throw std::invalid_argument(std::string(op) +
                                 ": relative position bias has no training kernels yet");
@@ -89,13 +90,26 @@ void check_sequences(const char* op, const SequenceRows& r, const AttentionSpec&
   if (r.H == 0 || r.C % r.H != 0)
     throw std::invalid_argument(std::string(op) + ": C = " + std::to_string(r.C) +
                                 " is not a multiple of H = " + std::to_string(r.H));
+  if (key_lens && spec.causal)
+    throw std::invalid_argument(std::string(op) + ": key lengths are not for causal attention");
+  for (uint32_t b = 0; key_lens && b < r.B; b++)
+    if (key_lens[b] == 0 || key_lens[b] > r.S)
+      throw std::invalid_argument(std::string(op) + ": sequence " + std::to_string(b) + " has " +
+                                  std::to_string(key_lens[b]) +
+                                  " keys, not 1 to S = " + std::to_string(r.S));
+}
+
+// Sequence b's keys: its key_lens, or all S.
+size_t keys_of(const SequenceRows& r, const uint32_t* key_lens, size_t b) {
+  return key_lens ? key_lens[b] : r.S;
 }
 
 }  // namespace
 
 void attention_sequences(float* out, const float* q, const float* k, const float* v,
-                         const SequenceRows& r, const AttentionSpec& spec) {
-  check_sequences("cpu::attention_sequences", r, spec);
+                         const SequenceRows& r, const AttentionSpec& spec,
+                         const uint32_t* key_lens) {
+  check_sequences("cpu::attention_sequences", r, spec, key_lens);
   const size_t C = r.C;
   std::vector<float> k_cache(size_t{r.S} * C), v_cache(size_t{r.S} * C);
   for (size_t b = 0; b < r.B; b++) {
@@ -106,14 +120,14 @@ void attention_sequences(float* out, const float* q, const float* k, const float
         v_cache[j * C + i] = v[row + r.v_col + i];
       }
     attention(out + b * r.T * C, q + b * r.T * r.q_stride + r.q_col, r.q_stride, k_cache.data(),
-              v_cache.data(), r.T, r.S, C, r.H, spec);
+              v_cache.data(), r.T, keys_of(r, key_lens, b), C, r.H, spec);
   }
 }
 
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
                         const float* k, const float* v, const SequenceRows& r,
-                        const AttentionSpec& spec) {
-  check_sequences("cpu::attention_backward", r, spec);
+                        const AttentionSpec& spec, const uint32_t* key_lens) {
+  check_sequences("cpu::attention_backward", r, spec, key_lens);
   const size_t C = r.C, H = r.H, D = C / H, T = r.T, S = r.S;
   const double scale = spec.scale != 0 ? wide(spec.scale) : 1.0 / std::sqrt(static_cast<double>(D));
   // One sequence's gradients [T, C] and [S, C], then written to their places.
@@ -128,7 +142,7 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
     std::fill(gv.begin(), gv.end(), 0.0);
     for (size_t h = 0; h < H; h++)
       for (size_t t = 0; t < T; t++) {
-        const size_t L = spec.causal ? t + 1 : S;  // keys this query sees
+        const size_t L = spec.causal ? t + 1 : keys_of(r, key_lens, b);  // keys this query sees
         const float* qt = Q(t) + h * D;
         double mx = -INFINITY;
         for (size_t j = 0; j < L; j++) {

@@ -1,6 +1,7 @@
 // CPU reference of shaders/attention.comp.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 
 #include "model/ops/types.h"
 
@@ -24,17 +25,20 @@ void attention(float* out, const float* q, size_t q_stride, const float* k_cache
 // self-attention, causal or not, or cross-attention over a source): what cpu::attention computes
 // for each sequence with its S keys and values as caches. The reference of
 // gpu::attention_sequences. A relative position bias (spec.bias_span != 0) has no training
-// kernels yet: throws std::invalid_argument, as for causal attention with S != T.
-//   q [B, T, q_stride], k and v [B, S, kv_stride] -> out [B, T, C]
+// kernels yet: throws std::invalid_argument, as for causal attention with S != T. key_lens, where
+// given (not causal), holds each sequence's keys, 1..S: a padded batch, whose sequence b's
+// queries see only its first key_lens[b] keys.
+//   q [B, T, q_stride], k and v [B, S, kv_stride], key_lens [B] -> out [B, T, C]
 void attention_sequences(float* out, const float* q, const float* k, const float* v,
-                         const SequenceRows& rows, const AttentionSpec& spec = {});
+                         const SequenceRows& rows, const AttentionSpec& spec = {},
+                         const uint32_t* key_lens = nullptr);
 
 // Its backward: the softmax weights recomputed (materialised per query, in double). dq, dk and
 // dv lie as q, k and v do and may be views of one buffer (self-attention's dqkv): each of their
-// elements in q's, k's and v's columns is written once.
-//   dout [B, T, C], q, k, v as above -> dq [B, T, q_stride], dk and dv [B, S, kv_stride]
+// elements in q's, k's and v's columns is written once; keys past a sequence's key_lens get 0.
+//   dout [B, T, C], q, k, v, key_lens as above -> dq [B, T, q_stride], dk and dv [B, S, kv_stride]
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
                         const float* k, const float* v, const SequenceRows& rows,
-                        const AttentionSpec& spec = {});
+                        const AttentionSpec& spec = {}, const uint32_t* key_lens = nullptr);
 
 }  // namespace model::cpu

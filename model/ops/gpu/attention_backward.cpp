@@ -25,7 +25,8 @@ namespace {
 
 // What attention_sequences and attention_backward check alike; returns the push constants.
 push::AttentionBackwardPush sequences_push(const char* op, const SequenceRows& r,
-                                           const AttentionSpec& spec) {
+                                           const AttentionSpec& spec,
+                                           const vk::BufferSpan* key_lens) {
   if (spec.bias_span != 0) fail(op, "relative position bias has no training kernels yet");
   if (r.H == 0 || r.C == 0 || r.C % r.H != 0)
     fail(op, "C=" + str(r.C) + " is not a positive multiple of H=" + str(r.H) + " heads");
@@ -39,9 +40,22 @@ push::AttentionBackwardPush sequences_push(const char* op, const SequenceRows& r
   if (uint64_t{r.q_col} + r.C > r.q_stride || uint64_t{r.k_col} + r.C > r.kv_stride ||
       uint64_t{r.v_col} + r.C > r.kv_stride)
     fail(op, "q, k or v's C=" + str(r.C) + " columns run past their rows' strides");
+  if (key_lens) {
+    if (spec.causal)
+      fail(op,
+           "key lengths are for bidirectional and cross-attention: a causal query's keys "
+           "are the ones before it");
+    require_elements(op, "key_lens", *key_lens, r.B, sizeof(uint32_t));
+  }
   const float scale = spec.scale != 0 ? spec.scale : 1.0f / std::sqrt(static_cast<float>(D));
-  return {r.B,   r.T,        r.S,         r.C,     r.H,     spec.causal ? 1u : 0u,
-          scale, r.q_stride, r.kv_stride, r.q_col, r.k_col, r.v_col};
+  return {r.B,        r.T,         r.S,     r.C,     r.H,     spec.causal ? 1u : 0u, scale,
+          r.q_stride, r.kv_stride, r.q_col, r.k_col, r.v_col, key_lens ? 1u : 0u};
+}
+
+// The KeyLens binding: the lengths, or (not read: key_lens 0) 4 bytes of q, bound anyway.
+vk::BufferSpan key_lens_binding(const vk::BufferSpan* key_lens, uint32_t B,
+                                const vk::BufferSpan& q) {
+  return key_lens ? key_lens->sub(0, uint64_t{B} * sizeof(uint32_t)) : q.sub(0, 4);
 }
 
 // The bytes of q's and of k's (and v's) rows; throws unless the spans hold them and each fits
@@ -84,7 +98,7 @@ bool sequences_texel(const Ops& ops, const SequenceRows& r, const Extents& e,
 void attention_sequences(const Ops& ops, vk::Recorder& rec, const AttentionSequencesArgs& a) {
   const SequenceRows& r = a.rows;
   const char* op = "attention_sequences";
-  const push::AttentionBackwardPush push = sequences_push(op, r, a.spec);
+  const push::AttentionBackwardPush push = sequences_push(op, r, a.spec, a.key_lens);
   const Extents e = sequences_extents(op, ops.device().caps(), r, a.q, a.k, a.v);
   require_elements(op, "out", a.out, e.out / sizeof(float));
   const uint64_t queries = uint64_t{r.B} * r.T;
@@ -93,15 +107,17 @@ void attention_sequences(const Ops& ops, vk::Recorder& rec, const AttentionSeque
   const vk::Pipeline& p =
       ops.get(texel ? vk::Shader::attention_sequences_texel : vk::Shader::attention_sequences,
               {{default_workgroup(ops.device().caps()), 1, 1}, {r.C / r.H}});
-  rec.dispatch(p, {a.out.sub(0, e.out), a.q.sub(0, e.q), a.k.sub(0, e.kv), a.v.sub(0, e.kv)}, push,
-               vk::groups_for(ops.device(), p, queries * r.H));
+  rec.dispatch(p,
+               {a.out.sub(0, e.out), a.q.sub(0, e.q), a.k.sub(0, e.kv), a.v.sub(0, e.kv),
+                key_lens_binding(a.key_lens, r.B, a.q)},
+               push, vk::groups_for(ops.device(), p, queries * r.H));
 }
 
 void attention_backward(const Ops& ops, vk::Recorder& rec, const AttentionBackwardArgs& a) {
   const SequenceRows& r = a.rows;
   const char* op = "attention_backward";
   const vk::DeviceCaps& caps = ops.device().caps();
-  const push::AttentionBackwardPush push = sequences_push(op, r, a.spec);
+  const push::AttentionBackwardPush push = sequences_push(op, r, a.spec, a.key_lens);
   const Extents e = sequences_extents(op, caps, r, a.q, a.k, a.v);
   require_elements(op, "dq", a.dq, e.q / sizeof(float));
   require_elements(op, "dk", a.dk, e.kv / sizeof(float));
@@ -112,7 +128,8 @@ void attention_backward(const Ops& ops, vk::Recorder& rec, const AttentionBackwa
   if (uint64_t{r.B} * r.T == 0) return;
   const vk::BufferSpan dq = a.dq.sub(0, e.q), dk = a.dk.sub(0, e.kv), dv = a.dv.sub(0, e.kv),
                        stats = a.stats.sub(0, stats_bytes), dout = a.dout.sub(0, e.out),
-                       q = a.q.sub(0, e.q), k = a.k.sub(0, e.kv), v = a.v.sub(0, e.kv);
+                       q = a.q.sub(0, e.q), k = a.k.sub(0, e.kv), v = a.v.sub(0, e.kv),
+                       lens = key_lens_binding(a.key_lens, r.B, a.q);
   const uint32_t wg = default_workgroup(caps);
   // The texel kernel where the policy asks for texel attention and the shape and device allow.
   const bool texel = sequences_texel(ops, r, e, {&a.q, &a.k, &a.v, &a.dout, &a.stats},
@@ -124,10 +141,10 @@ void attention_backward(const Ops& ops, vk::Recorder& rec, const AttentionBackwa
         ops.get(texel ? vk::Shader::attention_backward_texel : vk::Shader::attention_backward,
                 {{wg, 1, 1}, {r.C / r.H, keys ? 1u : 0u}});
     if (texel) {
-      rec.dispatch(p, {dq, dk, dv, stats, dout, q, k, v, stats}, push,
+      rec.dispatch(p, {dq, dk, dv, stats, dout, q, k, v, stats, lens}, push,
                    vk::groups_for(ops.device(), p, rows));
     } else {
-      rec.dispatch(p, {dq, dk, dv, stats, dout, q, k, v}, push,
+      rec.dispatch(p, {dq, dk, dv, stats, dout, q, k, v, lens}, push,
                    vk::groups_for(ops.device(), p, rows));
     }
   }

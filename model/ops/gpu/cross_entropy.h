@@ -7,8 +7,10 @@ namespace model::gpu {
 
 // Softmax and cross-entropy fused (training): for each of N rows, losses[r] = logsumexp(l[r]) -
 // l[r][targets[r]], and the logits become the gradient of the mean loss over `mean_over` rows:
-// (softmax(l[r]) - onehot(targets[r])) / mean_over. A target outside [0, V) gives that row a NaN
-// loss. Rows past what one binding may hold go in several dispatches.
+// (softmax(l[r]) - onehot(targets[r])) / mean_over. A row whose target is ignore_target (padding)
+// gets a loss of 0 and a zero gradient row: mean_over counts the rows with a target. Any other
+// target outside [0, V) gives that row a NaN loss. Rows past what one binding may hold go in
+// several dispatches.
 //   logits [N, V] (in place -> dlogits), targets [N] int32 -> losses [N]
 struct CrossEntropyArgs {
   vk::BufferSpan losses;   // [N]
