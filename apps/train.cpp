@@ -220,8 +220,9 @@ class DataOrder {
   }
   // An encoder-decoder's: `rows` pairs a step, drawn at random from the generator's state.
   DataOrder(const model::training::RunFlags& f, const model::training::Pairs& pairs,
-            const model::training::RunState& state)
+            const model::training::PairLayout& layout, const model::training::RunState& state)
       : pairs_(&pairs),
+        layout_(layout),
         rows_(f.grad_accum * f.batch),
         pair_state_(state.rng_state.value_or(f.seed)) {}
   // The next step's rows; an encoder-decoder's sources too.
@@ -229,8 +230,8 @@ class DataOrder {
             std::vector<int32_t>& sources) {
     if (pairs_)
       model::training::gather_pairs(
-          *pairs_, model::training::random_pairs(pair_state_, pairs_->size(), rows_), sources, ids,
-          targets);
+          *pairs_, model::training::random_pairs(pair_state_, pairs_->size(), rows_), layout_,
+          sources, ids, targets);
     else if (random_)
       random_->next(ids, targets);
     else sequential_->next(ids, targets);
@@ -246,6 +247,7 @@ class DataOrder {
 
  private:
   const model::training::Pairs* pairs_ = nullptr;
+  model::training::PairLayout layout_;
   uint32_t rows_ = 0;
   uint64_t pair_state_ = 0;
   std::optional<model::training::Batches> sequential_;
@@ -409,13 +411,13 @@ int train_ranks(TrainArgs a, const Given& given, const Group& group) {
     params = std::make_unique<Parameters>(Parameters::from_checkpoint(*model::Checkpoint::load(a.run.model)));
   }
   const model::Config& c = params->config();
-  // An encoder-decoder trains on pairs (train_pairs.h): a step's T is their target length.
+  // An encoder-decoder trains on pairs (train_pairs.h): a step's S and T are their longest.
   const bool seq2seq = c.family == model::Family::EncoderDecoder;
   RunPairs pairs;
   if (seq2seq) {
     check_pairs_run(a.run, given);
     pairs = load_pairs(tokenizer_dir, c, a.run.data, a.run.val_data, a.run.batch);
-    a.run.ctx = pairs.train.T;
+    a.run.ctx = pairs.layout.T;
   }
   const std::unique_ptr<model::Tokenizer> tok =
       seq2seq ? nullptr : model::load_tokenizer(tokenizer_dir, c.tokenizer);
@@ -485,7 +487,8 @@ int train_ranks(TrainArgs a, const Given& given, const Group& group) {
                        fnv1a(model::training::run_state_json(where)));
     check_ranks(group, items);
   }
-  DataOrder batches = seq2seq ? DataOrder(a.run, pairs.train, state) : DataOrder(a.run, data, state);
+  DataOrder batches =
+      seq2seq ? DataOrder(a.run, pairs.train, pairs.layout, state) : DataOrder(a.run, data, state);
   // --sample-every's prompt: an encoder-decoder's is a source to translate.
   const std::vector<int32_t> prompt = !a.sample_every ? std::vector<int32_t>{}
                                       : seq2seq       ? pair_sample_source(pairs, a.sample_prompt)
@@ -528,7 +531,7 @@ int train_ranks(TrainArgs a, const Given& given, const Group& group) {
                                  group.allgather(mine, all);
                                }};
   model::training::GpuTrainer trainer(device, *params, a.run.batch, a.run.ctx, a.profile,
-                                      a.run.grad_accum, share, a.run.recompute, pairs.train.S);
+                                      a.run.grad_accum, share, a.run.recompute, pairs.layout.S);
   if (m) trainer.upload_moments(*m, *v);
   else m = std::make_unique<Parameters>(c), v = std::make_unique<Parameters>(c);
   if (group.size() > 1)
@@ -605,7 +608,7 @@ int train_ranks(TrainArgs a, const Given& given, const Group& group) {
     if (!a.bench && !val.empty() && a.run.eval_every && (state.step % a.run.eval_every == 0 || state.step == a.run.steps)) {
       Eval e;
       if (seq2seq)
-        e.loss = evaluate_pairs(trainer, pairs.val, e.windows);
+        e.loss = evaluate_pairs(trainer, pairs.val, pairs.layout, e.windows);
       else
         e = evaluate(trainer, val);
       if (e.windows) {

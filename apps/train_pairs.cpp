@@ -8,6 +8,7 @@
 
 #include "apps/commands.h"
 #include "apps/seq2seq_session.h"
+#include "model/ops/types.h"
 #include "model/text/sentencepiece.h"
 
 namespace app {
@@ -40,59 +41,83 @@ RunPairs load_pairs(const std::filesystem::path& dir, const model::Config& c,
   if (!c.decoder_start_token_id)
     throw std::runtime_error(dir.string() + "/config.json: no decoder_start_token_id");
   const auto read = [&](const std::string& f) {
-    model::training::Pairs p = model::training::read_pairs(
+    return model::training::read_pairs(
         f, read_file(f), [&](std::string_view t) { return r.source->encode(t); },
-        [&](std::string_view t) { return r.target->encode(t); }, *c.decoder_start_token_id);
-    for (const auto& [n, side] : {std::pair{p.S, "source"}, {p.T, "target"}})
-      if (n > c.n_ctx)
-        throw std::runtime_error(f + ": a " + std::string(side) + " of " + std::to_string(n) +
-                                 " tokens is past the model's context of " +
-                                 std::to_string(c.n_ctx));
-    return p;
+        [&](std::string_view t) { return r.target->encode(t); }, c.pad_token_id);
   };
   r.train = read(file);
-  if (val_file.empty()) return r;
-  r.val = read(val_file);
-  const model::training::Pairs &t = r.train, &v = r.val;
-  if (v.S != t.S || v.T != t.T || v.size() < B)
-    throw std::runtime_error(val_file + ": " + std::to_string(v.size()) + " pairs of " +
-                             std::to_string(v.S) + " and " + std::to_string(v.T) +
-                             " tokens; an evaluation takes B=" + std::to_string(B) +
-                             " pairs of the training data's " + std::to_string(t.S) + " and " +
-                             std::to_string(t.T));
+  if (!val_file.empty()) r.val = read(val_file);
+  // One layout for every step and evaluation: the longest of both files.
+  model::training::PairLayout& l = r.layout;
+  l = {std::max(r.train.S, r.val.S), std::max(r.train.T, r.val.T), *c.decoder_start_token_id,
+       c.pad_token_id};
+  for (const auto& [n, side] : {std::pair{l.S, "source"}, {l.T, "target"}})
+    if (n > c.n_ctx)
+      throw std::runtime_error("a " + std::string(side) + " of " + std::to_string(n) +
+                               " tokens (in " +
+                               (val_file.empty() ? file : file + " or " + val_file) +
+                               ") is past the model's context of " + std::to_string(c.n_ctx));
+  if (!val_file.empty() && r.val.size() < B)
+    throw std::runtime_error(val_file + ": " + std::to_string(r.val.size()) +
+                             " pairs; an evaluation takes B=" + std::to_string(B));
+  const auto uniform = [&](const model::training::Pairs& p) {
+    for (uint64_t i = 0; i < p.size(); i++)
+      if (p.source(i).size() != l.S || p.target(i).size() != l.T) return false;
+    return true;
+  };
+  if (!c.pad_token_id && !(uniform(r.train) && uniform(r.val)))
+    throw std::runtime_error(dir.string() +
+                             "/config.json: no pad_token_id, which pairs of different lengths "
+                             "need to share a step");
   return r;
 }
 
 std::vector<int32_t> pair_ids(const model::training::Pairs& pairs) {
   std::vector<int32_t> ids = pairs.sources;
   ids.insert(ids.end(), pairs.targets.begin(), pairs.targets.end());
+  // Each pair's lengths too: the same ids split into other pairs are other data.
+  for (uint64_t i = 0; i < pairs.size(); i++) {
+    ids.push_back(static_cast<int32_t>(pairs.source(i).size()));
+    ids.push_back(static_cast<int32_t>(pairs.target(i).size()));
+  }
   return ids;
 }
 
 double evaluate_pairs(model::training::GpuTrainer& trainer, const model::training::Pairs& pairs,
-                      uint64_t& rows) {
+                      const model::training::PairLayout& layout, uint64_t& rows) {
   const uint32_t B = trainer.batch();
   std::vector<uint64_t> batch(B);
   std::vector<int32_t> sources, inputs, targets;
-  double loss = 0;
+  double loss = 0, n = 0;  // the sum of the batches' losses weighted by their targets; those
   rows = 0;
   for (uint64_t r0 = 0; r0 + B <= pairs.size(); r0 += B) {
     std::iota(batch.begin(), batch.end(), r0);
-    model::training::gather_pairs(pairs, batch, sources, inputs, targets);
-    loss += trainer.evaluate(inputs, targets, sources) * B;
+    model::training::gather_pairs(pairs, batch, layout, sources, inputs, targets);
+    const auto real = static_cast<double>(std::count_if(
+        targets.begin(), targets.end(), [](int32_t t) { return t != model::ignore_target; }));
+    loss += trainer.evaluate(inputs, targets, sources) * real;
+    n += real;
     rows += B;
   }
-  return rows ? loss / static_cast<double>(rows) : 0;
+  return n ? loss / n : 0;
 }
 
 std::vector<int32_t> pair_sample_source(const RunPairs& pairs, const std::string& prompt) {
-  const model::training::Pairs& t = pairs.train;
-  if (prompt.empty()) return {t.sources.begin(), t.sources.begin() + t.S};
-  std::vector<int32_t> ids = pairs.source->encode(prompt);
-  if (ids.size() != t.S)
+  const model::training::PairLayout& l = pairs.layout;
+  std::vector<int32_t> ids = prompt.empty() ? std::vector<int32_t>(pairs.train.source(0).begin(),
+                                                                   pairs.train.source(0).end())
+                                            : pairs.source->encode(prompt);
+  if (ids.empty() || ids.size() > l.S)
     throw std::runtime_error("--sample-prompt: " + std::to_string(ids.size()) +
-                             " source tokens; a sample's source takes the pairs' " +
-                             std::to_string(t.S));
+                             " source tokens; a sample's source takes 1 to the pairs' longest, " +
+                             std::to_string(l.S));
+  if (ids.size() < l.S && !l.pad)
+    throw std::runtime_error("--sample-prompt: " + std::to_string(ids.size()) +
+                             " source tokens, fewer than the pairs' " + std::to_string(l.S) +
+                             ", and the model has no pad_token_id to pad it with");
+  if (l.pad && std::find(ids.begin(), ids.end(), *l.pad) != ids.end())
+    throw std::runtime_error("--sample-prompt: the source holds the pad token");
+  ids.resize(l.S, l.pad.value_or(0));
   return ids;
 }
 

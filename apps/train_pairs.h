@@ -23,26 +23,29 @@ namespace app {
 void check_pairs_run(const model::training::RunFlags& run,
                      const std::function<bool(const std::string&)>& given);
 
-// The run's pairs through the source.spm and target.spm of `dir`, both lengths within the
-// model's context: --data's, and --val-data's (none where `val_file` is empty), which must have
-// the same lengths and at least B pairs for an evaluation.
+// The run's pairs through the source.spm and target.spm of `dir`: --data's, and --val-data's
+// (none where `val_file` is empty; at least B pairs for an evaluation). Every step lays its pairs
+// out alike (`layout`): padded to the longest source and target of both files, which must be
+// within the model's context; pairs of different lengths need the config's pad_token_id.
 struct RunPairs {
   model::training::Pairs train, val;
+  model::training::PairLayout layout;
   std::unique_ptr<model::SentencePieceTokenizer> source, target;  // the folder's
 };
 RunPairs load_pairs(const std::filesystem::path& dir, const model::Config& c,
                     const std::string& file, const std::string& val_file, uint32_t B);
 
-// Every id of the pairs, the sources then the targets: what a run counts and hashes as its data.
+// Every id of the pairs, the sources then the targets, then each pair's two lengths: what a run
+// hashes as its data.
 std::vector<int32_t> pair_ids(const model::training::Pairs& pairs);
 
-// The mean loss over the pairs in whole batches of the trainer's B (a last part batch left out);
-// `rows` gets how many pairs that was.
+// The mean loss over the targets of the pairs in whole batches of the trainer's B (a last part
+// batch left out), laid out as `layout`; `rows` gets how many pairs that was.
 double evaluate_pairs(model::training::GpuTrainer& trainer, const model::training::Pairs& pairs,
-                      uint64_t& rows);
+                      const model::training::PairLayout& layout, uint64_t& rows);
 
-// --sample-every's source: --sample-prompt's text through the source tokenizer, which must come
-// to the run's S ids (a clear error otherwise), or with none the first training pair's source.
+// --sample-every's source, padded to the run's S: --sample-prompt's text through the source
+// tokenizer, at most S ids (a clear error otherwise), or with none the first training pair's.
 std::vector<int32_t> pair_sample_source(const RunPairs& pairs, const std::string& prompt);
 
 // The source translated greedily by the trainer's weights as they are (target_logits, the same

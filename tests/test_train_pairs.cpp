@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "model/ops/types.h"
 #include "model/training/pairs.h"
 #include "model/training/schedule.h"
 #include "tests/cli.h"
@@ -61,23 +62,43 @@ TEST_CASE("train pairs: the decoder's inputs are the targets shifted behind the 
   CHECK(p.T == 4);
   CHECK(p.sources == std::vector<int32_t>{2, 3, 4, 0, 3, 4, 2, 0});
   CHECK(p.targets == std::vector<int32_t>{4, 3, 2, 0, 2, 4, 3, 0});
-  CHECK(p.inputs == std::vector<int32_t>{13, 4, 3, 2, 13, 2, 4, 3});
   std::vector<int32_t> sources, inputs, targets;
-  model::training::gather_pairs(p, {1, 1, 0}, sources, inputs, targets);
+  model::training::gather_pairs(p, {1, 1, 0}, {4, 4, 13, 12}, sources, inputs, targets);
   CHECK(sources == std::vector<int32_t>{3, 4, 2, 0, 3, 4, 2, 0, 2, 3, 4, 0});
   CHECK(inputs == std::vector<int32_t>{13, 2, 4, 3, 13, 2, 4, 3, 13, 4, 3, 2});
+  CHECK(targets == std::vector<int32_t>{2, 4, 3, 0, 2, 4, 3, 0, 4, 3, 2, 0});
   // Refused, naming the line.
   const auto fails = [](std::string_view text, const std::string& message) {
-    CHECK_THROWS_WITH_AS(model::training::read_pairs("p.tsv", text, chars, chars, 13),
+    CHECK_THROWS_WITH_AS(model::training::read_pairs("p.tsv", text, chars, chars, 12),
                          doctest::Contains(message.c_str()), std::runtime_error);
   };
   fails("abc\tcba\nabcd\n", "p.tsv:2: no tab");
   fails("\tcba\n", "p.tsv:1: an empty source");
   fails("abc\t\n", "p.tsv:1: an empty target");
-  fails("abc\tcba\nab\tba\n",
-        "p.tsv:2: a source of 3 tokens and a target of 3, where line 1 has 4 "
-        "and 4: an encoder-decoder trains on pairs of one length");
+  fails("abc\tcba\nak\tba\n", "p.tsv:2: the source holds the pad token (id 12)");  // k: 12
   fails("\n\n", "p.tsv: no pairs");
+}
+
+// Pairs of different lengths in one step, as transformers' collators pad them: sources with the
+// pad id, the decoder's inputs too, the targets with ignore_target (-100).
+TEST_CASE("train pairs: pairs of different lengths are padded to the step's") {
+  const model::training::Pairs p =
+      model::training::read_pairs("p.tsv", "abcd\tdc\nab\tbadc\n", chars, chars, 12);
+  CHECK((p.S == 5 && p.T == 5));
+  CHECK((p.source(1).size() == 3 && p.target(0).size() == 3));
+  std::vector<int32_t> sources, inputs, targets;
+  model::training::gather_pairs(p, {0, 1}, {6, 5, 13, 12}, sources, inputs, targets);
+  const int32_t none = model::ignore_target;
+  CHECK(sources == std::vector<int32_t>{2, 3, 4, 5, 0, 12, 2, 3, 0, 12, 12, 12});
+  CHECK(inputs == std::vector<int32_t>{13, 5, 4, 12, 12, 13, 3, 2, 5, 4});
+  CHECK(targets == std::vector<int32_t>{5, 4, 0, none, none, 3, 2, 5, 4, 0});
+  CHECK(model::training::source_lengths(sources, 6, 12) == std::vector<uint32_t>{5, 3});
+  CHECK_THROWS_WITH_AS(
+      model::training::gather_pairs(p, {0}, {4, 5, 13, 12}, sources, inputs, targets),
+      doctest::Contains("pair 0 is longer than a step's S = 4 and T = 5"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(
+      model::training::gather_pairs(p, {1}, {5, 5, 13, std::nullopt}, sources, inputs, targets),
+      doctest::Contains("no pad_token_id"), std::invalid_argument);
 }
 
 TEST_CASE("train pairs: the rows a step draws come from its seed alone") {
@@ -118,6 +139,28 @@ TEST_CASE("gpt2vk train on pairs: a Marian checkpoint seq2seq reads; one seed, t
         test::read_file(dir / "a" / "model.safetensors"));
 }
 
+// Pairs of different lengths (2 to 6 letters) train in one run: each step padded to the files'
+// longest, the validation loss over the held-out pairs' targets, a shorter --sample-prompt
+// padded too; the checkpoint translates.
+TEST_CASE("gpt2vk train on pairs of different lengths") {
+  const test::TempDir dir;
+  test::write_file(dir / "mixed.tsv",
+                   "ab\tba\nabcdef\tfedcba\nbca\tacb\ncdbe\tebdc\n"
+                   "jih\thij\ngfedc\tcdefg\n");
+  test::write_file(dir / "val.tsv", "hg\tgh\ndcbae\teabcd\nija\taji\nbcde\tedcb\n");
+  std::vector<std::string> args = run_args(dir / "m", "4");
+  args[4] = (dir / "mixed.tsv").string();
+  args.insert(args.end(), {"--val-data", (dir / "val.tsv").string(), "--eval-every", "2",
+                           "--sample-every", "2", "--sample-prompt", "abc"});
+  const test::CliResult r = test::gpt2vk(args);
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  CHECK(test::no_validation_messages(r));
+  CHECK_MESSAGE(r.err.find("validation loss") != std::string::npos, r.err);
+  CHECK_MESSAGE(r.err.find("step 2 sample: ") != std::string::npos, r.err);
+  const test::CliResult gen = test::gpt2vk({"seq2seq", "-m", (dir / "m").string(), "-p", "ab"});
+  CHECK_MESSAGE(gen.exit_code == 0, gen.err);
+}
+
 TEST_CASE("gpt2vk train on pairs refuses what it does not take, naming it") {
   const test::TempDir dir;
   const auto fails = [&](std::vector<std::string> args, const std::string& message) {
@@ -132,19 +175,22 @@ TEST_CASE("gpt2vk train on pairs refuses what it does not take, naming it") {
   };
   fails(with(ok, {"--ctx", "8"}), "--ctx: an encoder-decoder (Marian) takes its lengths");
   fails(with(ok, {"--recompute"}), "--recompute: an encoder-decoder");
-  fails(with(ok, {"--sample-every", "1", "--sample-prompt", "abc"}),
-        "--sample-prompt: 5 source tokens; a sample's source takes the pairs' 6");
+  fails(with(ok, {"--sample-every", "1", "--sample-prompt", "abcdefg"}),
+        "--sample-prompt: 9 source tokens; a sample's source takes 1 to the pairs' longest, 6");
   fails(with(ok, {"--sampling", "sequential"}), "--sampling sequential: an encoder-decoder");
-  test::write_file(dir / "mixed.tsv", "abcd\tdcba\nabc\tcba\n");
-  std::vector<std::string> mixed = ok;
-  mixed[4] = (dir / "mixed.tsv").string();
-  fails(mixed, "mixed.tsv:2: a source of 5 tokens and a target of 5, where line 1 has 6 and 6");
+  std::vector<std::string> other = ok;
   test::write_file(dir / "notab.tsv", "abcd dcba\n");
-  mixed[4] = (dir / "notab.tsv").string();
-  fails(mixed, "notab.tsv:1: no tab");
+  other[4] = (dir / "notab.tsv").string();
+  fails(other, "notab.tsv:1: no tab");
+  test::write_file(dir / "long.tsv", std::string(40, 'a') + "\tb\n");
+  other[4] = (dir / "long.tsv").string();
+  fails(other, "a source of 42 tokens (in " + other[4] + ") is past the model's context of 16");
   std::vector<std::string> val =
-      with(ok, {"--val-data", (dir / "mixed.tsv").string(), "--eval-every", "1"});
-  fails(val, "mixed.tsv:2: a source of 5 tokens");
+      with(ok, {"--val-data", (dir / "long.tsv").string(), "--eval-every", "1"});
+  fails(val, "long.tsv) is past the model's context");
+  test::write_file(dir / "few.tsv", "ab\tba\n");
+  fails(with(ok, {"--val-data", (dir / "few.tsv").string(), "--eval-every", "1"}),
+        "few.tsv: 1 pairs; an evaluation takes B=4");
   CHECK(!fs::exists(dir / "o"));  // nothing written by any of them
 }
 

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "model/ops/types.h"
+
 namespace model::training {
 
 Pairs read_pairs(const std::string& file, std::string_view text, const Encode& source,
-                 const Encode& target, int32_t decoder_start) {
+                 const Encode& target, std::optional<int32_t> pad) {
   Pairs p;
-  uint64_t line_no = 0, first_line = 0;
+  uint64_t line_no = 0;
   while (!text.empty()) {
     const size_t end = std::min(text.find('\n'), text.size());
     std::string_view line = text.substr(0, end);
@@ -32,38 +34,43 @@ Pairs read_pairs(const std::string& file, std::string_view text, const Encode& s
     } catch (const std::exception& e) {
       throw std::runtime_error(at + e.what());
     }
-    if (!p.S) {
-      p.S = static_cast<uint32_t>(s.size());
-      p.T = static_cast<uint32_t>(t.size());
-      first_line = line_no;
-    } else if (s.size() != p.S || t.size() != p.T) {
-      throw std::runtime_error(
-          at + "a source of " + std::to_string(s.size()) + " tokens and a target of " +
-          std::to_string(t.size()) + ", where line " + std::to_string(first_line) + " has " +
-          std::to_string(p.S) + " and " + std::to_string(p.T) +
-          ": an encoder-decoder trains on pairs of one length (no padding yet)");
-    }
+    if (s.empty() || t.empty())
+      throw std::runtime_error(at + "the " + (s.empty() ? "source" : "target") +
+                               " comes to no tokens");
+    if (pad && std::find(s.begin(), s.end(), *pad) != s.end())
+      throw std::runtime_error(at + "the source holds the pad token (id " + std::to_string(*pad) +
+                               "), which a step reads as padding");
+    p.S = std::max(p.S, static_cast<uint32_t>(s.size()));
+    p.T = std::max(p.T, static_cast<uint32_t>(t.size()));
     p.sources.insert(p.sources.end(), s.begin(), s.end());
-    p.inputs.push_back(decoder_start);
-    p.inputs.insert(p.inputs.end(), t.begin(), t.end() - 1);
     p.targets.insert(p.targets.end(), t.begin(), t.end());
+    p.source_at.push_back(p.sources.size());
+    p.target_at.push_back(p.targets.size());
   }
-  if (!p.S) throw std::runtime_error(file + ": no pairs (lines of \"source<TAB>target\")");
+  if (!p.size()) throw std::runtime_error(file + ": no pairs (lines of \"source<TAB>target\")");
   return p;
 }
 
-void gather_pairs(const Pairs& pairs, const std::vector<uint64_t>& rows,
+void gather_pairs(const Pairs& pairs, const std::vector<uint64_t>& rows, const PairLayout& l,
                   std::vector<int32_t>& sources, std::vector<int32_t>& inputs,
                   std::vector<int32_t>& targets) {
-  const size_t S = pairs.S, T = pairs.T;
-  sources.resize(rows.size() * S);
-  inputs.resize(rows.size() * T);
-  targets.resize(rows.size() * T);
-  for (size_t r = 0; r < rows.size(); r++) {
-    const auto at = [](uint64_t i, size_t n) { return static_cast<std::ptrdiff_t>(i * n); };
-    std::copy_n(pairs.sources.begin() + at(rows[r], S), S, sources.begin() + at(r, S));
-    std::copy_n(pairs.inputs.begin() + at(rows[r], T), T, inputs.begin() + at(r, T));
-    std::copy_n(pairs.targets.begin() + at(rows[r], T), T, targets.begin() + at(r, T));
+  sources.clear(), inputs.clear(), targets.clear();
+  for (uint64_t r : rows) {
+    const std::span<const int32_t> s = pairs.source(r), t = pairs.target(r);
+    if (s.size() > l.S || t.size() > l.T)
+      throw std::invalid_argument("pair " + std::to_string(r) + " is longer than a step's S = " +
+                                  std::to_string(l.S) + " and T = " + std::to_string(l.T));
+    if (!l.pad && (s.size() < l.S || t.size() < l.T))
+      throw std::invalid_argument(
+          "pairs of different lengths need padding, and the model has no pad_token_id");
+    const int32_t pad = l.pad.value_or(0);
+    sources.insert(sources.end(), s.begin(), s.end());
+    sources.insert(sources.end(), l.S - s.size(), pad);
+    inputs.push_back(l.decoder_start);
+    inputs.insert(inputs.end(), t.begin(), t.end() - 1);
+    inputs.insert(inputs.end(), l.T - t.size(), pad);
+    targets.insert(targets.end(), t.begin(), t.end());
+    targets.insert(targets.end(), l.T - t.size(), ignore_target);
   }
 }
 
