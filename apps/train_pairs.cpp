@@ -99,7 +99,7 @@ double evaluate_pairs(model::training::GpuTrainer& trainer, const model::trainin
     n += real;
     rows += B;
   }
-  return n ? loss / n : 0;
+  return n > 0 ? loss / n : 0;
 }
 
 std::vector<int32_t> pair_sample_source(const RunPairs& pairs, const std::string& prompt) {

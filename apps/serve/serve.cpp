@@ -489,7 +489,7 @@ struct Server {
       res.set_content(metrics.text(), "text/plain; version=0.0.4");
     });
     // Statuses httplib sets itself (404, 413, 400 for an unreadable request) get a body too.
-    http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;
       if (res.status == 404)
         send_error(res, ApiError(404, "no such endpoint: " + req.method + " " + req.path));

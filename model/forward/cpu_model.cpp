@@ -289,7 +289,7 @@ void CpuBackend::cross_attention(uint32_t layer, uint32_t T) {
 }
 
 void CpuBackend::tap(uint32_t layer, uint32_t T) {
-  if (pass.taps) (*pass.taps)[layer].assign(s.x.begin(), s.x.begin() + size_t(T) * c.n_embd);
+  if (pass.taps) (*pass.taps)[layer].assign(s.x.begin(), s.x.begin() + static_cast<std::ptrdiff_t>(size_t{T} * c.n_embd));
 }
 
 }  // namespace
