@@ -542,7 +542,8 @@ int train_ranks(TrainArgs a, const Given& given, const Group& group) {
         stderr,
         "gpt2vk: training %llu parameters on %s: %zu tokens of data, steps of %s%u x %u "
         "(%s), step %llu of %llu\n",
-        static_cast<unsigned long long>(params->count()), device.caps().name.c_str(), data.size(),
+        static_cast<unsigned long long>(params->count()), device.caps().name.c_str(),
+        seq2seq ? pairs.train.sources.size() + pairs.train.targets.size() : data.size(),
         a.run.grad_accum > 1 ? (std::to_string(a.run.grad_accum) + " x ").c_str() : "", a.run.batch,
         a.run.ctx, seq2seq ? "random pairs" : (a.run.sampling + " windows").c_str(),
         static_cast<unsigned long long>(state.step), static_cast<unsigned long long>(a.run.steps));

@@ -25,8 +25,8 @@ void check_pairs_run(const model::training::RunFlags& run,
                              "draws its pairs at random");
   if (given("--ctx"))
     throw std::runtime_error("--ctx: " + what +
-                             "takes its lengths from its pairs (every "
-                             "pair's source and target lengths)");
+                             "takes its lengths from its pairs (the longest "
+                             "source and target of --data and --val-data)");
 }
 
 RunPairs load_pairs(const std::filesystem::path& dir, const model::Config& c,

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,13 @@ Grads run_gpu(const vk::Device& device, const Case& c, std::vector<std::string>&
                            arena.alloc(model::gpu::attention_backward_stats_bytes(r.B, r.T, r.H)),
                        lens = arena.alloc(4 * r.B);
   if (c.key_lens()) vk::upload(device, lens, c.lens.data(), 4 * r.B);
+  // NaN first: every element the op must write (the padded keys' zeros too) is written.
+  const auto poison = [&](const vk::BufferSpan& s, size_t n) {
+    const Floats nan(n, std::numeric_limits<float>::quiet_NaN());
+    vk::upload(device, s, nan.data(), n * 4);
+  };
+  poison(dq, c.q.size());
+  if (!c.self()) poison(dk, c.k.size()), poison(dv, c.v.size());
   vk::Recorder rec(device, true);
   rec.begin();
   model::gpu::attention_backward(model::gpu::Ops(device), rec,

@@ -9,6 +9,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,8 @@ void check(const vk::Device& g, const model::SequenceRows& r, const model::Atten
                        gv = self ? gq : test::to_gpu(g, arena, v),
                        out = arena.alloc(ref.size() * 4), key_lens = arena.alloc(4 * r.B);
   if (!lens.empty()) vk::upload(g, key_lens, lens.data(), 4 * r.B);
+  const std::vector<float> nan(ref.size(), std::numeric_limits<float>::quiet_NaN());
+  vk::upload(g, out, nan.data(), ref.size() * 4);  // every output row is written
   vk::Recorder rec(g, true);
   rec.begin();
   model::gpu::attention_sequences(model::gpu::Ops(g), rec,

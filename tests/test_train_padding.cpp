@@ -187,6 +187,10 @@ TEST_CASE("train padding: what a padded step refuses") {
       doctest::Contains("padding alone"), std::invalid_argument);
   // Targets of padding alone: no mean to take.
   const std::vector<int32_t> none(b.targets.size(), model::ignore_target);
+  CHECK_THROWS_WITH_AS(
+      model::training::cpu_seq2seq_train_step(params, grads, b.sources, b.inputs, none, b.B, b.S,
+                                              b.T),
+      doctest::Contains("a step whose targets are all padding (-100)"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(gpu.gradients(b.inputs, none, b.sources),
                        doctest::Contains("targets are all padding (-100)"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(gpu.evaluate(b.inputs, none, b.sources),

@@ -57,12 +57,12 @@ enum class WeightLayout : uint32_t {
   Interleaved = push::MATMUL_INTERLEAVED,
 };
 
-// How attention masks and scales its scores (gpu::AttentionOptions adds the kernel to run).
 // A training target that is none (padding: transformers' label -100, PyTorch's ignore_index): its
 // row adds nothing to the loss or the gradients and is not among the rows the mean is over
 // (cpu::cross_entropy, gpu::cross_entropy).
 inline constexpr int32_t ignore_target = push::CROSS_ENTROPY_IGNORE;
 
+// How attention masks and scales its scores (gpu::AttentionOptions adds the kernel to run).
 struct AttentionSpec {
   bool causal = true;  // false: bidirectional (an encoder), every query sees all L keys
   float scale = 0;     // multiplies q . k; 0 means 1 / sqrt(D)

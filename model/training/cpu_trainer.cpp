@@ -157,6 +157,13 @@ struct CpuTrainBackend {
 
 namespace {
 
+// Throws unless some target is not padding: the mean has no rows otherwise (as GpuTrainer).
+void require_targets(std::span<const int32_t> targets, const char* op) {
+  if (std::none_of(targets.begin(), targets.end(), [](int32_t t) { return t != ignore_target; }))
+    throw std::invalid_argument(std::string(op) + ": a step whose targets are all padding (" +
+                                std::to_string(ignore_target) + ")");
+}
+
 // Zeroes every gradient; throws unless grads are of params' model.
 void zero_grads(const Parameters& params, Parameters& grads, const char* op) {
   if (!(grads.config() == params.config()))
@@ -178,6 +185,7 @@ double cpu_train_step(Parameters& params, Parameters& grads, std::span<const int
   if (ids.size() != size_t{B} * T || targets.size() != ids.size())
     throw std::invalid_argument("cpu_train_step: ids and targets must hold B * T tokens");
   if (T > c.n_ctx) throw std::invalid_argument("cpu_train_step: T is past the model's context");
+  require_targets(targets, "cpu_train_step");
   zero_grads(params, grads, "cpu_train_step");
   const ModelWeights<W> w = params.weights(), dw = grads.weights();
   CpuTrainBackend backend{targets, B, recompute, {StackRows{&c, &w, ids, T}, {}}};
@@ -199,6 +207,7 @@ double cpu_seq2seq_train_step(Parameters& params, Parameters& grads,
         "cpu_seq2seq_train_step: inputs and targets must hold B * T tokens");
   if (S > c.n_ctx || T > c.n_ctx)
     throw std::invalid_argument("cpu_seq2seq_train_step: S or T is past the model's context");
+  require_targets(targets, "cpu_seq2seq_train_step");
   zero_grads(params, grads, "cpu_seq2seq_train_step");
   const Config ec = encoder_side(c), dc = decoder_side(c);
   const ModelWeights<W> ew = params.weights(Family::Encoder), dew = grads.weights(Family::Encoder),

@@ -11,7 +11,8 @@ namespace model::training {
 
 // Forward and backward of one step of B sequences of T tokens: ids [B, T] and their targets
 // [B, T] (each the next token). grads is zeroed, then holds d(mean loss)/d(each parameter).
-// Returns the mean cross-entropy over the B * T targets. recompute: with train_graph.h's
+// Returns the mean cross-entropy over the B * T targets (those that are not ignore_target, of
+// which there must be one). recompute: with train_graph.h's
 // recomputation (one block's activations, each block's forward run again in the backward).
 double cpu_train_step(Parameters& params, Parameters& grads, std::span<const int32_t> ids,
                       std::span<const int32_t> targets, uint32_t B, uint32_t T,

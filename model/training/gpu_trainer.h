@@ -47,7 +47,7 @@ class GpuTrainer {
   // and backward in turn over the same activations, each micro-batch's gradients computed from
   // zero (the first into the sum, the others into a second set of gradients, added to the sum
   // in micro-batch order: sum = ((g0 + g1) + g2) ...), each scaled so the sum is that of the mean
-  // loss over all M * B * T targets; the activations are those of B x T whatever M is, the ids,
+  // loss over all M * B * T targets (those that are not padding); the activations are those of B x T whatever M is, the ids,
   // targets and losses (12 bytes a token) those of the M * B * T. Throws vk::Error when an op
   // cannot run on the device. timestamps: time every dispatch (timings()). share: the part of
   // each step this process computes, M a multiple of its ranks. recompute: keep each block's
