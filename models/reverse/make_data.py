@@ -1,5 +1,5 @@
-"""The reversal task of models/reverse: 8-letter strings over a-j and their reversals, 20,000 to
-train on and 2,000 held out (no string in both), and the folder --init reads: a character-level
+"""The reversal task of models/reverse: strings of 4 to 12 letters over a-j (each length equally
+likely) and their reversals, 20,000 to train on and 2,000 held out (no string in both), and the folder --init reads: a character-level
 SentencePiece model of the letters (source.spm = target.spm), Marian's vocab.json over its pieces,
 and config.json (Marian's block, width 64, 2 + 2 layers, 4 heads). Deterministic: Python's
 random with seed 7, sentencepiece's trainer on fixed input.
@@ -14,7 +14,7 @@ from pathlib import Path
 import sentencepiece as spm
 
 LETTERS = "abcdefghij"
-N_TRAIN, N_HELD, LENGTH = 20000, 2000, 8
+N_TRAIN, N_HELD, LENGTHS = 20000, 2000, range(4, 13)
 
 
 def main():
@@ -23,7 +23,7 @@ def main():
     rng = random.Random(7)
     seen, strings = set(), []
     while len(strings) < N_TRAIN + N_HELD:
-        s = "".join(rng.choice(LETTERS) for _ in range(LENGTH))
+        s = "".join(rng.choice(LETTERS) for _ in range(rng.choice(LENGTHS)))
         if s not in seen:
             seen.add(s)
             strings.append(s)
