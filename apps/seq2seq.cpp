@@ -3,6 +3,8 @@
 // vocab.json, T5's spiece.model), encoded once, and decoded
 // greedily or by beam search as Hugging Face's generate() does (model/generation/
 // seq2seq_generate.h), with generation_config.json's settings where the command line gives none.
+// Greedy sources of a -f file decode several together on a GPU, a decoder slot each (--batch).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -21,7 +23,7 @@ namespace {
 struct Seq2SeqArgs {
   ModelArgs model;
   std::string prompt, file;
-  std::optional<uint32_t> beams, max_new, no_repeat_ngram;
+  std::optional<uint32_t> beams, max_new, no_repeat_ngram, batch;
   std::optional<double> length_penalty;
   std::string early_stopping;  // true | false | never; "" = generation_config.json's
 };
@@ -45,17 +47,40 @@ model::BeamSettings settings(const std::filesystem::path& dir, const Seq2SeqArgs
   return s;
 }
 
+// Sources decoded together (greedy_batch): --batch, else as many as the slots hold on a GPU;
+// beams take the slots for themselves.
+uint32_t batch_size(const Seq2SeqArgs& a, const model::BeamSettings& s, size_t texts) {
+  if (a.batch && (*a.batch < 1 || *a.batch > model::kMaxSlots))
+    throw std::runtime_error("--batch " + std::to_string(*a.batch) + ": 1 to " +
+                             std::to_string(model::kMaxSlots) + " sources together");
+  if (s.beams > 1) {
+    if (a.batch.value_or(1) > 1)
+      throw std::runtime_error("--batch " + std::to_string(*a.batch) + " with " +
+                               std::to_string(s.beams) +
+                               " beams: sources decode together greedily only (the beams take "
+                               "the slots)");
+    return 1;
+  }
+  if (a.batch) return *a.batch;
+  if (a.model.device == "cpu") return 1;  // the CPU reference has one slot
+  return static_cast<uint32_t>(std::min<size_t>(texts, model::kMaxSlots));
+}
+
 int seq2seq(Seq2SeqArgs a) {
   const std::vector<std::string> texts = read_texts(a.prompt, a.file);
   const model::BeamSettings s = settings(model_dir(a.model), a);
-  // A slot per beam keeps every beam's caches on the device (seq2seq_generate.h).
+  uint32_t batch = batch_size(a, s, texts.size());
+  // A slot per beam keeps every beam's caches on the device (seq2seq_generate.h); a slot and a
+  // source cache per source decoded together.
   if (s.beams > 1 && s.beams <= model::kMaxSlots) a.model.slots = s.beams;
+  if (batch > 1) a.model.slots = a.model.sources = batch;
   Seq2SeqSession session = open_seq2seq(a.model);
   const model::Config& c = session.checkpoint->config();
   if (2 * s.beams > c.n_vocab)
     throw std::runtime_error("--beams " + std::to_string(s.beams) + ": at most half the vocabulary (" +
                              std::to_string(c.n_vocab / 2) + ")");
   model::Seq2Seq* m = session.model.get();
+  batch = std::min(batch, m->decoder().slots());  // the CPU reference: one at a time
   const model::SentencePieceTokenizer* target = session.target.get();
 
   // Every source tokenized and checked before anything is generated, and the pipelines their
@@ -68,27 +93,43 @@ int seq2seq(Seq2SeqArgs a) {
     lengths.push_back(static_cast<uint32_t>(sources.back().size()));
   }
   auto t0 = std::chrono::steady_clock::now();
-  const size_t pipelines = m->prepare(lengths, s.max_new_tokens, s.beams);
+  const size_t pipelines = m->prepare(lengths, s.max_new_tokens, s.beams, batch > 1);
   const double compile_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   t0 = std::chrono::steady_clock::now();
   size_t made = 0, read = 0;
-  for (const std::vector<int32_t>& ids : sources) {
-    const std::vector<int32_t> out =
-        s.beams == 1 ? model::greedy(*m, ids, s.max_new_tokens) : model::beam(*m, ids, s);
+  const auto print = [&](const std::vector<int32_t>& out) {
     std::printf("%s\n", target->decode_generated(out, c.n_vocab).c_str());
     std::fflush(stdout);
-    made += out.size(), read += ids.size();
+    made += out.size();
+  };
+  for (const std::vector<int32_t>& ids : sources) read += ids.size();
+  if (s.beams == 1) {
+    // Each source's text as soon as it and those before it are done, in the file's order.
+    std::vector<std::optional<std::vector<int32_t>>> done(sources.size());
+    size_t printed = 0;
+    model::greedy_batch(*m, sources, s.max_new_tokens, batch,
+                        [&](size_t i, const std::vector<int32_t>& ids) {
+                          done[i] = ids;
+                          for (; printed < sources.size() && done[printed]; printed++) {
+                            print(*done[printed]);
+                            done[printed].reset();
+                          }
+                        });
+  } else {
+    for (const std::vector<int32_t>& ids : sources) print(model::beam(*m, ids, s));
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::string compile = pipelines_note(pipelines, compile_s, session.device.get());
   if (!compile.empty()) compile += ", then ";
-  std::fprintf(
-      stderr,
-      "gpt2vk: %s%zu source(s), %zu tokens read, %zu generated (%u beam%s) in %.2f s on %s\n",
-      compile.c_str(), texts.size(), read, made, s.beams, s.beams == 1 ? "" : "s", secs,
-      m->decoder().device_name().c_str());
+  const std::string search = s.beams > 1 ? std::to_string(s.beams) + " beams"
+                             : batch > 1 ? "greedy, " + std::to_string(batch) + " sources together"
+                                         : "greedy";
+  std::fprintf(stderr,
+               "gpt2vk: %s%zu source(s), %zu tokens read, %zu generated (%s) in %.2f s on %s\n",
+               compile.c_str(), texts.size(), read, made, search.c_str(), secs,
+               m->decoder().device_name().c_str());
   return 0;
 }
 
@@ -101,6 +142,8 @@ Command add_seq2seq(CLI::App& cli) {
   cmd->add_option("-p,--prompt", args->prompt, "one source text");
   cmd->add_option("-f,--file", args->file, "source texts, one per line");
   cmd->add_option("--beams", args->beams, "beam search with this many beams (1: greedy)");
+  cmd->add_option("--batch", args->batch,
+                  "greedy: decode this many sources together (default: up to 8 on a GPU)");
   cmd->add_option("-n,--n-predict", args->max_new, "at most this many new tokens");
   cmd->add_option("--length-penalty", args->length_penalty, "beam scores / length^this");
   cmd->add_option("--no-repeat-ngram", args->no_repeat_ngram, "no n-gram of this size twice");

@@ -31,7 +31,8 @@ model::SpmFlavor spm_flavor(const model::Config& config);
 
 // The checkpoint (an encoder-decoder's, else a clear error naming what to use), its tokenizers
 // (checked against the vocabulary), and the model on the device --device names (the CPU
-// reference for "cpu"), with args.slots slots on a GPU (up to kMaxSlots: a beam's caches each);
+// reference for "cpu"), with args.slots slots on a GPU (up to kMaxSlots: a beam's caches each,
+// or a source's) and args.sources source caches (up to the slots);
 // warnings on stderr. Without `tokenizers` (bench and logits, which take ids) source and target
 // stay null, and a folder without tokenizer files opens.
 Seq2SeqSession open_seq2seq(const ModelArgs& args, bool tokenizers = true);

@@ -25,6 +25,7 @@ struct ModelArgs {
   // Not options: what serve asks of a GPU model (GpuModelOptions::slots, slot_context).
   uint32_t slots = 1;
   uint32_t slot_context = 0;
+  uint32_t sources = 1;        // an encoder-decoder's source caches (GpuModelOptions::sources)
   uint32_t encoder_batch = 1;  // an encoder's sequences per pass (embed --batch, serve)
 };
 

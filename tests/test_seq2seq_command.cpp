@@ -69,13 +69,27 @@ TEST_CASE("seq2seq command: text in, the library's translation out, CPU and GPU 
     REQUIRE_MESSAGE(bs.exit_code == 0, bs.err);
     CHECK(bs.out == beams + "\n");
     CHECK(bs.err.find("(4 beams)") != std::string::npos);
-    // A file: one output line per source line.
+    // A file: one output line per source line, in the file's order. On a GPU its sources decode
+    // together, a slot each (and with --batch 2, two at a time): the same lines.
     const std::string file = (dir.path() / "sources.txt").string();
-    test::write_file(file, text + "\nAnother line.\n");
+    test::write_file(file, text + "\nAnother line.\nA third, longer line of text to translate.\n");
     const test::CliResult f = test::gpt2vk(with({"-f", file}));
     REQUIRE_MESSAGE(f.exit_code == 0, f.err);
-    CHECK(lines(f.out).size() == 2);
+    REQUIRE(lines(f.out).size() == 3);
     CHECK(lines(f.out)[0] == greedy);
+    CHECK(lines(f.out)[1] == tgt->decode(model::greedy(*s2s, src->encode("Another line."), 12)));
+    CHECK(lines(f.out)[2] ==
+          tgt->decode(
+              model::greedy(*s2s, src->encode("A third, longer line of text to translate."), 12)));
+    CHECK(test::no_validation_messages(f));
+    CHECK(f.err.find(device.empty() ? "(greedy, 3 sources together)" : "(greedy)") !=
+          std::string::npos);
+    for (const char* batch : {"1", "2"}) {
+      CAPTURE(batch);
+      const test::CliResult fb = test::gpt2vk(with({"-f", file, "--batch", batch}));
+      REQUIRE_MESSAGE(fb.exit_code == 0, fb.err);
+      CHECK(fb.out == f.out);
+    }
   }
 }
 
@@ -97,6 +111,9 @@ TEST_CASE("seq2seq command: bad input is a clear error, exit 1") {
   fails({"-p", "hi", "--beams", "1000"}, "--beams 1000: 1 to 64");
   fails({"-p", "hi", "--beams", "40"}, "at most half the vocabulary (32)");
   fails({"-p", "hi", "-n", "0"}, "-n 0: nothing to generate");
+  fails({"-p", "hi", "--batch", "0"}, "--batch 0: 1 to 8 sources together");
+  fails({"-p", "hi", "--batch", "9"}, "--batch 9: 1 to 8 sources together");
+  fails({"-p", "hi", "--batch", "2", "--beams", "4"}, "sources decode together greedily only");
   fails({"-p", "hi", "--early-stopping", "maybe"}, "expected true, false or never");
   fails({}, "give a text with --prompt or --file");
   std::string long_text;

@@ -212,7 +212,8 @@ void GpuBackend::attention_store(uint32_t layer, uint32_t T, uint32_t pos) {
 
 void GpuBackend::source_store(uint32_t layer, const GpuLinear& kw, const GpuLinear& vw,
                               uint32_t S) {
-  for (auto [out, l] : {std::pair{&s.source_k[layer], &kw}, std::pair{&s.source_v[layer], &vw}})
+  const vk::BufferSpan k_out = s.sk(layer, pass.source), v_out = s.sv(layer, pass.source);
+  for (auto [out, l] : {std::pair{&k_out, &kw}, std::pair{&v_out, &vw}})
     gpu::matmul(k, rec,
                 {.out = *out,
                  .x = buf(Buf::X),
@@ -224,27 +225,40 @@ void GpuBackend::source_store(uint32_t layer, const GpuLinear& kw, const GpuLine
                  .options = {.layout = l->w->layout}});
 }
 
-// Every query sees every source row (no mask): T queries, [T, A] in QKV, over S keys, whatever
-// their positions. A batch's rows are independent queries of the same source.
+// Every query sees every source row (no mask): T queries, [T, A] in QKV, over their source's
+// keys, whatever their positions. A batch's rows go in runs of the same source (beams of one
+// source: one run; slots with sources of their own: a run each), each run's rows independent
+// queries of that source.
 void GpuBackend::cross_attention(uint32_t layer, uint32_t T) {
   const uint32_t A = c.attn_width();
   gpu::AttentionOptions o;
   o.causal = false;
   o.scale = c.attention_scale;
   if (s.split) o.scratch = &*s.split;
-  if (pass.attention_taps && layer < s.cross_probs.size() && s.cross_probs[layer].size > 0)
-    o.probs = &s.cross_probs[layer];
-  gpu::attention(k, rec,
-                 {.out = buf(Buf::ATT),
-                  .q = buf(Buf::QKV),
-                  .k_cache = s.source_k[layer],
-                  .v_cache = s.source_v[layer],
-                  .q_stride = A,
-                  .T = T,
-                  .L = s.source_len,
-                  .C = A,
-                  .H = c.n_head,
-                  .options = o});
+  const auto attend = [&](uint32_t first, uint32_t n, uint32_t source) {
+    const uint64_t row = uint64_t{A} * 4;
+    gpu::attention(k, rec,
+                   {.out = buf(Buf::ATT).sub(first * row, n * row),
+                    .q = buf(Buf::QKV).sub(first * row, n * row),
+                    .k_cache = s.sk(layer, source),
+                    .v_cache = s.sv(layer, source),
+                    .q_stride = A,
+                    .T = n,
+                    .L = s.source_lens[source],
+                    .C = A,
+                    .H = c.n_head,
+                    .options = o});
+  };
+  if (!pass.batch) {
+    if (pass.attention_taps && layer < s.cross_probs.size() && s.cross_probs[layer].size > 0)
+      o.probs = &s.cross_probs[layer];
+    return attend(0, T, s.source_of[pass.slot]);
+  }
+  const auto source = [&](uint32_t b) { return s.source_of[pass.batch->rows[b].slot]; };
+  for (uint32_t b = 0, end = 0; b < T; b = end) {
+    for (end = b + 1; end < T && source(end) == source(b);) end++;
+    attend(b, end - b, source(b));
+  }
 }
 
 void GpuBackend::tap(uint32_t layer, uint32_t T) {

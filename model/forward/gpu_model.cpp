@@ -158,9 +158,17 @@ void GpuModel::plan_state() {
     k_cache_.push_back(shared ? k_cache_[0] : state_.add(layer_bytes));
     v_cache_.push_back(shared ? v_cache_[0] : state_.add(layer_bytes));
   }
+  // A layer's source caches side by side, each on a binding's alignment (a batch's rows bind
+  // their own).
+  if (c.cross_attention) {
+    source_bytes_ = uint64_t{c.n_ctx} * A * f;
+    source_stride_ = vk::align_up(source_bytes_, state_.alignment());
+    source_lens_.assign(sources_, 0);
+    source_of_.assign(slots_, kNoSource);
+  }
   for (uint32_t i = 0; i < (c.cross_attention ? c.n_layer : 0); i++) {
-    source_k_.push_back(state_.add(uint64_t{c.n_ctx} * A * f));
-    source_v_.push_back(state_.add(uint64_t{c.n_ctx} * A * f));
+    source_k_.push_back(state_.add(source_stride_ * (sources_ - 1) + source_bytes_));
+    source_v_.push_back(state_.add(source_stride_ * (sources_ - 1) + source_bytes_));
   }
   slot_len_.assign(slots_, 0);
   // The split kernel's partial results; the tiled kernel splits a short prompt's keys in the
@@ -244,8 +252,8 @@ void GpuModel::ensure_attention_taps(uint32_t T, uint32_t L) {
     }
   };
   ensure(probs_arenas_, probs_spans_, L);
-  if (c.cross_attention && source_len_ > 0)
-    ensure(cross_probs_arenas_, cross_probs_spans_, source_len_);
+  if (const uint32_t S = c.cross_attention ? slot_source_length(0) : 0; S > 0)
+    ensure(cross_probs_arenas_, cross_probs_spans_, S);
 }
 
 GpuState GpuModel::pass_state() const {
@@ -262,7 +270,8 @@ GpuState GpuModel::pass_state() const {
     s.source_k.push_back(state_.span(source_k_[i]));
     s.source_v.push_back(state_.span(source_v_[i]));
   }
-  s.source_len = source_len_;
+  s.source_bytes = source_bytes_, s.source_stride = source_stride_;
+  s.source_lens = source_lens_, s.source_of = source_of_;
   s.slot_bytes = slot_bytes_, s.slot_stride = slot_stride_;
   s.kv_cache = kv_cache_;
   s.ids = params_.span(ids_), s.step = params_.span(step_), s.batch_rows = params_.span(batch_rows_);
@@ -339,7 +348,7 @@ void GpuModel::run_at(std::optional<uint32_t> slot, uint32_t pos, std::span<cons
   const bool taps = !slot && taps_on_ && all_rows, attention = !slot && attention_on_ && all_rows;
   if (all_rows) logits.resize(size_t(T) * V);
   if (taps) taps_.assign(c.n_layer, std::vector<float>(size_t(T) * C));
-  const uint32_t S = source_len_;
+  const uint32_t S = c.cross_attention ? slot_source_length(0) : 0;
   const bool cross = attention && c.cross_attention;
   cross_attention_.clear();
   if (attention) {
@@ -445,17 +454,43 @@ Head GpuModel::run_pass(std::optional<uint32_t> slot, std::span<const int32_t> i
   return p.head;
 }
 
-// The source pass: the encoder's output into X, then every layer's source keys and values.
-void GpuModel::run_source(std::span<const float> hidden, uint32_t S) {
-  rec_.wait();  // a submission still running may read X
+// The source pass: the encoder's output into X, then every layer's source keys and values
+// into source cache `source`.
+void GpuModel::store_source(uint32_t source, std::span<const float> hidden, uint32_t S) {
+  rec_.wait();               // a submission still running may read X or the cache
+  source_lens_[source] = 0;  // until the pass has run
   vk::upload(device_, state_.span(x_), hidden.data(), hidden.size_bytes());
-  source_len_ = S;
-  record_source(S, false);
+  record_source(source, S, false);
   rec_.submit();
   rec_.wait();
+  source_lens_[source] = S;
 }
 
-void GpuModel::record_source(uint32_t S, bool dry) {
+// set_source(): every slot reads source cache 0.
+void GpuModel::run_source(std::span<const float> hidden, uint32_t S) {
+  source_of_.assign(slots_, kNoSource);
+  store_source(0, hidden, S);
+  source_of_.assign(slots_, 0);
+}
+
+void GpuModel::run_slot_source(uint32_t slot, std::span<const float> hidden, uint32_t S) {
+  if (slot >= sources_)
+    throw std::runtime_error("slot " + std::to_string(slot) + " has no source cache of its own (" +
+                             std::to_string(sources_) +
+                             " source caches: GpuModelOptions::sources)");
+  for (uint32_t& of : source_of_)  // the slots that read what this overwrites
+    if (of == slot) of = kNoSource;
+  store_source(slot, hidden, S);
+  source_of_[slot] = slot;
+}
+
+uint32_t GpuModel::slot_source_length(uint32_t slot) const {
+  check_slot(slot);
+  if (!config_.cross_attention || source_of_[slot] == kNoSource) return 0;
+  return source_lens_[source_of_[slot]];
+}
+
+void GpuModel::record_source(uint32_t source, uint32_t S, bool dry) {
   if (dry)
     rec_.begin_dry();
   else
@@ -463,8 +498,9 @@ void GpuModel::record_source(uint32_t S, bool dry) {
   const GpuState s = pass_state();
   Pass p;
   p.T = S;
+  p.source = source;
   GpuBackend b{ops_, rec_, config_, w_, s, p};
-  source(b, w_, S);
+  model::source(b, w_, S);
   rec_.end();
 }
 
@@ -586,6 +622,9 @@ void GpuModel::check_slots() const {
   if (slot_ctx_ < 1 || slot_ctx_ > c.n_ctx)
     throw std::runtime_error("a slot of " + std::to_string(slot_ctx_) +
                              " tokens: the model's context is " + std::to_string(c.n_ctx));
+  if (sources_ < 1 || sources_ > slots_)
+    throw std::runtime_error(std::to_string(sources_) + " source caches for " +
+                             std::to_string(slots_) + " slots: 1 to one per slot");
   if (slots_ > 1 && !c.causal)
     throw std::runtime_error("a bidirectional model has no cache to decode several sequences from");
   // A batch's rows are views of the activations at row offsets (C floats, and the attention's
@@ -622,7 +661,7 @@ std::vector<float> GpuModel::slot_prefill(uint32_t slot, std::span<const int32_t
                                           bool all_rows) {
   if (slots_ == 1) return Model::slot_prefill(slot, ids, all_rows);
   check_slot(slot);
-  check(ids, slot_len_[slot], slot_ctx_, "the slot's");
+  check(ids, slot_len_[slot], slot_ctx_, "the slot's", slot);
   std::vector<float> logits;
   std::vector<int32_t> unused;
   run_at(slot, slot_len_[slot], ids, all_rows, 0, logits, unused);
@@ -645,7 +684,7 @@ std::vector<float> GpuModel::slot_decode(std::span<const SlotToken> rows) {
     if (seen[r.slot]) throw std::runtime_error("slot " + std::to_string(r.slot) + " twice in a batch");
     seen[r.slot] = true;
     check(std::span(&r.id, 1), slot_len_[r.slot], slot_ctx_,
-          "slot " + std::to_string(r.slot) + "'s");
+          "slot " + std::to_string(r.slot) + "'s", r.slot);
     batch.pos.push_back(slot_len_[r.slot]);
     last = std::max(last, slot_len_[r.slot]);
   }
@@ -695,7 +734,10 @@ void GpuModel::slot_copy(std::span<const SlotCopy> copies) {
   record_copies(copies, rows, false);
   rec_.submit();
   rec_.wait();
-  for (const SlotCopy& c : copies) slot_len_[c.to] = slot_len_[c.from];
+  for (const SlotCopy& c : copies) {
+    slot_len_[c.to] = slot_len_[c.from];
+    if (config_.cross_attention) source_of_[c.to] = source_of_[c.from];  // the same source
+  }
 }
 
 void GpuModel::record_copies(std::span<const SlotCopy> copies, std::span<const uint32_t> rows,

@@ -43,6 +43,11 @@ struct GpuModelOptions {
   // in the same order whatever the rows' count.
   uint32_t slots = 1;
   uint32_t slot_context = 0;
+  // A decoder with cross-attention: its source caches ([n_ctx, A] of keys and of values per
+  // layer each). 1: every slot reads the one set_source() gives (beams of one source); up to
+  // `slots`: slot s < sources may have a source of its own (Model::slot_set_source), so that
+  // slots decode different sources together.
+  uint32_t sources = 1;
   // The KV cache's elements: F32, or F16 (half its memory and of the bytes a decoded token's
   // attention reads, each key and value rounded to fp16 once; logits within the tolerance
   // docs/benchmark.md states). Any kernel set; the CPU set's texel attention reads only fp32,

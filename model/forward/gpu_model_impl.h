@@ -43,6 +43,7 @@ struct Pass {
                             // its own position (Batch::pos), pos the furthest
   Head head = Head::LastRow;
   uint32_t slot = 0;             // whose cache: slot_prefill's slot, else 0
+  uint32_t source = 0;           // the source pass's source cache (record_source)
   const Batch* batch = nullptr;  // slot_decode's rows, each in its slot's cache
   const Segments* segments = nullptr;  // an encoder's batch of sequences (T = their rows)
   bool taps = false;             // X after every block into GpuState::taps (logits() only)
@@ -64,9 +65,12 @@ struct GpuState {
   // [layer]: a layer's caches, [slots, slot rows, A], one slot every slot_stride bytes. An
   // encoder keeps nothing from layer to layer: every layer's is the same [R, A].
   std::vector<vk::BufferSpan> k_cache, v_cache;
-  // [layer]: a decoder's source keys and values (cross-attention), [S, A] fp32, S = source_len.
+  // [layer]: a decoder's source keys and values (cross-attention), [sources, n_ctx, A] fp32,
+  // one source cache every source_stride bytes; source cache i holds source_lens[i] rows, and
+  // slot s reads source cache source_of[s] (kNoSource: none).
   std::vector<vk::BufferSpan> source_k, source_v;
-  uint32_t source_len = 0;
+  uint64_t source_bytes = 0, source_stride = 0;
+  std::vector<uint32_t> source_lens, source_of;
   uint64_t slot_bytes = 0, slot_stride = 0;
   DType kv_cache = DType::F32;            // GpuModelOptions::kv_cache
   vk::BufferSpan ids, step, batch_rows;  // written by the host before each pass
@@ -84,7 +88,17 @@ struct GpuState {
   vk::BufferSpan v(uint32_t layer, uint32_t slot) const {
     return v_cache[layer].sub(slot * slot_stride, slot_bytes);
   }
+  // A source cache of a layer, [n_ctx, A].
+  vk::BufferSpan sk(uint32_t layer, uint32_t source) const {
+    return source_k[layer].sub(source * source_stride, source_bytes);
+  }
+  vk::BufferSpan sv(uint32_t layer, uint32_t source) const {
+    return source_v[layer].sub(source * source_stride, source_bytes);
+  }
 };
+
+// GpuState::source_of for a slot without a source.
+inline constexpr uint32_t kNoSource = ~0u;
 
 // The backend graph.h drives: each step records its ops into the recorder, on the state and
 // for the pass it is given.
@@ -123,6 +137,7 @@ class GpuModel final : public Model {
         rates_(o.rates),
         slots_(o.slots),
         slot_ctx_(o.slot_context ? o.slot_context : ckpt.config().n_ctx),
+        sources_(o.sources),
         encoder_batch_(std::max<uint32_t>(1, o.encoder_batch)),
         ops_(gpu::checked_ops(device)),
         weights_(device, "weights"),
@@ -161,6 +176,7 @@ class GpuModel final : public Model {
 
  protected:
   void run_source(std::span<const float> hidden, uint32_t S) override;
+  void run_slot_source(uint32_t slot, std::span<const float> hidden, uint32_t S) override;
   void run(std::span<const int32_t> ids, bool all_rows, uint32_t k, std::vector<float>& logits,
            std::vector<int32_t>& top_ids) override {
     run_at(std::nullopt, length(), ids, all_rows, k, logits, top_ids);
@@ -170,6 +186,7 @@ class GpuModel final : public Model {
   uint32_t slots() const override { return slots_; }
   uint32_t slot_context() const override { return slots_ > 1 ? slot_ctx_ : Model::slot_context(); }
   uint32_t slot_length(uint32_t slot) const override;
+  uint32_t slot_source_length(uint32_t slot) const override;
   void slot_reset(uint32_t slot) override;
   void slot_truncate(uint32_t slot, uint32_t n) override;
   std::vector<float> slot_prefill(uint32_t slot, std::span<const int32_t> ids,
@@ -180,7 +197,7 @@ class GpuModel final : public Model {
  public:
   size_t prepare(uint32_t prompt_tokens, uint32_t max_new, uint32_t k, uint32_t window,
                  const vk::CompileProgress& progress) override;
-  size_t prepare_source(uint32_t S, uint32_t max_new, uint32_t k,
+  size_t prepare_source(uint32_t S, uint32_t max_new, uint32_t k, bool own_sources,
                         const vk::CompileProgress& progress) override;
   // An encoder's: compiles what encode() of T tokens uses, without its head where not `head`.
   size_t prepare_encode(uint32_t T, bool head, const vk::CompileProgress& progress);
@@ -192,8 +209,10 @@ class GpuModel final : public Model {
   Pass plan_pass(uint32_t T, uint32_t pos, bool all_rows, uint32_t k, bool last = true) const;
   // Records p (dry: only names the pipelines, Recorder::begin_dry), and the top-k after it.
   void record_pass(const Pass& p, uint32_t k, bool dry);
-  // Records the source pass of S rows (dry: as record_pass).
-  void record_source(uint32_t S, bool dry);
+  // Records the source pass of S rows into source cache `source` (dry: as record_pass).
+  void record_source(uint32_t source, uint32_t S, bool dry);
+  // The source pass of S rows into source cache `source`, and its run.
+  void store_source(uint32_t source, std::span<const float> hidden, uint32_t S);
   // Records slot_copy's copies, copies[i] of rows[i] cached rows (dry: as record_pass).
   void record_copies(std::span<const SlotCopy> copies, std::span<const uint32_t> rows, bool dry);
   // prepare()'s dry recordings: the passes generate() runs (see there).
@@ -246,6 +265,7 @@ class GpuModel final : public Model {
   std::optional<SubmissionRates> rates_;
   double speed_ = 1;  // the best observed_speed() of a pass so far
   uint32_t slots_, slot_ctx_;      // GpuModelOptions::slots, slot_context
+  uint32_t sources_;               // GpuModelOptions::sources
   uint32_t encoder_batch_;         // GpuModelOptions::encoder_batch
   uint32_t rows_ = 0;              // the activations' rows: n_ctx, or an encoder batch's
   // A batch's sequences start at multiples of this many rows, so that each one's views of the
@@ -264,8 +284,11 @@ class GpuModel final : public Model {
   std::optional<size_t> gate_;  // a gated MLP's [n_ctx, 2F]
   // [layer]: [slots, slot rows, A], slot_stride_ apart; an encoder's layers share one [R, A].
   std::vector<size_t> k_cache_, v_cache_;
-  std::vector<size_t> source_k_, source_v_;  // [layer]: [n_ctx, A] fp32 (cross-attention)
-  uint32_t source_len_ = 0;
+  // [layer]: [sources, n_ctx, A] fp32 (cross-attention), source_stride_ apart.
+  std::vector<size_t> source_k_, source_v_;
+  uint64_t source_bytes_ = 0, source_stride_ = 0;
+  std::vector<uint32_t> source_lens_;  // [sources]: rows held (0: none)
+  std::vector<uint32_t> source_of_;    // [slots]: the source cache a slot reads, or kNoSource
   uint64_t slot_bytes_ = 0, slot_stride_ = 0;
   // Batches run attention_store_batch (the same dispatches for any number of rows) where it
   // can, else each row's own.

@@ -28,22 +28,27 @@ size_t GpuModel::prepare(uint32_t prompt_tokens, uint32_t max_new, uint32_t k, u
   return compile_ahead([&] { record_generate(prompt_tokens, max_new, k, window); }, progress);
 }
 
-size_t GpuModel::prepare_source(uint32_t S, uint32_t max_new, uint32_t k,
+size_t GpuModel::prepare_source(uint32_t S, uint32_t max_new, uint32_t k, bool own_sources,
                                 const vk::CompileProgress& progress) {
   if (!config_.cross_attention || S < 1 || S > config_.n_ctx) return 0;
-  // The cross-attention's kernels follow the source's length: record as if it were S.
-  const uint32_t kept = std::exchange(source_len_, S);
+  // The cross-attention's kernels follow the source's length, and a batch's dispatches which
+  // rows share a source: record as if every source were S rows, read by the slots as asked.
+  const std::vector<uint32_t> lens =
+      std::exchange(source_lens_, std::vector<uint32_t>(sources_, S));
+  const std::vector<uint32_t> of = source_of_;
+  for (uint32_t i = 0; i < slots_; i++) source_of_[i] = own_sources ? std::min(i, sources_ - 1) : 0;
+  const auto restore = [&] { source_lens_ = lens, source_of_ = of; };
   try {
     const size_t made = compile_ahead(
         [&] {
-          record_source(S, true);
+          record_source(0, S, true);
           record_generate(1, max_new, k, 0);
         },
         progress);
-    source_len_ = kept;
+    restore();
     return made;
   } catch (...) {
-    source_len_ = kept;
+    restore();
     throw;
   }
 }

@@ -23,11 +23,13 @@ void Model::warn_nonfinite(const Checkpoint& ckpt, const std::string& tensor, ui
 }
 
 void Model::check(std::span<const int32_t> ids, uint32_t length, uint32_t context,
-                  const std::string& whose) const {
+                  const std::string& whose, uint32_t slot) const {
   const Config& c = config();
   if (ids.empty()) throw std::runtime_error("no tokens to run");
-  if (c.cross_attention && source_length_ == 0)
-    throw std::runtime_error("a decoder with cross-attention runs after set_source()");
+  if (c.cross_attention && slot_source_length(slot) == 0)
+    throw std::runtime_error(
+        slot == 0 ? std::string("a decoder with cross-attention runs after set_source()")
+                  : "slot " + std::to_string(slot) + " has no source: set_source() first");
   if (length + ids.size() > context)
     throw std::runtime_error(std::to_string(length + ids.size()) + " tokens would pass " + whose +
                              " context of " + std::to_string(context));
@@ -70,7 +72,7 @@ Candidates Model::next(std::span<const int32_t> ids, uint32_t k) {
   return c;
 }
 
-void Model::set_source(std::span<const float> hidden) {
+uint32_t Model::source_rows(std::span<const float> hidden) const {
   const Config& c = config();
   if (!c.cross_attention)
     throw std::runtime_error("set_source: this decoder has no cross-attention");
@@ -81,9 +83,25 @@ void Model::set_source(std::span<const float> hidden) {
   if (S > c.n_ctx)
     throw std::runtime_error("set_source: a source of " + std::to_string(S) +
                              " tokens; the model takes at most " + std::to_string(c.n_ctx));
+  return S;
+}
+
+void Model::set_source(std::span<const float> hidden) {
+  const uint32_t S = source_rows(hidden);
   source_length_ = 0;  // until the pass has run
   run_source(hidden, S);
   source_length_ = S;
+}
+
+void Model::slot_set_source(uint32_t slot, std::span<const float> hidden) {
+  check_slot(slot);
+  if (slots() == 1) return set_source(hidden);
+  run_slot_source(slot, hidden, source_rows(hidden));
+}
+
+uint32_t Model::slot_source_length(uint32_t slot) const {
+  check_slot(slot);
+  return source_length_;
 }
 
 // One slot: the model's own cache.

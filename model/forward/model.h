@@ -49,7 +49,16 @@ class Model {
   // kept for every pass and slot until the next set_source(); the caches are not reset. Passes
   // of such a decoder throw until it has a source.
   void set_source(std::span<const float> hidden);
-  uint32_t source_length() const { return source_length_; }
+  uint32_t source_length() const { return slot_source_length(0); }
+  // The same for one slot of a decoder with several (GpuModelOptions::slots), into a source
+  // cache of its own (slot < GpuModelOptions::sources): that slot reads this source from now on,
+  // the others theirs. A slot that read the source cache this overwrites (it shared the slot's
+  // source through set_source() or slot_copy()) has none until it is given one. With one slot:
+  // set_source().
+  void slot_set_source(uint32_t slot, std::span<const float> hidden);
+  // The rows of the source slot's cross-attention reads; 0 for none yet. Slots share a source
+  // after set_source() (every slot) and slot_copy() (the copy its original's).
+  virtual uint32_t slot_source_length(uint32_t slot) const;
 
   // Runs ids at positions [length(), length() + n) and appends them to the cache. Throws when
   // they would pass n_ctx or an id is outside the vocabulary.
@@ -128,9 +137,11 @@ class Model {
   // A decoder with cross-attention: makes ready, as prepare() does, what decoding after a
   // set_source() of S rows will use: the source's pass, then `max_new` one-token passes from
   // the start (each with this k) and, with slots, their batches (beam search's steps).
-  virtual size_t prepare_source(uint32_t S, uint32_t max_new, uint32_t k,
+  // With own_sources, every slot's batches as slots with sources of their own decode them
+  // (slot_set_source: greedy decoding of several sources together), else as beams of one.
+  virtual size_t prepare_source(uint32_t S, uint32_t max_new, uint32_t k, bool own_sources,
                                 const std::function<void(size_t, size_t)>& progress = {}) {
-    (void)S, (void)max_new, (void)k, (void)progress;
+    (void)S, (void)max_new, (void)k, (void)own_sources, (void)progress;
     return 0;
   }
 
@@ -138,6 +149,10 @@ class Model {
   // The source pass of set_source(): S rows, checked.
   virtual void run_source(std::span<const float> hidden, uint32_t S) {
     (void)hidden, (void)S;
+  }
+  // slot_set_source()'s, on a model with more than one slot.
+  virtual void run_slot_source(uint32_t slot, std::span<const float> hidden, uint32_t S) {
+    (void)slot, (void)hidden, (void)S;
   }
   // One forward pass over ids at position length_; all rows' logits or the last row's best k.
   virtual void run(std::span<const int32_t> ids, bool all_rows, uint32_t k, std::vector<float>& logits,
@@ -158,11 +173,14 @@ class Model {
   void warn_nonfinite(const Checkpoint& ckpt, const std::string& tensor, uint64_t bad,
                       uint64_t total, const char* as);
   // Throws unless ids are not empty, in the vocabulary, and fit a cache of `context` tokens
-  // holding `length`; `whose` names that cache in the message ("the model's", "slot 2's").
+  // holding `length`; `whose` names that cache in the message ("the model's", "slot 2's"); and
+  // for a decoder with cross-attention, unless `slot` has a source.
   void check(std::span<const int32_t> ids, uint32_t length, uint32_t context,
-             const std::string& whose) const;
+             const std::string& whose, uint32_t slot = 0) const;
   // Throws unless slot < slots().
   void check_slot(uint32_t slot) const;
+  // The rows of hidden, the encoder's output [S, C], checked as set_source() takes them.
+  uint32_t source_rows(std::span<const float> hidden) const;
   // Throws unless a slot of `length` tokens can keep n of them (slot_truncate).
   void check_truncate(uint32_t n, uint32_t length) const;
 

@@ -21,18 +21,25 @@ std::vector<float> Seq2Seq::set_source(std::span<const int32_t> source) {
   return std::move(e.hidden);
 }
 
-size_t Seq2Seq::prepare(std::span<const uint32_t> source_lengths, uint32_t max_new,
-                        uint32_t beams) {
-  // Greedy steps take the best id (k 1); beams in slots run slot_decode's batches, which the
-  // decoder's prepare records whatever k is.
-  const uint32_t k = beams > 1 ? 0 : 1;
+void Seq2Seq::set_slot_source(uint32_t slot, std::span<const int32_t> source) {
+  if (source.empty()) throw std::runtime_error("an empty source: nothing to translate");
+  Encoded e = encoder_->encode(source, {}, false);
+  decoder_->slot_set_source(slot, e.hidden);
+  decoder_->slot_reset(slot);
+}
+
+size_t Seq2Seq::prepare(std::span<const uint32_t> source_lengths, uint32_t max_new, uint32_t beams,
+                        bool batched) {
+  // Greedy steps take the best id (k 1); beams in slots, and greedy_batch's slots, run
+  // slot_decode's batches, which the decoder's prepare records whatever k is.
+  const uint32_t k = beams > 1 || batched ? 0 : 1;
   const uint32_t steps = std::min<uint32_t>(max_new, config_.n_ctx - 1);
   std::vector<uint32_t> lengths(source_lengths.begin(), source_lengths.end());
   std::sort(lengths.begin(), lengths.end());
   lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
   size_t made = 0;
   for (uint32_t S : lengths)
-    made += encoder_->prepare(S, false) + decoder_->prepare_source(S, steps, k);
+    made += encoder_->prepare(S, false) + decoder_->prepare_source(S, steps, k, batched);
   return made;
 }
 
@@ -61,6 +68,7 @@ std::unique_ptr<Seq2Seq> make_gpu_seq2seq(const Checkpoint& checkpoint, const vk
   require_seq2seq(checkpoint);
   GpuModelOptions encoder_options = options;
   encoder_options.slots = 1;
+  encoder_options.sources = 1;
   return std::make_unique<Seq2Seq>(
       checkpoint.config(),
       make_gpu_encoder(*checkpoint.side(Family::Encoder), device, encoder_options),

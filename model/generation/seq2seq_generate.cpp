@@ -1,7 +1,10 @@
 #include "model/generation/seq2seq_generate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
+#include <optional>
+#include <stdexcept>
 
 namespace model {
 namespace {
@@ -81,6 +84,76 @@ std::vector<int32_t> greedy(Seq2Seq& m, std::span<const int32_t> source, uint32_
     next = i + 1 == limit && c.forced_eos_token_id ? *c.forced_eos_token_id : best.ids[0];
     out.push_back(next);
     if (c.eos_token_id && next == *c.eos_token_id) break;
+  }
+  return out;
+}
+
+namespace {
+
+// The best of a row's logits, ties to the lower id, as the device's argmax and top-k take it.
+int32_t best_id(std::span<const float> row) {
+  int32_t best = -1;
+  for (size_t v = 0; v < row.size(); v++)
+    if (!std::isnan(row[v]) && (best < 0 || row[v] > row[static_cast<size_t>(best)]))
+      best = static_cast<int32_t>(v);
+  if (best < 0)
+    throw std::runtime_error("every logit is NaN: the model's weights or activations are broken");
+  return best;
+}
+
+}  // namespace
+
+std::vector<std::vector<int32_t>> greedy_batch(
+    Seq2Seq& m, std::span<const std::vector<int32_t>> sources, uint32_t max_new, uint32_t batch,
+    const std::function<void(size_t, const std::vector<int32_t>&)>& on_done) {
+  std::vector<std::vector<int32_t>> out(sources.size());
+  const Config& c = m.config();
+  Model& d = m.decoder();
+  batch = static_cast<uint32_t>(std::min<size_t>({batch, d.slots(), sources.size()}));
+  // The decoder's context bounds the start token and the new ids together.
+  const uint32_t limit = std::min<uint32_t>(max_new, c.n_ctx - 1);
+  if (batch <= 1 || limit == 0) {
+    for (size_t i = 0; i < sources.size(); i++) {
+      out[i] = greedy(m, sources[i], max_new);
+      if (on_done) on_done(i, out[i]);
+    }
+    return out;
+  }
+  const size_t V = c.n_vocab;
+  // lane[slot]: the source that slot decodes and the id it runs next, or none once the sources
+  // have run out.
+  struct Lane {
+    size_t source;
+    int32_t next;
+  };
+  std::vector<std::optional<Lane>> lane(batch);
+  size_t taken = 0;
+  const auto take = [&](uint32_t slot) {
+    lane[slot].reset();
+    if (taken == sources.size()) return;
+    m.set_slot_source(slot, sources[taken]);
+    lane[slot] = Lane{taken++, *c.decoder_start_token_id};
+  };
+  for (uint32_t slot = 0; slot < batch; slot++) take(slot);
+  std::vector<Model::SlotToken> rows;
+  while (true) {
+    rows.clear();
+    for (uint32_t slot = 0; slot < batch; slot++)
+      if (lane[slot]) rows.push_back({slot, lane[slot]->next});
+    if (rows.empty()) break;
+    const std::vector<float> logits = d.slot_decode(rows);
+    for (size_t r = 0; r < rows.size(); r++) {
+      Lane& l = *lane[rows[r].slot];
+      std::vector<int32_t>& ids = out[l.source];
+      const bool last = ids.size() + 1 == limit;
+      l.next = last && c.forced_eos_token_id ? *c.forced_eos_token_id
+                                             : best_id(std::span(logits).subspan(r * V, V));
+      ids.push_back(l.next);
+      if (last || (c.eos_token_id && l.next == *c.eos_token_id)) {
+        if (on_done) on_done(l.source, ids);
+        take(rows[r].slot);
+      }
+    }
   }
   return out;
 }

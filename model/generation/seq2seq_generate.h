@@ -2,6 +2,7 @@
 // runs it: greedy, or beam search (beam.h).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -14,6 +15,17 @@ namespace model {
 // step, ending at eos (kept); where the config has a forced eos, the last step allowed is that
 // token. Returns the ids after the start token.
 std::vector<int32_t> greedy(Seq2Seq& m, std::span<const int32_t> source, uint32_t max_new);
+
+// Greedy decoding of several sources, each as greedy() decodes it. With batch > 1, up to that
+// many decode together in the decoder's slots, each with its source in a source cache of its own
+// (the decoder made with GpuModelOptions::slots and sources >= batch): a slot takes the next
+// source as soon as its own ends. A row's logits do not depend on the rows beside it
+// (Model::slot_decode), so the ids are greedy()'s. on_done(i, ids) is called as source i's ids
+// (after the start token) are complete, in the order they complete; they are returned too, in
+// the sources' order.
+std::vector<std::vector<int32_t>> greedy_batch(
+    Seq2Seq& m, std::span<const std::vector<int32_t>> sources, uint32_t max_new, uint32_t batch,
+    const std::function<void(size_t, const std::vector<int32_t>&)>& on_done = {});
 
 // Beam search of the source, with the config's start, eos and forced eos over `settings`' own.
 // Returns the ids after the start token. Each step runs every beam's prefix again from an empty
