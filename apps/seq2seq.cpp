@@ -3,13 +3,15 @@
 // vocab.json, T5's spiece.model), encoded once, and decoded
 // greedily or by beam search as Hugging Face's generate() does (model/generation/
 // seq2seq_generate.h), with generation_config.json's settings where the command line gives none.
-// Greedy sources of a -f file decode several together on a GPU, a decoder slot each (--batch).
+// --sample draws each token as generate(do_sample=True) does. Greedy or sampled sources of a -f
+// file decode several together on a GPU, a decoder slot each (--batch).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <random>
 
 #include "apps/commands.h"
 #include "apps/seq2seq_session.h"
@@ -26,6 +28,10 @@ struct Seq2SeqArgs {
   std::optional<uint32_t> beams, max_new, no_repeat_ngram, batch;
   std::optional<double> length_penalty;
   std::string early_stopping;  // true | false | never; "" = generation_config.json's
+  bool sample = false;
+  std::optional<float> temp, top_p;
+  std::optional<uint32_t> top_k;
+  std::optional<uint64_t> seed;
 };
 
 // The search generate() would run: generation_config.json's (generation_config()), the command
@@ -47,7 +53,41 @@ model::BeamSettings settings(const std::filesystem::path& dir, const Seq2SeqArgs
   return s;
 }
 
-// Sources decoded together (greedy_batch): --batch, else as many as the slots hold on a GPU;
+// How each token is drawn where it is not the best one: with --sample or generation_config.json's
+// do_sample, Hugging Face's sampling (generation_sampling()) with the command line over it, the
+// seed --seed's or a random one; none (greedy or beams) otherwise, or at --temp 0.
+std::optional<model::SamplerOptions> sampling(const std::filesystem::path& dir,
+                                              const Seq2SeqArgs& a, uint32_t beams) {
+  std::optional<model::SamplerOptions> o = generation_sampling(dir);
+  if (a.sample && !o) o = hf_sampling();
+  if (!o) {
+    if (a.temp || a.top_k || a.top_p || a.seed)
+      throw std::runtime_error(
+          "--temp, --top-k, --top-p and --seed are for sampling: add --sample (or do_sample in "
+          "generation_config.json)");
+    return o;
+  }
+  if (a.temp) o->temperature = *a.temp;
+  if (a.top_k) o->top_k = *a.top_k;
+  if (a.top_p) o->top_p = *a.top_p;
+  const auto text = [](float v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g", double{v});
+    return std::string(b);
+  };
+  if (!(o->temperature >= 0 && o->temperature <= 100))
+    throw std::runtime_error("temperature " + text(o->temperature) + ": 0 (greedy) to 100");
+  if (!(o->top_p > 0 && o->top_p <= 1))
+    throw std::runtime_error("top-p " + text(o->top_p) + ": above 0, at most 1");
+  if (o->temperature == 0) return std::nullopt;
+  if (beams > 1)
+    throw std::runtime_error("sampling with " + std::to_string(beams) +
+                             " beams: beam sampling is not supported (--beams 1, or no --sample)");
+  o->seed = a.seed ? *a.seed : std::random_device{}();
+  return o;
+}
+
+// Sources decoded together (decode_batch): --batch, else as many as the slots hold on a GPU;
 // beams take the slots for themselves.
 uint32_t batch_size(const Seq2SeqArgs& a, const model::BeamSettings& s, size_t texts) {
   if (a.batch && (*a.batch < 1 || *a.batch > model::kMaxSlots))
@@ -57,7 +97,7 @@ uint32_t batch_size(const Seq2SeqArgs& a, const model::BeamSettings& s, size_t t
     if (a.batch.value_or(1) > 1)
       throw std::runtime_error("--batch " + std::to_string(*a.batch) + " with " +
                                std::to_string(s.beams) +
-                               " beams: sources decode together greedily only (the beams take "
+                               " beams: sources decode together without beams only (the beams take "
                                "the slots)");
     return 1;
   }
@@ -69,6 +109,7 @@ uint32_t batch_size(const Seq2SeqArgs& a, const model::BeamSettings& s, size_t t
 int seq2seq(Seq2SeqArgs a) {
   const std::vector<std::string> texts = read_texts(a.prompt, a.file);
   const model::BeamSettings s = settings(model_dir(a.model), a);
+  const std::optional<model::SamplerOptions> sampled = sampling(model_dir(a.model), a, s.beams);
   uint32_t batch = batch_size(a, s, texts.size());
   // A slot per beam keeps every beam's caches on the device (seq2seq_generate.h); a slot and a
   // source cache per source decoded together.
@@ -93,7 +134,8 @@ int seq2seq(Seq2SeqArgs a) {
     lengths.push_back(static_cast<uint32_t>(sources.back().size()));
   }
   auto t0 = std::chrono::steady_clock::now();
-  const size_t pipelines = m->prepare(lengths, s.max_new_tokens, s.beams, batch > 1);
+  const size_t pipelines =
+      m->prepare(lengths, s.max_new_tokens, s.beams, batch > 1, sampled.has_value());
   const double compile_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
@@ -109,7 +151,7 @@ int seq2seq(Seq2SeqArgs a) {
     // Each source's text as soon as it and those before it are done, in the file's order.
     std::vector<std::optional<std::vector<int32_t>>> done(sources.size());
     size_t printed = 0;
-    model::greedy_batch(*m, sources, s.max_new_tokens, batch,
+    model::decode_batch(*m, sources, s.max_new_tokens, batch, sampled ? &*sampled : nullptr,
                         [&](size_t i, const std::vector<int32_t>& ids) {
                           done[i] = ids;
                           for (; printed < sources.size() && done[printed]; printed++) {
@@ -123,9 +165,10 @@ int seq2seq(Seq2SeqArgs a) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::string compile = pipelines_note(pipelines, compile_s, session.device.get());
   if (!compile.empty()) compile += ", then ";
-  const std::string search = s.beams > 1 ? std::to_string(s.beams) + " beams"
-                             : batch > 1 ? "greedy, " + std::to_string(batch) + " sources together"
-                                         : "greedy";
+  std::string search = s.beams > 1 ? std::to_string(s.beams) + " beams"
+                       : sampled   ? "sampled, seed " + std::to_string(sampled->seed)
+                                   : "greedy";
+  if (batch > 1) search += ", " + std::to_string(batch) + " sources together";
   std::fprintf(stderr,
                "gpt2vk: %s%zu source(s), %zu tokens read, %zu generated (%s) in %.2f s on %s\n",
                compile.c_str(), texts.size(), read, made, search.c_str(), secs,
@@ -143,7 +186,14 @@ Command add_seq2seq(CLI::App& cli) {
   cmd->add_option("-f,--file", args->file, "source texts, one per line");
   cmd->add_option("--beams", args->beams, "beam search with this many beams (1: greedy)");
   cmd->add_option("--batch", args->batch,
-                  "greedy: decode this many sources together (default: up to 8 on a GPU)");
+                  "without beams: decode this many sources together (default: up to 8 on a GPU)");
+  cmd->add_flag("--sample", args->sample,
+                "draw each token as generate(do_sample=True): temperature, top-k, top-p");
+  cmd->add_option("--temp", args->temp, "sampling temperature (default 1; 0: greedy)");
+  cmd->add_option("--top-k", args->top_k, "sample among the k best (default 50; 0: all)");
+  cmd->add_option("--top-p", args->top_p, "sample within this probability mass (default 1)");
+  cmd->add_option("--seed", args->seed,
+                  "the draws' seed (source i of a file: seed + i); default: random");
   cmd->add_option("-n,--n-predict", args->max_new, "at most this many new tokens");
   cmd->add_option("--length-penalty", args->length_penalty, "beam scores / length^this");
   cmd->add_option("--no-repeat-ngram", args->no_repeat_ngram, "no n-gram of this size twice");

@@ -66,14 +66,28 @@ Seq2SeqSession open_seq2seq(const ModelArgs& args, bool tokenizers) {
   return s;
 }
 
+namespace {
+
+// The folder's generation_config.json, parsed (null without one), read by `read` with each
+// json error named by the file.
+template <typename Read>
+void with_generation_config(const std::filesystem::path& dir, Read read) {
+  const std::filesystem::path file = dir / "generation_config.json";
+  if (!std::filesystem::exists(file)) return;
+  try {
+    read(nlohmann::json::parse(read_file(file.string())), file);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(file.string() + ": " + e.what());
+  }
+}
+
+}  // namespace
+
 model::BeamSettings generation_config(const std::filesystem::path& dir) {
   model::BeamSettings s;
   s.beams = 1;
   s.max_new_tokens = 19;
-  const std::filesystem::path file = dir / "generation_config.json";
-  if (!std::filesystem::exists(file)) return s;
-  try {
-    const nlohmann::json g = nlohmann::json::parse(read_file(file.string()));
+  with_generation_config(dir, [&](const nlohmann::json& g, const std::filesystem::path& file) {
     if (g.contains("num_beams")) s.beams = g["num_beams"].get<uint32_t>();
     if (g.contains("max_new_tokens"))
       s.max_new_tokens = g["max_new_tokens"].get<uint32_t>();
@@ -93,10 +107,29 @@ model::BeamSettings generation_config(const std::filesystem::path& dir) {
         throw std::runtime_error(file.string() +
                                  ": early_stopping: expected true, false or \"never\"");
     }
-  } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(file.string() + ": " + e.what());
-  }
+  });
   return s;
+}
+
+std::optional<model::SamplerOptions> generation_sampling(const std::filesystem::path& dir) {
+  std::optional<model::SamplerOptions> o;
+  with_generation_config(dir, [&](const nlohmann::json& g, const std::filesystem::path&) {
+    if (!g.value("do_sample", false)) return;
+    o = hf_sampling();
+    if (g.contains("temperature")) o->temperature = g["temperature"].get<float>();
+    if (g.contains("top_k")) o->top_k = g["top_k"].get<uint32_t>();
+    if (g.contains("top_p")) o->top_p = g["top_p"].get<float>();
+  });
+  return o;
+}
+
+model::SamplerOptions hf_sampling() {
+  model::SamplerOptions o;
+  o.temperature = 1.0f;
+  o.top_k = 50;
+  o.top_p = 1.0f;
+  o.temperature_first = true;
+  return o;
 }
 
 std::vector<int32_t> encode_source(const Seq2SeqSession& s, const std::string& text,

@@ -4,12 +4,14 @@
 #pragma once
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "apps/session.h"
 #include "model/forward/seq2seq.h"
 #include "model/generation/beam.h"
+#include "model/generation/sampler.h"
 #include "model/text/sentencepiece.h"
 
 namespace app {
@@ -47,5 +49,14 @@ std::vector<int32_t> encode_source(const Seq2SeqSession& s, const std::string& t
 // config's start and eos not yet filled in (model::beam does). Throws naming the file for a
 // value of the wrong type.
 model::BeamSettings generation_config(const std::filesystem::path& dir);
+
+// Sampling as generate(do_sample=True) draws: temperature 1, top-k 50, top-p 1, in its order
+// (SamplerOptions::temperature_first); the seed 0.
+model::SamplerOptions hf_sampling();
+
+// The folder's generation_config.json's sampling where it says do_sample (its temperature,
+// top_k and top_p over hf_sampling()'s); none where it does not, or there is no file. Throws
+// naming the file for a value of the wrong type.
+std::optional<model::SamplerOptions> generation_sampling(const std::filesystem::path& dir);
 
 }  // namespace app

@@ -85,6 +85,22 @@ TEST_CASE("sampler: top-k and top-p cut the tail") {
   CHECK(histogram(p01, c, 200) == std::map<int32_t, int>{{0, 200}});
 }
 
+TEST_CASE("sampler: Hugging Face's order cuts top-p after the temperature") {
+  // Probabilities 0.4, 0.3, 0.2, 0.1 at T = 1; at T = 0.5 they square to 16, 9, 4, 1 over 30,
+  // so 0.533 + 0.3 = 0.833 reaches top-p 0.8 with two ids, where llama.cpp's order (top-p at
+  // T = 1: 0.4 + 0.3 + 0.2) keeps three. The kept ids are drawn as softmax(logits / T), 16 : 9.
+  const model::Candidates c =
+      all_logits({std::log(0.4f), std::log(0.3f), std::log(0.2f), std::log(0.1f)});
+  model::SamplerOptions o{0.5f, 0, 0.8f, 8};
+  model::Sampler llama(o);
+  CHECK(histogram(llama, c, 5000).size() == 3);
+  o.temperature_first = true;
+  model::Sampler hf(o);
+  std::map<int32_t, int> h = histogram(hf, c, 20000);
+  CHECK(h.size() == 2);
+  CHECK(std::fabs(h[0] / 20000.0 - 16.0 / 25) < 0.015);
+}
+
 TEST_CASE("sampler: all V logits give the draws the GPU's top-k candidates give") {
   // 300 logits with repeats (ties go to the lower id either way), and their best 40 as the
   // GPU's top-k returns them, best first: with one seed, the same 200 draws from both.

@@ -1,4 +1,4 @@
-// Several sources decoded together (Model::slot_set_source, greedy_batch): each slot reads the
+// Several sources decoded together (Model::slot_set_source, decode_batch): each slot reads the
 // source cache of its own, and a row's logits are the bits it gets decoded alone, so the ids are
 // greedy()'s of each source; under both kernel sets, on the fixtures Hugging Face saved (Marian,
 // T5 v1.0 and v1.1) and on models/reverse, whose sources end at different steps.
@@ -72,7 +72,7 @@ TEST_CASE("seq2seq: sources decoded together give greedy()'s ids, each as alone"
       auto together = model::make_gpu_seq2seq(*checkpoint, g.with_kernels(set), options(4));
       std::vector<size_t> order;
       const std::vector<std::vector<int32_t>> got =
-          model::greedy_batch(*together, sources, max_new, 4,
+          model::decode_batch(*together, sources, max_new, 4, nullptr,
                               [&](size_t i, const std::vector<int32_t>&) { order.push_back(i); });
       REQUIRE(got.size() == sources.size());
       CHECK(order.size() == sources.size());
@@ -84,6 +84,43 @@ TEST_CASE("seq2seq: sources decoded together give greedy()'s ids, each as alone"
       }
       // The reversals end at different steps, so slots took sources in mid-flight of the others.
       if (reverse) CHECK(std::set<size_t>(lengths.begin(), lengths.end()).size() > 3);
+    }
+  }
+}
+
+TEST_CASE("seq2seq: sampled sources decode together as each does alone") {
+  // Each source draws from a Sampler of its own (seed + its index), from all V logits of its
+  // step whether alone (sample()) or in a batch: the same ids either way. At temperature 4 the
+  // random Marian and T5 v1.0 fixtures' draws are far from greedy's (v1.1's logits are too
+  // peaked for that); at 1e-4 they are greedy's.
+  GPU_TEST(g);
+  for (const char* name : {"marian", "t5-v1_0"}) {
+    CAPTURE(std::string(name));
+    auto checkpoint = model::Checkpoint::load(test::source_dir() / "tests/data/hf" / name);
+    const std::vector<std::vector<int32_t>> sources = sources_of(9, checkpoint->config().n_vocab);
+    const uint32_t max_new = 10;
+    model::SamplerOptions o;
+    o.temperature = 4.0f, o.top_k = 50, o.top_p = 0.95f, o.seed = 11, o.temperature_first = true;
+    for (vk::KernelSet set : test::kKernelSets) {
+      CAPTURE(vk::kernel_set_name(set));
+      auto alone = model::make_gpu_seq2seq(*checkpoint, g.with_kernels(set), options(1));
+      auto together = model::make_gpu_seq2seq(*checkpoint, g.with_kernels(set), options(4));
+      const auto one = model::decode_batch(*alone, sources, max_new, 1, &o);
+      CHECK(model::decode_batch(*together, sources, max_new, 4, &o) == one);
+      // Source i's own sampler: its ids alone, seeded seed + i.
+      model::SamplerOptions third = o;
+      third.seed += 2;
+      model::Sampler s(third);
+      CHECK(model::sample(*alone, sources[2], max_new, s) == one[2]);
+      size_t differ = 0;
+      for (size_t i = 0; i < sources.size(); i++)
+        differ += one[i] != model::greedy(*alone, sources[i], max_new);
+      CHECK(differ >= sources.size() / 2);
+      model::SamplerOptions cold = o;
+      cold.temperature = 1e-4f;
+      const auto near_greedy = model::decode_batch(*together, sources, max_new, 4, &cold);
+      for (size_t i = 0; i < sources.size(); i++)
+        CHECK(near_greedy[i] == model::greedy(*alone, sources[i], max_new));
     }
   }
 }
@@ -164,19 +201,27 @@ TEST_CASE("seq2seq: which source a slot reads") {
                        doctest::Contains("4 source caches for 3 slots"), std::runtime_error);
 }
 
-TEST_CASE("seq2seq: prepare() for sources decoded together compiles what they use") {
+TEST_CASE("seq2seq: prepare() for sources decoded together, or sampled, compiles what they use") {
   GPU_TEST(g);
   auto checkpoint = model::Checkpoint::load(test::source_dir() / "tests/data/hf/t5-v1_0");
   const std::vector<std::vector<int32_t>> sources = sources_of(7, checkpoint->config().n_vocab);
+  std::vector<uint32_t> lengths;
+  for (const auto& s : sources) lengths.push_back(static_cast<uint32_t>(s.size()));
+  model::SamplerOptions o;
+  o.temperature = 1.0f, o.top_k = 50, o.top_p = 1.0f, o.temperature_first = true;
   for (vk::KernelSet set : test::kKernelSets) {
     CAPTURE(vk::kernel_set_name(set));
-    test::LoweredGpu fresh(g, {}, set);
-    auto m = model::make_gpu_seq2seq(*checkpoint, fresh.device, options(4));
-    std::vector<uint32_t> lengths;
-    for (const auto& s : sources) lengths.push_back(static_cast<uint32_t>(s.size()));
-    const size_t made = m->prepare(lengths, 8, 1, true);
-    CHECK(made > 0);
-    model::greedy_batch(*m, sources, 8, 4);
-    CHECK(fresh.device.kernels().count() == made);
+    for (const uint32_t batch : {4u, 1u}) {
+      for (const bool sampled : {false, true}) {
+        CAPTURE(batch);
+        CAPTURE(sampled);
+        test::LoweredGpu fresh(g, {}, set);
+        auto m = model::make_gpu_seq2seq(*checkpoint, fresh.device, options(batch));
+        const size_t made = m->prepare(lengths, 8, 1, batch > 1, sampled);
+        CHECK(made > 0);
+        model::decode_batch(*m, sources, 8, batch, sampled ? &o : nullptr);
+        CHECK(fresh.device.kernels().count() == made);
+      }
+    }
   }
 }

@@ -48,6 +48,15 @@ TEST_CASE("seq2seq command: text in, the library's translation out, CPU and GPU 
   model::BeamSettings b;
   b.beams = 4, b.max_new_tokens = 12, b.early_stopping = model::BeamSettings::Stop::Heuristic;
   const std::string beams = tgt->decode(model::beam(*s2s, ids, b));
+  const std::vector<std::string> texts{text, "Another line.",
+                                       "A third, longer line of text to translate."};
+  std::vector<std::vector<int32_t>> sources;
+  for (const std::string& t : texts) sources.push_back(src->encode(t));
+  model::SamplerOptions o;
+  o.temperature = 2.0f, o.top_k = 50, o.top_p = 1.0f, o.seed = 3, o.temperature_first = true;
+  std::string sampled;
+  for (const auto& out : model::decode_batch(*s2s, sources, 12, 1, &o))
+    sampled += tgt->decode_generated(out, ck->config().n_vocab) + "\n";
 
   std::vector<std::string> devices{"cpu"};
   if (test::gpu()) devices.push_back("");  // the tests' GPU: the default device
@@ -90,6 +99,17 @@ TEST_CASE("seq2seq command: text in, the library's translation out, CPU and GPU 
       REQUIRE_MESSAGE(fb.exit_code == 0, fb.err);
       CHECK(fb.out == f.out);
     }
+    // Sampled: generate(do_sample=True)'s defaults at --temp 2, source i seeded 3 + i, as the
+    // library draws them; the same lines together or one at a time.
+    const test::CliResult sf =
+        test::gpt2vk(with({"-f", file, "--sample", "--temp", "2", "--seed", "3"}));
+    REQUIRE_MESSAGE(sf.exit_code == 0, sf.err);
+    CHECK(sf.out == sampled);
+    CHECK(sf.out != f.out);
+    CHECK(sf.err.find("sampled, seed 3") != std::string::npos);
+    const test::CliResult s1 =
+        test::gpt2vk(with({"-f", file, "--sample", "--temp", "2", "--seed", "3", "--batch", "1"}));
+    CHECK(s1.out == sampled);
   }
 }
 
@@ -111,9 +131,13 @@ TEST_CASE("seq2seq command: bad input is a clear error, exit 1") {
   fails({"-p", "hi", "--beams", "1000"}, "--beams 1000: 1 to 64");
   fails({"-p", "hi", "--beams", "40"}, "at most half the vocabulary (32)");
   fails({"-p", "hi", "-n", "0"}, "-n 0: nothing to generate");
+  fails({"-p", "hi", "--temp", "0.7"}, "are for sampling: add --sample");
+  fails({"-p", "hi", "--sample", "--beams", "4"}, "beam sampling is not supported");
+  fails({"-p", "hi", "--sample", "--top-p", "0"}, "top-p 0: above 0, at most 1");
+  fails({"-p", "hi", "--sample", "--temp", "-1"}, "temperature -1: 0 (greedy) to 100");
   fails({"-p", "hi", "--batch", "0"}, "--batch 0: 1 to 8 sources together");
   fails({"-p", "hi", "--batch", "9"}, "--batch 9: 1 to 8 sources together");
-  fails({"-p", "hi", "--batch", "2", "--beams", "4"}, "sources decode together greedily only");
+  fails({"-p", "hi", "--batch", "2", "--beams", "4"}, "sources decode together without beams only");
   fails({"-p", "hi", "--early-stopping", "maybe"}, "expected true, false or never");
   fails({}, "give a text with --prompt or --file");
   std::string long_text;

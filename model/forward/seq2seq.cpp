@@ -29,10 +29,11 @@ void Seq2Seq::set_slot_source(uint32_t slot, std::span<const int32_t> source) {
 }
 
 size_t Seq2Seq::prepare(std::span<const uint32_t> source_lengths, uint32_t max_new, uint32_t beams,
-                        bool batched) {
-  // Greedy steps take the best id (k 1); beams in slots, and greedy_batch's slots, run
-  // slot_decode's batches, which the decoder's prepare records whatever k is.
-  const uint32_t k = beams > 1 || batched ? 0 : 1;
+                        bool batched, bool sampled) {
+  // Greedy steps take the best id (k 1), sampled ones all logits (k 0); beams in slots, and
+  // decode_batch's slots, run slot_decode's batches, which the decoder's prepare records
+  // whatever k is.
+  const uint32_t k = beams > 1 || batched || sampled ? 0 : 1;
   const uint32_t steps = std::min<uint32_t>(max_new, config_.n_ctx - 1);
   std::vector<uint32_t> lengths(source_lengths.begin(), source_lengths.end());
   std::sort(lengths.begin(), lengths.end());

@@ -34,16 +34,17 @@ class Seq2Seq {
   // for an empty source, one past n_ctx, or an id outside the vocabulary.
   std::vector<float> set_source(std::span<const int32_t> source);
   // The same into one decoder slot with a source cache of its own (Model::slot_set_source), its
-  // cache reset: several sources decode together, a slot each (greedy_batch). With one slot:
+  // cache reset: several sources decode together, a slot each (decode_batch). With one slot:
   // set_source().
   void set_slot_source(uint32_t slot, std::span<const int32_t> source);
 
   // Makes ready what generating from sources of these lengths will use, up to max_new tokens
-  // each (greedy, or `beams` beams in the decoder's slots, or with `batched` greedy_batch's
-  // slots of their own sources): on a GPU, the encoder's and the decoder's pipelines compiled
-  // now, in parallel, so that no pass waits for a compiler. Returns how many were compiled.
+  // each (greedy, or `beams` beams in the decoder's slots, or with `batched` decode_batch's
+  // slots of their own sources; `sampled`: each step's logits whole, as sample() takes them): on
+  // a GPU, the encoder's and the decoder's pipelines compiled now, in parallel, so that no pass
+  // waits for a compiler. Returns how many were compiled.
   size_t prepare(std::span<const uint32_t> source_lengths, uint32_t max_new, uint32_t beams,
-                 bool batched = false);
+                 bool batched = false, bool sampled = false);
 
  private:
   Config config_;

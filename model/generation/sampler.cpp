@@ -106,11 +106,13 @@ int32_t Sampler::pick(const Candidates& c, const History& h) {
   if (o_.temperature == 0 || !std::isfinite(cand.front().second)) return cand.front().first;
   if (o_.top_k > 0 && cand.size() > o_.top_k) cand.resize(o_.top_k);
 
-  // top-p on the probabilities at temperature 1, as llama.cpp's chain does: the smallest
-  // prefix whose mass reaches p (at least one token).
+  // top-p on the probabilities at temperature 1, as llama.cpp's chain does (or at the
+  // temperature, as Hugging Face's): the smallest prefix whose mass reaches p (at least one
+  // token).
   const double top = cand.front().second;
+  const double at = o_.temperature_first ? double{o_.temperature} : 1.0;
   std::vector<double> p(cand.size());
-  for (size_t i = 0; i < cand.size(); i++) p[i] = std::exp(cand[i].second - top);
+  for (size_t i = 0; i < cand.size(); i++) p[i] = std::exp((cand[i].second - top) / at);
   const double sum = std::accumulate(p.begin(), p.end(), 0.0);
   size_t keep = cand.size();
   double mass = 0;

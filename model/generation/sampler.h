@@ -1,5 +1,6 @@
 // Choosing the next token from a position's logits: penalties on the tokens seen before, then
-// greedy, or llama.cpp's default chain top-k -> top-p -> temperature -> a seeded draw.
+// greedy, or llama.cpp's default chain top-k -> top-p -> temperature -> a seeded draw (or Hugging
+// Face's order: temperature -> top-k -> top-p -> the draw).
 #pragma once
 #include <cstdint>
 #include <span>
@@ -19,6 +20,9 @@ struct SamplerOptions {
   int32_t repeat_last_n = 64;      // the window recent() keeps; 0: none, -1: the whole context
   float presence_penalty = 0.0f;   // OpenAI's: logit -= F where the token occurs; -2..2
   float frequency_penalty = 0.0f;  // OpenAI's: logit -= F * its count; -2..2
+  // Where the temperature applies: after top-k and top-p (llama.cpp's chain), or first (Hugging
+  // Face's generate: temperature, top-k, top-p), so that top-p cuts the tempered distribution.
+  bool temperature_first = false;
 
   bool penalized() const {
     return repeat_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;

@@ -103,10 +103,35 @@ int32_t best_id(std::span<const float> row) {
 
 }  // namespace
 
-std::vector<std::vector<int32_t>> greedy_batch(
+std::vector<int32_t> sample(Seq2Seq& m, std::span<const int32_t> source, uint32_t max_new,
+                            Sampler& sampler) {
+  m.set_source(source);
+  const Config& c = m.config();
+  std::vector<int32_t> out;
+  int32_t next = *c.decoder_start_token_id;
+  // The decoder's context bounds the start token and the new ids together.
+  const uint32_t limit = std::min<uint32_t>(max_new, c.n_ctx - 1);
+  for (uint32_t i = 0; i < limit; i++) {
+    // All V logits, as a batch's row has them: the draws are the same either way.
+    const Candidates all = m.decoder().next(std::span(&next, 1), 0);
+    next = i + 1 == limit && c.forced_eos_token_id ? *c.forced_eos_token_id : sampler.pick(all);
+    out.push_back(next);
+    if (c.eos_token_id && next == *c.eos_token_id) break;
+  }
+  return out;
+}
+
+std::vector<std::vector<int32_t>> decode_batch(
     Seq2Seq& m, std::span<const std::vector<int32_t>> sources, uint32_t max_new, uint32_t batch,
+    const SamplerOptions* sampling,
     const std::function<void(size_t, const std::vector<int32_t>&)>& on_done) {
   std::vector<std::vector<int32_t>> out(sources.size());
+  std::vector<Sampler> samplers;
+  for (size_t i = 0; sampling && i < sources.size(); i++) {
+    SamplerOptions o = *sampling;
+    o.seed += i;
+    samplers.emplace_back(o);
+  }
   const Config& c = m.config();
   Model& d = m.decoder();
   batch = static_cast<uint32_t>(std::min<size_t>({batch, d.slots(), sources.size()}));
@@ -114,7 +139,8 @@ std::vector<std::vector<int32_t>> greedy_batch(
   const uint32_t limit = std::min<uint32_t>(max_new, c.n_ctx - 1);
   if (batch <= 1 || limit == 0) {
     for (size_t i = 0; i < sources.size(); i++) {
-      out[i] = greedy(m, sources[i], max_new);
+      out[i] =
+          sampling ? sample(m, sources[i], max_new, samplers[i]) : greedy(m, sources[i], max_new);
       if (on_done) on_done(i, out[i]);
     }
     return out;
@@ -136,6 +162,7 @@ std::vector<std::vector<int32_t>> greedy_batch(
   };
   for (uint32_t slot = 0; slot < batch; slot++) take(slot);
   std::vector<Model::SlotToken> rows;
+  Candidates row;
   while (true) {
     rows.clear();
     for (uint32_t slot = 0; slot < batch; slot++)
@@ -145,9 +172,16 @@ std::vector<std::vector<int32_t>> greedy_batch(
     for (size_t r = 0; r < rows.size(); r++) {
       Lane& l = *lane[rows[r].slot];
       std::vector<int32_t>& ids = out[l.source];
+      const std::span<const float> mine = std::span(logits).subspan(r * V, V);
       const bool last = ids.size() + 1 == limit;
-      l.next = last && c.forced_eos_token_id ? *c.forced_eos_token_id
-                                             : best_id(std::span(logits).subspan(r * V, V));
+      if (last && c.forced_eos_token_id) {
+        l.next = *c.forced_eos_token_id;
+      } else if (sampling) {
+        row.logits.assign(mine.begin(), mine.end());
+        l.next = samplers[l.source].pick(row);
+      } else {
+        l.next = best_id(mine);
+      }
       ids.push_back(l.next);
       if (last || (c.eos_token_id && l.next == *c.eos_token_id)) {
         if (on_done) on_done(l.source, ids);
