@@ -93,8 +93,7 @@ double evaluate_pairs(model::training::GpuTrainer& trainer, const model::trainin
   for (uint64_t r0 = 0; r0 + B <= pairs.size(); r0 += B) {
     std::iota(batch.begin(), batch.end(), r0);
     model::training::gather_pairs(pairs, batch, layout, sources, inputs, targets);
-    const auto real = static_cast<double>(std::count_if(
-        targets.begin(), targets.end(), [](int32_t t) { return t != model::ignore_target; }));
+    const auto real = static_cast<double>(model::training::real_targets(targets));
     loss += trainer.evaluate(inputs, targets, sources) * real;
     n += real;
     rows += B;

@@ -278,6 +278,19 @@ TEST_CASE("upload_ids rejects ids outside the vocabulary; the shader clamps a ba
                        doctest::Contains("token id -1 at position 0"), vk::Error);
   std::vector<int32_t> five(5, 0);
   CHECK_THROWS_AS(model::gpu::upload_ids(g.device, ids, five, V), vk::Error);  // dst too small
+  // Targets: -100 (ignore_target) is padding there, and only there.
+  const std::vector<int32_t> padded = {3, model::ignore_target, 9, model::ignore_target};
+  CHECK_THROWS_WITH_AS(model::gpu::upload_ids(g.device, ids, padded, V),
+                       doctest::Contains("token id -100 at position 1"), vk::Error);
+  model::gpu::upload_ids(g.device, ids, padded, V, true);
+  std::vector<int32_t> back(4);
+  vk::download(g.device, back.data(), ids, 16);
+  CHECK(back == padded);
+  CHECK_THROWS_WITH_AS(
+      model::gpu::upload_ids(g.device, ids, bad_low, V, true),
+      doctest::Contains(
+          "target -1 at position 0 is outside the vocabulary [0, 10) and not -100 (padding)"),
+      vk::Error);
 
   // Bypassing upload_ids: the shader reads the nearest valid row instead of out of bounds.
   HostWeight wte = make_weight(g.device, arena, V * C, DType::F32, 3);

@@ -159,7 +159,7 @@ namespace {
 
 // Throws unless some target is not padding: the mean has no rows otherwise (as GpuTrainer).
 void require_targets(std::span<const int32_t> targets, const char* op) {
-  if (std::none_of(targets.begin(), targets.end(), [](int32_t t) { return t != ignore_target; }))
+  if (real_targets(targets) == 0)
     throw std::invalid_argument(std::string(op) + ": a step whose targets are all padding (" +
                                 std::to_string(ignore_target) + ")");
 }

@@ -278,14 +278,8 @@ struct GpuTrainer::Impl {
                     std::span<const int32_t> target_values,
                     std::span<const int32_t> source_values) {
     gpu::upload_ids(device, io_.span(ids[i]), id_values.subspan(size_t{i} * N, N), config.n_vocab);
-    const std::span<const int32_t> t = target_values.subspan(size_t{i} * N, N);
-    for (size_t k = 0; k < t.size(); k++)
-      if (t[k] != ignore_target && (t[k] < 0 || static_cast<uint32_t>(t[k]) >= config.n_vocab))
-        throw std::invalid_argument("target " + std::to_string(t[k]) + " at position " +
-                                    std::to_string(k) + " is outside the vocabulary [0, " +
-                                    std::to_string(config.n_vocab) + ") and not " +
-                                    std::to_string(ignore_target) + " (padding)");
-    vk::upload(device, io_.span(targets[i]), t.data(), t.size_bytes());
+    gpu::upload_ids(device, io_.span(targets[i]), target_values.subspan(size_t{i} * N, N),
+                    config.n_vocab, true);
     if (seq2seq) upload_sources(i, source_values.subspan(size_t{i} * B * S, size_t{B} * S));
   }
   // Micro-batch i's sources [B', S] (B' <= B) and their lengths, their trailing pads left out.
@@ -654,8 +648,7 @@ StepResult GpuTrainer::Impl::run(std::span<const int32_t> id_values,
                 : std::string("sources are an encoder-decoder's; this model is a decoder"));
   // The loss is the mean over the targets that are not padding (ignore_target), in all M
   // micro-batches: each row's gradient is scaled by one over their count.
-  const auto real = static_cast<uint32_t>(std::count_if(
-      target_values.begin(), target_values.end(), [](int32_t t) { return t != ignore_target; }));
+  const auto real = static_cast<uint32_t>(real_targets(target_values));
   if (real == 0)
     throw std::invalid_argument(std::string(backward ? "a step" : "an evaluation") +
                                 " whose targets are all padding (" + std::to_string(ignore_target) +

@@ -74,6 +74,11 @@ void gather_pairs(const Pairs& pairs, const std::vector<uint64_t>& rows, const P
   }
 }
 
+size_t real_targets(std::span<const int32_t> targets) {
+  return static_cast<size_t>(
+      std::count_if(targets.begin(), targets.end(), [](int32_t t) { return t != ignore_target; }));
+}
+
 std::vector<uint32_t> source_lengths(std::span<const int32_t> sources, uint32_t S,
                                      std::optional<int32_t> pad) {
   std::vector<uint32_t> lens(S ? sources.size() / S : 0, S);

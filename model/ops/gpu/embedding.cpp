@@ -123,13 +123,15 @@ void embedding_batch(const Ops& ops, vk::Recorder& rec, const EmbeddingBatchArgs
 }
 
 void upload_ids(const vk::Device& device, const vk::BufferSpan& dst, std::span<const int32_t> ids,
-                uint32_t V) {
+                uint32_t V, bool padding) {
   require_elements("upload_ids", "dst", dst, ids.size(), sizeof(int32_t));
   for (size_t t = 0; t < ids.size(); t++) {
+    if (padding && ids[t] == ignore_target) continue;
     if (ids[t] < 0 || static_cast<uint32_t>(ids[t]) >= V)
-      throw vk::Error("upload_ids: token id " + std::to_string(ids[t]) + " at position " +
-                       std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(V) +
-                       ")");
+      throw vk::Error("upload_ids: " + std::string(padding ? "target " : "token id ") +
+                      std::to_string(ids[t]) + " at position " + std::to_string(t) +
+                      " is outside the vocabulary [0, " + std::to_string(V) + ")" +
+                      (padding ? " and not " + std::to_string(ignore_target) + " (padding)" : ""));
   }
   if (!ids.empty()) vk::upload(device, dst, ids.data(), ids.size_bytes());
 }

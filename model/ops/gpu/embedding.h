@@ -57,8 +57,9 @@ struct EmbeddingBatchArgs {
 void embedding_batch(const Ops& ops, vk::Recorder& rec, const EmbeddingBatchArgs& a);
 
 // Checks every id against the vocabulary [0, V) and uploads them as int32 [T] into dst. Throws
-// vk::Error naming the first bad position and id, before anything is copied.
+// vk::Error naming the first bad position and id, before anything is copied. With `padding`,
+// ignore_target passes too (cross_entropy's targets, where it means none).
 void upload_ids(const vk::Device& device, const vk::BufferSpan& dst, std::span<const int32_t> ids,
-                uint32_t V);
+                uint32_t V, bool padding = false);
 
 }  // namespace model::gpu
