@@ -151,7 +151,8 @@ int seq2seq(Seq2SeqArgs a) {
     // Each source's text as soon as it and those before it are done, in the file's order.
     std::vector<std::optional<std::vector<int32_t>>> done(sources.size());
     size_t printed = 0;
-    model::decode_batch(*m, sources, s.max_new_tokens, batch, sampled ? &*sampled : nullptr,
+    const uint32_t max_new[] = {s.max_new_tokens};
+    model::decode_batch(*m, sources, max_new, batch, sampled ? &*sampled : nullptr,
                         [&](size_t i, const std::vector<int32_t>& ids) {
                           done[i] = ids;
                           for (; printed < sources.size() && done[printed]; printed++) {

@@ -65,21 +65,24 @@ TEST_CASE("seq2seq: sources decoded together give greedy()'s ids, each as alone"
     // More sources than slots: slots take new sources as theirs end.
     const std::vector<std::vector<int32_t>> sources =
         reverse ? reverse_sources(19) : sources_of(11, checkpoint->config().n_vocab);
-    const uint32_t max_new = reverse ? 20 : 10;
+    // Each source its own limit (the fixtures': 0 to 12; models/reverse's: 20, past every end).
+    std::vector<uint32_t> limits;
+    for (size_t i = 0; i < sources.size(); i++)
+      limits.push_back(reverse ? 20 : static_cast<uint32_t>(i * 5 % 13));
     for (vk::KernelSet set : test::kKernelSets) {
       CAPTURE(vk::kernel_set_name(set));
       auto alone = model::make_gpu_seq2seq(*checkpoint, g.with_kernels(set), options(1));
       auto together = model::make_gpu_seq2seq(*checkpoint, g.with_kernels(set), options(4));
       std::vector<size_t> order;
       const std::vector<std::vector<int32_t>> got =
-          model::decode_batch(*together, sources, max_new, 4, nullptr,
+          model::decode_batch(*together, sources, limits, 4, nullptr,
                               [&](size_t i, const std::vector<int32_t>&) { order.push_back(i); });
       REQUIRE(got.size() == sources.size());
       CHECK(order.size() == sources.size());
       std::vector<size_t> lengths;
       for (size_t i = 0; i < sources.size(); i++) {
         CAPTURE(i);
-        CHECK(got[i] == model::greedy(*alone, sources[i], max_new));
+        CHECK(got[i] == model::greedy(*alone, sources[i], limits[i]));
         lengths.push_back(got[i].size());
       }
       // The reversals end at different steps, so slots took sources in mid-flight of the others.
@@ -105,8 +108,8 @@ TEST_CASE("seq2seq: sampled sources decode together as each does alone") {
       CAPTURE(vk::kernel_set_name(set));
       auto alone = model::make_gpu_seq2seq(*checkpoint, g.with_kernels(set), options(1));
       auto together = model::make_gpu_seq2seq(*checkpoint, g.with_kernels(set), options(4));
-      const auto one = model::decode_batch(*alone, sources, max_new, 1, &o);
-      CHECK(model::decode_batch(*together, sources, max_new, 4, &o) == one);
+      const auto one = model::decode_batch(*alone, sources, std::span(&max_new, 1), 1, &o);
+      CHECK(model::decode_batch(*together, sources, std::span(&max_new, 1), 4, &o) == one);
       // Source i's own sampler: its ids alone, seeded seed + i.
       model::SamplerOptions third = o;
       third.seed += 2;
@@ -118,7 +121,8 @@ TEST_CASE("seq2seq: sampled sources decode together as each does alone") {
       CHECK(differ >= sources.size() / 2);
       model::SamplerOptions cold = o;
       cold.temperature = 1e-4f;
-      const auto near_greedy = model::decode_batch(*together, sources, max_new, 4, &cold);
+      const auto near_greedy =
+          model::decode_batch(*together, sources, std::span(&max_new, 1), 4, &cold);
       for (size_t i = 0; i < sources.size(); i++)
         CHECK(near_greedy[i] == model::greedy(*alone, sources[i], max_new));
     }
@@ -219,7 +223,8 @@ TEST_CASE("seq2seq: prepare() for sources decoded together, or sampled, compiles
         auto m = model::make_gpu_seq2seq(*checkpoint, fresh.device, options(batch));
         const size_t made = m->prepare(lengths, 8, 1, batch > 1, sampled);
         CHECK(made > 0);
-        model::decode_batch(*m, sources, 8, batch, sampled ? &o : nullptr);
+        const uint32_t eight[] = {8};
+        model::decode_batch(*m, sources, eight, batch, sampled ? &o : nullptr);
         CHECK(fresh.device.kernels().count() == made);
       }
     }

@@ -55,7 +55,7 @@ TEST_CASE("seq2seq command: text in, the library's translation out, CPU and GPU 
   model::SamplerOptions o;
   o.temperature = 2.0f, o.top_k = 50, o.top_p = 1.0f, o.seed = 3, o.temperature_first = true;
   std::string sampled;
-  for (const auto& out : model::decode_batch(*s2s, sources, 12, 1, &o))
+  for (const auto& out : model::decode_batch(*s2s, sources, std::vector<uint32_t>{12}, 1, &o))
     sampled += tgt->decode_generated(out, ck->config().n_vocab) + "\n";
 
   std::vector<std::string> devices{"cpu"};

@@ -5,6 +5,7 @@
 // alone.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <thread>
@@ -251,6 +252,59 @@ TEST_CASE("serve: concurrent encoder-decoder requests are each answered as alone
           lib.target->decode(lib.ids(asks[i].first, asks[i].second, 10)));
     CHECK(j["usage"]["prompt_tokens"] == lib.source->encode(asks[i].first).size());
   }
+  CHECK(test::no_validation_messages({0, "", server.err()}));
+}
+
+TEST_CASE("serve: greedy encoder-decoder requests that wait share a round") {
+  // A long beam search holds the model while seven greedy requests arrive: on a GPU they wait,
+  // then decode together in one round (a slot and a source each), every one answered as alone,
+  // at its own max_tokens. On the CPU reference each round is one request.
+  REQUIRE(test::on_path("curl"));
+  test::TempDir dir;
+  test::marian_folder(dir.path());
+  Library lib(dir.path());
+  std::vector<std::string> args{"-m", dir.path().string(), "--precision", "f32"};
+  if (!test::gpu()) args.insert(args.end(), {"--device", "cpu"});
+  test::Server server(args);
+  const std::string url = server.url() + "/v1/completions";
+  const std::vector<std::string> texts = {
+      kText,        "Another line.",        "What is this?", "in the beginning",
+      "A cat sat.", "Two more words here.", "the end"};
+  test::HttpReply first;
+  std::thread hold([&] {
+    first = test::post(
+        url,
+        json{{"prompt", kText}, {"max_tokens", 63}, {"num_beams", 8}, {"early_stopping", "never"}}
+            .dump());
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::vector<test::HttpReply> replies(texts.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < texts.size(); i++)
+    threads.emplace_back([&, i] {
+      replies[i] = test::post(url, json{{"prompt", texts[i]}, {"max_tokens", 4 + 3 * i}}.dump());
+    });
+  for (std::thread& t : threads) t.join();
+  hold.join();
+  CHECK(completion(first)["choices"][0]["finish_reason"] == "length");
+  for (size_t i = 0; i < texts.size(); i++) {
+    CAPTURE(i);
+    const json j = completion(replies[i]);
+    const auto max_new = static_cast<uint32_t>(4 + 3 * i);
+    CHECK(j["choices"][0]["text"] == lib.target->decode(lib.ids(texts[i], 1, max_new)));
+    CHECK(j["usage"]["completion_tokens"] == lib.ids(texts[i], 1, max_new).size());
+  }
+  const std::string m = test::get(server.url() + "/metrics").body;
+  std::smatch rounds, requests;
+  REQUIRE(std::regex_search(m, rounds, std::regex(R"(gpt2vk_seq2seq_rounds_total (\d+))")));
+  REQUIRE(
+      std::regex_search(m, requests, std::regex(R"(gpt2vk_seq2seq_round_requests_total (\d+))")));
+  CHECK(std::stoi(requests[1]) == 8);
+  INFO(m);
+  if (test::gpu())
+    CHECK(std::stoi(rounds[1]) < 8);  // some greedy requests shared a round
+  else
+    CHECK(std::stoi(rounds[1]) == 8);
   CHECK(test::no_validation_messages({0, "", server.err()}));
 }
 

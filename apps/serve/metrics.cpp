@@ -94,6 +94,12 @@ void Metrics::encode_round(uint32_t requests) {
   encode_round_requests_ += requests;
 }
 
+void Metrics::seq2seq_round(uint32_t requests) {
+  std::lock_guard lock(mutex_);
+  seq2seq_rounds_++;
+  seq2seq_round_requests_ += requests;
+}
+
 std::string Metrics::text() const {
   std::lock_guard lock(mutex_);
   std::string out;
@@ -118,6 +124,12 @@ std::string Metrics::text() const {
   single(out, "gpt2vk_encode_round_requests_total", "counter",
          "Embeddings requests those rounds encoded (requests / rounds: the mean batch).",
          encode_round_requests_);
+  single(out, "gpt2vk_seq2seq_rounds_total", "counter",
+         "Rounds of the encoder-decoder that served completions requests together.",
+         seq2seq_rounds_);
+  single(out, "gpt2vk_seq2seq_round_requests_total", "counter",
+         "Completions requests those rounds generated for (requests / rounds: the mean batch).",
+         seq2seq_round_requests_);
   first_token_.write(out, "gpt2vk_time_to_first_token_seconds",
                      "From a request's arrival to its first generated token.");
   per_token_.write(out, "gpt2vk_time_per_output_token_seconds",

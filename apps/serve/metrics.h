@@ -19,6 +19,8 @@ class Metrics {
   void set_queue(uint32_t waiting, uint32_t running);
   void decode_pass(uint32_t rows);  // one pass that decoded a token for `rows` requests
   void encode_round(uint32_t requests);  // one encode_batch for `requests` embeddings requests
+  // One round of an encoder-decoder's completions for `requests` requests (Seq2SeqRunner).
+  void seq2seq_round(uint32_t requests);
   std::string text() const;
 
  private:
@@ -37,6 +39,7 @@ class Metrics {
   uint32_t waiting_ = 0, running_ = 0;
   uint64_t decode_passes_ = 0, decode_rows_ = 0;
   uint64_t encode_rounds_ = 0, encode_round_requests_ = 0;
+  uint64_t seq2seq_rounds_ = 0, seq2seq_round_requests_ = 0;
   // Bounds in seconds, from what was measured (docs/serving.md, "Metrics"): a token of the
   // default model takes about 1 ms on lavapipe and less on a GPU, one of GPT-2 small 20 ms on
   // lavapipe; a first token waits for the queue and the prompt's pass too.

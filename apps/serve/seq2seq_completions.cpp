@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 #include "model/generation/seq2seq_generate.h"
 
@@ -141,55 +142,110 @@ std::string seq2seq_response(const Seq2SeqResult& r, bool stream, const std::str
 }
 
 Seq2SeqRunner::Seq2SeqRunner(Seq2SeqSession& session, Metrics& metrics, uint32_t max_queue)
-    : session_(session), metrics_(metrics), max_queue_(max_queue) {}
+    : session_(session),
+      metrics_(metrics),
+      max_queue_(max_queue),
+      round_(std::max(1u, session.sources)) {}
 
 void Seq2SeqRunner::update_metrics() {
-  const auto n = static_cast<uint32_t>(queue_.size());
-  metrics_.set_queue(n ? n - 1 : 0, n ? 1 : 0);
+  uint32_t running = 0, waiting = 0;
+  for (const Waiter* w : queue_) (w->taken ? running : waiting)++;
+  metrics_.set_queue(waiting, running);
 }
 
 std::optional<Seq2SeqResult> Seq2SeqRunner::run(const Seq2SeqRequest& request,
                                                 const std::function<bool()>& gone) {
-  {
-    std::unique_lock lock(mutex_);
-    if (queue_.size() > max_queue_) {  // the front one runs; the rest wait
-      ApiError e(503, "the server is busy: " + std::to_string(max_queue_) +
-                          " requests are waiting (--max-queue); retry later");
-      e.retry_after = 1;
-      throw e;
-    }
-    const uint64_t ticket = next_ticket_++;
-    queue_.push_back(ticket);
-    update_metrics();
-    while (queue_.front() != ticket) {
-      turn_.wait_for(lock, std::chrono::milliseconds(200));
-      if (queue_.front() != ticket && gone()) {
-        queue_.erase(std::find(queue_.begin(), queue_.end(), ticket));
-        update_metrics();
-        turn_.notify_all();
-        return std::nullopt;
+  Waiter w{&request};
+  std::unique_lock lock(mutex_);
+  const auto waiting = static_cast<uint32_t>(
+      std::count_if(queue_.begin(), queue_.end(), [](const Waiter* q) { return !q->taken; }));
+  if ((busy_ ? 1 : 0) + waiting > max_queue_) {  // a round runs; the rest wait
+    ApiError e(503, "the server is busy: " + std::to_string(max_queue_) +
+                        " requests are waiting (--max-queue); retry later");
+    e.retry_after = 1;
+    throw e;
+  }
+  queue_.push_back(&w);
+  update_metrics();
+  const auto first_waiting = [&] {
+    return *std::find_if(queue_.begin(), queue_.end(), [](const Waiter* q) { return !q->taken; });
+  };
+  while (!w.done) {
+    if (!busy_ && !w.taken && first_waiting() == &w) {
+      // This request's round: it, and the greedy ones right after it where it is greedy.
+      busy_ = true;
+      std::vector<Waiter*> round;
+      for (Waiter* q : queue_) {
+        if (q->taken) continue;
+        const bool greedy = q->request->search.beams == 1;
+        if (!round.empty() &&
+            (!greedy || round.size() == round_ || round.front()->request->search.beams != 1))
+          break;
+        q->taken = true;
+        round.push_back(q);
       }
+      update_metrics();
+      lock.unlock();
+      run_round(round);
+      lock.lock();
+      for (Waiter* q : round) {
+        q->done = true;
+        queue_.erase(std::find(queue_.begin(), queue_.end(), q));
+      }
+      busy_ = false;
+      update_metrics();
+      turn_.notify_all();
+      break;
+    }
+    turn_.wait_for(lock, std::chrono::milliseconds(200));
+    if (!w.taken && gone()) {  // its client left before its round began
+      queue_.erase(std::find(queue_.begin(), queue_.end(), &w));
+      update_metrics();
+      turn_.notify_all();
+      return std::nullopt;
     }
   }
-  // The next in line goes once this one has generated, or failed.
-  struct Leave {
-    Seq2SeqRunner& r;
-    ~Leave() {
-      std::lock_guard lock(r.mutex_);
-      r.queue_.pop_front();
-      r.update_metrics();
-      r.turn_.notify_all();
+  if (w.error) std::rethrow_exception(w.error);
+  return std::move(w.result);
+}
+
+void Seq2SeqRunner::run_round(std::span<Waiter* const> round) {
+  metrics_.seq2seq_round(static_cast<uint32_t>(round.size()));
+  if (round.size() > 1) {
+    std::vector<std::vector<int32_t>> sources;
+    std::vector<uint32_t> limits;
+    for (const Waiter* w : round) {
+      sources.push_back(w->request->source);
+      limits.push_back(w->request->search.max_new_tokens);
     }
-  } leave{*this};
-  return generate(request);
+    try {
+      const std::vector<std::vector<int32_t>> ids = model::decode_batch(
+          *session_.model, sources, limits, static_cast<uint32_t>(round.size()));
+      for (size_t i = 0; i < round.size(); i++)
+        round[i]->result = result_of(*round[i]->request, ids[i]);
+      return;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "gpt2vk: a round of %zu requests failed (%s); each runs alone\n",
+                   round.size(), e.what());
+    }
+  }
+  for (Waiter* w : round) {
+    try {
+      w->result = generate(*w->request);
+    } catch (...) {
+      w->error = std::current_exception();
+    }
+  }
 }
 
 Seq2SeqResult Seq2SeqRunner::generate(const Seq2SeqRequest& r) {
   model::Seq2Seq& m = *session_.model;
-  const model::Config& c = m.config();
-  const std::vector<int32_t> ids = r.search.beams == 1
-                                       ? model::greedy(m, r.source, r.search.max_new_tokens)
-                                       : model::beam(m, r.source, r.search);
+  return result_of(r, r.search.beams == 1 ? model::greedy(m, r.source, r.search.max_new_tokens)
+                                          : model::beam(m, r.source, r.search));
+}
+
+Seq2SeqResult Seq2SeqRunner::result_of(const Seq2SeqRequest& r, const std::vector<int32_t>& ids) {
+  const model::Config& c = session_.model->config();
   Seq2SeqResult out;
   out.text = session_.target->decode_generated(ids, c.n_vocab);
   out.prompt_tokens = r.source.size();

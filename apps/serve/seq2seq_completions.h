@@ -1,16 +1,18 @@
 // `gpt2vk serve`'s /v1/completions for an encoder-decoder (Marian) folder: the prompt is the
 // source text, encoded once; the completion is what greedy or beam search generates from it
 // (model/generation/seq2seq_generate.h), as `gpt2vk seq2seq` prints it. A request body checked
-// field by field, the runner that generates one request at a time in arrival order, and the
-// response in OpenAI's completions format.
+// field by field, the runner that generates the requests in rounds in arrival order (greedy ones
+// together), and the response in OpenAI's completions format.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
 #include <ctime>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -55,27 +57,43 @@ struct Seq2SeqResult {
 std::string seq2seq_response(const Seq2SeqResult& r, bool stream, const std::string& id,
                              std::time_t created, const std::string& model_name);
 
-// Generates for one request at a time, in arrival order, on the session's model; thread-safe.
+// Generates for the requests in rounds, in arrival order, on the session's model; thread-safe.
+// Whoever finds the model free runs the next round: the first waiting request and, where it is
+// greedy, the greedy requests right after it, up to the decoder's slots with sources of their
+// own (GpuModelOptions::sources), decoded together (model::decode_batch). A request's ids are
+// the ones it gets alone, whatever shares its round.
 class Seq2SeqRunner {
  public:
   Seq2SeqRunner(Seq2SeqSession& session, Metrics& metrics, uint32_t max_queue);
   // Waits for the requests before it, asking `gone` every 200 ms whether its client left (then
-  // it gives its place up and returns nullopt), then generates. Throws ApiError 503 (with
-  // Retry-After) when max_queue requests already wait.
+  // it gives its place up and returns nullopt), then generates, or is generated for in another
+  // request's round. Throws ApiError 503 (with Retry-After) when max_queue requests already
+  // wait, and what its generation threw.
   std::optional<Seq2SeqResult> run(const Seq2SeqRequest& request,
                                    const std::function<bool()>& gone);
 
  private:
+  struct Waiter {
+    const Seq2SeqRequest* request;
+    bool taken = false, done = false;  // in a round; its result or error in
+    Seq2SeqResult result;
+    std::exception_ptr error;
+  };
+  // Generates for the round's requests, the lock released: together where there are several,
+  // and where that fails, each alone, so that one request's failure is its own.
+  void run_round(std::span<Waiter* const> round);
   Seq2SeqResult generate(const Seq2SeqRequest& request);
+  Seq2SeqResult result_of(const Seq2SeqRequest& request, const std::vector<int32_t>& ids);
   void update_metrics();  // with mutex_ held
 
   Seq2SeqSession& session_;
   Metrics& metrics_;
   const uint32_t max_queue_;
+  const uint32_t round_;  // requests a round takes at most
   std::mutex mutex_;
   std::condition_variable turn_;
-  std::deque<uint64_t> queue_;  // tickets in arrival order: the front one generates
-  uint64_t next_ticket_ = 0;
+  std::deque<Waiter*> queue_;  // waiting and generating, in arrival order
+  bool busy_ = false;          // a round is generating
 };
 
 }  // namespace app

@@ -114,8 +114,9 @@ struct Server {
   EncoderSession* encoder = nullptr;
   Pooling pooling;
   std::unique_ptr<EncodeQueue> encode_queue;
-  // An encoder-decoder's (completions of a source text), or null; its runner generates one
-  // request at a time, in arrival order, with the folder's generation_config.json as defaults.
+  // An encoder-decoder's (completions of a source text), or null; its runner generates the
+  // requests in rounds, in arrival order (greedy ones together), with the folder's
+  // generation_config.json as defaults.
   Seq2SeqSession* seq2seq = nullptr;
   std::unique_ptr<Seq2SeqRunner> runner;
   model::BeamSettings search;
@@ -553,10 +554,12 @@ int serve(const ServeArgs& args) {
   }
   if (seq2seq_folder(args.model)) {
     if (args.parallel > 1)
-      throw std::runtime_error("--parallel is for decoders: an encoder-decoder serves its requests "
-                               "one at a time (a request's beams decode together)");
+      throw std::runtime_error(
+          "--parallel is for decoders: an encoder-decoder decodes greedy "
+          "requests together on its own, a request's beams together");
     ModelArgs margs = args.model;
-    margs.slots = kMaxServeBeams;  // a slot per beam on a GPU
+    // A slot per beam on a GPU, or per greedy request of a round, with a source of its own.
+    margs.slots = margs.sources = kMaxServeBeams;
     Seq2SeqSession s2s = open_seq2seq(margs);
     return serve_on(args, s, nullptr, &s2s, s2s.checkpoint->config().n_ctx, signals);
   }
@@ -687,10 +690,11 @@ Command add_serve(CLI::App& cli) {
                   "address to listen on (default 127.0.0.1: this machine only)");
   cmd->add_option("--port", args->port, "port (default 8080; 0: any free port)")
       ->check(whole_number(0, 65535, " (0: any free port)"));
-  cmd->add_option("--parallel", args->parallel,
-                  "requests decoding together, each with a KV cache of --ctx-per-slot tokens "
-                  "(default 1, at most 8; more than 1 needs a GPU model of a decoder: an "
-                  "encoder's or an encoder-decoder's requests run one at a time)")
+  cmd->add_option(
+         "--parallel", args->parallel,
+         "requests decoding together, each with a KV cache of --ctx-per-slot tokens "
+         "(default 1, at most 8; more than 1 needs a GPU model of a decoder: an "
+         "encoder's and an encoder-decoder's requests that wait share rounds on their own)")
       ->check(whole_number(1, 8));
   cmd->add_option("--ctx-per-slot", args->ctx_per_slot,
                   "tokens of prompt plus completion a request may use (default: the model's "

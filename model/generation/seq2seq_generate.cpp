@@ -122,9 +122,12 @@ std::vector<int32_t> sample(Seq2Seq& m, std::span<const int32_t> source, uint32_
 }
 
 std::vector<std::vector<int32_t>> decode_batch(
-    Seq2Seq& m, std::span<const std::vector<int32_t>> sources, uint32_t max_new, uint32_t batch,
-    const SamplerOptions* sampling,
+    Seq2Seq& m, std::span<const std::vector<int32_t>> sources, std::span<const uint32_t> max_new,
+    uint32_t batch, const SamplerOptions* sampling,
     const std::function<void(size_t, const std::vector<int32_t>&)>& on_done) {
+  if (max_new.size() != 1 && max_new.size() != sources.size())
+    throw std::invalid_argument("decode_batch: " + std::to_string(max_new.size()) + " limits for " +
+                                std::to_string(sources.size()) + " sources");
   std::vector<std::vector<int32_t>> out(sources.size());
   std::vector<Sampler> samplers;
   for (size_t i = 0; sampling && i < sources.size(); i++) {
@@ -135,12 +138,13 @@ std::vector<std::vector<int32_t>> decode_batch(
   const Config& c = m.config();
   Model& d = m.decoder();
   batch = static_cast<uint32_t>(std::min<size_t>({batch, d.slots(), sources.size()}));
+  const auto asked = [&](size_t i) { return max_new[max_new.size() == 1 ? 0 : i]; };
   // The decoder's context bounds the start token and the new ids together.
-  const uint32_t limit = std::min<uint32_t>(max_new, c.n_ctx - 1);
-  if (batch <= 1 || limit == 0) {
+  const auto limit = [&](size_t i) { return std::min<uint32_t>(asked(i), c.n_ctx - 1); };
+  if (batch <= 1) {
     for (size_t i = 0; i < sources.size(); i++) {
       out[i] =
-          sampling ? sample(m, sources[i], max_new, samplers[i]) : greedy(m, sources[i], max_new);
+          sampling ? sample(m, sources[i], asked(i), samplers[i]) : greedy(m, sources[i], asked(i));
       if (on_done) on_done(i, out[i]);
     }
     return out;
@@ -156,6 +160,8 @@ std::vector<std::vector<int32_t>> decode_batch(
   size_t taken = 0;
   const auto take = [&](uint32_t slot) {
     lane[slot].reset();
+    for (; taken < sources.size() && limit(taken) == 0; taken++)  // nothing to generate
+      if (on_done) on_done(taken, out[taken]);
     if (taken == sources.size()) return;
     m.set_slot_source(slot, sources[taken]);
     lane[slot] = Lane{taken++, *c.decoder_start_token_id};
@@ -173,7 +179,7 @@ std::vector<std::vector<int32_t>> decode_batch(
       Lane& l = *lane[rows[r].slot];
       std::vector<int32_t>& ids = out[l.source];
       const std::span<const float> mine = std::span(logits).subspan(r * V, V);
-      const bool last = ids.size() + 1 == limit;
+      const bool last = ids.size() + 1 == limit(l.source);
       if (last && c.forced_eos_token_id) {
         l.next = *c.forced_eos_token_id;
       } else if (sampling) {

@@ -24,7 +24,8 @@ std::vector<int32_t> greedy(Seq2Seq& m, std::span<const int32_t> source, uint32_
 std::vector<int32_t> sample(Seq2Seq& m, std::span<const int32_t> source, uint32_t max_new,
                             Sampler& sampler);
 
-// Decoding of several sources, each as greedy() decodes it, or with `sampling` as sample() does
+// Decoding of several sources, each up to its max_new[i] ids as greedy() decodes it (max_new: one
+// per source, or one for all), or with `sampling` as sample() does
 // with a Sampler of its own seeded sampling->seed + its index (so a source's text does not
 // depend on the others). With batch > 1, up to that many decode together in the decoder's slots,
 // each with its source in a source cache of its own (the decoder made with
@@ -33,8 +34,8 @@ std::vector<int32_t> sample(Seq2Seq& m, std::span<const int32_t> source, uint32_
 // the same whatever the batch. on_done(i, ids) is called as source i's ids (after the start
 // token) are complete, in the order they complete; they are returned too, in the sources' order.
 std::vector<std::vector<int32_t>> decode_batch(
-    Seq2Seq& m, std::span<const std::vector<int32_t>> sources, uint32_t max_new, uint32_t batch,
-    const SamplerOptions* sampling = nullptr,
+    Seq2Seq& m, std::span<const std::vector<int32_t>> sources, std::span<const uint32_t> max_new,
+    uint32_t batch, const SamplerOptions* sampling = nullptr,
     const std::function<void(size_t, const std::vector<int32_t>&)>& on_done = {});
 
 // Beam search of the source, with the config's start, eos and forced eos over `settings`' own.
