@@ -46,6 +46,20 @@ struct Library {
   }
 };
 
+// The Marian fixture's folder served on the tests' GPU (the CPU reference without one), fp32,
+// and the library beside it.
+struct Served {
+  test::TempDir dir;
+  Library lib;
+  test::Server server;
+  Served() : lib((test::marian_folder(dir.path()), dir.path())), server(args(dir.path())) {}
+  static std::vector<std::string> args(const std::filesystem::path& dir) {
+    std::vector<std::string> a{"-m", dir.string(), "--precision", "f32"};
+    if (!test::gpu()) a.insert(a.end(), {"--device", "cpu"});
+    return a;
+  }
+};
+
 // The completion's object, after checking the reply and the object's shape.
 json completion(const test::HttpReply& r) {
   INFO(r.body);
@@ -224,12 +238,9 @@ TEST_CASE("serve: an encoder-decoder refuses hostile requests and stays up") {
 
 TEST_CASE("serve: concurrent encoder-decoder requests are each answered as alone") {
   REQUIRE(test::on_path("curl"));
-  test::TempDir dir;
-  test::marian_folder(dir.path());
-  Library lib(dir.path());
-  std::vector<std::string> args{"-m", dir.path().string(), "--precision", "f32"};
-  if (!test::gpu()) args.insert(args.end(), {"--device", "cpu"});
-  test::Server server(args);
+  Served served;
+  Library& lib = served.lib;
+  test::Server& server = served.server;
   const std::string url = server.url() + "/v1/completions";
 
   // Greedy and beams interleaved, on different sources: a request that ran in between must not
@@ -260,12 +271,9 @@ TEST_CASE("serve: greedy encoder-decoder requests that wait share a round") {
   // then decode together in one round (a slot and a source each), every one answered as alone,
   // at its own max_tokens. On the CPU reference each round is one request.
   REQUIRE(test::on_path("curl"));
-  test::TempDir dir;
-  test::marian_folder(dir.path());
-  Library lib(dir.path());
-  std::vector<std::string> args{"-m", dir.path().string(), "--precision", "f32"};
-  if (!test::gpu()) args.insert(args.end(), {"--device", "cpu"});
-  test::Server server(args);
+  Served served;
+  Library& lib = served.lib;
+  test::Server& server = served.server;
   const std::string url = server.url() + "/v1/completions";
   const std::vector<std::string> texts = {
       kText,        "Another line.",        "What is this?", "in the beginning",

@@ -72,22 +72,6 @@ BeamStep rerun_steps(Model& decoder, const Config& c) {
 
 }  // namespace
 
-std::vector<int32_t> greedy(Seq2Seq& m, std::span<const int32_t> source, uint32_t max_new) {
-  m.set_source(source);
-  const Config& c = m.config();
-  std::vector<int32_t> out;
-  int32_t next = *c.decoder_start_token_id;
-  // The decoder's context bounds the start token and the new ids together.
-  const uint32_t limit = std::min<uint32_t>(max_new, c.n_ctx - 1);
-  for (uint32_t i = 0; i < limit; i++) {
-    const Candidates best = m.decoder().next(std::span(&next, 1), 1);
-    next = i + 1 == limit && c.forced_eos_token_id ? *c.forced_eos_token_id : best.ids[0];
-    out.push_back(next);
-    if (c.eos_token_id && next == *c.eos_token_id) break;
-  }
-  return out;
-}
-
 namespace {
 
 // The best of a row's logits, ties to the lower id, as the device's argmax and top-k take it.
@@ -103,8 +87,14 @@ int32_t best_id(std::span<const float> row) {
 
 }  // namespace
 
-std::vector<int32_t> sample(Seq2Seq& m, std::span<const int32_t> source, uint32_t max_new,
-                            Sampler& sampler) {
+namespace {
+
+// One source from the start token: up to max_new ids, each the best of its step (the head's own
+// argmax) or, with a sampler, drawn from all V logits (as a batch's row has them, so that the
+// draws are the same either way); ending at eos (kept), the config's forced eos at the last step
+// allowed.
+std::vector<int32_t> decode_one(Seq2Seq& m, std::span<const int32_t> source, uint32_t max_new,
+                                Sampler* sampler) {
   m.set_source(source);
   const Config& c = m.config();
   std::vector<int32_t> out;
@@ -112,13 +102,25 @@ std::vector<int32_t> sample(Seq2Seq& m, std::span<const int32_t> source, uint32_
   // The decoder's context bounds the start token and the new ids together.
   const uint32_t limit = std::min<uint32_t>(max_new, c.n_ctx - 1);
   for (uint32_t i = 0; i < limit; i++) {
-    // All V logits, as a batch's row has them: the draws are the same either way.
-    const Candidates all = m.decoder().next(std::span(&next, 1), 0);
-    next = i + 1 == limit && c.forced_eos_token_id ? *c.forced_eos_token_id : sampler.pick(all);
+    const Candidates step = m.decoder().next(std::span(&next, 1), sampler ? 0 : 1);
+    next = i + 1 == limit && c.forced_eos_token_id ? *c.forced_eos_token_id
+           : sampler                               ? sampler->pick(step)
+                                                   : step.ids[0];
     out.push_back(next);
     if (c.eos_token_id && next == *c.eos_token_id) break;
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<int32_t> greedy(Seq2Seq& m, std::span<const int32_t> source, uint32_t max_new) {
+  return decode_one(m, source, max_new, nullptr);
+}
+
+std::vector<int32_t> sample(Seq2Seq& m, std::span<const int32_t> source, uint32_t max_new,
+                            Sampler& sampler) {
+  return decode_one(m, source, max_new, &sampler);
 }
 
 std::vector<std::vector<int32_t>> decode_batch(
