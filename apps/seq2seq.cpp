@@ -81,8 +81,10 @@ std::optional<model::SamplerOptions> sampling(const std::filesystem::path& dir,
     throw std::runtime_error("top-p " + text(o->top_p) + ": above 0, at most 1");
   if (o->temperature == 0) return std::nullopt;
   if (beams > 1)
-    throw std::runtime_error("sampling with " + std::to_string(beams) +
-                             " beams: beam sampling is not supported (--beams 1, or no --sample)");
+    throw std::runtime_error(
+        "sampling (--sample, or generation_config.json's do_sample) with " + std::to_string(beams) +
+        " beams: beam sampling is not supported; --beams 1 samples, --temp 0 searches beams "
+        "without sampling");
   o->seed = a.seed ? *a.seed : std::random_device{}();
   return o;
 }
@@ -101,7 +103,7 @@ uint32_t batch_size(const Seq2SeqArgs& a, const model::BeamSettings& s, size_t t
                                "the slots)");
     return 1;
   }
-  if (a.batch) return *a.batch;
+  if (a.batch) return static_cast<uint32_t>(std::min<size_t>(*a.batch, texts));
   if (a.model.device == "cpu") return 1;  // the CPU reference has one slot
   return static_cast<uint32_t>(std::min<size_t>(texts, model::kMaxSlots));
 }

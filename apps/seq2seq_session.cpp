@@ -62,7 +62,6 @@ Seq2SeqSession open_seq2seq(const ModelArgs& args, bool tokenizers) {
   o.split_layers = args.split_layers;
   o.slots = std::min(args.slots, model::kMaxSlots);
   o.sources = std::clamp(args.sources, 1u, o.slots);
-  s.sources = o.sources;
   s.model = model::make_gpu_seq2seq(*s.checkpoint, *s.device, o);
   return s;
 }

@@ -23,7 +23,6 @@ struct Seq2SeqSession {
   std::unique_ptr<vk::Instance> instance;
   std::unique_ptr<vk::Device> device;
   std::unique_ptr<model::Seq2Seq> model;
-  uint32_t sources = 1;  // the decoder's slots with sources of their own (GpuModelOptions::sources)
 };
 
 // Whether --model names an encoder-decoder's folder (config.json's model_type).

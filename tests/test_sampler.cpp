@@ -101,6 +101,20 @@ TEST_CASE("sampler: Hugging Face's order cuts top-p after the temperature") {
   CHECK(std::fabs(h[0] / 20000.0 - 16.0 / 25) < 0.015);
 }
 
+TEST_CASE("sampler: Hugging Face's top-k keeps the logits tied with the k-th") {
+  // top-k 2 over 2, 1, 1, 1, 0: the k-th is 1, tied three times. llama.cpp's chain keeps ids 0
+  // and 1 (ties to the lower id); Hugging Face's every id scoring at least 1: 0 to 3.
+  const model::Candidates c = all_logits({2.0f, 1.0f, 1.0f, 1.0f, 0.0f});
+  model::SamplerOptions o{1.0f, 2, 1.0f, 9};
+  model::Sampler llama(o);
+  CHECK(histogram(llama, c, 4000).size() == 2);
+  o.temperature_first = true;
+  model::Sampler hf(o);
+  std::map<int32_t, int> h = histogram(hf, c, 4000);
+  CHECK(h.size() == 4);
+  CHECK(h.count(4) == 0);
+}
+
 TEST_CASE("sampler: all V logits give the draws the GPU's top-k candidates give") {
   // 300 logits with repeats (ties go to the lower id either way), and their best 40 as the
   // GPU's top-k returns them, best first: with one seed, the same 200 draws from both.

@@ -201,5 +201,5 @@ TEST_CASE("train padding: what a padded step refuses") {
   bad[2] = -1;
   CHECK_THROWS_WITH_AS(gpu.gradients(b.inputs, bad, b.sources),
                        doctest::Contains("target -1 at position 2 is outside the vocabulary"),
-                       std::runtime_error);
+                       vk::Error);
 }

@@ -145,7 +145,7 @@ Seq2SeqRunner::Seq2SeqRunner(Seq2SeqSession& session, Metrics& metrics, uint32_t
     : session_(session),
       metrics_(metrics),
       max_queue_(max_queue),
-      round_(std::max(1u, session.sources)) {}
+      round_(session.model->decoder().slot_sources()) {}
 
 void Seq2SeqRunner::update_metrics() {
   uint32_t running = 0, waiting = 0;
@@ -166,6 +166,18 @@ std::optional<Seq2SeqResult> Seq2SeqRunner::run(const Seq2SeqRequest& request,
     throw e;
   }
   queue_.push_back(&w);
+  // However this call ends (a client gone, or a throw), w is out of the queue by then: a round
+  // removes what it took, this what no round took. The lock is held at every exit.
+  struct Leave {
+    Seq2SeqRunner& r;
+    Waiter& w;
+    ~Leave() {
+      if (w.taken) return;
+      r.queue_.erase(std::find(r.queue_.begin(), r.queue_.end(), &w));
+      r.update_metrics();
+      r.turn_.notify_all();
+    }
+  } leave{*this, w};
   update_metrics();
   const auto first_waiting = [&] {
     return *std::find_if(queue_.begin(), queue_.end(), [](const Waiter* q) { return !q->taken; });
@@ -173,8 +185,9 @@ std::optional<Seq2SeqResult> Seq2SeqRunner::run(const Seq2SeqRequest& request,
   while (!w.done) {
     if (!busy_ && !w.taken && first_waiting() == &w) {
       // This request's round: it, and the greedy ones right after it where it is greedy.
-      busy_ = true;
       std::vector<Waiter*> round;
+      round.reserve(round_);  // the one allocation, before anything is taken
+      busy_ = true;
       for (Waiter* q : queue_) {
         if (q->taken) continue;
         const bool greedy = q->request->search.beams == 1;
@@ -186,7 +199,7 @@ std::optional<Seq2SeqResult> Seq2SeqRunner::run(const Seq2SeqRequest& request,
       }
       update_metrics();
       lock.unlock();
-      run_round(round);
+      run_round(round);  // each waiter's result or error; throws nothing
       lock.lock();
       for (Waiter* q : round) {
         q->done = true;
@@ -198,27 +211,22 @@ std::optional<Seq2SeqResult> Seq2SeqRunner::run(const Seq2SeqRequest& request,
       break;
     }
     turn_.wait_for(lock, std::chrono::milliseconds(200));
-    if (!w.taken && gone()) {  // its client left before its round began
-      queue_.erase(std::find(queue_.begin(), queue_.end(), &w));
-      update_metrics();
-      turn_.notify_all();
-      return std::nullopt;
-    }
+    if (!w.taken && gone()) return std::nullopt;  // its client left before its round began
   }
   if (w.error) std::rethrow_exception(w.error);
   return std::move(w.result);
 }
 
-void Seq2SeqRunner::run_round(std::span<Waiter* const> round) {
-  metrics_.seq2seq_round(static_cast<uint32_t>(round.size()));
+void Seq2SeqRunner::run_round(std::span<Waiter* const> round) noexcept {
   if (round.size() > 1) {
-    std::vector<std::vector<int32_t>> sources;
-    std::vector<uint32_t> limits;
-    for (const Waiter* w : round) {
-      sources.push_back(w->request->source);
-      limits.push_back(w->request->search.max_new_tokens);
-    }
     try {
+      metrics_.seq2seq_round(static_cast<uint32_t>(round.size()));
+      std::vector<std::vector<int32_t>> sources;
+      std::vector<uint32_t> limits;
+      for (const Waiter* w : round) {
+        sources.push_back(w->request->source);
+        limits.push_back(w->request->search.max_new_tokens);
+      }
       const std::vector<std::vector<int32_t>> ids = model::decode_batch(
           *session_.model, sources, limits, static_cast<uint32_t>(round.size()));
       for (size_t i = 0; i < round.size(); i++)
@@ -227,10 +235,14 @@ void Seq2SeqRunner::run_round(std::span<Waiter* const> round) {
     } catch (const std::exception& e) {
       std::fprintf(stderr, "gpt2vk: a round of %zu requests failed (%s); each runs alone\n",
                    round.size(), e.what());
+    } catch (...) {
+      std::fprintf(stderr, "gpt2vk: a round of %zu requests failed; each runs alone\n",
+                   round.size());
     }
   }
   for (Waiter* w : round) {
     try {
+      if (round.size() == 1) metrics_.seq2seq_round(1);
       w->result = generate(*w->request);
     } catch (...) {
       w->error = std::current_exception();

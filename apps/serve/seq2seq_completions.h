@@ -81,7 +81,7 @@ class Seq2SeqRunner {
   };
   // Generates for the round's requests, the lock released: together where there are several,
   // and where that fails, each alone, so that one request's failure is its own.
-  void run_round(std::span<Waiter* const> round);
+  void run_round(std::span<Waiter* const> round) noexcept;
   Seq2SeqResult generate(const Seq2SeqRequest& request);
   Seq2SeqResult result_of(const Seq2SeqRequest& request, const std::vector<int32_t>& ids);
   void update_metrics();  // with mutex_ held

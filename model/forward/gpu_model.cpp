@@ -478,6 +478,7 @@ void GpuModel::run_slot_source(uint32_t slot, std::span<const float> hidden, uin
     throw std::runtime_error("slot " + std::to_string(slot) + " has no source cache of its own (" +
                              std::to_string(sources_) +
                              " source caches: GpuModelOptions::sources)");
+  source_of_[slot] = kNoSource;    // none until its own is in
   for (uint32_t& of : source_of_)  // the slots that read what this overwrites
     if (of == slot) of = kNoSource;
   store_source(slot, hidden, S);

@@ -187,6 +187,7 @@ class GpuModel final : public Model {
   uint32_t slot_context() const override { return slots_ > 1 ? slot_ctx_ : Model::slot_context(); }
   uint32_t slot_length(uint32_t slot) const override;
   uint32_t slot_source_length(uint32_t slot) const override;
+  uint32_t slot_sources() const override { return sources_; }
   void slot_reset(uint32_t slot) override;
   void slot_truncate(uint32_t slot, uint32_t n) override;
   std::vector<float> slot_prefill(uint32_t slot, std::span<const int32_t> ids,

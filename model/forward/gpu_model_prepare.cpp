@@ -33,9 +33,9 @@ size_t GpuModel::prepare_source(uint32_t S, uint32_t max_new, uint32_t k, bool o
   if (!config_.cross_attention || S < 1 || S > config_.n_ctx) return 0;
   // The cross-attention's kernels follow the source's length, and a batch's dispatches which
   // rows share a source: record as if every source were S rows, read by the slots as asked.
+  const std::vector<uint32_t> of = source_of_;
   const std::vector<uint32_t> lens =
       std::exchange(source_lens_, std::vector<uint32_t>(sources_, S));
-  const std::vector<uint32_t> of = source_of_;
   for (uint32_t i = 0; i < slots_; i++) source_of_[i] = own_sources ? std::min(i, sources_ - 1) : 0;
   const auto restore = [&] { source_lens_ = lens, source_of_ = of; };
   try {

@@ -29,7 +29,8 @@ void Model::check(std::span<const int32_t> ids, uint32_t length, uint32_t contex
   if (c.cross_attention && slot_source_length(slot) == 0)
     throw std::runtime_error(
         slot == 0 ? std::string("a decoder with cross-attention runs after set_source()")
-                  : "slot " + std::to_string(slot) + " has no source: set_source() first");
+                  : "slot " + std::to_string(slot) +
+                        " has no source: slot_set_source() or set_source() first");
   if (length + ids.size() > context)
     throw std::runtime_error(std::to_string(length + ids.size()) + " tokens would pass " + whose +
                              " context of " + std::to_string(context));

@@ -56,6 +56,9 @@ class Model {
   // source through set_source() or slot_copy()) has none until it is given one. With one slot:
   // set_source().
   void slot_set_source(uint32_t slot, std::span<const float> hidden);
+  // The slots 0 .. slot_sources() - 1 may have a source of their own (slot_set_source): a GPU
+  // model's GpuModelOptions::sources; 1 otherwise.
+  virtual uint32_t slot_sources() const { return 1; }
   // The rows of the source slot's cross-attention reads; 0 for none yet. Slots share a source
   // after set_source() (every slot) and slot_copy() (the copy its original's).
   virtual uint32_t slot_source_length(uint32_t slot) const;

@@ -13,18 +13,25 @@ Seq2Seq::Seq2Seq(const Config& config, std::unique_ptr<Encoder> encoder,
                  std::unique_ptr<Model> decoder)
     : config_(config), encoder_(std::move(encoder)), decoder_(std::move(decoder)) {}
 
-std::vector<float> Seq2Seq::set_source(std::span<const int32_t> source) {
+namespace {
+
+// The encoder's output [S, C] for a source, refused where it is empty.
+std::vector<float> encoded(Encoder& encoder, std::span<const int32_t> source) {
   if (source.empty()) throw std::runtime_error("an empty source: nothing to translate");
-  Encoded e = encoder_->encode(source, {}, false);
-  decoder_->set_source(e.hidden);
+  return std::move(encoder.encode(source, {}, false).hidden);
+}
+
+}  // namespace
+
+std::vector<float> Seq2Seq::set_source(std::span<const int32_t> source) {
+  std::vector<float> hidden = encoded(*encoder_, source);
+  decoder_->set_source(hidden);
   decoder_->reset();
-  return std::move(e.hidden);
+  return hidden;
 }
 
 void Seq2Seq::set_slot_source(uint32_t slot, std::span<const int32_t> source) {
-  if (source.empty()) throw std::runtime_error("an empty source: nothing to translate");
-  Encoded e = encoder_->encode(source, {}, false);
-  decoder_->slot_set_source(slot, e.hidden);
+  decoder_->slot_set_source(slot, encoded(*encoder_, source));
   decoder_->slot_reset(slot);
 }
 

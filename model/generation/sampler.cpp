@@ -99,12 +99,21 @@ int32_t Sampler::pick(const Candidates& c, const History& h) {
                          : o_.top_k > 0      ? std::min<size_t>(o_.top_k, cand.size())
                                              : cand.size();
     std::partial_sort(cand.begin(), cand.begin() + long(reach), cand.end(), better);
-    cand.resize(reach);
+    // Hugging Face's top-k keeps every logit tied with the k-th too.
+    size_t kept = reach;
+    if (o_.temperature_first && o_.temperature > 0 && reach < cand.size()) {
+      const double kth = cand[reach - 1].second;
+      const auto tied = std::partition(cand.begin() + long(reach), cand.end(),
+                                       [kth](const auto& e) { return e.second == kth; });
+      std::sort(cand.begin() + long(reach), tied, better);
+      kept = static_cast<size_t>(tied - cand.begin());
+    }
+    cand.resize(kept);
   } else {
     for (size_t i = 0; i < c.ids.size(); i++) cand.emplace_back(c.ids[i], c.logits[i]);
   }
   if (o_.temperature == 0 || !std::isfinite(cand.front().second)) return cand.front().first;
-  if (o_.top_k > 0 && cand.size() > o_.top_k) cand.resize(o_.top_k);
+  if (o_.top_k > 0 && cand.size() > o_.top_k && !o_.temperature_first) cand.resize(o_.top_k);
 
   // top-p on the probabilities at temperature 1, as llama.cpp's chain does (or at the
   // temperature, as Hugging Face's): the smallest prefix whose mass reaches p (at least one
@@ -116,7 +125,8 @@ int32_t Sampler::pick(const Candidates& c, const History& h) {
   const double sum = std::accumulate(p.begin(), p.end(), 0.0);
   size_t keep = cand.size();
   double mass = 0;
-  for (size_t i = 0; i < cand.size(); i++) {
+  // top-p 1 keeps all (Hugging Face's skips the cut; summing could drop a tail by rounding).
+  for (size_t i = 0; o_.top_p < 1 && i < cand.size(); i++) {
     mass += p[i] / sum;
     if (mass >= double{o_.top_p}) {
       keep = i + 1;

@@ -21,7 +21,8 @@ struct SamplerOptions {
   float presence_penalty = 0.0f;   // OpenAI's: logit -= F where the token occurs; -2..2
   float frequency_penalty = 0.0f;  // OpenAI's: logit -= F * its count; -2..2
   // Where the temperature applies: after top-k and top-p (llama.cpp's chain), or first (Hugging
-  // Face's generate: temperature, top-k, top-p), so that top-p cuts the tempered distribution.
+  // Face's generate: temperature, top-k, top-p), so that top-p cuts the tempered distribution;
+  // its top-k keeps the logits tied with the k-th too (where pick() is given all V logits).
   bool temperature_first = false;
 
   bool penalized() const {

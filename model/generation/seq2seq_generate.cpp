@@ -139,7 +139,8 @@ std::vector<std::vector<int32_t>> decode_batch(
   }
   const Config& c = m.config();
   Model& d = m.decoder();
-  batch = static_cast<uint32_t>(std::min<size_t>({batch, d.slots(), sources.size()}));
+  batch =
+      static_cast<uint32_t>(std::min<size_t>({batch, d.slots(), d.slot_sources(), sources.size()}));
   const auto asked = [&](size_t i) { return max_new[max_new.size() == 1 ? 0 : i]; };
   // The decoder's context bounds the start token and the new ids together.
   const auto limit = [&](size_t i) { return std::min<uint32_t>(asked(i), c.n_ctx - 1); };

@@ -28,11 +28,11 @@ std::vector<int32_t> sample(Seq2Seq& m, std::span<const int32_t> source, uint32_
 // per source, or one for all), or with `sampling` as sample() does
 // with a Sampler of its own seeded sampling->seed + its index (so a source's text does not
 // depend on the others). With batch > 1, up to that many decode together in the decoder's slots,
-// each with its source in a source cache of its own (the decoder made with
-// GpuModelOptions::slots and sources >= batch): a slot takes the next source as soon as its own
-// ends. A row's logits do not depend on the rows beside it (Model::slot_decode), so the ids are
-// the same whatever the batch. on_done(i, ids) is called as source i's ids (after the start
-// token) are complete, in the order they complete; they are returned too, in the sources' order.
+// each with its source in a source cache of its own (as many as Model::slot_sources() allows):
+// a slot takes the next source as soon as its own ends. A row's logits do not depend on the rows
+// beside it (Model::slot_decode), so the ids are the same whatever the batch. on_done(i, ids) is
+// called as source i's ids (after the start token) are complete, in the order they complete; they
+// are returned too, in the sources' order.
 std::vector<std::vector<int32_t>> decode_batch(
     Seq2Seq& m, std::span<const std::vector<int32_t>> sources, std::span<const uint32_t> max_new,
     uint32_t batch, const SamplerOptions* sampling = nullptr,

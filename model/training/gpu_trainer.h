@@ -47,21 +47,21 @@ class GpuTrainer {
   // and backward in turn over the same activations, each micro-batch's gradients computed from
   // zero (the first into the sum, the others into a second set of gradients, added to the sum
   // in micro-batch order: sum = ((g0 + g1) + g2) ...), each scaled so the sum is that of the mean
-  // loss over all M * B * T targets (those that are not padding); the activations are those of B x T whatever M is, the ids,
-  // targets and losses (12 bytes a token) those of the M * B * T. Throws vk::Error when an op
-  // cannot run on the device. timestamps: time every dispatch (timings()). share: the part of
-  // each step this process computes, M a multiple of its ranks. recompute: keep each block's
-  // input only and one block's activations, run each block's forward again before its backward
-  // (train_graph.h); the gradients, losses and weights are the same bits as without.
-  // An encoder-decoder's parameters train with S >= 1, each sequence a source of S tokens and a
-  // target of T (the decoder's inputs, and their next tokens as targets): its calls take the
-  // sources [M * B, S] (an evaluation's [B, S]) beside the ids and targets; a decoder's S is 0.
-  // An encoder-decoder has no recomputation, and target_logits for next_logits.
-  // Padding: a target of ignore_target (model/ops/types.h, transformers' -100) is none, and the
-  // mean is over the others (a step or evaluation needs one at least); a source's trailing
-  // pad_token_id ids are padding that no query attends to (its attention mask: a batch of
-  // sources of different lengths padded to S). The decoder's inputs past a target's end may be
-  // anything: its attention is causal, and their targets are ignore_target.
+  // loss over all M * B * T targets (those that are not padding); the activations are those of B x
+  // T whatever M is, the ids, targets and losses (12 bytes a token) those of the M * B * T. Throws
+  // vk::Error when an op cannot run on the device, or an id or a target is outside the vocabulary
+  // (upload_ids). timestamps: time every dispatch (timings()). share: the part of each step this
+  // process computes, M a multiple of its ranks. recompute: keep each block's input only and one
+  // block's activations, run each block's forward again before its backward (train_graph.h); the
+  // gradients, losses and weights are the same bits as without. An encoder-decoder's parameters
+  // train with S >= 1, each sequence a source of S tokens and a target of T (the decoder's inputs,
+  // and their next tokens as targets): its calls take the sources [M * B, S] (an evaluation's [B,
+  // S]) beside the ids and targets; a decoder's S is 0. An encoder-decoder has no recomputation,
+  // and target_logits for next_logits. Padding: a target of ignore_target (model/ops/types.h,
+  // transformers' -100) is none, and the mean is over the others (a step or evaluation needs one at
+  // least); a source's trailing pad_token_id ids are padding that no query attends to (its
+  // attention mask: a batch of sources of different lengths padded to S). The decoder's inputs past
+  // a target's end may be anything: its attention is causal, and their targets are ignore_target.
   GpuTrainer(const vk::Device& device, const Parameters& params, uint32_t B, uint32_t T,
              bool timestamps = false, uint32_t M = 1, Share share = {}, bool recompute = false,
              uint32_t S = 0);

@@ -56,10 +56,10 @@ void gather_pairs(const Pairs& pairs, const std::vector<uint64_t>& rows, const P
 // batch's sources padded to its longest, as transformers' tokenizers pad them; its attention
 // mask's ones), or S where the model has no pad token. Throws std::invalid_argument for a source
 // of padding alone.
-// How many of the targets are not ignore_target (padding): the rows a step's mean is over.
-size_t real_targets(std::span<const int32_t> targets);
-
 std::vector<uint32_t> source_lengths(std::span<const int32_t> sources, uint32_t S,
                                      std::optional<int32_t> pad);
+
+// How many of the targets are not ignore_target (padding): the rows a step's mean is over.
+size_t real_targets(std::span<const int32_t> targets);
 
 }  // namespace model::training
