@@ -263,8 +263,8 @@ Seq2SeqResult Seq2SeqRunner::result_of(const Seq2SeqRequest& r, const std::vecto
   out.prompt_tokens = r.source.size();
   out.completion_tokens = ids.size();
   // An eos before the limit ended it; at the limit a forced eos is the limit's doing.
-  const bool eos = !ids.empty() && c.eos_token_id && ids.back() == *c.eos_token_id;
-  const bool at_limit = ids.size() >= std::min<uint32_t>(r.search.max_new_tokens, c.n_ctx - 1);
+  const bool eos = !ids.empty() && model::ends_decoding(c, ids.back());
+  const bool at_limit = ids.size() >= model::new_token_limit(c, r.search.max_new_tokens);
   out.finish_reason = eos && !(at_limit && c.forced_eos_token_id) ? "stop" : "length";
   metrics_.tokens(out.prompt_tokens, out.completion_tokens);
   return out;

@@ -41,7 +41,7 @@ size_t Seq2Seq::prepare(std::span<const uint32_t> source_lengths, uint32_t max_n
   // decode_batch's slots, run slot_decode's batches, which the decoder's prepare records
   // whatever k is.
   const uint32_t k = beams > 1 || batched || sampled ? 0 : 1;
-  const uint32_t steps = std::min<uint32_t>(max_new, config_.n_ctx - 1);
+  const uint32_t steps = new_token_limit(config_, max_new);
   std::vector<uint32_t> lengths(source_lengths.begin(), source_lengths.end());
   std::sort(lengths.begin(), lengths.end());
   lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());

@@ -3,6 +3,7 @@
 // once; the decoder's cross-attention reads its output, projected once per source, at every
 // step. Generation over it: model/generation/seq2seq_generate.h.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -51,6 +52,17 @@ class Seq2Seq {
   std::unique_ptr<Encoder> encoder_;
   std::unique_ptr<Model> decoder_;
 };
+
+// The new ids a source's decoding may have when `asked` for that many: the decoder's context
+// bounds the start token and the new ids together.
+inline uint32_t new_token_limit(const Config& c, uint32_t asked) {
+  return std::min<uint32_t>(asked, c.n_ctx - 1);
+}
+
+// Whether `id` ends a source's decoding (the config's eos; kept as its last id).
+inline bool ends_decoding(const Config& c, int32_t id) {
+  return c.eos_token_id && id == *c.eos_token_id;
+}
 
 // Both sides on the CPU reference, or on one GPU (the options apply to both; slots to the
 // decoder). A checkpoint of another family is refused, naming what to use.

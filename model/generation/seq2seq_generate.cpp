@@ -70,10 +70,6 @@ BeamStep rerun_steps(Model& decoder, const Config& c) {
   };
 }
 
-}  // namespace
-
-namespace {
-
 // The best of a row's logits, ties to the lower id, as the device's argmax and top-k take it.
 int32_t best_id(std::span<const float> row) {
   int32_t best = -1;
@@ -85,10 +81,6 @@ int32_t best_id(std::span<const float> row) {
   return best;
 }
 
-}  // namespace
-
-namespace {
-
 // One source from the start token: up to max_new ids, each the best of its step (the head's own
 // argmax) or, with a sampler, drawn from all V logits (as a batch's row has them, so that the
 // draws are the same either way); ending at eos (kept), the config's forced eos at the last step
@@ -99,15 +91,14 @@ std::vector<int32_t> decode_one(Seq2Seq& m, std::span<const int32_t> source, uin
   const Config& c = m.config();
   std::vector<int32_t> out;
   int32_t next = *c.decoder_start_token_id;
-  // The decoder's context bounds the start token and the new ids together.
-  const uint32_t limit = std::min<uint32_t>(max_new, c.n_ctx - 1);
+  const uint32_t limit = new_token_limit(c, max_new);
   for (uint32_t i = 0; i < limit; i++) {
     const Candidates step = m.decoder().next(std::span(&next, 1), sampler ? 0 : 1);
     next = i + 1 == limit && c.forced_eos_token_id ? *c.forced_eos_token_id
            : sampler                               ? sampler->pick(step)
                                                    : step.ids[0];
     out.push_back(next);
-    if (c.eos_token_id && next == *c.eos_token_id) break;
+    if (ends_decoding(c, next)) break;
   }
   return out;
 }
@@ -142,8 +133,7 @@ std::vector<std::vector<int32_t>> decode_batch(
   batch =
       static_cast<uint32_t>(std::min<size_t>({batch, d.slots(), d.slot_sources(), sources.size()}));
   const auto asked = [&](size_t i) { return max_new[max_new.size() == 1 ? 0 : i]; };
-  // The decoder's context bounds the start token and the new ids together.
-  const auto limit = [&](size_t i) { return std::min<uint32_t>(asked(i), c.n_ctx - 1); };
+  const auto limit = [&](size_t i) { return new_token_limit(c, asked(i)); };
   if (batch <= 1) {
     for (size_t i = 0; i < sources.size(); i++) {
       out[i] =
@@ -192,7 +182,7 @@ std::vector<std::vector<int32_t>> decode_batch(
         l.next = best_id(mine);
       }
       ids.push_back(l.next);
-      if (last || (c.eos_token_id && l.next == *c.eos_token_id)) {
+      if (last || ends_decoding(c, l.next)) {
         if (on_done) on_done(l.source, ids);
         take(rows[r].slot);
       }
@@ -206,8 +196,7 @@ std::vector<int32_t> beam(Seq2Seq& m, std::span<const int32_t> source, BeamSetti
   settings.start = *c.decoder_start_token_id;
   settings.eos = c.eos_token_id.value_or(-1);
   settings.forced_eos = c.forced_eos_token_id;
-  // The decoder's context bounds the start token and the new ids together.
-  settings.max_new_tokens = std::min<uint32_t>(settings.max_new_tokens, c.n_ctx - 1);
+  settings.max_new_tokens = new_token_limit(c, settings.max_new_tokens);
   m.set_source(source);
   const BeamStep step = m.decoder().slots() >= settings.beams ? slot_steps(m.decoder())
                                                                : rerun_steps(m.decoder(), c);
