@@ -1,6 +1,7 @@
 // The GPU model's private parts: the GpuModel class behind make_gpu_model, and the GpuBackend
 // whose steps model/forward/graph.h drives. gpu_model.cpp defines the model (weights, state,
-// passes, slots), gpu_backend.cpp the ops each step records; nothing else includes this.
+// passes), gpu_model_slots.cpp its slots and source caches, gpu_model_prepare.cpp its compiling
+// ahead, gpu_backend.cpp the ops each step records; nothing else includes this.
 #pragma once
 #include <map>
 #include <memory>
