@@ -123,7 +123,7 @@ int seq2seq(Seq2SeqArgs a) {
     throw std::runtime_error("--beams " + std::to_string(s.beams) + ": at most half the vocabulary (" +
                              std::to_string(c.n_vocab / 2) + ")");
   model::Seq2Seq* m = session.model.get();
-  batch = std::min(batch, m->decoder().slots());  // the CPU reference: one at a time
+  batch = std::min(batch, m->decoder().slot_sources());  // the CPU reference: one at a time
   const model::SentencePieceTokenizer* target = session.target.get();
 
   // Every source tokenized and checked before anything is generated, and the pipelines their
