@@ -62,6 +62,10 @@ struct AttentionPush {
   // position p against key j gains bias[h * bias_span + R + (j - p)] after the scale (the host
   // keeps every visible j - p within [-R, R]).
   uint bias_span;
+  // attention_split: 1, the merge fused in (no attention_merge dispatch). Each workgroup counts
+  // its block done in the Count binding's entry for its (query, head), and the last of them
+  // merges the blocks' partial results into the Out binding, then sets the entry back to 0.
+  uint merge;
 };
 PUSH_NAMESPACE_END
 

@@ -31,6 +31,12 @@
 // keys leaves. The values read are the ones written, so the results are the bits of kv_store
 // then attention.
 //
+// With p.merge the merge is fused in (attention_merge.glsl): each workgroup, its partials written,
+// counts its block in count[t, h], and the workgroup that counts the last block merges them all
+// into out and sets the count back to 0 for the next dispatch. Which workgroup that is varies;
+// the merge's arithmetic does not, and it is attention_merge.comp's. One dispatch where there
+// were two, with no barrier between them.
+//
 // With p.bias_span (T5's relative position bias) each scaled score gains the table's entry for
 // its key's distance from the query, so the partial results, and the merge, include it.
 #extension GL_GOOGLE_include_directive : require
@@ -41,7 +47,8 @@ layout(local_size_x = ATTENTION_SPLIT_WG) in;
 layout(constant_id = 3) const uint D = 64;  // head dim, C / H: a multiple of 4, <= MAX_D
 layout(constant_id = 4) const uint CACHE_DTYPE = DTYPE_F32;  // of the caches' elements
 
-layout(binding = 0) writeonly buffer Part { float part[]; };  // [T, H, splits, D + 2]
+// Coherent: with p.merge, one workgroup reads the blocks the others wrote.
+layout(binding = 0) coherent buffer Part { float part[]; };  // [T, H, splits, D + 2]
 layout(binding = 1) readonly buffer Q { vec4 q4[]; };         // [T, q_stride / 4]
 // The caches: 16 bytes are 4 fp32 values or 8 fp16 ones (kv_store.comp's packing). Written only
 // with p.store, at the new rows, which no workgroup reads from here.
@@ -52,6 +59,10 @@ layout(binding = 3) buffer V { uvec4 v4[]; };                 // [L, C]
 layout(binding = 4) readonly buffer Step { uint step[]; };
 // The relative position bias [H, bias_span] (AttentionPush.bias_span).
 layout(binding = 5) readonly buffer Bias { float bias[]; };
+// With p.merge: the attention output, and per (query, head) the blocks counted so far (0 between
+// dispatches).
+layout(binding = 6) writeonly buffer Out { float out_[]; };   // [T, C], head h in cols h*D ..
+layout(binding = 7) coherent buffer Count { uint count[]; };  // [T, H]
 layout(push_constant) uniform Push { AttentionPush p; };
 
 const uint WG = ATTENTION_SPLIT_WG;
@@ -62,6 +73,7 @@ shared vec4 q_sh[ATTENTION_SPLIT_MAX_D / 4];  // this query's head slice
 shared float dots[ATTENTION_SPLIT_DOTS];      // [key][lane], rows padded to G + 1; then V's parts
 shared float w_sh[ATTENTION_SPLIT_BLOCK];     // the block's scores, then exp(s - m)
 shared float red[ATTENTION_SPLIT_WG];         // the trees
+shared bool last_sh;                          // p.merge: this workgroup merges
 
 float tree(float v, bool is_max) {
   const uint tid = gl_LocalInvocationID.x;
@@ -133,38 +145,19 @@ void store_texel(uint j, uint i) {
   }
 }
 
-void main() {
-  const uint block = gl_WorkGroupID.x, t = gl_WorkGroupID.z;
-  const uint H = gl_NumWorkGroups.y, tid = gl_LocalInvocationID.x;
-  h = gl_WorkGroupID.y;
-  G = D / 4;
-  C4 = p.C / 4;
-  QS4 = p.q_stride / 4;
-  const bool sequences = p.dynamic_pos == 2;  // a batch of sequences
-  const uint L = sequences ? step[2 * t] + 1 : p.L + (p.dynamic_pos != 0 ? step[0] : 0);
-  cache0 = sequences ? step[2 * t + 1] * (F16 ? 8 : 4) : 0;  // the table counts 16 bytes
-  // The new keys: a batch query's own (q row t), else the last T (q rows 0 .. T - 1).
-  first_new = p.store == 0 ? L : sequences ? L - 1 : L - p.T;
-  q_first = sequences ? t : 0;
-  // A batch's query is the last of its sequence's L positions.
-  const uint n_keys = p.causal != 0 && !sequences ? L - p.T + t + 1 : L;
-  const uint q_pos = sequences ? L - 1 : L - p.T + t;  // the query's absolute position
-  const uint k0 = block * ATTENTION_SPLIT_BLOCK;
-  const uint n = k0 < n_keys ? min(ATTENTION_SPLIT_BLOCK, n_keys - k0) : 0;
-  const uint dst = ((t * H + h) * p.splits + block) * (D + 2);
-  // The fused store: this block's new rows of head h, by one query's workgroups.
-  if (p.store != 0 && (sequences || t + 1 == p.T)) {
-    const uint j0 = max(k0, first_new), j1 = min(k0 + ATTENTION_SPLIT_BLOCK, L);
-    for (uint e = tid; j0 < j1 && e < (j1 - j0) * G; e += WG) store_texel(j0 + e / G, e % G);
+#include "attention_merge.glsl"
+
+// The partial results of a block past the query's keys: weighed as 0 by the merge.
+void empty_part(uint tid, uint dst) {
+  for (uint d = tid; d < D; d += WG) part[dst + d] = 0.0;
+  if (tid == 0) {
+    part[dst + D] = LOWEST;
+    part[dst + D + 1] = 0.0;
   }
-  if (n == 0) {  // uniform over the workgroup: it leaves before any barrier
-    for (uint d = tid; d < D; d += WG) part[dst + d] = 0.0;
-    if (tid == 0) {
-      part[dst + D] = LOWEST;
-      part[dst + D + 1] = 0.0;
-    }
-    return;
-  }
+}
+
+// The partial results of query t over the block's n keys from k0 (n > 0).
+void block_part(uint t, uint tid, uint n, uint k0, uint q_pos, uint dst) {
   for (uint i = tid; i < G; i += WG) q_sh[i] = q4[t * (p.q_stride / 4) + h * G + i];
   barrier();
 
@@ -229,4 +222,49 @@ void main() {
     part[dst + D] = m;
     part[dst + D + 1] = l;
   }
+}
+
+// p.merge: count this block done; the workgroup that counts the last merges them all. The
+// partials are published before the count (each invocation's writes, then the workgroup's
+// barrier, then one atomic), and the merging workgroup's reads come after it.
+void merge_if_last(uint t, uint H, uint tid) {
+  memoryBarrierBuffer();
+  barrier();
+  if (tid == 0) last_sh = atomicAdd(count[t * H + h], 1u) + 1 == p.splits;
+  barrier();
+  if (!last_sh) return;
+  memoryBarrierBuffer();
+  merge_blocks(t, h, H, tid);
+  if (tid == 0) count[t * H + h] = 0u;  // for the next dispatch
+}
+
+void main() {
+  const uint block = gl_WorkGroupID.x, t = gl_WorkGroupID.z;
+  const uint H = gl_NumWorkGroups.y, tid = gl_LocalInvocationID.x;
+  h = gl_WorkGroupID.y;
+  G = D / 4;
+  C4 = p.C / 4;
+  QS4 = p.q_stride / 4;
+  const bool sequences = p.dynamic_pos == 2;  // a batch of sequences
+  const uint L = sequences ? step[2 * t] + 1 : p.L + (p.dynamic_pos != 0 ? step[0] : 0);
+  cache0 = sequences ? step[2 * t + 1] * (F16 ? 8 : 4) : 0;  // the table counts 16 bytes
+  // The new keys: a batch query's own (q row t), else the last T (q rows 0 .. T - 1).
+  first_new = p.store == 0 ? L : sequences ? L - 1 : L - p.T;
+  q_first = sequences ? t : 0;
+  // A batch's query is the last of its sequence's L positions.
+  const uint n_keys = p.causal != 0 && !sequences ? L - p.T + t + 1 : L;
+  const uint q_pos = sequences ? L - 1 : L - p.T + t;  // the query's absolute position
+  const uint k0 = block * ATTENTION_SPLIT_BLOCK;
+  const uint n = k0 < n_keys ? min(ATTENTION_SPLIT_BLOCK, n_keys - k0) : 0;
+  const uint dst = ((t * H + h) * p.splits + block) * (D + 2);
+  // The fused store: this block's new rows of head h, by one query's workgroups.
+  if (p.store != 0 && (sequences || t + 1 == p.T)) {
+    const uint j0 = max(k0, first_new), j1 = min(k0 + ATTENTION_SPLIT_BLOCK, L);
+    for (uint e = tid; j0 < j1 && e < (j1 - j0) * G; e += WG) store_texel(j0 + e / G, e % G);
+  }
+  if (n == 0)  // uniform over the workgroup, as is every branch around a barrier here
+    empty_part(tid, dst);
+  else
+    block_part(t, tid, n, k0, q_pos, dst);
+  if (p.merge != 0) merge_if_last(t, H, tid);
 }

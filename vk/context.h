@@ -52,6 +52,7 @@ struct DeviceCaps {
   uint32_t max_workgroup_count[3] = {};
 
   uint64_t max_storage_buffer_range = 0;  // largest range one descriptor may bind
+  uint32_t max_storage_buffers = 0;  // maxPerStageDescriptorStorageBuffers (Vulkan's minimum: 4)
   uint32_t max_push_constants = 0;
   uint64_t storage_buffer_alignment = 0;  // minStorageBufferOffsetAlignment
   uint32_t max_texel_buffer_elements = 0;

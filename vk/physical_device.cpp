@@ -64,6 +64,7 @@ PhysicalDevice describe(VkPhysicalDevice pd, uint32_t index) {
     c.max_workgroup_count[i] = l.maxComputeWorkGroupCount[i];
   }
   c.max_storage_buffer_range = l.maxStorageBufferRange;
+  c.max_storage_buffers = l.maxPerStageDescriptorStorageBuffers;
   c.max_push_constants = l.maxPushConstantsSize;
   c.storage_buffer_alignment = l.minStorageBufferOffsetAlignment;
   c.max_texel_buffer_elements = l.maxTexelBufferElements;

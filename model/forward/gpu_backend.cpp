@@ -146,6 +146,7 @@ void GpuBackend::attention_store(uint32_t layer, uint32_t T, uint32_t pos) {
   }
   o.cache = s.kv_cache;
   if (s.split) o.scratch = &*s.split;
+  if (s.split_counts) o.counts = &*s.split_counts;
   if (pass.batch && s.batch_attention) {  // every row at once, each as its decode step alone
     const uint32_t longest = *std::max_element(pass.batch->pos.begin(), pass.batch->pos.end()) + 1;
     gpu::attention_store_batch(k, rec,
@@ -235,6 +236,7 @@ void GpuBackend::cross_attention(uint32_t layer, uint32_t T) {
   o.causal = false;
   o.scale = c.attention_scale;
   if (s.split) o.scratch = &*s.split;
+  if (s.split_counts) o.counts = &*s.split_counts;
   const auto attend = [&](uint32_t first, uint32_t n, uint32_t source) {
     const uint64_t row = uint64_t{A} * 4;
     gpu::attention(k, rec,

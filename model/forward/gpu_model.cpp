@@ -172,12 +172,21 @@ void GpuModel::plan_state() {
   slot_len_.assign(slots_, 0);
   // The split kernel's partial results; the tiled kernel splits a short prompt's keys in the
   // same scratch.
-  if (gpu::attention_needs_scratch(ops_.policy(), slots_, kv_cache_))
+  // And the split kernel's counts of finished key blocks, so that it merges them in the same
+  // dispatch: for as many queries as one call has (a decode step's, a batch's rows).
+  if (gpu::attention_needs_scratch(ops_.policy(), slots_, kv_cache_)) {
     split_ = state_.add(gpu::attention_model_scratch_bytes(ops_.policy(), c.n_ctx, c.attn_width(), c.n_head));
+    split_counts_ = state_.add(uint64_t{std::max(gpu::kAttentionSplitMaxT, slots_)} * c.n_head * 4);
+  }
   // The top-k's rounds re-read their scratch: device memory, not host memory over the bus.
   const uint32_t k = std::min(Model::kMaxCandidates, c.n_vocab);
   scratch_ = state_.add(std::max<uint64_t>(4, gpu::topk_scratch_bytes(ops_, c.n_vocab, k)));
   state_.allocate(vk::MemoryKind::Device);
+  if (split_counts_) {  // zero once; every split dispatch leaves them zero
+    const vk::BufferSpan counts = state_.span(*split_counts_);
+    const std::vector<uint8_t> zeros(counts.size, 0);
+    vk::upload(device_, counts, zeros.data(), counts.size);
+  }
 
   // What the host writes (ids) and reads back (the candidates, the argmax partials) each pass:
   // host-cached memory where the device offers it, since the host reads most of it.
@@ -277,6 +286,7 @@ GpuState GpuModel::pass_state() const {
   if (types_) s.types = params_.span(*types_);
   s.partials = io_.span(partials_);
   if (split_) s.split = state_.span(*split_);
+  if (split_counts_) s.split_counts = state_.span(*split_counts_);
   s.batch_attention = batch_attention_;
   s.taps = tap_spans_;
   s.probs = probs_spans_;

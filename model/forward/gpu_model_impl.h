@@ -78,6 +78,7 @@ struct GpuState {
   vk::BufferSpan types;                  // an encoder's token types [R], likewise
   vk::BufferSpan partials;               // the argmax head's (gpu::matmul_argmax)
   std::optional<vk::BufferSpan> split;   // the split and tiled attention's scratch
+  std::optional<vk::BufferSpan> split_counts;  // the split kernel's block counts (merge fused)
   bool batch_attention = false;          // batches run attention_store_batch
   std::vector<vk::BufferSpan> taps;      // [layer][n_ctx, C] once taps were asked for
   std::vector<vk::BufferSpan> probs;     // [layer][H, T, L]; empty for a layer not tapped
@@ -302,7 +303,7 @@ class GpuModel final : public Model {
   size_t batch_rows_ = 0;        // a batch's {pos, cache texel} per row (attention_store_batch)
   // Partial results of split-K attention (decoding) and of the tiled kernel's key ranges, where
   // they may run.
-  std::optional<size_t> split_;
+  std::optional<size_t> split_, split_counts_;
   size_t partials_;  // greedy decoding: the head's argmax partials (gpu::matmul_argmax)
 
   std::unique_ptr<vk::Arena> logits_arena_;  // [rows, V], grown when more rows are asked for

@@ -76,12 +76,13 @@ for s in small medium; do
     --tolerance 1e-2 -p "The engine is checked against its reference on a GPU." ||
     echo "compare $s (matrix units) FAILED"
 done
-# The matmul op tests on this GPU (a test binary carried by pack.sh --tests): the matrix units'
-# kernels against the CPU reference, both tiles, and the tiled and GEMV kernels.
+# The op tests on this GPU (a test binary carried by pack.sh --tests): the matrix units' kernels
+# against the CPU reference, both tiles, and the tiled and GEMV kernels; the split attention
+# with its merge fused (workgroups that run at once on a GPU, where lavapipe runs them in turn).
 if [[ -x $root/.gpubin/gpt2vk_tests ]]; then
-  say "op tests: matmul"
+  say "op tests: matmul, attention_merge"
   timeout 150 env LD_LIBRARY_PATH="$lib" VK_LAYER_PATH="$root/.gpubin/lib/layer" \
-    "$root/.gpubin/gpt2vk_tests" --source-file='*/test_matmul.cpp' ||
+    "$root/.gpubin/gpt2vk_tests" --source-file='*/test_matmul.cpp,*/test_attention_merge.cpp' ||
     echo "op tests FAILED"
 fi
 

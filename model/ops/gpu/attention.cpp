@@ -93,6 +93,7 @@ struct Call {
   DType cache = DType::F32;  // the caches' elements
   const vk::BufferSpan* bias = nullptr;  // the relative position bias [H, bias_span], or null
   uint32_t bias_span = 0;
+  const vk::BufferSpan* counts = nullptr;  // Split's block counts (the merge fused), or null
   uint64_t row_bytes() const { return uint64_t{C} * sizeof(float); }  // of q's head and out
   uint64_t cache_row_bytes() const { return uint64_t{C} * dtype_bytes(cache); }
   // The cache rows a kernel that reads the first L binds: those, or all with the position read
@@ -217,6 +218,9 @@ uint32_t split_blocks(uint32_t L) {
   return static_cast<uint32_t>(vk::ceil_div(L, push::ATTENTION_SPLIT_BLOCK));
 }
 
+// attention_split.comp's storage buffers: part, q, the caches, the step, the bias, out, counts.
+constexpr uint32_t kSplitBindings = 8;
+
 // Why the split kernel cannot run this call on this device; empty when it can.
 std::string split_unsupported(const vk::DeviceCaps& caps, const Call& c) {
   const uint32_t D = c.C / c.H, wg = push::ATTENTION_SPLIT_WG;
@@ -247,6 +251,9 @@ std::string split_unsupported(const vk::DeviceCaps& caps, const Call& c) {
     return "the grid exceeds the device's workgroup counts";
   if (std::max(need, uint64_t{c.L} * c.cache_row_bytes()) > caps.max_storage_buffer_range)
     return "the caches or the scratch exceed maxStorageBufferRange";
+  if (caps.max_storage_buffers < kSplitBindings)
+    return "the kernel binds " + str(kSplitBindings) + " storage buffers, the device allows " +
+           str(caps.max_storage_buffers) + " per shader";
   return {};
 }
 
@@ -258,13 +265,21 @@ void dispatch_split(const Ops& k, vk::Recorder& rec, const Call& c,
   const vk::BufferSpan part =
       c.scratch->sub(0, attention_split_scratch_bytes(c.T, c.L, c.C, c.H));
   const uint64_t cache = c.cache_bytes(k.device().caps());
+  const vk::BufferSpan out = c.out.sub(0, c.T * c.row_bytes());
+  // With the merge fused in, one dispatch; without, the Count binding is not read (4 bytes of
+  // the partials stand in) and attention_merge follows.
+  const uint64_t count_bytes = uint64_t{c.T} * c.H * sizeof(uint32_t);
+  const bool fused = c.counts && c.counts->size >= count_bytes;
+  p.merge = fused ? 1 : 0;
+  const vk::BufferSpan counts = fused ? c.counts->sub(0, count_bytes) : part.sub(0, 4);
   rec.dispatch(
       k.get(vk::Shader::attention_split, {{wg, 1, 1}, {D, static_cast<uint32_t>(c.cache)}}),
       {part, c.q.sub(0, c.q_floats() * sizeof(float)), c.k_cache.sub(0, cache),
-       c.v_cache.sub(0, cache), c.step_span(), c.bias_binding()},
+       c.v_cache.sub(0, cache), c.step_span(), c.bias_binding(), out, counts},
       p, {blocks, c.H, c.T});
-  rec.dispatch(k.get(vk::Shader::attention_merge, {{wg, 1, 1}, {D}}),
-               {c.out.sub(0, c.T * c.row_bytes()), part}, p, {c.H, c.T, 1});
+  if (!fused)
+    rec.dispatch(k.get(vk::Shader::attention_merge, {{wg, 1, 1}, {D}}), {out, part}, p,
+                 {c.H, c.T, 1});
 }
 
 // The tiled kernel's shared arrays at their maxima: the tile, the weights and the lanes' sums.
@@ -437,6 +452,7 @@ Call batch_call(const vk::BufferSpan& out, const vk::BufferSpan& k_caches,
          nullptr, &rows, options.cache};
   c.bias = options.bias;
   c.bias_span = options.bias_span;
+  c.counts = options.counts;
   return c;
 }
 
@@ -476,6 +492,7 @@ void attention(const Ops& ops, vk::Recorder& rec, const AttentionArgs& a) {
   c.cache = options.cache;
   c.bias = options.bias;
   c.bias_span = options.bias_span;
+  c.counts = options.counts;
   const AttentionKernel kernel = choose_kernel(ops, c, options.kernel);
   if (kernel == AttentionKernel::Texel)
     dispatch_texel(ops, rec, c, make_push(c, options));
@@ -596,6 +613,7 @@ void attention_store(const Ops& ops, vk::Recorder& rec, const AttentionStoreArgs
   c.cache = options.cache;
   c.bias = options.bias;
   c.bias_span = options.bias_span;
+  c.counts = options.counts;
   const AttentionKernel kernel = choose_kernel(ops, c, options.kernel);
   if (kernel == AttentionKernel::Texel) {
     dispatch_texel(ops, rec, c, make_push(c, options));

@@ -33,6 +33,10 @@ struct AttentionOptions : AttentionSpec {
   const vk::BufferSpan* probs = nullptr;
   // Split's partial results; without it, Auto does not take Split.
   const vk::BufferSpan* scratch = nullptr;
+  // Split's counts of finished key blocks, uint32, zero (and left zero): where they cover the
+  // call's [T, H], Split merges the blocks in the same dispatch (AttentionPush.merge), one
+  // dispatch instead of two. Ignored by the other kernels.
+  const vk::BufferSpan* counts = nullptr;
   // The position read at run time (gpu::step_binding): it must then hold L - T (attention_store:
   // pos). The caches are bound whole.
   const vk::BufferSpan* step = nullptr;
