@@ -78,6 +78,7 @@ struct Profile {
     double longest = 0;  // the longest dispatch of each pass, summed (lm_head among matmuls)
     uint32_t dispatches = 0;
     uint64_t read_bytes = 0;  // of its read-only bindings (vk::DispatchTime::read_bytes)
+    double flops = 0;         // as the ops count them (vk::DispatchTime::flops)
   };
   std::map<std::string, Op> ops;
   vk::RecorderStats stats;
@@ -96,7 +97,9 @@ struct Profile {
 // bandwidth: GB/s, or 0. An op's bytes are those of its read-only bindings (the weights, x; none
 // for the embedding and attention, Profile::add): at one row of x (decoding) a matmul's are its
 // weights, which is what bounds it, so bytes / time against the device's bandwidth is its
-// distance from the roofline.
+// distance from the roofline. Its FLOPs are what the matmuls and a prompt's attention count
+// (vk::Recorder::set_flops): GFLOP/s against the device's peak is the other roofline, a
+// prompt's.
 void print_profile(FILE* out, const std::string& title, const Profile& p, const std::string& unit,
                    double bandwidth);
 

@@ -152,6 +152,7 @@ void Profile::add(const std::vector<vk::DispatchTime>& timings, const vk::Record
     // say nothing about what they read, so they count no bytes.
     if (d.shader.rfind("embedding", 0) != 0 && d.shader.rfind("attention", 0) != 0)
       ops[d.shader].read_bytes += d.read_bytes;
+    ops[d.shader].flops += d.flops;
     longest[d.shader] = std::max(longest[d.shader], d.ms);
   }
   for (const auto& [name, ms] : longest) ops[name].longest += ms;
@@ -166,16 +167,23 @@ void print_profile(FILE* out, const std::string& title, const Profile& p, const 
   std::vector<std::pair<std::string, Profile::Op>> ops(p.ops.begin(), p.ops.end());
   std::sort(ops.begin(), ops.end(),
             [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
-  double total = 0, bytes = 0;
+  double total = 0, bytes = 0, flops = 0;
   for (const auto& [name, op] : ops) {
     total += op.ms;
     bytes += static_cast<double>(op.read_bytes);
+    flops += op.flops;
   }
   // GB/s reached, and its fraction of `bandwidth`.
   const auto reached = [&](double b, double ms) {
     const double gbs = ms > 0 ? b / (ms * 1e-3) / 1e9 : 0;
     return std::vector<std::string>{format("%.3f", b / n / 1e6), format("%.3g", gbs),
                                     bandwidth > 0 ? format("%.1f%%", 100 * gbs / bandwidth) : "-"};
+  };
+  // GFLOP per unit and GFLOP/s reached, where the ops counted their arithmetic.
+  const auto computed = [&](double f, double ms) {
+    if (f <= 0) return std::vector<std::string>{"-", "-"};
+    return std::vector<std::string>{format("%.4g", f / n / 1e9),
+                                    format("%.4g", ms > 0 ? f / (ms * 1e-3) / 1e9 : 0)};
   };
   std::vector<std::vector<std::string>> rows;
   for (const auto& [name, op] : ops) {
@@ -184,17 +192,19 @@ void print_profile(FILE* out, const std::string& title, const Profile& p, const 
                     format("%.3f", op.longest / n)});
     for (std::string& s : reached(static_cast<double>(op.read_bytes), op.ms))
       rows.back().push_back(s);
+    for (std::string& s : computed(op.flops, op.ms)) rows.back().push_back(s);
   }
   rows.push_back({"all (GPU)", format("%.4g", p.stats.dispatches / n), format("%.3f", total / n),
                   "100.0%", ""});
   for (std::string& s : reached(bytes, total)) rows.back().push_back(s);
+  for (std::string& s : computed(flops, total)) rows.back().push_back(s);
   rows.push_back(
-      {"wall, timestamps on", "", format("%.3f", 1e3 * p.wall_s / n), "", "", "", "", ""});
+      {"wall, timestamps on", "", format("%.3f", 1e3 * p.wall_s / n), "", "", "", "", "", "", ""});
   std::fprintf(out, "\n%s\n\n", title.c_str());
   print_markdown(out,
                  {"op kind", "dispatches/" + unit, "ms/" + unit, "share", "longest ms",
-                  "MB read/" + unit, "GB/s", "of bandwidth"},
-                 {false, true, true, true, true, true, true, true}, rows);
+                  "MB read/" + unit, "GB/s", "of bandwidth", "GFLOP/" + unit, "GFLOP/s"},
+                 {false, true, true, true, true, true, true, true, true, true}, rows);
   const vk::RecorderStats& st = p.stats;
   std::fprintf(out, "\n");
   print_markdown(out, {"counter", "per " + unit}, {false, true},

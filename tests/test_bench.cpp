@@ -4,6 +4,9 @@
 
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "model/ops/gpu/matmul.h"
 #include "tests/cli.h"
@@ -33,6 +36,34 @@ std::string row_value(const std::string& text, const std::string& section,
   if (!std::regex_search(rest, m, std::regex("\\|\\s*" + name + "\\s*\\|\\s*([^|]*?)\\s*\\|")))
     return "<no row '" + name + "'>";
   return m[1];
+}
+
+// Every cell of each row of the first table after `section` whose op kind starts with `prefix`.
+std::vector<std::vector<std::string>> rows_starting(const std::string& text,
+                                                    const std::string& section,
+                                                    const std::string& prefix) {
+  std::vector<std::vector<std::string>> rows;
+  const size_t at = text.find(section);
+  if (at == std::string::npos) return rows;
+  std::istringstream lines(text.substr(at));
+  std::string line;
+  bool in_table = false;
+  while (std::getline(lines, line)) {
+    if (line.rfind("|", 0) != 0) {
+      if (in_table) break;  // the first table ended
+      continue;
+    }
+    in_table = true;
+    std::vector<std::string> cells;
+    std::istringstream parts(line.substr(1));
+    std::string cell;
+    while (std::getline(parts, cell, '|')) {
+      const size_t b = cell.find_first_not_of(' '), e = cell.find_last_not_of(' ');
+      cells.push_back(b == std::string::npos ? "" : cell.substr(b, e - b + 1));
+    }
+    if (!cells.empty() && cells[0].rfind(prefix, 0) == 0) rows.push_back(cells);
+  }
+  return rows;
 }
 
 }  // namespace
@@ -109,6 +140,23 @@ TEST_CASE("bench: the table, and a profile of one submission and one wait per to
         CHECK(row_value(r.out, section, "descriptor writes") == "0");
         CHECK(row_value(r.out, section, "pipeline binds recorded") == "0");
       }
+      // The matmuls' arithmetic (GFLOP per pass, 4 significant digits a row): 2 T 12 L C^2 in
+      // the blocks, and the head's 2 C V for the one row it reads; GFLOP/s is that over the
+      // matmuls' time.
+      const bool prefill = std::string(section).find("prefill") != std::string::npos;
+      const double want = (2.0 * (prefill ? 8 : 1) * 12 * L * C * C + 2.0 * C * V) / 1e9;
+      double gflop = 0;
+      for (const std::vector<std::string>& row : rows_starting(r.out, section, "matmul")) {
+        CAPTURE(row[0]);
+        REQUIRE(row.size() == 10);  // op, dispatches, ms, share, longest, MB, GB/s, %, GFLOP, /s
+        gflop += std::stod(row[8]);
+        // ms/pass has 3 decimals: up to 0.0005 ms off, a large share of a tiny op's time.
+        const double ms = std::stod(row[2]);
+        REQUIRE(ms > 0);
+        CHECK(std::stod(row[9]) ==
+              doctest::Approx(std::stod(row[8]) / (ms * 1e-3)).epsilon(2e-3 + 6e-4 / ms));
+      }
+      CHECK(gflop == doctest::Approx(want).epsilon(2e-3));
       // Every op kind of GPT-2's forward pass has a GPU time.
       CHECK(row_value(r.out, section, "embedding").find("<no row") == std::string::npos);
       // Greedy decoding reads back a top-1: from a top-k pass, or with the CPU kernel set from

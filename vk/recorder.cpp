@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 
 #include "vk/check.h"
 #include "vk/context.h"
@@ -174,6 +175,7 @@ void Recorder::open() {
   bound_ = VK_NULL_HANDLE;
   timed_.clear();
   timed_bytes_.clear();
+  timed_flops_.clear();
   if (queries_) {
     vkCmdResetQueryPool(cmd_, queries_, 0, max_timestamps_);
     vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_, 0);
@@ -213,6 +215,7 @@ bool Recorder::hazard(const Pipeline& p, std::span<const BufferSpan> buffers) co
 void Recorder::record(const Pipeline& p, std::span<const BufferSpan> buffers,
                       const void* push, uint32_t push_bytes, Groups groups) {
   if (!recording_) throw Error("Recorder::dispatch of '" + p.name() + "' outside begin()/end()");
+  const double flops = std::exchange(next_flops_, 0.0);  // this dispatch's, dry or real
   const ShaderInterface& iface = p.interface();
   const DeviceCaps& caps = device_.caps();
   if (push_bytes != iface.push_constant_bytes)
@@ -315,6 +318,7 @@ void Recorder::record(const Pipeline& p, std::span<const BufferSpan> buffers,
   if (queries_ && timed_.size() + 1 < max_timestamps_) {
     timed_.push_back(p.name());
     timed_bytes_.push_back(read_only_bytes(iface, buffers));
+    timed_flops_.push_back(flops);
     vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_,
                         static_cast<uint32_t>(timed_.size()));
     stats_.commands++;
@@ -423,9 +427,9 @@ std::vector<DispatchTime> Recorder::last_timings() const {
   const double ns = device_.caps().timestamp_period_ns;
   const uint32_t bits = device_.caps().timestamp_valid_bits;
   for (size_t k = 0; k < timed_.size(); k++)
-    out.push_back(
-        {timed_[k], static_cast<double>(timestamp_ticks(ticks[k], ticks[k + 1], bits)) * ns * 1e-6,
-         timed_bytes_[k]});
+    out.push_back({timed_[k],
+                   static_cast<double>(timestamp_ticks(ticks[k], ticks[k + 1], bits)) * ns * 1e-6,
+                   timed_bytes_[k], timed_flops_[k]});
   return out;
 }
 

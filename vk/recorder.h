@@ -61,6 +61,9 @@ struct DispatchTime {
   // and exactly what a matrix-vector product reads (its bindings are the weight block and x), so
   // bytes / ms is the bandwidth the op reached.
   uint64_t read_bytes = 0;
+  // Its arithmetic, as the op that recorded it counts it (Recorder::set_flops): a multiply and
+  // an add are 2. 0 where the op does not say (or cannot: keys read at run time).
+  double flops = 0;
 };
 
 // Ticks from timestamp `from` to a later `to`, of which only the low `valid_bits` count: the
@@ -112,6 +115,9 @@ class Recorder {
   void dispatch(const Pipeline& p, std::initializer_list<BufferSpan> buffers, Groups groups) {
     record(p, {buffers.begin(), buffers.size()}, nullptr, 0, groups);
   }
+
+  // The FLOPs of the next dispatch (DispatchTime::flops); each dispatch takes it and resets it.
+  void set_flops(double flops) { next_flops_ = flops; }
 
   void end();     // closes the recording; it may then be submitted any number of times
   void submit();  // one vkQueueSubmit with the fence; throws once the device is lost
@@ -178,6 +184,8 @@ class Recorder {
   std::vector<Range> reads_, writes_;  // since the last barrier
   std::vector<std::string> timed_;     // shader name per timestamp interval
   std::vector<uint64_t> timed_bytes_;  // and its DispatchTime::read_bytes
+  std::vector<double> timed_flops_;    // and its DispatchTime::flops
+  double next_flops_ = 0;              // set_flops()
   std::vector<DispatchTime> flushed_timings_;  // of the parts flush() submitted
   uint32_t max_timestamps_ = 0;
   RecorderStats stats_;

@@ -117,6 +117,16 @@ struct Call {
   }
 };
 
+// The FLOPs of a call's scores and weighted sums, 4 C per (query, key it sees), for the profile
+// (vk::Recorder::set_flops); 0 where the keys are counted when the kernel runs (a decode step's
+// position, a batch's rows).
+double attention_flops(const Call& c, bool causal) {
+  if (c.step || c.rows) return 0;
+  const double T = c.T, L = c.L;
+  const double pairs = causal ? T * (L - T) + T * (T + 1) / 2 : T * L;
+  return 4.0 * c.C * pairs;
+}
+
 // The portable kernel: one workgroup per (query, head), keys in chunks of shared-memory scores.
 void dispatch_portable(const Ops& k, vk::Recorder& rec, const Call& c,
                        const push::AttentionPush& push) {
@@ -145,6 +155,7 @@ void dispatch_portable(const Ops& k, vk::Recorder& rec, const Call& c,
   if (c.probs) bindings.push_back(probs_binding(caps, *c.probs, c.T, c.L, c.H));
   bindings.push_back(c.step_span());
   bindings.push_back(c.bias_binding());
+  rec.set_flops(attention_flops(c, push.causal != 0));
   rec.dispatch(p, bindings, push, groups(caps, c.T, c.H));
 }
 
@@ -211,6 +222,7 @@ void dispatch_texel(const Ops& k, vk::Recorder& rec, const Call& c,
   if (c.probs) bindings.push_back(probs_binding(caps, *c.probs, c.T, c.L, c.H));
   bindings.push_back(c.step_span());
   bindings.push_back(c.bias_binding());
+  rec.set_flops(attention_flops(c, push.causal != 0));
   rec.dispatch(p, bindings, push, g);
 }
 
@@ -272,6 +284,7 @@ void dispatch_split(const Ops& k, vk::Recorder& rec, const Call& c,
   const bool fused = c.counts && c.counts->size >= count_bytes;
   p.merge = fused ? 1 : 0;
   const vk::BufferSpan counts = fused ? c.counts->sub(0, count_bytes) : part.sub(0, 4);
+  rec.set_flops(attention_flops(c, p.causal != 0));
   rec.dispatch(
       k.get(vk::Shader::attention_split, {{wg, 1, 1}, {D, static_cast<uint32_t>(c.cache)}}),
       {part, c.q.sub(0, c.q_floats() * sizeof(float)), c.k_cache.sub(0, cache),
@@ -345,6 +358,7 @@ void dispatch_tiled(const Ops& k, vk::Recorder& rec, const Call& c, push::Attent
   const vk::BufferSpan q = c.q.sub(0, c.q_floats() * sizeof(float));
   const vk::BufferSpan kc = c.k_cache.sub(0, cache), vc = c.v_cache.sub(0, cache);
   p.splits = tiled_splits(caps, c, k.policy().tuning.attention_groups);
+  rec.set_flops(attention_flops(c, p.causal != 0));  // the next dispatch: the tiled pass
   if (p.splits == 0) {
     rec.dispatch(pipeline, {out, q, kc, vc, c.step_span(), c.bias_binding()}, p,
                  groups(caps, blocks, c.H));

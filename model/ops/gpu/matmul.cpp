@@ -107,6 +107,7 @@ void matmul(const Ops& ops, vk::Recorder& rec, const MatmulArgs& a) {
           o.norm ? o.norm->eps : 0.0f};
       const vk::Pipeline& pipe = last ? *plan.last : *plan.plain;
       const vk::Groups g = matmul_groups(ops.device(), plan, p.n_count, rows);
+      rec.set_flops(2.0 * rows * p.n_count * p.k_count);
       if (plan.norm_bindings)  // gamma and beta, or x again where no LayerNorm reads them
         rec.dispatch(pipe, {ow.span, xw.span, ww.span, bs, rw.span,
                             o.norm ? o.norm->gamma.sub(0, uint64_t{K} * 4) : xw.span,

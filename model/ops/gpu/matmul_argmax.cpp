@@ -33,6 +33,7 @@ void matmul_argmax(const Ops& ops, vk::Recorder& rec, const MatmulArgmaxArgs& a)
     const Window ww = window(w.span, uint64_t{r0} * K, held * K, dtype_bytes(w.dtype), plan.align);
     const push::MatmulPush p{1, K, N, 0, K, r0, count, xw.skip, ww.skip, pw.skip, 0, 0, 0.0f};
     const vk::BufferSpan unused = xw.span;  // bias, residual, gamma, beta: not read
+    rec.set_flops(2.0 * count * K);
     rec.dispatch(*plan.last, {pw.span, xw.span, ww.span, unused, unused, unused, unused}, p,
                  matmul_groups(ops.device(), plan, count, 1));
   }
