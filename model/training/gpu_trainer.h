@@ -126,7 +126,7 @@ class GpuTrainer {
   uint32_t micro_batches() const;  // M
   bool recomputes() const;         // recompute
 
-  struct Impl;  // gpu_trainer.cpp's: the device buffers and the recorder
+  struct Impl;  // gpu_trainer_impl.h: the device buffers and the recorder
 
  private:
   std::unique_ptr<Impl> impl_;
