@@ -8,14 +8,17 @@
 
 #include <bit>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "model/forward/gpu_model.h"
 #include "model/ops/gpu/attention.h"
 #include "tests/attention_case.h"
 #include "tests/compare.h"
 #include "tests/gpu.h"
+#include "tests/model_fixture.h"
 
 using namespace test::attention;
 
@@ -138,4 +141,38 @@ TEST_CASE("attention's split kernel merges apart where the counts do not cover t
   CHECK(r.shaders == "attention_split+attention_merge");
   CHECK(test::close(name("counts short", c), r.outs[0], run_cpu(c, in), kTol));
   CHECK(r.counts == std::vector<uint32_t>(size_t{4} * c.H, 0));
+}
+
+TEST_CASE("a decoder's steps on the GPU set: the merge fused, the two dispatches' bits") {
+  GPU_TEST(g);
+  // GPT-2 small's width and heads (D = 64), 2 layers, decoded one token at a time from a short
+  // prompt across three 64-key blocks; the merge apart (GPT2VK_SPLIT_MERGE=apart, read when a
+  // model decides its kernels) against fused, the default. Every step's logits the same bits,
+  // under both KV caches.
+  model::Config c = test::tiny_config();
+  c.n_embd = 768, c.n_head = 12, c.n_inner = 4 * 768, c.n_ctx = 256;
+  const test::TinyModel tiny(c, test::unit_scale(c));
+  for (const model::Precision cache : {model::Precision::F32, model::Precision::F16}) {
+    CAPTURE(cache == model::Precision::F16 ? "f16 cache" : "f32 cache");
+    const std::unique_ptr<model::Model> fused =
+        test::gpu_model(g, *tiny.checkpoint, model::Precision::F16, vk::KernelSet::Gpu, cache);
+    setenv("GPT2VK_SPLIT_MERGE", "apart", 1);
+    const std::unique_ptr<model::Model> apart =
+        test::gpu_model(g, *tiny.checkpoint, model::Precision::F16, vk::KernelSet::Gpu, cache);
+    unsetenv("GPT2VK_SPLIT_MERGE");
+    const std::vector<int32_t> prompt{3, 1, 4, 1, 5};
+    bool same = same_bits(fused->logits(prompt), apart->logits(prompt));
+    int32_t id = 9;
+    for (uint32_t step = 0; step < 140 && same; step++) {
+      const std::vector<float> a = fused->logits(std::vector<int32_t>{id}),
+                               b = apart->logits(std::vector<int32_t>{id});
+      same = same_bits(a, b);
+      if (!same) INFO("step " << step);
+      id = static_cast<int32_t>((id * 31 + 7) % c.n_vocab);
+    }
+    CHECK(same);
+    CHECK(fused->length() == 145);
+    // A step's dispatches: the merge's, one a layer, only where it is apart.
+    CHECK(model::gpu_stats(*apart).dispatches == model::gpu_stats(*fused).dispatches + c.n_layer);
+  }
 }

@@ -108,6 +108,24 @@ TEST_CASE("policy: GPT2VK_NORM_GEMV_MIB sets the fused LayerNorm's limit, or is 
   unsetenv("GPT2VK_NORM_GEMV_MIB");
 }
 
+// GPT2VK_SPLIT_MERGE: the split attention's merge in its own dispatch (fused, the default) or in
+// attention_merge's (apart), for measuring the difference on a GPU; anything else is refused.
+TEST_CASE("policy: GPT2VK_SPLIT_MERGE chooses where the split attention merges, or is refused") {
+  const vk::DeviceCaps c = caps_of(VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU);
+  using model::gpu::choose_policy;
+  CHECK(choose_policy(c, vk::KernelSet::Gpu).tuning.split_merge_fused);
+  setenv("GPT2VK_SPLIT_MERGE", "apart", 1);
+  CHECK_FALSE(choose_policy(c, vk::KernelSet::Gpu).tuning.split_merge_fused);
+  setenv("GPT2VK_SPLIT_MERGE", "fused", 1);
+  CHECK(choose_policy(c, vk::KernelSet::Gpu).tuning.split_merge_fused);
+  for (const char* bad : {"yes", "APART", "1"}) {
+    setenv("GPT2VK_SPLIT_MERGE", bad, 1);
+    CHECK_THROWS_WITH_AS(choose_policy(c, vk::KernelSet::Gpu),
+                         doctest::Contains("GPT2VK_SPLIT_MERGE"), std::runtime_error);
+  }
+  unsetenv("GPT2VK_SPLIT_MERGE");
+}
+
 TEST_CASE("policy: either set can be forced on any device") {
   using model::gpu::choose_policy;
   const auto forced_gpu = choose_policy(caps_of(VK_PHYSICAL_DEVICE_TYPE_CPU), vk::KernelSet::Gpu);

@@ -176,7 +176,9 @@ void GpuModel::plan_state() {
   // dispatch: for as many queries as one call has (a decode step's, a batch's rows).
   if (gpu::attention_needs_scratch(ops_.policy(), slots_, kv_cache_)) {
     split_ = state_.add(gpu::attention_model_scratch_bytes(ops_.policy(), c.n_ctx, c.attn_width(), c.n_head));
-    split_counts_ = state_.add(uint64_t{std::max(gpu::kAttentionSplitMaxT, slots_)} * c.n_head * 4);
+    if (ops_.policy().tuning.split_merge_fused)
+      split_counts_ =
+          state_.add(uint64_t{std::max(gpu::kAttentionSplitMaxT, slots_)} * c.n_head * 4);
   }
   // The top-k's rounds re-read their scratch: device memory, not host memory over the bus.
   const uint32_t k = std::min(Model::kMaxCandidates, c.n_vocab);

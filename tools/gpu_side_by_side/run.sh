@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # The side-by-side on a lent GPU: gpt2vk bench against Hugging Face transformers (PyTorch, fp16)
 # on the same GPU and shapes, gpt2vk compare there, and the Hugging Face fixtures
-# (tools/reference/hf_fixtures.py) saved by the libraries themselves. One call, about 5 minutes.
+# (tools/reference/hf_fixtures.py) saved by the libraries themselves. One call, about 6 minutes.
 #
 # Prepare here (Debian 12), then run there from the repository root:
 #   tools/gpu_side_by_side/pack.sh            # a Release gpt2vk and its libraries into .gpubin/
 #   device run, carry [".gpubin", ".gl"]:  bash tools/gpu_side_by_side/run.sh "$OUT"
 # Writes into OUT: log.txt, engine.jsonl, torch.jsonl, profile.txt, hf_fixtures.tar.gz.
 # SBS_QUICK=1: the engine (scalar tiles and matrix units) and PyTorch eager on each shape, the
-# profiles, compare and the op tests only (no fixtures, training or torch.compile): about 3
-# minutes.
+# profiles, compare and the op tests only (no fixtures, training or torch.compile): about 4
+# minutes. SBS_MERGE=0 leaves out the split attention's merge fused against apart (about a
+# minute).
 set -uo pipefail
 out=${1:?usage: run.sh OUT_DIR}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -58,6 +59,15 @@ if ((!quick)); then
     --ctx 256 --steps 7 --bench 2>&1 | tail -2
   peer small train 120 --batch 8 --ctx 256 -r 5
 fi
+
+# The split attention's merge in its own dispatch (the default) against attention_merge after
+# it (GPT2VK_SPLIT_MERGE=apart), decode only, two rounds alternated.
+for round in $( ((${SBS_MERGE:-1})) && echo 1 2); do
+  for merge in apart fused; do
+    GPT2VK_SPLIT_MERGE=$merge bench small "merge-$merge" -p 0 -n 128 -r 3
+    GPT2VK_SPLIT_MERGE=$merge bench xl "merge-$merge" -p 0 -n 64 -r 3
+  done
+done
 
 say "profiles"
 bw=4800; nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H100 && bw=3350

@@ -65,6 +65,13 @@ GpuTuning gpu_tuning(const vk::DeviceCaps& caps) {
     t.gemv_workgroup = static_cast<uint32_t>(std::stoul(m[1]));
     t.gemv_outs = static_cast<uint32_t>(std::stoul(m[2]));
   }
+  // And whether the split attention merges in its own dispatch: GPT2VK_SPLIT_MERGE.
+  if (const char* g = std::getenv("GPT2VK_SPLIT_MERGE"); g && *g) {
+    const std::string v = g;
+    if (v != "fused" && v != "apart")
+      throw std::runtime_error("GPT2VK_SPLIT_MERGE='" + v + "': not fused or apart");
+    t.split_merge_fused = v == "fused";
+  }
   // And of the largest weight a decode GEMV fuses its LayerNorm into: GPT2VK_NORM_GEMV_MIB.
   if (const char* g = std::getenv("GPT2VK_NORM_GEMV_MIB"); g && *g) {
     if (!std::regex_match(g, std::regex(R"(\d{1,4})")))

@@ -53,6 +53,11 @@ struct GpuTuning {
   // per barrier of the 64 x 64 ones) where they still make at least this many workgroups: about
   // one per compute unit of a large GPU. Smaller grids take 64 x 64 tiles. Not yet measured.
   uint32_t coop_large_groups = 128;
+  // The split attention merges its key blocks in its own dispatch (its last workgroup of each
+  // query's head; attention_split.comp) where the model gives it counts, rather than in an
+  // attention_merge dispatch after it: one dispatch and one barrier fewer per layer and token.
+  // Not yet measured on a GPU; GPT2VK_SPLIT_MERGE=apart|fused sets it, for measuring.
+  bool split_merge_fused = true;
 };
 // The table's entry for a device: by PCI vendor id, then by name where a vendor's architectures
 // differ.
