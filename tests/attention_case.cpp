@@ -15,6 +15,22 @@ Inputs make_inputs(const Case& c, unsigned seed, float lo, float hi) {
           test::random_floats(size_t{c.L} * c.C, seed + 2)};
 }
 
+void record(const model::gpu::Ops& kernels, vk::Recorder& rec, const Case& c,
+            const vk::BufferSpan& out, const vk::BufferSpan& qkv, const vk::BufferSpan& k,
+            const vk::BufferSpan& v, const model::gpu::AttentionOptions& options) {
+  model::gpu::attention(kernels, rec,
+                        {.out = out,
+                         .q = qkv,
+                         .k_cache = k,
+                         .v_cache = v,
+                         .q_stride = 3 * c.C,
+                         .T = c.T,
+                         .L = c.L,
+                         .C = c.C,
+                         .H = c.H,
+                         .options = options});
+}
+
 std::vector<float> run_gpu(const model::gpu::Ops& kernels, const Case& c, const Inputs& in,
                            std::string* shader, bool scratch, std::vector<float>* probs) {
   const vk::Device& device = kernels.device();
@@ -41,17 +57,7 @@ std::vector<float> run_gpu(const model::gpu::Ops& kernels, const Case& c, const 
   }
   vk::Recorder rec(device, shader != nullptr);
   rec.begin();
-  model::gpu::attention(kernels, rec,
-                        {.out = out,
-                         .q = qkv,
-                         .k_cache = k,
-                         .v_cache = v,
-                         .q_stride = 3 * c.C,
-                         .T = c.T,
-                         .L = c.L,
-                         .C = c.C,
-                         .H = c.H,
-                         .options = options});
+  record(kernels, rec, c, out, qkv, k, v, options);
   rec.run();
   if (shader) {  // the split kernel's two dispatches as "attention_split+attention_merge"
     const std::vector<vk::DispatchTime> t = rec.timings();

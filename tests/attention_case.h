@@ -34,6 +34,12 @@ struct Inputs {
 
 Inputs make_inputs(const Case& c, unsigned seed, float lo = -1, float hi = 1);
 
+// Records model::gpu::attention of case c (the shape; q in the fused [T, 3C] layout of qkv) over
+// these spans, with `options` (the case's own, or more).
+void record(const model::gpu::Ops& kernels, vk::Recorder& rec, const Case& c,
+            const vk::BufferSpan& out, const vk::BufferSpan& qkv, const vk::BufferSpan& k,
+            const vk::BufferSpan& v, const model::gpu::AttentionOptions& options);
+
 // Runs model::gpu::attention on the kernels' device (the shared one or a LoweredGpu) and reads out
 // back; with `shader`, also the name of the shader it dispatched (the device must have timestamps).
 // Split's scratch is allocated when the case asks for that kernel, or for Auto with `scratch`.

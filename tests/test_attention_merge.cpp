@@ -56,18 +56,7 @@ Runs run(const model::gpu::Ops& kernels, const Case& c, const Inputs& in, uint32
   for (uint32_t i = 0; i < calls; i++) outs.push_back(arena.alloc(out_floats * 4));
   vk::Recorder rec(device, true);
   rec.begin();
-  for (const vk::BufferSpan& out : outs)
-    model::gpu::attention(kernels, rec,
-                          {.out = out,
-                           .q = qkv,
-                           .k_cache = k,
-                           .v_cache = v,
-                           .q_stride = 3 * c.C,
-                           .T = c.T,
-                           .L = c.L,
-                           .C = c.C,
-                           .H = c.H,
-                           .options = options});
+  for (const vk::BufferSpan& out : outs) record(kernels, rec, c, out, qkv, k, v, options);
   rec.run();
   Runs r;
   const std::vector<vk::DispatchTime> t = rec.timings();

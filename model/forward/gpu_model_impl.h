@@ -302,7 +302,8 @@ class GpuModel final : public Model {
   std::optional<size_t> types_;  // an encoder's token types
   size_t batch_rows_ = 0;        // a batch's {pos, cache texel} per row (attention_store_batch)
   // Partial results of split-K attention (decoding) and of the tiled kernel's key ranges, where
-  // they may run.
+  // they may run; and the split kernel's counts of finished key blocks (its merge fused), zero
+  // between dispatches.
   std::optional<size_t> split_, split_counts_;
   size_t partials_;  // greedy decoding: the head's argmax partials (gpu::matmul_argmax)
 

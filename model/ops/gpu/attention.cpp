@@ -94,6 +94,14 @@ struct Call {
   const vk::BufferSpan* bias = nullptr;  // the relative position bias [H, bias_span], or null
   uint32_t bias_span = 0;
   const vk::BufferSpan* counts = nullptr;  // Split's block counts (the merge fused), or null
+  // What the options give every kernel beyond the constructor's: the caches' type, the bias,
+  // the split kernel's counts.
+  void take(const AttentionOptions& o) {
+    cache = o.cache;
+    bias = o.bias;
+    bias_span = o.bias_span;
+    counts = o.counts;
+  }
   uint64_t row_bytes() const { return uint64_t{C} * sizeof(float); }  // of q's head and out
   uint64_t cache_row_bytes() const { return uint64_t{C} * dtype_bytes(cache); }
   // The cache rows a kernel that reads the first L binds: those, or all with the position read
@@ -464,9 +472,7 @@ Call batch_call(const vk::BufferSpan& out, const vk::BufferSpan& k_caches,
                                        (uint64_t{C} * dtype_bytes(options.cache)));
   Call c{out, qkv, k_caches, v_caches, 3 * C, T, L, C, H, true, nullptr, options.scratch,
          nullptr, &rows, options.cache};
-  c.bias = options.bias;
-  c.bias_span = options.bias_span;
-  c.counts = options.counts;
+  c.take(options);
   return c;
 }
 
@@ -503,10 +509,7 @@ void attention(const Ops& ops, vk::Recorder& rec, const AttentionArgs& a) {
     check_bias("attention", ops.caps(), options, H, L, "L");
   Call c{out, q, k_cache, v_cache, q_stride, T, L, C, H, false, options.probs,
          options.scratch, options.step};
-  c.cache = options.cache;
-  c.bias = options.bias;
-  c.bias_span = options.bias_span;
-  c.counts = options.counts;
+  c.take(options);
   const AttentionKernel kernel = choose_kernel(ops, c, options.kernel);
   if (kernel == AttentionKernel::Texel)
     dispatch_texel(ops, rec, c, make_push(c, options));
@@ -624,10 +627,7 @@ void attention_store(const Ops& ops, vk::Recorder& rec, const AttentionStoreArgs
     check_bias("attention_store", ops.caps(), options, H, L, "L");
   Call c{out, qkv, k_cache, v_cache, 3 * C, T, L, C, H, true, options.probs,
          options.scratch, options.step};
-  c.cache = options.cache;
-  c.bias = options.bias;
-  c.bias_span = options.bias_span;
-  c.counts = options.counts;
+  c.take(options);
   const AttentionKernel kernel = choose_kernel(ops, c, options.kernel);
   if (kernel == AttentionKernel::Texel) {
     dispatch_texel(ops, rec, c, make_push(c, options));
